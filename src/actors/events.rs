@@ -1,0 +1,206 @@
+//! Events: persists runtime events and keeps the live view of the supervision tree.
+//!
+//! A task owned by this actor drains the [`EventBus`] into `runtime_events` in batches (every
+//! 500 ms or 256 events) and trims the table to `[store] events_retention` rows. Lifecycle events
+//! are also forwarded to the actor, which keeps the latest status of every actor for Studio's tree.
+//!
+//! Background job: the persister task (owner: this actor; stopped in `post_stop` after a final
+//! flush; on restart it resubscribes — events published while it was down are not persisted,
+//! which is acceptable for a history table and said here so nobody relies on it).
+//!
+//! Restart policy: permanent.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::events::{EventBus, EventKind, RuntimeEvent};
+use crate::store::Store;
+
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+const FLUSH_BATCH: usize = 256;
+
+pub enum EventsMsg {
+    Observed(RuntimeEvent),
+    Snapshot(RpcReplyPort<TreeSnapshot>),
+}
+
+/// The latest known state of one actor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActorView {
+    pub id: String,
+    pub status: &'static str,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    pub since_ms: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TreeSnapshot {
+    pub boot_complete: bool,
+    pub actors: Vec<ActorView>,
+}
+
+#[derive(Clone)]
+pub struct EventsArgs {
+    pub bus: EventBus,
+    pub store: Store,
+    pub retention: u64,
+}
+
+pub struct EventsActor;
+
+pub struct EventsState {
+    actors: BTreeMap<String, ActorView>,
+    boot_complete: bool,
+    stop_persister: Option<oneshot::Sender<()>>,
+    persister: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Actor for EventsActor {
+    type Msg = EventsMsg;
+    type State = EventsState;
+    type Arguments = EventsArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: EventsArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let receiver = args.bus.subscribe();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let persister = tokio::spawn(persist(
+            receiver,
+            stop_rx,
+            args.store,
+            args.retention,
+            myself,
+        ));
+        Ok(EventsState {
+            actors: BTreeMap::new(),
+            boot_complete: false,
+            stop_persister: Some(stop_tx),
+            persister: Some(persister),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            EventsMsg::Observed(event) => observe(state, event),
+            EventsMsg::Snapshot(reply) => {
+                let _ = reply.send(TreeSnapshot {
+                    boot_complete: state.boot_complete,
+                    actors: state.actors.values().cloned().collect(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(stop) = state.stop_persister.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = state.persister.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+        }
+        Ok(())
+    }
+}
+
+fn observe(state: &mut EventsState, event: RuntimeEvent) {
+    match event.kind {
+        EventKind::BootComplete => state.boot_complete = true,
+        EventKind::ShutdownStarted => state.boot_complete = false,
+        kind if kind.is_lifecycle() => {
+            let view = state
+                .actors
+                .entry(event.subject.clone())
+                .or_insert_with(|| ActorView {
+                    id: event.subject.clone(),
+                    status: "starting",
+                    restarts: 0,
+                    last_error: None,
+                    since_ms: event.at_ms,
+                });
+            view.since_ms = event.at_ms;
+            view.status = match kind {
+                EventKind::ActorStarted => "running",
+                EventKind::ActorFailed => "failed",
+                EventKind::ActorRestarting => {
+                    view.restarts += 1;
+                    "restarting"
+                }
+                EventKind::ActorDegraded => "degraded",
+                EventKind::ActorEscalated => "escalated",
+                _ => "stopped",
+            };
+            if kind == EventKind::ActorFailed {
+                view.last_error = Some(event.detail.clone());
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn persist(
+    mut receiver: broadcast::Receiver<RuntimeEvent>,
+    mut stop: oneshot::Receiver<()>,
+    store: Store,
+    retention: u64,
+    events_actor: ActorRef<EventsMsg>,
+) {
+    let mut buffer: Vec<RuntimeEvent> = Vec::new();
+    let mut ticker = tokio::time::interval(FLUSH_EVERY);
+    loop {
+        tokio::select! {
+            received = receiver.recv() => match received {
+                Ok(event) => {
+                    if event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
+                        let _ = events_actor.cast(EventsMsg::Observed(event.clone()));
+                    }
+                    buffer.push(event);
+                    if buffer.len() >= FLUSH_BATCH {
+                        flush(&store, &mut buffer, retention).await;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "event history fell behind; some events were not stored");
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            _ = ticker.tick() => flush(&store, &mut buffer, retention).await,
+            _ = &mut stop => {
+                while let Ok(event) = receiver.try_recv() {
+                    buffer.push(event);
+                }
+                break;
+            }
+        }
+    }
+    flush(&store, &mut buffer, retention).await;
+}
+
+async fn flush(store: &Store, buffer: &mut Vec<RuntimeEvent>, retention: u64) {
+    if buffer.is_empty() {
+        return;
+    }
+    let batch = std::mem::take(buffer);
+    if let Err(error) = store
+        .write(move |conn| crate::store::events::append(conn, &batch, retention))
+        .await
+    {
+        tracing::warn!(%error, "could not store runtime events");
+    }
+}

@@ -1,0 +1,14 @@
+//! Actors: one file per actor kind, plus the shared restart policy (`supervise`).
+//!
+//! Each file follows the same order: `//!` doc (responsibility, invariants, restart policy),
+//! `Msg` enum, `Args`, the behaviour struct, its state, `impl Actor`.
+//!
+//! Architecture Invariant: actors hold only `ActorRef`s (or registered names) of each other, never
+//! another actor's state. Long I/O runs in spawned tasks that report back by message.
+
+pub mod events;
+pub mod root;
+pub mod store;
+pub mod studio;
+pub mod supervise;
+pub mod supervisor;

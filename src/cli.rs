@@ -1,0 +1,324 @@
+//! The command line: `clawvisor serve | doctor | migrate | config check | ...`.
+//!
+//! Every command loads the same layered config (a configuration error exits with code 78 and a
+//! message naming the file, key and what is expected), then does its work. Only this module and
+//! `main.rs` print to stdout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{self, ConfigError, LoadedConfig, LogFormat, Overrides};
+use crate::daemon::{self, EXIT_CONFIG};
+use crate::store::{self, Store};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "clawvisor",
+    version,
+    about = "A supervised home-server daemon for personal AI agents"
+)]
+pub struct Cli {
+    /// Config file (default: config/clawvisor.toml if present, else built-in defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory for the database, workspaces and indexes (default: ./data).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory of agent files (default: actors/ next to the config).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub actors_dir: Option<PathBuf>,
+    /// Studio address (default: 127.0.0.1:7070).
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub studio_bind: Option<String>,
+    /// Log filter, RUST_LOG style (default: info).
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// Log format.
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<CliLogFormat>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CliLogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon until SIGINT/SIGTERM.
+    Serve,
+    /// Check the config, the database and every external dependency, and say what to fix.
+    Doctor,
+    /// Apply pending database migrations (the daemon also does this at boot).
+    Migrate {
+        /// Only print the schema version of the database and of this binary.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config and agent files; print the effective settings.
+    Check,
+}
+
+impl Cli {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            studio_bind: self.studio_bind.clone(),
+            actors_dir: self.actors_dir.clone(),
+            log_level: self.log_level.clone(),
+            log_format: self.log_format.map(|format| match format {
+                CliLogFormat::Text => LogFormat::Text,
+                CliLogFormat::Json => LogFormat::Json,
+            }),
+        }
+    }
+}
+
+/// Entry point used by `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = match config::load(&cli.overrides()) {
+        Ok(loaded) => loaded,
+        Err(error) => return config_error(&error),
+    };
+    if let Err(message) = crate::logging::init(&loaded.config.log.level, loaded.config.log.format) {
+        eprintln!("configuration error: {message}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run_command(cli.command, loaded))
+}
+
+fn config_error(error: &ConfigError) -> ExitCode {
+    eprintln!("configuration error: {error}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
+    match command {
+        Command::Serve => match daemon::run(loaded, daemon::shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                tracing::error!("{error}");
+                eprintln!("clawvisor: {error}");
+                ExitCode::from(error.exit_code())
+            }
+        },
+        Command::Doctor => doctor(&loaded).await,
+        Command::Migrate { status } => migrate(&loaded, status).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => config_check(&loaded),
+    }
+}
+
+fn config_check(loaded: &LoadedConfig) -> ExitCode {
+    let config = &loaded.config;
+    println!("config: {} (ok)", loaded.source);
+    println!("data_dir: {}", config.data_dir.display());
+    println!("studio: http://{}", config.studio.bind);
+    match &loaded.agents_source {
+        Some(dir) => println!("agents: {} from {}", loaded.agents.len(), dir.display()),
+        None => println!("agents: 1 (the built-in assistant)"),
+    }
+    for agent in &loaded.agents {
+        let bot = agent
+            .telegram
+            .as_ref()
+            .map(|telegram| format!("telegram token from {}", telegram.token_env))
+            .unwrap_or_else(|| "no telegram bot".into());
+        println!(
+            "  - {} ({}/{}, {}, {})",
+            agent.name,
+            agent.provider,
+            agent.model,
+            agent.autonomy.as_str(),
+            bot
+        );
+    }
+    for warning in &loaded.warnings {
+        println!("warning: {warning}");
+    }
+    for hint in &loaded.hints {
+        println!("next: {hint}");
+    }
+    ExitCode::SUCCESS
+}
+
+async fn migrate(loaded: &LoadedConfig, status_only: bool) -> ExitCode {
+    let path = loaded.config.db_path();
+    let latest = store::latest_version();
+    if status_only {
+        let current = if path.exists() {
+            store::peek_version(&path).ok()
+        } else {
+            None
+        };
+        match current {
+            Some(version) => println!(
+                "database {}: schema {version}; binary knows {latest}",
+                path.display()
+            ),
+            None => println!(
+                "database {}: not created yet; binary knows {latest}",
+                path.display()
+            ),
+        }
+        return ExitCode::SUCCESS;
+    }
+    let before = if path.exists() {
+        store::peek_version(&path).unwrap_or(0)
+    } else {
+        0
+    };
+    let options = loaded.config.store_options();
+    let opened = tokio::task::spawn_blocking(move || {
+        let store = Store::open(&path, options)?;
+        store.stop_writer();
+        Ok::<_, store::StoreError>(())
+    })
+    .await;
+    match opened {
+        Ok(Ok(())) => {
+            println!(
+                "migrated {} from schema {before} to {latest}",
+                loaded.config.db_path().display()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Err(error)) => {
+            eprintln!("migrate: {error}");
+            ExitCode::from(daemon::DaemonError::Store(error).exit_code())
+        }
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// One line of the doctor's report.
+struct Check {
+    ok: bool,
+    what: String,
+    detail: String,
+}
+
+async fn doctor(loaded: &LoadedConfig) -> ExitCode {
+    let mut checks = vec![Check {
+        ok: true,
+        what: "config".into(),
+        detail: format!("{} with {} agent(s)", loaded.source, loaded.agents.len()),
+    }];
+    let path = loaded.config.db_path();
+    if path.exists() {
+        let latest = store::latest_version();
+        match store::peek_version(&path) {
+            Ok(version) if version > latest => checks.push(Check {
+                ok: false,
+                what: "database".into(),
+                detail: format!(
+                    "schema {version} is newer than this binary ({latest}); run a newer clawvisor"
+                ),
+            }),
+            Ok(version) => {
+                let options = loaded.config.store_options();
+                let opened = tokio::task::spawn_blocking({
+                    let path = path.clone();
+                    move || Store::open(&path, options)
+                })
+                .await;
+                match opened {
+                    Ok(Ok(store)) => {
+                        let integrity = store.integrity_check().await;
+                        store.stop_writer();
+                        match integrity {
+                            Ok(rows) if rows == ["ok"] => checks.push(Check {
+                                ok: true,
+                                what: "database".into(),
+                                detail: format!(
+                                    "{} schema {version}, integrity_check ok",
+                                    path.display()
+                                ),
+                            }),
+                            Ok(rows) => checks.push(Check {
+                                ok: false,
+                                what: "database".into(),
+                                detail: format!("integrity_check reported: {}", rows.join("; ")),
+                            }),
+                            Err(error) => checks.push(Check {
+                                ok: false,
+                                what: "database".into(),
+                                detail: error.to_string(),
+                            }),
+                        }
+                    }
+                    Ok(Err(error)) => checks.push(Check {
+                        ok: false,
+                        what: "database".into(),
+                        detail: error.to_string(),
+                    }),
+                    Err(_) => checks.push(Check {
+                        ok: false,
+                        what: "database".into(),
+                        detail: "opening the database panicked".into(),
+                    }),
+                }
+            }
+            Err(error) => checks.push(Check {
+                ok: false,
+                what: "database".into(),
+                detail: error.to_string(),
+            }),
+        }
+    } else {
+        checks.push(Check {
+            ok: true,
+            what: "database".into(),
+            detail: format!("{} does not exist yet; `serve` creates it", path.display()),
+        });
+    }
+    for hint in &loaded.hints {
+        checks.push(Check {
+            ok: false,
+            what: "next step".into(),
+            detail: hint.clone(),
+        });
+    }
+    let mut failed = false;
+    for check in &checks {
+        println!(
+            "[{}] {}: {}",
+            if check.ok { " ok " } else { "FAIL" },
+            check.what,
+            check.detail
+        );
+        failed |= !check.ok && check.what != "next step";
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

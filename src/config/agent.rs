@@ -1,0 +1,387 @@
+//! Agent definitions: one `actors/<name>.toml` per agent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::layers::{describe_toml_error, display_key, friendly};
+use super::{Config, ConfigError, Dur};
+
+/// How much an agent may do without asking (DESIGN.md, "Policy and risk").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Autonomy {
+    /// Everything but destructive (L2+) writes runs freely. Loop limit 50 turns.
+    TrustFirst,
+    /// Read-only tools run freely; every write asks. Loop limit 15 turns.
+    #[default]
+    RequireApproval,
+    /// Every tool call asks. Loop limit 8 turns.
+    Supervised,
+}
+
+impl Autonomy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Autonomy::TrustFirst => "trust_first",
+            Autonomy::RequireApproval => "require_approval",
+            Autonomy::Supervised => "supervised",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Autonomy> {
+        match text {
+            "trust_first" => Some(Autonomy::TrustFirst),
+            "require_approval" => Some(Autonomy::RequireApproval),
+            "supervised" => Some(Autonomy::Supervised),
+            _ => None,
+        }
+    }
+
+    /// The loop's turn limit in this mode (DESIGN.md: 50 / 15 / 8).
+    pub fn turn_limit(self) -> u32 {
+        match self {
+            Autonomy::TrustFirst => 50,
+            Autonomy::RequireApproval => 15,
+            Autonomy::Supervised => 8,
+        }
+    }
+}
+
+/// A model to try when the previous one in the chain fails.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackModel {
+    pub provider: String,
+    pub model: String,
+}
+
+/// The agent's Telegram bot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramSpec {
+    /// Environment variable that holds the bot token (the token itself never goes in a file).
+    pub token_env: String,
+    /// Bot API base URL (a self-hosted Bot API server, or a test fake).
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+    /// Telegram user ids allowed to talk to the agent; others go through pairing.
+    #[serde(default)]
+    pub allow_users: Vec<i64>,
+    /// Telegram user ids allowed to approve risky actions (default: `allow_users`).
+    #[serde(default)]
+    pub approvers: Vec<i64>,
+}
+
+fn default_api_url() -> String {
+    "https://api.telegram.org".to_string()
+}
+
+/// One agent, as written in its file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Lowercase letters, digits, `-` and `_`; unique.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// A key of `[providers]` in the config.
+    pub provider: String,
+    pub model: String,
+    #[serde(default)]
+    pub fallback: Vec<FallbackModel>,
+    /// The persona and standing instructions (or `instructions_file`, relative to the agent file).
+    #[serde(default)]
+    pub instructions: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_file: Option<PathBuf>,
+    #[serde(default)]
+    pub autonomy: Autonomy,
+    /// Built-in tool names, `mcp:<server>` for all tools of a server, or `<server>__<tool>`.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// The agent this one reports to (its memory is readable by that agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports_to: Option<String>,
+    /// Agents this one may delegate to (default: the agents that report to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub can_delegate_to: Option<Vec<String>>,
+    /// Skills enabled for this agent.
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Stop starting new runs once today's cost reaches this many US dollars (0 = no limit).
+    #[serde(default)]
+    pub daily_budget_usd: f64,
+    /// How long an approval request waits for a decision.
+    #[serde(default = "default_approval_ttl")]
+    pub approval_ttl: Dur,
+    /// The model's context budget in tokens (prompt layers are trimmed to fit).
+    #[serde(default = "default_context_tokens")]
+    pub context_tokens: u32,
+    /// Workspace directory for file tools (default: `<data_dir>/workspaces/<name>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telegram: Option<TelegramSpec>,
+    /// Shell commands are allowed for this agent (still classified and gated).
+    #[serde(default)]
+    pub allow_shell: bool,
+    /// Where this spec was read from (not a key in the file).
+    #[serde(skip)]
+    pub source: String,
+}
+
+fn default_approval_ttl() -> Dur {
+    Dur::secs(300)
+}
+
+fn default_context_tokens() -> u32 {
+    16_000
+}
+
+impl AgentSpec {
+    /// The agents this one may hand work to.
+    pub fn delegates(&self, all: &[AgentSpec]) -> Vec<String> {
+        match &self.can_delegate_to {
+            Some(list) => list.clone(),
+            None => all
+                .iter()
+                .filter(|other| other.reports_to.as_deref() == Some(self.name.as_str()))
+                .map(|other| other.name.clone())
+                .collect(),
+        }
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// Parses one agent file's text.
+pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpec, ConfigError> {
+    let deserializer = toml::de::Deserializer::parse(text).map_err(|error| ConfigError::File {
+        origin: origin.to_string(),
+        message: describe_toml_error(text, error.message(), error.span()),
+    })?;
+    let mut spec: AgentSpec = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let key = display_key(&error.path().to_string());
+        let inner = error.inner();
+        ConfigError::key(
+            origin,
+            key,
+            describe_toml_error(text, &friendly(inner.message()), inner.span()),
+        )
+    })?;
+    spec.source = origin.to_string();
+    if !valid_name(&spec.name) {
+        return Err(ConfigError::key(
+            origin,
+            "name",
+            format!(
+                "`{}` is not a valid agent name (use 1-32 lowercase letters, digits, `-` or `_`)",
+                spec.name
+            ),
+        ));
+    }
+    if !config.providers.contains_key(&spec.provider) {
+        return Err(ConfigError::key(
+            origin,
+            "provider",
+            format!(
+                "provider `{}` is not defined; add [providers.{}] to the config (defined: {})",
+                spec.provider,
+                spec.provider,
+                defined(config.providers.keys())
+            ),
+        ));
+    }
+    for (index, fallback) in spec.fallback.iter().enumerate() {
+        if !config.providers.contains_key(&fallback.provider) {
+            return Err(ConfigError::key(
+                origin,
+                format!("fallback[{index}].provider"),
+                format!(
+                    "provider `{}` is not defined (defined: {})",
+                    fallback.provider,
+                    defined(config.providers.keys())
+                ),
+            ));
+        }
+    }
+    if spec.model.trim().is_empty() {
+        return Err(ConfigError::key(origin, "model", "must not be empty"));
+    }
+    if !(0.0..1.0e6).contains(&spec.daily_budget_usd) {
+        return Err(ConfigError::key(
+            origin,
+            "daily_budget_usd",
+            "must be between 0 and 1,000,000",
+        ));
+    }
+    if spec.context_tokens < 1_000 {
+        return Err(ConfigError::key(
+            origin,
+            "context_tokens",
+            "must be at least 1000",
+        ));
+    }
+    if let Some(telegram) = &spec.telegram {
+        if telegram.token_env.trim().is_empty() {
+            return Err(ConfigError::key(
+                origin,
+                "[telegram].token_env",
+                "must name an environment variable",
+            ));
+        }
+        let url = reqwest::Url::parse(&telegram.api_url).map_err(|error| {
+            ConfigError::key(
+                origin,
+                "[telegram].api_url",
+                format!("invalid URL `{}`: {error}", telegram.api_url),
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConfigError::key(
+                origin,
+                "[telegram].api_url",
+                "must be an http:// or https:// URL",
+            ));
+        }
+    }
+    match (&spec.instructions_file, spec.instructions.trim().is_empty()) {
+        (Some(_), false) => {
+            return Err(ConfigError::key(
+                origin,
+                "instructions_file",
+                "set either `instructions` or `instructions_file`, not both",
+            ));
+        }
+        (None, true) => {
+            return Err(ConfigError::key(
+                origin,
+                "instructions",
+                "missing: give the agent its persona in `instructions` (or `instructions_file`)",
+            ));
+        }
+        _ => {}
+    }
+    Ok(spec)
+}
+
+fn defined<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Reads every `*.toml` in `dir` (sorted by file name).
+pub fn load_agents(dir: &Path, config: &Config) -> Result<Vec<AgentSpec>, ConfigError> {
+    let origin = dir.display().to_string();
+    let entries = std::fs::read_dir(dir).map_err(|error| ConfigError::File {
+        origin: origin.clone(),
+        message: format!("cannot read the agents directory: {error}"),
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    files.sort();
+    let mut agents = Vec::new();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for file in files {
+        let origin = file.display().to_string();
+        let text = std::fs::read_to_string(&file).map_err(|error| ConfigError::File {
+            origin: origin.clone(),
+            message: format!("cannot read: {error}"),
+        })?;
+        let mut spec = parse_agent(&text, &origin, config)?;
+        if let Some(first) = seen.get(&spec.name) {
+            return Err(ConfigError::key(
+                origin,
+                "name",
+                format!("agent `{}` is already defined in {first}", spec.name),
+            ));
+        }
+        if let Some(relative) = spec.instructions_file.clone() {
+            let path = file
+                .parent()
+                .map(|dir| dir.join(&relative))
+                .unwrap_or(relative);
+            spec.instructions = std::fs::read_to_string(&path).map_err(|error| {
+                ConfigError::key(
+                    &origin,
+                    "instructions_file",
+                    format!("cannot read {}: {error}", path.display()),
+                )
+            })?;
+        }
+        seen.insert(spec.name.clone(), origin);
+        agents.push(spec);
+    }
+    Ok(agents)
+}
+
+/// Checks that hold between agents: `reports_to` names an agent and has no cycle;
+/// `can_delegate_to` names agents.
+pub fn validate_agents(agents: &[AgentSpec], _config: &Config) -> Result<(), ConfigError> {
+    let names: BTreeSet<&str> = agents.iter().map(|agent| agent.name.as_str()).collect();
+    for agent in agents {
+        if let Some(boss) = &agent.reports_to {
+            if !names.contains(boss.as_str()) {
+                return Err(ConfigError::key(
+                    &agent.source,
+                    "reports_to",
+                    format!("no agent is named `{boss}`"),
+                ));
+            }
+            let mut seen = BTreeSet::new();
+            let mut current = Some(agent.name.as_str());
+            while let Some(name) = current {
+                if !seen.insert(name) {
+                    return Err(ConfigError::key(
+                        &agent.source,
+                        "reports_to",
+                        format!("`reports_to` forms a cycle through `{name}`"),
+                    ));
+                }
+                current = agents
+                    .iter()
+                    .find(|other| other.name == name)
+                    .and_then(|other| other.reports_to.as_deref());
+            }
+        }
+        for delegate in agent.can_delegate_to.iter().flatten() {
+            if !names.contains(delegate.as_str()) {
+                return Err(ConfigError::key(
+                    &agent.source,
+                    "can_delegate_to",
+                    format!("no agent is named `{delegate}`"),
+                ));
+            }
+        }
+    }
+    let mut tokens: BTreeMap<&str, &str> = BTreeMap::new();
+    for agent in agents {
+        if let Some(telegram) = &agent.telegram
+            && let Some(other) = tokens.insert(telegram.token_env.as_str(), agent.name.as_str())
+        {
+            return Err(ConfigError::key(
+                &agent.source,
+                "[telegram].token_env",
+                format!(
+                    "{} is already the token of agent `{other}`: one bot serves exactly one agent",
+                    telegram.token_env
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! The layering itself: each layer is a TOML table; they are merged in order and deserialized once.
+//! The file layer is also deserialized alone first, so that its errors name the file and line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use toml::{Table, Value};
+
+use super::{
+    Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, LoadedConfig, Overrides, SHIPPED_AGENT,
+    agent, resolve, validate,
+};
+
+const ENV_PREFIX: &str = "CLAWVISOR_";
+/// Variables with a meaning of their own, not mapped onto a key.
+const ENV_SPECIAL: &[&str] = &["CONFIG", "ACTORS_DIR"];
+
+/// Deserializes `text` as a [`Config`], naming the key path and the line on error.
+pub(super) fn parse_config_text(text: &str, origin: &str) -> Result<(Config, Table), ConfigError> {
+    let table: Table = toml::from_str(text).map_err(|error| ConfigError::File {
+        origin: origin.to_string(),
+        message: describe_toml_error(text, error.message(), error.span()),
+    })?;
+    let deserializer = toml::de::Deserializer::parse(text).map_err(|error| ConfigError::File {
+        origin: origin.to_string(),
+        message: describe_toml_error(text, error.message(), error.span()),
+    })?;
+    let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let key = display_key(&error.path().to_string());
+        let inner = error.inner();
+        ConfigError::key(
+            origin,
+            key,
+            describe_toml_error(text, &friendly(inner.message()), inner.span()),
+        )
+    })?;
+    Ok((config, table))
+}
+
+/// `supervision.max_restarts` → `[supervision].max_restarts`; the root → `(top level)`.
+pub(super) fn display_key(path: &str) -> String {
+    if path.is_empty() || path == "." {
+        return "(top level)".to_string();
+    }
+    match path.split_once('.') {
+        Some((section, rest)) => format!("[{section}].{rest}"),
+        None => path.to_string(),
+    }
+}
+
+pub(super) fn friendly(message: &str) -> String {
+    message
+        .replace("unknown field", "unknown key")
+        .replace("missing field", "missing key")
+}
+
+pub(super) fn describe_toml_error(
+    text: &str,
+    message: &str,
+    span: Option<std::ops::Range<usize>>,
+) -> String {
+    match span {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("{message} (line {line})")
+        }
+        None => message.to_string(),
+    }
+}
+
+fn merge(base: &mut Table, layer: Table) {
+    for (key, value) in layer {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Table(existing)), Value::Table(incoming)) => merge(existing, incoming),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Maps `CLAWVISOR_SECTION_KEY` (or `CLAWVISOR_KEY` for top-level keys) onto the defaults' keys.
+fn env_layer(
+    defaults: &Table,
+    env: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Result<(Table, BTreeMap<String, String>), ConfigError> {
+    let mut layer = Table::new();
+    let mut origins = BTreeMap::new();
+    for (name, raw) in env {
+        let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        if ENV_SPECIAL.contains(&rest) {
+            continue;
+        }
+        let mut found = None;
+        for (key, value) in defaults {
+            match value {
+                Value::Table(section) => {
+                    for (inner, default) in section {
+                        if format!("{key}_{inner}").to_ascii_uppercase() == rest {
+                            found = Some((Some(key.clone()), inner.clone(), default.clone()));
+                        }
+                    }
+                }
+                default => {
+                    if key.to_ascii_uppercase() == rest {
+                        found = Some((None, key.clone(), default.clone()));
+                    }
+                }
+            }
+        }
+        let Some((section, key, default)) = found else {
+            // Agent files may name their own CLAWVISOR_... token variables; those are not keys.
+            if !rest.ends_with("TOKEN") && !rest.ends_with("KEY") {
+                warnings.push(format!(
+                    "environment variable {name} matches no configuration key; ignored"
+                ));
+            }
+            continue;
+        };
+        let dotted = match &section {
+            Some(section) => format!("{section}.{key}"),
+            None => key.clone(),
+        };
+        let value = typed_env_value(raw, &default).map_err(|message| {
+            ConfigError::key(
+                format!("environment variable {name}"),
+                display_key(&dotted),
+                message,
+            )
+        })?;
+        match section {
+            Some(section) => {
+                let entry = layer
+                    .entry(section)
+                    .or_insert_with(|| Value::Table(Table::new()));
+                if let Value::Table(table) = entry {
+                    table.insert(key, value);
+                }
+            }
+            None => {
+                layer.insert(key, value);
+            }
+        }
+        origins.insert(dotted, format!("environment variable {name}"));
+    }
+    Ok((layer, origins))
+}
+
+fn typed_env_value(raw: &str, default: &Value) -> Result<Value, String> {
+    Ok(match default {
+        Value::String(_) => Value::String(raw.to_string()),
+        Value::Integer(_) => Value::Integer(
+            raw.trim()
+                .parse()
+                .map_err(|_| format!("`{raw}` is not a whole number"))?,
+        ),
+        Value::Float(_) => Value::Float(
+            raw.trim()
+                .parse()
+                .map_err(|_| format!("`{raw}` is not a number"))?,
+        ),
+        Value::Boolean(_) => Value::Boolean(match raw.trim() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => return Err(format!("`{raw}` is not true or false")),
+        }),
+        _ => {
+            let parsed: Table = toml::from_str(&format!("value = {raw}"))
+                .map_err(|error| format!("`{raw}` is not a TOML value: {}", error.message()))?;
+            parsed
+                .get("value")
+                .cloned()
+                .unwrap_or(Value::String(raw.to_string()))
+        }
+    })
+}
+
+fn cli_layer(overrides: &Overrides) -> (Table, BTreeMap<String, String>) {
+    let mut layer = Table::new();
+    let mut origins = BTreeMap::new();
+    let mut set = |section: Option<&str>, key: &str, value: Value, flag: &str| match section {
+        Some(section) => {
+            let entry = layer
+                .entry(section.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            if let Value::Table(table) = entry {
+                table.insert(key.to_string(), value);
+            }
+            origins.insert(
+                format!("{section}.{key}"),
+                format!("command-line flag {flag}"),
+            );
+        }
+        None => {
+            layer.insert(key.to_string(), value);
+            origins.insert(key.to_string(), format!("command-line flag {flag}"));
+        }
+    };
+    if let Some(dir) = &overrides.data_dir {
+        set(
+            None,
+            "data_dir",
+            Value::String(dir.display().to_string()),
+            "--data-dir",
+        );
+    }
+    if let Some(bind) = &overrides.studio_bind {
+        set(
+            Some("studio"),
+            "bind",
+            Value::String(bind.clone()),
+            "--studio-bind",
+        );
+    }
+    if let Some(dir) = &overrides.actors_dir {
+        set(
+            Some("agents"),
+            "dir",
+            Value::String(dir.display().to_string()),
+            "--actors-dir",
+        );
+    }
+    if let Some(level) = &overrides.log_level {
+        set(
+            Some("log"),
+            "level",
+            Value::String(level.clone()),
+            "--log-level",
+        );
+    }
+    if let Some(format) = overrides.log_format {
+        let text = match format {
+            super::LogFormat::Text => "text",
+            super::LogFormat::Json => "json",
+        };
+        set(
+            Some("log"),
+            "format",
+            Value::String(text.into()),
+            "--log-format",
+        );
+    }
+    (layer, origins)
+}
+
+pub(super) fn load(
+    overrides: &Overrides,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> Result<LoadedConfig, ConfigError> {
+    let mut warnings = Vec::new();
+
+    // 1. Which file: flag > CLAWVISOR_CONFIG > config/clawvisor.toml > built-in defaults.
+    let explicit = overrides
+        .config
+        .clone()
+        .or_else(|| env.get("CLAWVISOR_CONFIG").map(PathBuf::from));
+    let (source, text) = match explicit {
+        Some(path) => {
+            let path = resolve(cwd, &path);
+            let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::File {
+                origin: path.display().to_string(),
+                message: format!("cannot read the config file: {error}"),
+            })?;
+            (ConfigSource::File(path), text)
+        }
+        None => {
+            let path = cwd.join(DEFAULT_CONFIG_PATH);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => (ConfigSource::File(path), text),
+                Err(_) => (ConfigSource::BuiltIn, super::SHIPPED_CONFIG.to_string()),
+            }
+        }
+    };
+    let origin = source.to_string();
+    // Paths written in a file are relative to its directory. The built-in file stands for
+    // `config/clawvisor.toml` in the working directory.
+    let file_dir = match &source {
+        ConfigSource::File(path) => path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| cwd.to_path_buf()),
+        ConfigSource::BuiltIn => cwd.join("config"),
+    };
+
+    // 2. The file alone: types, unknown keys, named by file and line.
+    let (file_config, file_table) = parse_config_text(&text, &origin)?;
+    validate(&file_config, &origin)?;
+
+    // 3. Defaults < file < env < flags, deserialized once.
+    let mut merged = Table::try_from(Config::default())
+        .expect("the default config always serializes to a TOML table");
+    let defaults = merged.clone();
+    merge(&mut merged, file_table.clone());
+    let (env_table, env_origins) = env_layer(&defaults, env, &mut warnings)?;
+    let (cli_table, cli_origins) = cli_layer(overrides);
+    merge(&mut merged, env_table);
+    merge(&mut merged, cli_table);
+    let mut origins = env_origins;
+    origins.extend(cli_origins);
+
+    let mut config: Config =
+        serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
+            let path = error.path().to_string();
+            let origin = origins
+                .get(&path)
+                .cloned()
+                .unwrap_or_else(|| origin.clone());
+            ConfigError::key(
+                origin,
+                display_key(&path),
+                friendly(&error.inner().to_string()),
+            )
+        })?;
+    let override_origin = |key: &str| origins.get(key).cloned();
+    validate(
+        &config,
+        &override_origin("studio.bind").unwrap_or_else(|| origin.clone()),
+    )?;
+
+    // 4. Resolve paths: from the file → its directory; from env/flags/defaults → the working directory.
+    let data_dir_from_file =
+        file_table.contains_key("data_dir") && !origins.contains_key("data_dir");
+    config.data_dir = resolve(
+        if data_dir_from_file { &file_dir } else { cwd },
+        &config.data_dir,
+    );
+    let env_actors_dir = env
+        .get("CLAWVISOR_ACTORS_DIR")
+        .filter(|_| overrides.actors_dir.is_none());
+    if let Some(dir) = env_actors_dir {
+        config.agents.dir = PathBuf::from(dir);
+    }
+    let agents_dir_from_file = file_table
+        .get("agents")
+        .and_then(Value::as_table)
+        .is_some_and(|agents| agents.contains_key("dir"))
+        && !origins.contains_key("agents.dir")
+        && env_actors_dir.is_none();
+    // The built-in file's `dir` only says where to look; a missing directory is not an error then.
+    let agents_dir_explicit = (agents_dir_from_file && source != ConfigSource::BuiltIn)
+        || origins.contains_key("agents.dir")
+        || env_actors_dir.is_some();
+    config.agents.dir = resolve(
+        if agents_dir_from_file { &file_dir } else { cwd },
+        &config.agents.dir,
+    );
+
+    // 5. Agents.
+    let (agents, agents_source) = if config.agents.dir.is_dir() {
+        let agents = agent::load_agents(&config.agents.dir, &config)?;
+        (agents, Some(config.agents.dir.clone()))
+    } else if agents_dir_explicit {
+        return Err(ConfigError::key(
+            origin,
+            "[agents].dir",
+            format!("directory {} does not exist", config.agents.dir.display()),
+        ));
+    } else {
+        let spec = agent::parse_agent(SHIPPED_AGENT, "built-in actors/assistant.toml", &config)?;
+        warnings.push(format!(
+            "no agents directory at {}; using the built-in `assistant` agent",
+            config.agents.dir.display()
+        ));
+        (vec![spec], None)
+    };
+    agent::validate_agents(&agents, &config)?;
+
+    let hints = next_steps(&config, &agents, &source);
+    Ok(LoadedConfig {
+        config,
+        agents,
+        source,
+        agents_source,
+        warnings,
+        hints,
+    })
+}
+
+/// What an operator should set next, logged at boot ("serve with no config says what to set").
+fn next_steps(config: &Config, agents: &[agent::AgentSpec], source: &ConfigSource) -> Vec<String> {
+    let mut hints = Vec::new();
+    if *source == ConfigSource::BuiltIn {
+        hints.push(format!(
+            "no config file found: running on built-in defaults. Copy the shipped {DEFAULT_CONFIG_PATH} \
+             next to your data and adjust it (every key is documented there)"
+        ));
+    }
+    for spec in agents {
+        if let Some(provider) = config.providers.get(&spec.provider)
+            && !provider.api_key_env.is_empty()
+            && std::env::var(&provider.api_key_env)
+                .map(|v| v.trim().is_empty())
+                .unwrap_or(true)
+        {
+            hints.push(format!(
+                "agent `{}` uses provider `{}`, which reads its API key from {} (not set): set it, \
+                 or point the agent at a local model (see [providers] in {DEFAULT_CONFIG_PATH})",
+                spec.name, spec.provider, provider.api_key_env
+            ));
+        }
+        match &spec.telegram {
+            None => hints.push(format!(
+                "agent `{}` has no Telegram bot yet: add a [telegram] table with token_env = \"...\" to its file",
+                spec.name
+            )),
+            Some(telegram) if std::env::var(&telegram.token_env).map(|v| v.trim().is_empty()).unwrap_or(true) => {
+                hints.push(format!(
+                    "agent `{}` reads its Telegram bot token from {} (not set): the bot stays off until it is",
+                    spec.name, telegram.token_env
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    hints
+}

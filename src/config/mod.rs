@@ -1,0 +1,530 @@
+//! Configuration: defaults < `config/clawvisor.toml` < `CLAWVISOR_*` environment < command-line flags.
+//!
+//! Loading is one function, [`load`], that returns a validated [`LoadedConfig`] (the daemon's
+//! settings plus every agent definition from `actors/*.toml`) or a [`ConfigError`] whose text names
+//! the file (or environment variable), the key, and what was expected. Unknown keys are errors in
+//! files; unknown `CLAWVISOR_*` variables are reported as warnings (the environment is shared with
+//! other programs, and agent files name their own `CLAWVISOR_...` token variables).
+//!
+//! Paths written in a config file are relative to that file's directory; paths from defaults,
+//! the environment or flags are relative to the working directory.
+//!
+//! Architecture Invariant: only `config` reads configuration files and `CLAWVISOR_*` variables;
+//! every actor receives its own slice of the validated config in its `Args`.
+
+mod agent;
+mod duration;
+mod layers;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, parse_agent};
+pub use duration::Dur;
+
+use crate::actors::supervise::RestartPolicy;
+
+/// The config file shipped in the repository; also the built-in defaults when no file exists.
+pub const SHIPPED_CONFIG: &str = include_str!("../../config/clawvisor.toml");
+/// The default agent shipped in the repository; used when no agents directory exists.
+pub const SHIPPED_AGENT: &str = include_str!("../../actors/assistant.toml");
+
+/// Where the config file used for a run lives: its path, or the built-in defaults.
+pub const DEFAULT_CONFIG_PATH: &str = "config/clawvisor.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value is wrong: the origin is a file, an environment variable or a flag.
+    #[error("{origin}: {key}: {message}")]
+    Key {
+        origin: String,
+        key: String,
+        message: String,
+    },
+    /// The file itself is unreadable or not TOML.
+    #[error("{origin}: {message}")]
+    File { origin: String, message: String },
+}
+
+impl ConfigError {
+    pub(crate) fn key(
+        origin: impl Into<String>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError::Key {
+            origin: origin.into(),
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    Text,
+    /// One JSON object per line, for journald and log shippers.
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A `RUST_LOG`-style filter (`info`, `clawvisor=debug,info`). `RUST_LOG` wins when set.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StudioConfig {
+    /// Address Studio listens on. Anything but loopback requires a token.
+    pub bind: String,
+    /// Environment variable holding the Studio access token (required off loopback).
+    pub token_env: String,
+    /// The URL operators use to reach Studio, for links printed at boot (default: from `bind`).
+    pub public_url: String,
+}
+
+impl Default for StudioConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:7070".into(),
+            token_env: "CLAWVISOR_STUDIO_TOKEN".into(),
+            public_url: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// Directory with one `<name>.toml` per agent.
+    pub dir: PathBuf,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("actors"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SupervisionConfig {
+    /// Restarts allowed within `window` before a supervisor escalates (or a bot is degraded).
+    pub max_restarts: u32,
+    pub window: Dur,
+    pub backoff_min: Dur,
+    pub backoff_max: Dur,
+    pub backoff_factor: f64,
+    /// Random spread of each backoff, 0.0 to 0.9 (0.2 = ±20 %).
+    pub jitter: f64,
+    /// A child that stayed up this long restarts from `backoff_min` again.
+    pub reset_after: Dur,
+}
+
+impl Default for SupervisionConfig {
+    fn default() -> Self {
+        let policy = RestartPolicy::default();
+        Self {
+            max_restarts: policy.max_restarts,
+            window: Dur(policy.window),
+            backoff_min: Dur(policy.backoff_min),
+            backoff_max: Dur(policy.backoff_max),
+            backoff_factor: policy.backoff_factor,
+            jitter: policy.jitter,
+            reset_after: Dur(policy.reset_after),
+        }
+    }
+}
+
+impl SupervisionConfig {
+    pub fn policy(&self) -> RestartPolicy {
+        RestartPolicy {
+            max_restarts: self.max_restarts,
+            window: self.window.0,
+            backoff_min: self.backoff_min.0,
+            backoff_max: self.backoff_max.0,
+            backoff_factor: self.backoff_factor,
+            jitter: self.jitter,
+            reset_after: self.reset_after.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// Upper bound for a graceful stop (runs finish or checkpoint within it).
+    pub timeout: Dur,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Dur::secs(10),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    Full,
+    Normal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// How long a write waits for a lock held by another process before failing.
+    pub busy_timeout: Dur,
+    /// `full`: every commit survives a power cut. `normal`: faster, may lose the last commits.
+    pub synchronous: SyncMode,
+    /// Runtime events kept in the database (oldest are dropped).
+    pub events_retention: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Dur::secs(5),
+            synchronous: SyncMode::Full,
+            events_retention: 20_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Delay between two bot starts (and restarts), so N bots never hit the Bot API at once.
+    pub boot_stagger: Dur,
+    /// Long-poll timeout of `getUpdates` (at most 50 s).
+    pub poll_timeout: Dur,
+    /// Updates older than this at boot are stored but not answered.
+    pub stale_grace: Dur,
+    /// At boot, wait up to this long for a previous instance polling the same token to stop.
+    pub wait_for_previous: Dur,
+    /// A bot that exhausted its restart budget is tried again after this long.
+    pub degraded_retry: Dur,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            boot_stagger: Dur::secs(1),
+            poll_timeout: Dur::secs(30),
+            stale_grace: Dur::secs(120),
+            wait_for_previous: Dur::secs(0),
+            degraded_retry: Dur::secs(600),
+        }
+    }
+}
+
+/// The wire protocol of an LLM provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible chat completions: OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp.
+    Openai,
+    Anthropic,
+    Gemini,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub base_url: String,
+    /// Environment variable holding the API key (empty: no key, e.g. a local Ollama).
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Per-call timeout.
+    #[serde(default = "default_provider_timeout")]
+    pub timeout: Dur,
+    /// Retries on 429 / 5xx / connection errors before the fallback chain moves on.
+    #[serde(default = "default_provider_retries")]
+    pub max_retries: u32,
+    /// When set, this provider also serves embeddings with this model.
+    #[serde(default)]
+    pub embeddings_model: String,
+}
+
+fn default_provider_timeout() -> Dur {
+    Dur::secs(120)
+}
+
+fn default_provider_retries() -> u32 {
+    3
+}
+
+/// Price of a model in US dollars per million tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// The daemon's settings (agents are loaded beside it into [`LoadedConfig`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the database, workspaces and indexes live.
+    pub data_dir: PathBuf,
+    pub log: LogConfig,
+    pub studio: StudioConfig,
+    pub agents: AgentsConfig,
+    pub supervision: SupervisionConfig,
+    pub shutdown: ShutdownConfig,
+    pub store: StoreConfig,
+    pub telegram: TelegramConfig,
+    pub providers: BTreeMap<String, ProviderConfig>,
+    pub pricing: BTreeMap<String, PriceConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("data"),
+            log: LogConfig::default(),
+            studio: StudioConfig::default(),
+            agents: AgentsConfig::default(),
+            supervision: SupervisionConfig::default(),
+            shutdown: ShutdownConfig::default(),
+            store: StoreConfig::default(),
+            telegram: TelegramConfig::default(),
+            providers: BTreeMap::new(),
+            pricing: BTreeMap::new(),
+        }
+    }
+}
+
+impl Config {
+    /// The Studio socket address (validated at load time).
+    pub fn studio_addr(&self) -> SocketAddr {
+        self.studio
+            .bind
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7070)))
+    }
+
+    pub fn store_options(&self) -> crate::store::StoreOptions {
+        crate::store::StoreOptions {
+            busy_timeout: self.store.busy_timeout.0,
+            synchronous: match self.store.synchronous {
+                SyncMode::Full => crate::store::Synchronous::Full,
+                SyncMode::Normal => crate::store::Synchronous::Normal,
+            },
+            max_readers: 4,
+        }
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        crate::store::Store::path_in(&self.data_dir)
+    }
+}
+
+/// Where the config came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    /// No file was found: the shipped defaults compiled into the binary.
+    BuiltIn,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::File(path) => write!(f, "{}", path.display()),
+            ConfigSource::BuiltIn => f.write_str("built-in defaults"),
+        }
+    }
+}
+
+/// Command-line overrides (the last layer).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub studio_bind: Option<String>,
+    pub actors_dir: Option<PathBuf>,
+    pub log_level: Option<String>,
+    pub log_format: Option<LogFormat>,
+}
+
+/// A validated configuration with its agents.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub agents: Vec<AgentSpec>,
+    pub source: ConfigSource,
+    /// Where agents were read from (`None`: the shipped default agent, compiled in).
+    pub agents_source: Option<PathBuf>,
+    /// Things worth telling the operator that do not stop boot.
+    pub warnings: Vec<String>,
+    /// What to set next (no bot token, no API key, ...), logged at boot.
+    pub hints: Vec<String>,
+}
+
+impl LoadedConfig {
+    pub fn agent(&self, name: &str) -> Option<&AgentSpec> {
+        self.agents.iter().find(|agent| agent.name == name)
+    }
+}
+
+/// Loads and validates everything from the process environment.
+pub fn load(overrides: &Overrides) -> Result<LoadedConfig, ConfigError> {
+    load_with_env(overrides, std::env::vars().collect())
+}
+
+/// Loads with an explicit environment (tests pass their own).
+pub fn load_with_env(
+    overrides: &Overrides,
+    env: BTreeMap<String, String>,
+) -> Result<LoadedConfig, ConfigError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    layers::load(overrides, &env, &cwd)
+}
+
+/// Loads with an explicit environment and working directory.
+pub fn load_in(
+    overrides: &Overrides,
+    env: BTreeMap<String, String>,
+    cwd: &Path,
+) -> Result<LoadedConfig, ConfigError> {
+    layers::load(overrides, &env, cwd)
+}
+
+/// Parses one config file's text alone (for tests and `config check` of a single file).
+pub fn parse_file(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    layers::parse_config_text(text, origin).map(|(config, _)| config)
+}
+
+/// Semantic checks that types alone cannot express.
+pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError> {
+    let addr: SocketAddr = config.studio.bind.parse().map_err(|_| {
+        ConfigError::key(
+            origin,
+            "[studio].bind",
+            format!(
+                "invalid socket address `{}` (expected host:port such as 127.0.0.1:7070)",
+                config.studio.bind
+            ),
+        )
+    })?;
+    if !addr.ip().is_loopback() && config.studio.token_env.trim().is_empty() {
+        return Err(ConfigError::key(
+            origin,
+            "[studio].token_env",
+            format!(
+                "Studio binds to {addr}, which is not loopback: name the environment variable holding its access token"
+            ),
+        ));
+    }
+    let supervision = &config.supervision;
+    if supervision.max_restarts == 0 {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].max_restarts",
+            "must be at least 1",
+        ));
+    }
+    if !(1.0..=10.0).contains(&supervision.backoff_factor) {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].backoff_factor",
+            format!(
+                "{} is out of range (expected 1.0 to 10.0)",
+                supervision.backoff_factor
+            ),
+        ));
+    }
+    if !(0.0..0.9).contains(&supervision.jitter) {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].jitter",
+            format!(
+                "{} is out of range (expected 0.0 to 0.9)",
+                supervision.jitter
+            ),
+        ));
+    }
+    if supervision.backoff_min.0 > supervision.backoff_max.0 {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].backoff_min",
+            "is larger than [supervision].backoff_max",
+        ));
+    }
+    let poll = config.telegram.poll_timeout.0;
+    if poll.as_secs() > 50 || poll.is_zero() {
+        return Err(ConfigError::key(
+            origin,
+            "[telegram].poll_timeout",
+            format!(
+                "{} is out of range (expected 1s to 50s)",
+                config.telegram.poll_timeout
+            ),
+        ));
+    }
+    for (name, provider) in &config.providers {
+        let key = format!("[providers.{name}].base_url");
+        let url = reqwest::Url::parse(&provider.base_url).map_err(|error| {
+            ConfigError::key(
+                origin,
+                &key,
+                format!("invalid URL `{}`: {error}", provider.base_url),
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConfigError::key(
+                origin,
+                &key,
+                "must be an http:// or https:// URL",
+            ));
+        }
+    }
+    for (model, price) in &config.pricing {
+        if price.input_per_mtok < 0.0
+            || price.output_per_mtok < 0.0
+            || !price.input_per_mtok.is_finite()
+            || !price.output_per_mtok.is_finite()
+        {
+            return Err(ConfigError::key(
+                origin,
+                format!("[pricing.\"{model}\"]"),
+                "prices must be finite and not negative",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A path from a layer, resolved against `base` when relative.
+pub(crate) fn resolve(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}

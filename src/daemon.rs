@@ -1,0 +1,239 @@
+//! Boots the supervision tree, waits for shutdown, and stops the tree in order.
+//!
+//! [`run`] is what `clawvisor serve` calls; it takes the shutdown future as a parameter so tests
+//! pass their own. [`start`] returns a [`Daemon`] handle for in-process tests and `clawvisor chat`.
+//!
+//! Shutdown runs in one direction: the root stops its children in reverse start order — Studio and
+//! the channels first (no new input), then agents (runs finish or checkpoint within
+//! `[shutdown] timeout`), the scheduler and approvals (pending approvals stay pending in the DB),
+//! the event history, and the store last.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::sync::watch;
+
+use crate::actors::root::{self, RootContext};
+use crate::actors::supervisor::SupervisorMsg;
+use crate::config::LoadedConfig;
+use crate::events::{EventBus, EventKind};
+use crate::registry::Registry;
+use crate::store::{Store, StoreError};
+
+/// Exit code for configuration errors (`EX_CONFIG`; the systemd unit does not restart on it).
+pub const EXIT_CONFIG: u8 = 78;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("the supervision tree could not start: {0}")]
+    Boot(String),
+    #[error("the supervision tree failed: {0}")]
+    RootFailed(String),
+}
+
+impl DaemonError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            // Restarting cannot fix a database newer than the binary.
+            DaemonError::Store(StoreError::NewerSchema { .. }) => EXIT_CONFIG,
+            DaemonError::Store(StoreError::DataDir { .. }) => EXIT_CONFIG,
+            _ => 1,
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    pub registry: Registry,
+    pub store: Store,
+    pub events: EventBus,
+    pub config: Arc<LoadedConfig>,
+    root: ActorRef<SupervisorMsg>,
+    root_task: tokio::task::JoinHandle<()>,
+    studio_bound: watch::Receiver<Option<SocketAddr>>,
+    boot_id: i64,
+}
+
+/// Opens the store and starts the tree.
+pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
+    let loaded = Arc::new(loaded);
+    let config = &loaded.config;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let db_path = config.db_path();
+    let options = config.store_options();
+    let store = tokio::task::spawn_blocking(move || Store::open(&db_path, options))
+        .await
+        .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
+
+    let started_ms = crate::clock::now_ms();
+    let boot_id = store
+        .write(move |conn| {
+            crate::store::events::record_boot(
+                conn,
+                started_ms,
+                env!("CARGO_PKG_VERSION"),
+                std::process::id(),
+            )
+        })
+        .await?;
+    let unclean = store
+        .read(move |conn| crate::store::events::unclean_stops(conn, boot_id))
+        .await
+        .unwrap_or(0);
+    if unclean > 0 {
+        tracing::warn!(
+            unclean,
+            "earlier runs ended without a clean stop; interrupted work is recovered from the database"
+        );
+    }
+
+    let registry = Registry::new();
+    let events = EventBus::new();
+    let (studio_bound_tx, studio_bound) = watch::channel(None);
+    let context = RootContext {
+        loaded: loaded.clone(),
+        registry: registry.clone(),
+        store: store.clone(),
+        events: events.clone(),
+        studio_bound: studio_bound_tx,
+    };
+    let (root, root_task) = root::spawn(&context)
+        .await
+        .map_err(|error| DaemonError::Boot(crate::actors::supervise::error_chain(&error)))?;
+    // `spawn` returns after the root's `pre_start`; its children start in `post_start`. A message
+    // is handled only after `post_start`, so this call returns once every child has started.
+    ractor::call!(root, SupervisorMsg::Children).map_err(|error| {
+        DaemonError::Boot(format!("the root supervisor did not start: {error}"))
+    })?;
+
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    for hint in &loaded.hints {
+        tracing::info!("next step: {hint}");
+    }
+    tracing::info!(
+        config = %loaded.source,
+        data_dir = %config.data_dir.display(),
+        agents = loaded.agents.len(),
+        "clawvisor is up"
+    );
+    events.publish(
+        EventKind::BootComplete,
+        "root",
+        "the supervision tree is up",
+    );
+    Ok(Daemon {
+        registry,
+        store,
+        events,
+        config: loaded,
+        root,
+        root_task,
+        studio_bound,
+        boot_id,
+    })
+}
+
+/// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.
+pub async fn run(
+    loaded: LoadedConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let daemon = start(loaded).await?;
+    daemon.wait(shutdown).await
+}
+
+impl Daemon {
+    /// The address Studio listens on, once it is bound (waits up to `timeout`).
+    pub async fn studio_addr(&self, timeout: Duration) -> Option<SocketAddr> {
+        let mut bound = self.studio_bound.clone();
+        let result = tokio::time::timeout(timeout, bound.wait_for(Option::is_some)).await;
+        match result {
+            Ok(Ok(addr)) => *addr,
+            _ => None,
+        }
+    }
+
+    pub fn root(&self) -> &ActorRef<SupervisorMsg> {
+        &self.root
+    }
+
+    /// Waits for `shutdown`, then stops; or returns the tree's failure.
+    pub async fn wait(mut self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+        tokio::select! {
+            _ = shutdown => {
+                self.stop().await;
+                Ok(())
+            }
+            _ = &mut self.root_task => {
+                self.store.stop_writer();
+                Err(DaemonError::RootFailed(
+                    "a service exhausted its restart budget (see the log above); exiting so that the service manager restarts the daemon".into(),
+                ))
+            }
+        }
+    }
+
+    /// Stops the tree in order, within `[shutdown] timeout` plus a margin.
+    pub async fn stop(self) {
+        tracing::info!("shutting down");
+        self.events.publish(
+            EventKind::ShutdownStarted,
+            "root",
+            "stopping the tree in order",
+        );
+        let budget = self.config.config.shutdown.timeout.0 + Duration::from_secs(40);
+        if self
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(budget))
+            .await
+            .is_err()
+        {
+            tracing::error!("the tree did not stop within {budget:?}; killing what is left");
+            self.root.kill();
+        }
+        let _ = self.root_task.await;
+        // The store actor stopped the writer in its post_stop; this records the clean stop
+        // with a short-lived writer if needed.
+        let boot_id = self.boot_id;
+        let store = self.store.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if store.start_writer().is_ok() {
+                let stopped = crate::clock::now_ms();
+                let _ = store.write_blocking(move |conn| {
+                    crate::store::events::record_stop(conn, boot_id, stopped)
+                });
+            }
+            store.stop_writer();
+        })
+        .await;
+        tracing::info!("stopped cleanly");
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C will stop the daemon");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        _ = terminate.recv() => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,5 @@
+//! The `clawvisor` binary: parse the command line and hand over to the library.
+
+fn main() -> std::process::ExitCode {
+    clawvisor::cli::main()
+}

@@ -1,0 +1,86 @@
+//! Queries for `runtime_events` and `daemon_boots`.
+
+use rusqlite::{Connection, params};
+
+use super::Result;
+use crate::events::RuntimeEvent;
+
+/// A stored event, as read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub at_ms: i64,
+    pub kind: String,
+    pub subject: String,
+    pub detail: String,
+    pub data: Option<String>,
+}
+
+/// Appends events and trims the table to the newest `keep` rows.
+pub fn append(conn: &Connection, events: &[RuntimeEvent], keep: u64) -> Result<()> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO runtime_events (seq, at_ms, kind, subject, detail, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for event in events {
+        let data = (!event.data.is_null()).then(|| event.data.to_string());
+        insert.execute(params![
+            event.seq as i64,
+            event.at_ms,
+            event.kind.as_str(),
+            event.subject,
+            event.detail,
+            data
+        ])?;
+    }
+    conn.execute(
+        "DELETE FROM runtime_events WHERE id <= (SELECT MAX(id) FROM runtime_events) - ?1",
+        params![keep as i64],
+    )?;
+    Ok(())
+}
+
+/// The newest events, newest first, optionally only those of one kind.
+pub fn recent(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Vec<StoredEvent>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, at_ms, kind, subject, detail, data FROM runtime_events
+         WHERE (?1 IS NULL OR kind = ?1) ORDER BY id DESC LIMIT ?2",
+    )?;
+    let rows = statement.query_map(params![kind, limit], |row| {
+        Ok(StoredEvent {
+            id: row.get(0)?,
+            at_ms: row.get(1)?,
+            kind: row.get(2)?,
+            subject: row.get(3)?,
+            detail: row.get(4)?,
+            data: row.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Records a daemon start; returns its id. Boots that never recorded a stop were unclean.
+pub fn record_boot(conn: &Connection, started_ms: i64, version: &str, pid: u32) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO daemon_boots (started_ms, version, pid) VALUES (?1, ?2, ?3)",
+        params![started_ms, version, pid],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn record_stop(conn: &Connection, boot_id: i64, stopped_ms: i64) -> Result<()> {
+    conn.execute(
+        "UPDATE daemon_boots SET stopped_ms = ?2 WHERE id = ?1",
+        params![boot_id, stopped_ms],
+    )?;
+    Ok(())
+}
+
+/// The number of earlier boots that ended without a clean stop.
+pub fn unclean_stops(conn: &Connection, before_boot: i64) -> Result<u64> {
+    let count: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM daemon_boots WHERE stopped_ms IS NULL AND id < ?1",
+        params![before_boot],
+        |row| row.get(0),
+    )?;
+    Ok(count as u64)
+}

@@ -1,0 +1,314 @@
+//! SQLite storage: one writer, a few readers, typed queries per area.
+//!
+//! [`Store`] is a cloneable handle. Writes are closures sent to one dedicated writer thread that
+//! owns the only read-write connection; it groups whatever jobs are queued into one
+//! `BEGIN IMMEDIATE` transaction (each job inside its own savepoint, so a failing job rolls back
+//! alone) and answers every job only after `COMMIT` returned. Reads run on a small pool of
+//! read-only connections on tokio's blocking pool (WAL lets them run beside the writer).
+//!
+//! Architecture Invariant: `store` knows nothing about Telegram, HTTP or actors. The query
+//! modules take a `&Connection` and plain domain values; callers compose them inside one
+//! `write` closure when several rows must change together.
+//!
+//! Architecture Invariant: a write's result is delivered after its transaction is durable
+//! (`synchronous = FULL` by default), never before. Callers may confirm things to the outside
+//! world (a Telegram offset, an approval callback) as soon as `write` returns `Ok`.
+
+mod migrate;
+mod writer;
+
+pub mod events;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+pub use migrate::{MigrationReport, latest_version, migrate, schema_version};
+
+use writer::{Job, WriteJob};
+
+/// Errors from the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(
+        "the database at {path} has schema version {db_version}, newer than this binary knows ({binary_version}); \
+         run a newer clawvisor or restore a backup — refusing to touch it"
+    )]
+    NewerSchema {
+        path: String,
+        db_version: u32,
+        binary_version: u32,
+    },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: u32,
+        name: String,
+        source: rusqlite::Error,
+    },
+    #[error("migration file {0} is misnamed: expected NNNN_description.sql")]
+    MigrationName(String),
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the database writer is not running (the daemon is starting or stopping)")]
+    WriterGone,
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    /// True when SQLite reported the database busy/locked (another process holds it).
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _))
+                if matches!(error.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// How hard SQLite syncs a commit to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync on every commit: a committed write survives a power cut.
+    Full,
+    /// fsync at checkpoints only: survives a process crash, may lose the last commits on power loss.
+    Normal,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub busy_timeout: Duration,
+    pub synchronous: Synchronous,
+    pub max_readers: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            synchronous: Synchronous::Full,
+            max_readers: 4,
+        }
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    options: StoreOptions,
+    writer: RwLock<Option<writer::WriterHandle>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// The handle to the database. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database file, applies pending migrations and starts the
+    /// writer. Refuses a database whose schema is newer than this binary.
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::DataDir {
+                path: parent.display().to_string(),
+                source,
+            })?;
+        }
+        let store = Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                options,
+                writer: RwLock::new(None),
+                readers: Mutex::new(Vec::new()),
+            }),
+        };
+        store.start_writer()?;
+        Ok(store)
+    }
+
+    /// The database file in a data directory.
+    pub fn path_in(data_dir: &Path) -> PathBuf {
+        data_dir.join("clawvisor.db")
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Opens the read-write connection, migrates, and starts the writer thread (if not running).
+    pub fn start_writer(&self) -> Result<()> {
+        let mut slot = self.inner.writer.write().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|handle| handle.is_alive()) {
+            return Ok(());
+        }
+        let mut conn = open_writer_connection(&self.inner.path, &self.inner.options)?;
+        migrate::migrate(&mut conn, &self.inner.path)?;
+        *slot = Some(writer::WriterHandle::spawn(conn));
+        Ok(())
+    }
+
+    /// Stops the writer after it has committed every job already queued.
+    pub fn stop_writer(&self) {
+        let handle = self
+            .inner
+            .writer
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            handle.shutdown();
+        }
+        self.inner
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    pub fn writer_alive(&self) -> bool {
+        self.inner
+            .writer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|handle| handle.is_alive())
+    }
+
+    /// Runs `job` in the writer's transaction. The result arrives after the commit.
+    pub async fn write<T, F>(&self, job: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Box::new(WriteJob::new(job, reply)))?;
+        answer.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Same as [`Store::write`] for callers outside async code (CLI, tests of the writer).
+    pub fn write_blocking<T, F>(&self, job: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Box::new(WriteJob::new(job, reply)))?;
+        answer.blocking_recv().map_err(|_| StoreError::WriterGone)?
+    }
+
+    fn submit(&self, job: Box<dyn Job>) -> Result<()> {
+        let slot = self.inner.writer.read().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some(handle) => handle.submit(job),
+            None => Err(StoreError::WriterGone),
+        }
+    }
+
+    /// Runs `query` on a read-only connection from the pool, on tokio's blocking pool.
+    pub async fn read<T, F>(&self, query: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.read_blocking(query))
+            .await
+            .map_err(|_| StoreError::Invalid("a database read panicked".into()))?
+    }
+
+    /// Runs `query` on a read-only connection in the current thread.
+    pub fn read_blocking<T, F>(&self, query: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T>,
+    {
+        let conn = self.take_reader()?;
+        let result = query(&conn);
+        let mut pool = self.inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < self.inner.options.max_readers {
+            pool.push(conn);
+        }
+        result
+    }
+
+    fn take_reader(&self) -> Result<Connection> {
+        if let Some(conn) = self
+            .inner
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+        {
+            return Ok(conn);
+        }
+        let conn = Connection::open_with_flags(
+            &self.inner.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI,
+        )?;
+        conn.busy_timeout(self.inner.options.busy_timeout)?;
+        Ok(conn)
+    }
+
+    /// `PRAGMA integrity_check`: `Ok(vec!["ok"])` when the file is sound.
+    pub async fn integrity_check(&self) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut statement = conn.prepare("PRAGMA integrity_check")?;
+            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// Folds the WAL back into the database file (a periodic background job of the Store actor).
+    pub async fn checkpoint(&self) -> Result<()> {
+        self.write(|conn| {
+            // Inside a transaction a full checkpoint cannot run; PASSIVE does what it can.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn open_writer_connection(path: &Path, options: &StoreOptions) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    let synchronous = match options.synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+/// Opens a database only to read its schema version (doctor, migrate --status).
+pub fn peek_version(path: &Path) -> Result<u32> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    schema_version(&conn)
+}

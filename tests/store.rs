@@ -1,0 +1,131 @@
+//! The store on real SQLite files: migrations, the newer-schema refusal, the writer's atomicity.
+
+use clawvisor::store::{Store, StoreError, StoreOptions, latest_version};
+use rusqlite::Connection;
+
+fn open(dir: &tempfile::TempDir) -> Result<Store, StoreError> {
+    Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default())
+}
+
+#[test]
+fn migrations_apply_to_an_empty_database_and_are_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).unwrap();
+    store.stop_writer();
+    let conn = Connection::open(dir.path().join("clawvisor.db")).unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, latest_version());
+    assert!(version >= 1);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    drop(conn);
+    // A second open applies nothing and keeps the version.
+    let store = open(&dir).unwrap();
+    store.stop_writer();
+}
+
+#[test]
+fn a_database_stamped_newer_than_the_binary_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("clawvisor.db");
+    let newer = latest_version() + 7;
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future_things (x INTEGER)")
+            .unwrap();
+        conn.pragma_update(None, "user_version", newer).unwrap();
+    }
+    let error = open(&dir).unwrap_err();
+    match &error {
+        StoreError::NewerSchema {
+            db_version,
+            binary_version,
+            ..
+        } => {
+            assert_eq!(*db_version, newer);
+            assert_eq!(*binary_version, latest_version());
+        }
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+    let text = error.to_string();
+    assert!(text.contains("newer than this binary"), "{text}");
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    let conn = Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, newer, "the refused database is not modified");
+}
+
+#[tokio::test]
+async fn a_failing_write_rolls_back_alone_and_others_in_the_batch_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).unwrap();
+    store
+        .write(|conn| {
+            conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let mut writes = Vec::new();
+    for i in 0..50 {
+        let store = store.clone();
+        writes.push(tokio::spawn(async move {
+            store
+                .write(move |conn| {
+                    conn.execute("INSERT INTO t (id, v) VALUES (?1, 'x')", [i])?;
+                    if i % 10 == 3 {
+                        // Half-written, then failing: must leave nothing behind.
+                        conn.execute("INSERT INTO t (id, v) VALUES (?1, 'y')", [1000 + i])?;
+                        return Err(StoreError::Invalid(format!("job {i} refuses")));
+                    }
+                    Ok(i)
+                })
+                .await
+        }));
+    }
+    let mut ok = 0;
+    for write in writes {
+        match write.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(StoreError::Invalid(text)) => assert!(text.contains("refuses")),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(ok, 45);
+    let rows: i64 = store
+        .read(|conn| Ok(conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(rows, 45);
+    let stray: i64 = store
+        .read(|conn| {
+            Ok(conn.query_row("SELECT COUNT(*) FROM t WHERE id >= 1000", [], |r| r.get(0))?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(stray, 0);
+    // A panicking job is rolled back and reported; the writer keeps working.
+    let panicked = store
+        .write(|conn| -> Result<(), StoreError> {
+            conn.execute("INSERT INTO t (id, v) VALUES (5000, 'p')", [])?;
+            panic!("a bug inside a write job");
+        })
+        .await;
+    assert!(matches!(panicked, Err(StoreError::WriterGone)));
+    let after: i64 = store
+        .write(|conn| Ok(conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(after, 45);
+    assert_eq!(
+        store.integrity_check().await.unwrap(),
+        vec!["ok".to_string()]
+    );
+    store.stop_writer();
+}

@@ -1,0 +1,193 @@
+//! Plain types shared by every part of the daemon: chats, senders, inbound and outbound messages.
+//!
+//! Architecture Invariant: `domain` does no I/O and knows no crate beyond serde_json and std.
+//! Messages that cross the Channel ↔ Agent boundary are these plain values (ids and strings), so
+//! that a channel could one day live on another node (DESIGN.md, "Beyond one machine").
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The kind of conversation a chat key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChatKind {
+    /// A Telegram chat (`tg:<chat_id>`), reached through the agent's bot.
+    Telegram,
+    /// The terminal (`cli:<name>`), Studio (`studio:<id>`) or the OpenAI-compatible gateway (`api:<user>`).
+    Local,
+    /// The isolated session of a scheduled job (`sched:<job_id>`).
+    Schedule,
+    /// The delegate's session of a handoff contract (`handoff:<contract_id>`).
+    Handoff,
+}
+
+/// Identifies one conversation of an agent: `<kind>:<id>`. Sessions are keyed by (agent, chat).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChatKey(String);
+
+impl ChatKey {
+    /// Parses a stored key; `None` when the prefix is unknown.
+    pub fn parse(text: &str) -> Option<ChatKey> {
+        let (prefix, rest) = text.split_once(':')?;
+        if rest.is_empty() {
+            return None;
+        }
+        matches!(
+            prefix,
+            "tg" | "cli" | "studio" | "api" | "sched" | "handoff"
+        )
+        .then(|| ChatKey(text.to_string()))
+    }
+
+    pub fn telegram(chat_id: i64) -> ChatKey {
+        ChatKey(format!("tg:{chat_id}"))
+    }
+
+    pub fn cli(name: &str) -> ChatKey {
+        ChatKey(format!("cli:{name}"))
+    }
+
+    pub fn studio(id: &str) -> ChatKey {
+        ChatKey(format!("studio:{id}"))
+    }
+
+    pub fn api(user: &str) -> ChatKey {
+        ChatKey(format!("api:{user}"))
+    }
+
+    pub fn schedule(job_id: i64) -> ChatKey {
+        ChatKey(format!("sched:{job_id}"))
+    }
+
+    pub fn handoff(contract_id: &str) -> ChatKey {
+        ChatKey(format!("handoff:{contract_id}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn kind(&self) -> ChatKind {
+        match self.0.split_once(':').map(|(prefix, _)| prefix) {
+            Some("tg") => ChatKind::Telegram,
+            Some("sched") => ChatKind::Schedule,
+            Some("handoff") => ChatKind::Handoff,
+            _ => ChatKind::Local,
+        }
+    }
+
+    /// The part after the prefix.
+    pub fn id(&self) -> &str {
+        self.0.split_once(':').map(|(_, id)| id).unwrap_or("")
+    }
+
+    /// The Telegram chat id of a `tg:` key.
+    pub fn telegram_chat_id(&self) -> Option<i64> {
+        (self.kind() == ChatKind::Telegram)
+            .then(|| self.id().parse().ok())
+            .flatten()
+    }
+}
+
+impl fmt::Display for ChatKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who said something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    /// Channel-specific id: a Telegram user id, `operator`, `scheduler`, an agent name.
+    pub id: String,
+    /// A display name for prompts and transcripts.
+    pub name: String,
+}
+
+impl Sender {
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Sender {
+        Sender {
+            id: id.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// A file that came with a message, already stored in the agent's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub kind: AttachmentKind,
+    /// Path relative to the agent's workspace.
+    pub path: PathBuf,
+    pub mime: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachmentKind {
+    Image,
+    Audio,
+    Document,
+}
+
+/// Where an inbound message came from, so that its durable record can be marked processed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboundSource {
+    /// A stored Telegram update (`inbound_updates.id`).
+    Telegram { inbound_id: i64 },
+    /// Terminal, Studio or the gateway: not stored before it reaches the session.
+    Local,
+    /// A scheduled job's run (`job_runs.id`).
+    Schedule { job_id: i64, job_run_id: i64 },
+    /// A handoff contract's subtask (or a validator's review).
+    Handoff { contract_id: String },
+}
+
+/// A message for an agent, from any channel.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub agent: String,
+    pub chat: ChatKey,
+    pub sender: Sender,
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+    pub source: InboundSource,
+    pub received_ms: i64,
+    /// For stateless callers (the OpenAI-compatible gateway): the conversation so far, used instead
+    /// of the session's stored transcript. Each entry is (role, text) with role `user`/`assistant`/`system`.
+    pub context: Option<Vec<(String, String)>>,
+}
+
+/// Commands a channel parsed from user input (`/stop`, `/new`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// Cancel the active run.
+    Stop,
+    /// Start a fresh session (the old one is archived with a recap).
+    New,
+}
+
+/// Something to show in a chat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outbound {
+    pub agent: String,
+    pub chat: ChatKey,
+    /// The run this belongs to (streamed parts of one run edit one message).
+    pub run_id: Option<i64>,
+    pub event: OutEvent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutEvent {
+    /// The agent is working (channels show a typing indicator).
+    Working,
+    /// The answer so far (the whole text, not a delta), while the model streams.
+    Partial { text: String },
+    /// The final answer of a run. `inbound_ids` are the stored updates this answers.
+    Final { text: String, inbound_ids: Vec<i64> },
+    /// A notice that is not the model's answer: errors, budget stops, interruptions.
+    Notice { text: String },
+    /// A tool started or finished (Studio shows tool cards; Telegram ignores it).
+    Tool { name: String, status: String },
+    /// Nothing will be said for these stored updates (filtered, duplicate): mark them processed.
+    Silent { inbound_ids: Vec<i64> },
+}

@@ -60,6 +60,11 @@ pub enum Command {
         #[arg(long)]
         status: bool,
     },
+    /// Talk to an agent in the terminal, through the same actors as every other channel.
+    Chat {
+        /// The agent's name (see `clawvisor config check`).
+        agent: String,
+    },
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -129,6 +134,7 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
             }
         },
         Command::Doctor => doctor(&loaded).await,
+        Command::Chat { agent } => crate::chat::run(loaded, &agent).await,
         Command::Migrate { status } => migrate(&loaded, status).await,
         Command::Config {
             command: ConfigCommand::Check,

@@ -16,10 +16,13 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::sync::watch;
 
+use crate::actors::agent_supervisor::{AgentPlan, AgentSupervisorMsg};
 use crate::actors::root::{self, RootContext};
 use crate::actors::supervisor::SupervisorMsg;
+use crate::agent::AgentRuntime;
 use crate::config::LoadedConfig;
 use crate::events::{EventBus, EventKind};
+use crate::llm::Providers;
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
 
@@ -60,8 +63,44 @@ pub struct Daemon {
     boot_id: i64,
 }
 
-/// Opens the store and starts the tree.
+/// Which parts of the tree run. `serve` runs everything; `chat` and `eval` run the agents without
+/// Studio, bots or the scheduler, so that a terminal session beside a running daemon never polls a
+/// bot token twice or fires a job twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartOptions {
+    pub studio: bool,
+    pub channels: bool,
+    pub scheduler: bool,
+}
+
+impl StartOptions {
+    pub fn serve() -> Self {
+        Self {
+            studio: true,
+            channels: true,
+            scheduler: true,
+        }
+    }
+
+    pub fn local_only() -> Self {
+        Self {
+            studio: false,
+            channels: false,
+            scheduler: false,
+        }
+    }
+}
+
+/// Opens the store and starts the full tree.
 pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
+    start_with(loaded, StartOptions::serve()).await
+}
+
+/// Opens the store and starts the tree with the given parts.
+pub async fn start_with(
+    loaded: LoadedConfig,
+    options: StartOptions,
+) -> Result<Daemon, DaemonError> {
     let loaded = Arc::new(loaded);
     let config = &loaded.config;
     std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::DataDir {
@@ -69,8 +108,8 @@ pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
         source,
     })?;
     let db_path = config.db_path();
-    let options = config.store_options();
-    let store = tokio::task::spawn_blocking(move || Store::open(&db_path, options))
+    let store_options = config.store_options();
+    let store = tokio::task::spawn_blocking(move || Store::open(&db_path, store_options))
         .await
         .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
 
@@ -99,12 +138,16 @@ pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
     let registry = Registry::new();
     let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
+    let agents = agent_plans(&loaded, &store, &registry, &events);
     let context = RootContext {
         loaded: loaded.clone(),
         registry: registry.clone(),
         store: store.clone(),
         events: events.clone(),
         studio_bound: studio_bound_tx,
+        agents,
+        options,
+        boot_ms: started_ms,
     };
     let (root, root_task) = root::spawn(&context)
         .await
@@ -114,6 +157,12 @@ pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
     ractor::call!(root, SupervisorMsg::Children).map_err(|error| {
         DaemonError::Boot(format!("the root supervisor did not start: {error}"))
     })?;
+    // The same holds one level down: once the agent supervisor answers, every agent has started.
+    if let Some(agents) = registry.lookup::<AgentSupervisorMsg>(crate::registry::names::AGENTS) {
+        ractor::call!(agents, AgentSupervisorMsg::Children).map_err(|error| {
+            DaemonError::Boot(format!("the agent supervisor did not start: {error}"))
+        })?;
+    }
 
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -142,6 +191,53 @@ pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
         studio_bound,
         boot_id,
     })
+}
+
+/// Builds each agent's runtime: its providers, prices, tools and workspace.
+fn agent_plans(
+    loaded: &Arc<LoadedConfig>,
+    store: &Store,
+    registry: &Registry,
+    events: &EventBus,
+) -> Vec<AgentPlan> {
+    let config = &loaded.config;
+    let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
+    let pricing = Arc::new(config.pricing.clone());
+    let all_agents = Arc::new(loaded.agents.clone());
+    let builtin = crate::tools::builtin_tools();
+    loaded
+        .agents
+        .iter()
+        .map(|spec| {
+            let mut tools = Vec::new();
+            for name in &spec.tools {
+                match builtin.iter().find(|tool| tool.name() == name) {
+                    Some(tool) => tools.push(tool.clone()),
+                    None if name.starts_with("mcp:") || name.contains("__") => {}
+                    None => tracing::warn!(agent = %spec.name, tool = %name, "unknown tool in the agent file; ignored"),
+                }
+            }
+            let workspace = spec
+                .workspace
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
+            AgentPlan {
+                runtime: Arc::new(AgentRuntime {
+                    spec: spec.clone(),
+                    providers: providers.clone(),
+                    pricing: pricing.clone(),
+                    tool_settings: Arc::new(config.tool_settings(spec.allow_shell)),
+                    workspace,
+                    store: store.clone(),
+                    registry: registry.clone(),
+                    events: events.clone(),
+                    limits: config.runtime_limits(),
+                    all_agents: all_agents.clone(),
+                }),
+                tools,
+            }
+        })
+        .collect()
 }
 
 /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.

@@ -3,6 +3,10 @@
 //! Start at `ARCHITECTURE.md` for the map; `daemon::run` is where the tree is booted.
 
 pub mod actors;
+pub mod agent;
+pub mod audit;
+pub mod channels;
+pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -13,7 +17,10 @@ pub mod llm;
 pub mod logging;
 pub mod policy;
 pub mod registry;
+pub mod schedule;
 pub mod secrets;
 pub mod store;
 pub mod studio;
+pub mod telegram;
+pub mod testkit;
 pub mod tools;

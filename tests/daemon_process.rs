@@ -153,6 +153,7 @@ fn sigterm_stops_the_tree_in_order_and_a_second_start_works() {
                 "channels",
                 "handoffs",
                 "agents",
+                "local",
                 "mcp",
                 "scheduler",
                 "approvals",

@@ -6,9 +6,16 @@
 //! Architecture Invariant: actors hold only `ActorRef`s (or registered names) of each other, never
 //! another actor's state. Long I/O runs in spawned tasks that report back by message.
 
+pub mod agent;
+pub mod agent_supervisor;
+pub mod approval_desk;
 pub mod events;
+pub mod local_channel;
 pub mod root;
+pub mod run;
+pub mod session;
 pub mod store;
 pub mod studio;
 pub mod supervise;
 pub mod supervisor;
+pub mod telegram_bot;

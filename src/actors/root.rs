@@ -1,8 +1,8 @@
 //! Root: the top of the supervision tree, a one-for-one [`Supervisor`] over the daemon's services.
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
-//! Store, Events, ApprovalDesk, Scheduler, McpSupervisor, AgentSupervisor, HandoffSupervisor,
-//! ChannelSupervisor, Studio.
+//! Store, Events, ApprovalDesk, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
+//! HandoffSupervisor, ChannelSupervisor, Studio.
 //!
 //! Restart policy of the root itself: none. When a child exhausts its budget the root fails, the
 //! daemon exits non-zero, and systemd (`Restart=on-failure`) starts a fresh process.
@@ -13,11 +13,16 @@ use std::time::Duration;
 use ractor::{Actor, ActorCell};
 use tokio::sync::watch;
 
+use super::agent_supervisor::{AgentPlan, AgentSupervisor, AgentSupervisorArgs};
+use super::approval_desk::{AgentApprovers, ApprovalDesk, ApprovalDeskArgs};
 use super::events::{EventsActor, EventsArgs};
+use super::local_channel::{LocalChannel, LocalChannelArgs};
 use super::store::{StoreActor, StoreArgs};
 use super::studio::{StudioActor, StudioArgs};
 use super::supervise::{ChildSpec, RestartPolicy};
+use super::supervise::{OnExhausted, Restart};
 use super::supervisor::{StartMode, Supervisor, SupervisorArgs};
+use super::telegram_bot::{TelegramBot, TelegramBotArgs};
 use crate::config::LoadedConfig;
 use crate::events::EventBus;
 use crate::registry::{Registry, names};
@@ -32,6 +37,11 @@ pub struct RootContext {
     pub store: Store,
     pub events: EventBus,
     pub studio_bound: watch::Sender<Option<std::net::SocketAddr>>,
+    /// One plan per agent: its runtime and built-in tools.
+    pub agents: Vec<AgentPlan>,
+    pub options: crate::daemon::StartOptions,
+    /// When the daemon started (bots ignore updates sent long before it).
+    pub boot_ms: i64,
 }
 
 /// Spawns one linked actor under its registered name and returns its cell.
@@ -120,13 +130,42 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
                 retention: config.store.events_retention,
             },
         ),
-        empty_supervisor(context, names::APPROVALS),
+        actor_spec(
+            registry,
+            names::APPROVALS,
+            policy.clone(),
+            || ApprovalDesk,
+            approval_args(context),
+        ),
         empty_supervisor(context, names::SCHEDULER),
         empty_supervisor(context, names::MCP),
-        empty_supervisor(context, names::AGENTS).shutdown(config.shutdown.timeout.0),
+        actor_spec(
+            registry,
+            names::LOCAL_CHANNEL,
+            policy.clone(),
+            || LocalChannel,
+            LocalChannelArgs {
+                events: context.events.clone(),
+            },
+        ),
+        actor_spec(
+            registry,
+            names::AGENTS,
+            policy.clone(),
+            || AgentSupervisor,
+            AgentSupervisorArgs {
+                agents: context.agents.clone(),
+                policy: policy.clone(),
+                events: context.events.clone(),
+            },
+        )
+        .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5)),
         empty_supervisor(context, names::HANDOFFS),
-        empty_supervisor(context, names::CHANNELS),
+        channel_supervisor(context),
     ];
+    if !context.options.studio {
+        return children;
+    }
     children.push(actor_spec(
         registry,
         names::STUDIO,
@@ -138,12 +177,127 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
                 registry: context.registry.clone(),
                 store: context.store.clone(),
                 events: context.events.clone(),
-                expect_ready: Arc::new(Vec::new()),
+                expect_ready: Arc::new(
+                    bots(context)
+                        .iter()
+                        .map(|(spec, _)| names::bot(&spec.name))
+                        .collect(),
+                ),
             },
             bound: context.studio_bound.clone(),
         },
     ));
     children
+}
+
+fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
+    let loaded = &context.loaded;
+    let approvers = loaded
+        .agents
+        .iter()
+        .map(|spec| {
+            let telegram = spec.telegram.as_ref();
+            let ids = telegram
+                .map(|t| {
+                    if t.approvers.is_empty() {
+                        t.allow_users.clone()
+                    } else {
+                        t.approvers.clone()
+                    }
+                })
+                .unwrap_or_default();
+            let has_bot = context.options.channels
+                && telegram.is_some_and(|t| loaded.secret(&t.token_env).is_some());
+            (
+                spec.name.clone(),
+                AgentApprovers {
+                    has_bot,
+                    telegram: ids,
+                },
+            )
+        })
+        .collect();
+    ApprovalDeskArgs {
+        store: context.store.clone(),
+        registry: context.registry.clone(),
+        events: context.events.clone(),
+        approvers,
+        studio: context.options.studio,
+    }
+}
+
+/// Agents with a Telegram bot whose token is set (a missing token is a boot hint, not an error).
+fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
+    if !context.options.channels {
+        return Vec::new();
+    }
+    context
+        .loaded
+        .agents
+        .iter()
+        .filter_map(|spec| {
+            let token = context
+                .loaded
+                .secret(&spec.telegram.as_ref()?.token_env)?
+                .clone();
+            Some((spec.clone(), token))
+        })
+        .collect()
+}
+
+/// The channel supervisor: one bot per agent, started `boot_stagger` apart; a bot that exhausts
+/// its budget is degraded and retried later instead of escalating.
+fn channel_supervisor(context: &RootContext) -> ChildSpec {
+    let config = &context.loaded.config;
+    let policy = config.supervision.policy();
+    let stagger = config.telegram.boot_stagger.0;
+    let degraded_retry = config.telegram.degraded_retry.0;
+    let bots: Vec<ChildSpec> = bots(context)
+        .into_iter()
+        .map(|(spec, token)| {
+            let workspace = spec
+                .workspace
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
+            let args = TelegramBotArgs {
+                spec: spec.clone(),
+                token,
+                config: config.telegram.clone(),
+                store: context.store.clone(),
+                registry: context.registry.clone(),
+                events: context.events.clone(),
+                boot_ms: context.boot_ms,
+                workspace,
+            };
+            actor_spec(
+                &context.registry,
+                &names::bot(&spec.name),
+                policy.clone(),
+                || TelegramBot,
+                args,
+            )
+            .restart(Restart::Transient)
+            .on_exhausted(OnExhausted::Degrade {
+                retry_after: degraded_retry,
+            })
+        })
+        .collect();
+    let registry = context.registry.clone();
+    let events = context.events.clone();
+    ChildSpec::new(names::CHANNELS, policy, move |supervisor| {
+        let registry = registry.clone();
+        let events = events.clone();
+        let bots = bots.clone();
+        async move {
+            let args = SupervisorArgs {
+                name: names::CHANNELS.to_string(),
+                children: bots,
+                start: StartMode::Staggered(stagger),
+                events,
+            };
+            spawn_child(&registry, names::CHANNELS, Supervisor, args, supervisor).await
+        }
+    })
 }
 
 /// Spawns the root supervisor (unlinked: nothing supervises the root but systemd).

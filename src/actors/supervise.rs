@@ -476,6 +476,31 @@ impl Children {
         }
     }
 
+    /// Stops and forgets one child without publishing a removal (idle sessions).
+    pub async fn remove_quietly(&mut self, id: &str) {
+        if let Some(entry) = self.entries.remove(id) {
+            self.order.retain(|other| other != id);
+            if let Some(cell) = entry.cell {
+                stop_child(&cell, entry.spec.shutdown).await;
+            }
+        }
+    }
+
+    /// Stops every child at once (children that do not depend on each other, such as sessions),
+    /// waiting at most `timeout` in total before killing the rest.
+    pub async fn stop_all_parallel(&mut self, timeout: Duration) {
+        let cells: Vec<ActorCell> = self
+            .entries
+            .values_mut()
+            .filter_map(|entry| {
+                entry.status = ChildStatus::Stopped;
+                entry.cell.take()
+            })
+            .collect();
+        let stops = cells.iter().map(|cell| stop_child(cell, timeout));
+        futures::future::join_all(stops).await;
+    }
+
     /// Stops every child in reverse start order, each within its shutdown timeout.
     pub async fn stop_all(&mut self) {
         for id in self.order.clone().into_iter().rev() {

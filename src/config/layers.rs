@@ -369,7 +369,29 @@ pub(super) fn load(
     };
     agent::validate_agents(&agents, &config)?;
 
-    let hints = next_steps(&config, &agents, &source);
+    let mut secrets = BTreeMap::new();
+    let mut wanted: Vec<&str> = config
+        .providers
+        .values()
+        .map(|p| p.api_key_env.as_str())
+        .collect();
+    wanted.extend(
+        agents
+            .iter()
+            .filter_map(|a| a.telegram.as_ref())
+            .map(|t| t.token_env.as_str()),
+    );
+    wanted.push(config.studio.token_env.as_str());
+    for var in wanted.into_iter().filter(|var| !var.trim().is_empty()) {
+        if let Some(value) = env
+            .get(var)
+            .map(|value| value.trim())
+            .filter(|value| !value.is_empty())
+        {
+            secrets.insert(var.to_string(), crate::secrets::Secret::new(value));
+        }
+    }
+    let hints = next_steps(&config, &agents, &source, &secrets);
     Ok(LoadedConfig {
         config,
         agents,
@@ -377,11 +399,17 @@ pub(super) fn load(
         agents_source,
         warnings,
         hints,
+        secrets,
     })
 }
 
 /// What an operator should set next, logged at boot ("serve with no config says what to set").
-fn next_steps(config: &Config, agents: &[agent::AgentSpec], source: &ConfigSource) -> Vec<String> {
+fn next_steps(
+    config: &Config,
+    agents: &[agent::AgentSpec],
+    source: &ConfigSource,
+    secrets: &BTreeMap<String, crate::secrets::Secret>,
+) -> Vec<String> {
     let mut hints = Vec::new();
     if *source == ConfigSource::BuiltIn {
         hints.push(format!(
@@ -392,9 +420,7 @@ fn next_steps(config: &Config, agents: &[agent::AgentSpec], source: &ConfigSourc
     for spec in agents {
         if let Some(provider) = config.providers.get(&spec.provider)
             && !provider.api_key_env.is_empty()
-            && std::env::var(&provider.api_key_env)
-                .map(|v| v.trim().is_empty())
-                .unwrap_or(true)
+            && !secrets.contains_key(&provider.api_key_env)
         {
             hints.push(format!(
                 "agent `{}` uses provider `{}`, which reads its API key from {} (not set): set it, \
@@ -407,7 +433,7 @@ fn next_steps(config: &Config, agents: &[agent::AgentSpec], source: &ConfigSourc
                 "agent `{}` has no Telegram bot yet: add a [telegram] table with token_env = \"...\" to its file",
                 spec.name
             )),
-            Some(telegram) if std::env::var(&telegram.token_env).map(|v| v.trim().is_empty()).unwrap_or(true) => {
+            Some(telegram) if !secrets.contains_key(&telegram.token_env) => {
                 hints.push(format!(
                     "agent `{}` reads its Telegram bot token from {} (not set): the bot stays off until it is",
                     spec.name, telegram.token_env

@@ -240,6 +240,73 @@ impl Default for TelegramConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// `web_fetch` may reach loopback, private and link-local addresses (off: protects your LAN).
+    pub web_fetch_allow_private: bool,
+    pub web_fetch_max_bytes: u64,
+    pub web_fetch_timeout: Dur,
+    pub shell_timeout: Dur,
+    pub shell_max_output: u64,
+    pub read_max_bytes: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        let defaults = crate::tools::ToolSettings::default();
+        Self {
+            web_fetch_allow_private: defaults.web_fetch_allow_private,
+            web_fetch_max_bytes: defaults.web_fetch_max_bytes,
+            web_fetch_timeout: Dur(defaults.web_fetch_timeout),
+            shell_timeout: Dur(defaults.shell_timeout),
+            shell_max_output: defaults.shell_max_output as u64,
+            read_max_bytes: defaults.read_max_bytes,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// Tool calls allowed per chat per minute (a sliding window).
+    pub tool_calls_per_minute: u32,
+    /// Read-only tool calls of one model turn that may run at the same time.
+    pub max_parallel_tools: u32,
+    /// Tool output longer than this many characters is truncated before the model sees it.
+    pub tool_output_max_chars: u32,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        let defaults = crate::agent::RuntimeLimits::default();
+        Self {
+            tool_calls_per_minute: defaults.tool_calls_per_minute as u32,
+            max_parallel_tools: defaults.max_parallel_tools as u32,
+            tool_output_max_chars: defaults.tool_output_max_chars as u32,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionsConfig {
+    /// A conversation with nothing to do leaves memory after this long (it stays in the database).
+    pub idle_stop: Dur,
+    /// Transcript events kept verbatim before older ones are summarised into a recap.
+    pub history_events: u32,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        let defaults = crate::agent::RuntimeLimits::default();
+        Self {
+            idle_stop: Dur(defaults.session_idle),
+            history_events: defaults.history_events,
+        }
+    }
+}
+
 /// The wire protocol of an LLM provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -298,6 +365,9 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub store: StoreConfig,
     pub telegram: TelegramConfig,
+    pub sessions: SessionsConfig,
+    pub policy: PolicyConfig,
+    pub tools: ToolsConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
 }
@@ -313,6 +383,9 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             store: StoreConfig::default(),
             telegram: TelegramConfig::default(),
+            sessions: SessionsConfig::default(),
+            policy: PolicyConfig::default(),
+            tools: ToolsConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
         }
@@ -341,6 +414,30 @@ impl Config {
 
     pub fn db_path(&self) -> PathBuf {
         crate::store::Store::path_in(&self.data_dir)
+    }
+
+    /// The loop's limits from `[policy]` and `[sessions]`.
+    pub fn runtime_limits(&self) -> crate::agent::RuntimeLimits {
+        crate::agent::RuntimeLimits {
+            tool_calls_per_minute: self.policy.tool_calls_per_minute.max(1) as usize,
+            max_parallel_tools: self.policy.max_parallel_tools.max(1) as usize,
+            tool_output_max_chars: self.policy.tool_output_max_chars.max(1_000) as usize,
+            session_idle: self.sessions.idle_stop.0,
+            history_events: self.sessions.history_events.max(10),
+        }
+    }
+
+    /// Tool limits for one agent (`allow_shell` comes from its file).
+    pub fn tool_settings(&self, allow_shell: bool) -> crate::tools::ToolSettings {
+        crate::tools::ToolSettings {
+            web_fetch_allow_private: self.tools.web_fetch_allow_private,
+            web_fetch_max_bytes: self.tools.web_fetch_max_bytes,
+            web_fetch_timeout: self.tools.web_fetch_timeout.0,
+            shell_enabled: allow_shell,
+            shell_timeout: self.tools.shell_timeout.0,
+            shell_max_output: self.tools.shell_max_output as usize,
+            read_max_bytes: self.tools.read_max_bytes,
+        }
     }
 }
 
@@ -384,11 +481,19 @@ pub struct LoadedConfig {
     pub warnings: Vec<String>,
     /// What to set next (no bot token, no API key, ...), logged at boot.
     pub hints: Vec<String>,
+    /// Every secret the config names (API keys, bot tokens, the Studio token), read from the
+    /// environment once at load time, by variable name. Registered for redaction.
+    pub secrets: BTreeMap<String, crate::secrets::Secret>,
 }
 
 impl LoadedConfig {
     pub fn agent(&self, name: &str) -> Option<&AgentSpec> {
         self.agents.iter().find(|agent| agent.name == name)
+    }
+
+    /// The secret held by environment variable `var`, if it was set.
+    pub fn secret(&self, var: &str) -> Option<&crate::secrets::Secret> {
+        self.secrets.get(var)
     }
 }
 

@@ -155,6 +155,8 @@ pub struct Inbound {
     /// For stateless callers (the OpenAI-compatible gateway): the conversation so far, used instead
     /// of the session's stored transcript. Each entry is (role, text) with role `user`/`assistant`/`system`.
     pub context: Option<Vec<(String, String)>>,
+    /// A caller's request id, echoed on the answer's `Outbound` (the gateway matches replies with it).
+    pub correlation: Option<String>,
 }
 
 /// Commands a channel parsed from user input (`/stop`, `/new`, ...).
@@ -173,6 +175,8 @@ pub struct Outbound {
     pub chat: ChatKey,
     /// The run this belongs to (streamed parts of one run edit one message).
     pub run_id: Option<i64>,
+    /// The `correlation` of the inbound message this answers.
+    pub correlation: Option<String>,
     pub event: OutEvent,
 }
 
@@ -182,8 +186,12 @@ pub enum OutEvent {
     Working,
     /// The answer so far (the whole text, not a delta), while the model streams.
     Partial { text: String },
-    /// The final answer of a run. `inbound_ids` are the stored updates this answers.
-    Final { text: String, inbound_ids: Vec<i64> },
+    /// The final answer of a run (or why there is none). `outbox_id` is its durable outbox row when
+    /// the channel must confirm delivery (Telegram); the channel marks it delivered after sending.
+    Final {
+        text: String,
+        outbox_id: Option<i64>,
+    },
     /// A notice that is not the model's answer: errors, budget stops, interruptions.
     Notice { text: String },
     /// A tool started or finished (Studio shows tool cards; Telegram ignores it).

@@ -1,4 +1,22 @@
-//! Policy: risk levels and assessments (the classifier lands in `classifier.rs`).
+//! Policy: how risky an agent's action is, and why.
+//!
+//! [`classifier`] turns an action (a shell command, a file access, an MCP tool call) into an
+//! [`Assessment`]: a [`RiskLevel`] and the reasons that produced it, which are shown to the
+//! operator. The policy gate (autonomy mode, rules stored in the database, approvals) builds on these
+//! levels; this module only classifies. It never performs the action and never asks anyone.
+//!
+//! Levels: L0 runs automatically, L1 runs and notifies the operator, L2 waits for an approval,
+//! L3 is blocked. Policy rules may tighten a level, never loosen an L3.
+//!
+//! **Architecture Invariant:** `policy` knows nothing about actors, the store, Telegram or HTTP; it
+//! reads no file and no environment variable. The same input always gives the same assessment.
+
+pub mod classifier;
+pub mod gate;
+pub mod rate_limit;
+
+use std::fmt;
+use std::str::FromStr;
 
 /// L0 auto, L1 run-and-notify, L2 require approval, L3 block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -10,6 +28,10 @@ pub enum RiskLevel {
 }
 
 impl RiskLevel {
+    /// Every level, lowest first.
+    pub const ALL: [RiskLevel; 4] = [RiskLevel::L0, RiskLevel::L1, RiskLevel::L2, RiskLevel::L3];
+
+    /// The stable name used in the database, the configuration and Studio (`"L0"` … `"L3"`).
     pub fn as_str(self) -> &'static str {
         match self {
             RiskLevel::L0 => "L0",
@@ -19,8 +41,8 @@ impl RiskLevel {
         }
     }
 
-    /// One level higher, saturating at L3.
-    pub fn escalate(self) -> RiskLevel {
+    /// One level higher; L3 stays L3.
+    pub fn escalate(self) -> Self {
         match self {
             RiskLevel::L0 => RiskLevel::L1,
             RiskLevel::L1 => RiskLevel::L2,
@@ -29,18 +51,101 @@ impl RiskLevel {
     }
 }
 
+impl fmt::Display for RiskLevel {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// A risk level name that is not one of `L0`, `L1`, `L2`, `L3`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown risk level `{given}`: expected one of L0, L1, L2, L3")]
+pub struct UnknownRiskLevel {
+    /// The text that was given, shortened to a few characters so a stray value stays readable.
+    given: String,
+}
+
+impl FromStr for RiskLevel {
+    type Err = UnknownRiskLevel;
+
+    /// Accepts `L0` … `L3`, ignoring case and surrounding blanks (`" l2 "` is `L2`).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_uppercase().as_str() {
+            "L0" => Ok(RiskLevel::L0),
+            "L1" => Ok(RiskLevel::L1),
+            "L2" => Ok(RiskLevel::L2),
+            "L3" => Ok(RiskLevel::L3),
+            _ => Err(UnknownRiskLevel {
+                given: text.chars().take(32).collect(),
+            }),
+        }
+    }
+}
+
 /// A classification with the reasons that produced it (shown to the operator).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assessment {
     pub level: RiskLevel,
+    /// Every finding that contributed, in the order found; never empty.
     pub reasons: Vec<String>,
 }
 
 impl Assessment {
+    /// An assessment with a single reason.
     pub fn new(level: RiskLevel, reason: impl Into<String>) -> Assessment {
         Assessment {
             level,
             reasons: vec![reason.into()],
         }
+    }
+}
+
+/// What a file tool wants to do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileAccess {
+    Read,
+    Write,
+    Delete,
+}
+
+/// The trust posture configured for an MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum McpTrust {
+    Trusted,
+    Untrusted,
+    /// The server may only be used for tools that declare themselves read-only.
+    ReadOnly,
+}
+
+/// What an MCP tool declares about itself (MCP ToolAnnotations hints; None = not declared).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct McpToolHints {
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub idempotent: Option<bool>,
+    pub open_world: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn risk_levels_round_trip_through_their_names_and_escalate_saturating() {
+        for level in RiskLevel::ALL {
+            assert_eq!(level.as_str().parse::<RiskLevel>(), Ok(level));
+            assert_eq!(level.to_string(), level.as_str());
+        }
+        assert_eq!(" l2 ".parse::<RiskLevel>(), Ok(RiskLevel::L2));
+        let error = "L4".parse::<RiskLevel>().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "unknown risk level `L4`: expected one of L0, L1, L2, L3"
+        );
+        assert_eq!(RiskLevel::L0.escalate(), RiskLevel::L1);
+        assert_eq!(RiskLevel::L1.escalate(), RiskLevel::L2);
+        assert_eq!(RiskLevel::L2.escalate(), RiskLevel::L3);
+        assert_eq!(RiskLevel::L3.escalate(), RiskLevel::L3);
+        assert!(RiskLevel::L0 < RiskLevel::L3);
     }
 }

@@ -17,7 +17,11 @@
 mod migrate;
 mod writer;
 
+pub mod approvals;
 pub mod events;
+pub mod runs;
+pub mod sessions;
+pub mod telegram;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -236,7 +240,9 @@ impl Store {
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.read_blocking(query))
             .await
-            .map_err(|_| StoreError::Invalid("a database read panicked".into()))?
+            .map_err(|error| {
+                StoreError::Invalid(format!("a database read did not complete: {error}"))
+            })?
     }
 
     /// Runs `query` on a read-only connection in the current thread.

@@ -5,6 +5,8 @@
 //!
 //! Architecture Invariant: only `studio` speaks JSON to browsers.
 
+pub mod gateway;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::actors::events::{EventsMsg, TreeSnapshot};
 use crate::events::EventBus;
@@ -34,6 +36,7 @@ pub fn router(state: StudioState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/v1/chat/completions", post(gateway::chat_completions))
         .with_state(state)
 }
 

@@ -3,6 +3,17 @@
 //! Architecture Invariant: no tool runs without a policy decision. Tools are only ever invoked by
 //! the agent loop's dispatcher after `policy::gate` allowed the call (or a recorded approval did).
 //! A tool never decides its own permission; it only describes its effect and the risk of a call.
+//!
+//! The built-in tools live one family per file: `files` (read_file, write_file, list_dir, confined
+//! by `workspace`), `web_fetch`, `shell` and `time`. [`builtin_tools`] lists them. Arguments reach a
+//! tool as already-parsed JSON; [`Args`] checks them against the tool's field list so that every
+//! mistake is reported to the model naming the field.
+
+pub mod files;
+pub mod shell;
+pub mod time;
+pub mod web_fetch;
+pub mod workspace;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -10,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::ChatKey;
@@ -148,4 +159,167 @@ pub trait Tool: Send + Sync {
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
+}
+
+/// Every built-in tool of this module. `send_message` and the memory, schedule and handoff tools
+/// live with the parts of the daemon they drive and are added by their owners.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(files::ReadFileTool),
+        Arc::new(files::WriteFileTool),
+        Arc::new(files::ListDirTool),
+        Arc::new(web_fetch::WebFetchTool::new()),
+        Arc::new(shell::ShellTool),
+        Arc::new(time::CurrentTimeTool),
+    ]
+}
+
+/// The arguments of one call, checked against the fields the tool declares.
+///
+/// The model sees the tool's JSON Schema, but nothing forces it to follow it: every accessor
+/// reports a missing or mistyped field as `ToolError::InvalidArguments` naming the tool and the
+/// field, so the model can correct itself.
+pub struct Args<'a> {
+    tool: &'a str,
+    fields: &'a Map<String, Value>,
+}
+
+impl<'a> Args<'a> {
+    /// Checks that `args` is an object whose keys are all in `allowed` (an unknown key is most
+    /// often a misspelt one, and saying so beats silently ignoring it).
+    pub fn parse(tool: &'a str, args: &'a Value, allowed: &[&str]) -> Result<Args<'a>, ToolError> {
+        let fields = match args {
+            Value::Object(fields) => fields,
+            // A call without arguments arrives as `null` from some providers.
+            Value::Null => {
+                static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+                EMPTY.get_or_init(Map::new)
+            }
+            other => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "{tool}: arguments must be a JSON object, got {}",
+                    json_type_name(other)
+                )));
+            }
+        };
+        if let Some(unknown) = fields.keys().find(|key| !allowed.contains(&key.as_str())) {
+            return Err(ToolError::InvalidArguments(format!(
+                "{tool}: unknown field `{unknown}` (expected: {})",
+                allowed.join(", ")
+            )));
+        }
+        Ok(Args { tool, fields })
+    }
+
+    /// A string field that must be present.
+    pub fn required_str(&self, field: &str) -> Result<&'a str, ToolError> {
+        match self.fields.get(field) {
+            Some(Value::String(text)) => Ok(text),
+            None | Some(Value::Null) => Err(self.invalid(field, "is required (a string)")),
+            Some(other) => Err(self.wrong_type(field, "a string", other)),
+        }
+    }
+
+    /// A string field that may be absent (or `null`).
+    pub fn optional_str(&self, field: &str) -> Result<Option<&'a str>, ToolError> {
+        match self.fields.get(field) {
+            Some(Value::String(text)) => Ok(Some(text)),
+            None | Some(Value::Null) => Ok(None),
+            Some(other) => Err(self.wrong_type(field, "a string", other)),
+        }
+    }
+
+    /// A non-negative integer field that may be absent. Integral floats (`3.0`) are accepted
+    /// because some models write every number that way.
+    pub fn optional_u64(&self, field: &str) -> Result<Option<u64>, ToolError> {
+        match self.fields.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(number)) => {
+                if let Some(value) = number.as_u64() {
+                    return Ok(Some(value));
+                }
+                match number.as_f64() {
+                    Some(value) if value >= 0.0 && value.fract() == 0.0 && value < 9.0e15 => {
+                        Ok(Some(value as u64))
+                    }
+                    _ => Err(self.invalid(field, "must be a non-negative integer")),
+                }
+            }
+            Some(other) => Err(self.wrong_type(field, "a non-negative integer", other)),
+        }
+    }
+
+    /// A string field restricted to `choices`, with a default when absent.
+    pub fn choice(
+        &self,
+        field: &str,
+        choices: &[&'static str],
+        default: &'static str,
+    ) -> Result<&'static str, ToolError> {
+        let Some(given) = self.optional_str(field)? else {
+            return Ok(default);
+        };
+        choices
+            .iter()
+            .find(|choice| **choice == given)
+            .copied()
+            .ok_or_else(|| {
+                self.invalid(
+                    field,
+                    &format!("must be one of {} (got {given:?})", choices.join(", ")),
+                )
+            })
+    }
+
+    fn invalid(&self, field: &str, problem: &str) -> ToolError {
+        ToolError::InvalidArguments(format!("{}: `{field}` {problem}", self.tool))
+    }
+
+    fn wrong_type(&self, field: &str, expected: &str, got: &Value) -> ToolError {
+        self.invalid(
+            field,
+            &format!("must be {expected}, got {}", json_type_name(got)),
+        )
+    }
+}
+
+fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Cuts `text` to at most `max_bytes` bytes on a character boundary. Returns the kept part and
+/// whether anything was cut.
+pub fn truncate_on_char_boundary(text: &str, max_bytes: usize) -> (&str, bool) {
+    if text.len() <= max_bytes {
+        return (text, false);
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
+/// Runs blocking work (file system calls) on tokio's blocking pool, giving up when the run is
+/// cancelled. The blocking work itself cannot be interrupted; it is bounded by the caller.
+pub(crate) async fn run_blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    let handle = tokio::task::spawn_blocking(work);
+    tokio::select! {
+        joined = handle => match joined {
+            Ok(result) => result,
+            Err(join_error) => Err(ToolError::Failed(format!("the tool's worker failed: {join_error}"))),
+        },
+        () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+    }
 }

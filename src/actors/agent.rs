@@ -1,0 +1,371 @@
+//! Agent(name): one per agent definition. Routes inbound messages to its sessions (spawning them on
+//! demand), owns the agent's runtime settings (autonomy, model, paused, tools) and pushes every
+//! change to its sessions.
+//!
+//! Invariants:
+//! - One session per chat; a session is stopped for idleness only when every message routed to it
+//!   has been handled (routed count == handled count), so a stop never drops a message in flight.
+//! - At start, sessions with unfinished work in the database (pending messages, open runs) are
+//!   started, so nothing waits for a new message to be resumed.
+//!
+//! Restart policy: permanent, under the AgentSupervisor. Sessions are transient children.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+use super::root::spawn_child;
+use super::session::{Session, SessionArgs, SessionMsg};
+use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPolicy};
+use crate::agent::{AgentRuntime, AgentSettings};
+use crate::config::Autonomy;
+use crate::domain::{ChatKey, Inbound, SessionCommand};
+use crate::store::runs::{self, SettingsRow};
+use crate::store::sessions;
+use crate::tools::Tool;
+
+pub enum AgentMsg {
+    Inbound(Inbound),
+    Command(ChatKey, SessionCommand),
+    Child(ChildCmd),
+    /// A session has nothing to do; `handled` is how many messages it handled.
+    SessionIdle {
+        chat: ChatKey,
+        handled: u64,
+    },
+    /// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
+    SetTools(String, Vec<Arc<dyn Tool>>),
+    UpdateSettings(SettingsChange, RpcReplyPort<Result<AgentView, String>>),
+    View(RpcReplyPort<AgentView>),
+}
+
+impl From<ChildCmd> for AgentMsg {
+    fn from(cmd: ChildCmd) -> Self {
+        AgentMsg::Child(cmd)
+    }
+}
+
+/// An operator's change to runtime settings (each `None` leaves the setting as it is).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsChange {
+    pub autonomy: Option<Autonomy>,
+    pub model: Option<String>,
+    pub paused: Option<bool>,
+}
+
+/// What Studio shows about an agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentView {
+    pub name: String,
+    pub description: String,
+    pub provider: String,
+    pub model: String,
+    pub autonomy: Autonomy,
+    pub paused: bool,
+    pub tools: Vec<String>,
+    pub sessions: usize,
+    pub has_telegram: bool,
+}
+
+#[derive(Clone)]
+pub struct AgentArgs {
+    pub runtime: Arc<AgentRuntime>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub session_policy: RestartPolicy,
+}
+
+pub struct AgentActor;
+
+pub struct AgentState {
+    runtime: Arc<AgentRuntime>,
+    settings: AgentSettings,
+    base_tools: Vec<Arc<dyn Tool>>,
+    extra_tools: BTreeMap<String, Vec<Arc<dyn Tool>>>,
+    sessions: Children,
+    session_policy: RestartPolicy,
+    routed: HashMap<ChatKey, u64>,
+}
+
+fn session_child_id(chat: &ChatKey) -> String {
+    chat.as_str().to_string()
+}
+
+impl Actor for AgentActor {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: AgentArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let name = args.runtime.spec.name.clone();
+        let overrides = args
+            .runtime
+            .store
+            .read(move |conn| runs::settings(conn, &name))
+            .await?;
+        std::fs::create_dir_all(&args.runtime.workspace).map_err(|error| {
+            format!(
+                "cannot create the workspace {}: {error}",
+                args.runtime.workspace.display()
+            )
+        })?;
+        let spec = &args.runtime.spec;
+        let settings = AgentSettings {
+            autonomy: overrides
+                .autonomy
+                .as_deref()
+                .and_then(Autonomy::parse)
+                .unwrap_or(spec.autonomy),
+            model: overrides
+                .model
+                .clone()
+                .unwrap_or_else(|| spec.model.clone()),
+            paused: overrides.paused,
+            tools: Arc::new(args.tools.clone()),
+        };
+        let owner = format!("agent:{}", spec.name);
+        Ok(AgentState {
+            sessions: Children::new(owner, args.runtime.events.clone()),
+            runtime: args.runtime,
+            settings,
+            base_tools: args.tools,
+            extra_tools: BTreeMap::new(),
+            session_policy: args.session_policy,
+            routed: HashMap::new(),
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let agent = state.runtime.spec.name.clone();
+        let pending = state
+            .runtime
+            .store
+            .read(sessions::with_pending_work)
+            .await?
+            .into_iter()
+            .filter(|(owner, _)| *owner == agent)
+            .filter_map(|(_, chat)| ChatKey::parse(&chat))
+            .collect::<Vec<_>>();
+        if !pending.is_empty() {
+            tracing::info!(agent = %state.runtime.spec.name, sessions = pending.len(), "resuming sessions with unfinished work");
+        }
+        for chat in pending {
+            if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
+                return Err(reason.into());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Inbound(inbound) => {
+                let chat = inbound.chat.clone();
+                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
+                    return Err(reason.into());
+                }
+                if let Some(session) = session_ref(state, &chat) {
+                    *state.routed.entry(chat).or_default() += 1;
+                    session.cast(SessionMsg::Inbound(inbound))?;
+                }
+            }
+            AgentMsg::Command(chat, command) => {
+                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
+                    return Err(reason.into());
+                }
+                if let Some(session) = session_ref(state, &chat) {
+                    session.cast(SessionMsg::Command(command))?;
+                }
+            }
+            AgentMsg::Child(cmd) => {
+                if let Action::Escalate(reason) = state.sessions.handle_cmd(&myself, cmd).await {
+                    return Err(reason.into());
+                }
+            }
+            AgentMsg::SessionIdle { chat, handled } => {
+                let routed = state.routed.get(&chat).copied().unwrap_or(0);
+                if routed == handled {
+                    state.routed.remove(&chat);
+                    state
+                        .sessions
+                        .remove_quietly(&session_child_id(&chat))
+                        .await;
+                }
+            }
+            AgentMsg::SetTools(source, tools) => {
+                if tools.is_empty() {
+                    state.extra_tools.remove(&source);
+                } else {
+                    state.extra_tools.insert(source, tools);
+                }
+                let mut all = state.base_tools.clone();
+                for tools in state.extra_tools.values() {
+                    all.extend(tools.iter().cloned());
+                }
+                state.settings.tools = Arc::new(all);
+                push_settings(state);
+            }
+            AgentMsg::UpdateSettings(change, reply) => {
+                let result = update_settings(state, change).await;
+                if result.is_ok() {
+                    push_settings(state);
+                }
+                let _ = reply.send(result.map(|()| view(state)));
+            }
+            AgentMsg::View(reply) => {
+                let _ = reply.send(view(state));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match state.sessions.on_supervision_event(&myself, &event) {
+            Action::Escalate(reason) => Err(reason.into()),
+            Action::Nothing => Ok(()),
+        }
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Sessions stop together: each gives its active run a bounded chance to finish.
+        state
+            .sessions
+            .stop_all_parallel(Duration::from_secs(9))
+            .await;
+        Ok(())
+    }
+}
+
+/// Makes sure the session of `chat` runs (spawning it if needed).
+async fn ensure_session(
+    myself: &ActorRef<AgentMsg>,
+    state: &mut AgentState,
+    chat: &ChatKey,
+) -> Action {
+    let id = session_child_id(chat);
+    if !state.sessions.contains(&id) {
+        let runtime = state.runtime.clone();
+        let registry = runtime.registry.clone();
+        let local_name = format!("session:{}:{}", runtime.spec.name, chat);
+        let args = SessionArgs {
+            runtime,
+            settings: state.settings.clone(),
+            chat: chat.clone(),
+            agent: myself.clone(),
+        };
+        let spec = ChildSpec::new(
+            id.clone(),
+            state.session_policy.clone(),
+            move |supervisor| {
+                let registry = registry.clone();
+                let local_name = local_name.clone();
+                let args = args.clone();
+                async move { spawn_child(&registry, &local_name, Session, args, supervisor).await }
+            },
+        )
+        .restart(Restart::Transient)
+        .shutdown(Duration::from_secs(9));
+        state.sessions.insert(spec);
+    }
+    if state
+        .sessions
+        .cell(&id)
+        .is_some_and(|cell| cell.get_status() != ractor::ActorStatus::Stopped)
+    {
+        return Action::Nothing;
+    }
+    state.sessions.start(myself, &id).await
+}
+
+fn session_ref(state: &AgentState, chat: &ChatKey) -> Option<ActorRef<SessionMsg>> {
+    state
+        .sessions
+        .cell(&session_child_id(chat))
+        .map(|cell| ActorRef::from(cell.clone()))
+}
+
+fn push_settings(state: &AgentState) {
+    for id in state.sessions.ids() {
+        if let Some(cell) = state.sessions.cell(&id) {
+            let session: ActorRef<SessionMsg> = ActorRef::from(cell.clone());
+            let _ = session.cast(SessionMsg::Settings(state.settings.clone()));
+        }
+    }
+}
+
+async fn update_settings(state: &mut AgentState, change: SettingsChange) -> Result<(), String> {
+    if let Some(model) = &change.model
+        && model.trim().is_empty()
+    {
+        return Err("model must not be empty".into());
+    }
+    let mut next = state.settings.clone();
+    if let Some(autonomy) = change.autonomy {
+        next.autonomy = autonomy;
+    }
+    if let Some(model) = change.model {
+        next.model = model.trim().to_string();
+    }
+    if let Some(paused) = change.paused {
+        next.paused = paused;
+    }
+    let spec = &state.runtime.spec;
+    let row = SettingsRow {
+        autonomy: (next.autonomy != spec.autonomy).then(|| next.autonomy.as_str().to_string()),
+        model: (next.model != spec.model).then(|| next.model.clone()),
+        paused: next.paused,
+    };
+    let name = spec.name.clone();
+    let now = crate::clock::now_ms();
+    state
+        .runtime
+        .store
+        .write(move |conn| runs::save_settings(conn, &name, &row, now))
+        .await
+        .map_err(|error| error.to_string())?;
+    state.settings = next;
+    Ok(())
+}
+
+fn view(state: &AgentState) -> AgentView {
+    let spec = &state.runtime.spec;
+    AgentView {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        provider: spec.provider.clone(),
+        model: state.settings.model.clone(),
+        autonomy: state.settings.autonomy,
+        paused: state.settings.paused,
+        tools: state
+            .settings
+            .tools
+            .iter()
+            .map(|tool| tool.name().to_string())
+            .collect(),
+        sessions: state.sessions.ids().len(),
+        has_telegram: spec.telegram.is_some(),
+    }
+}

@@ -1,0 +1,693 @@
+//! ApprovalDesk: every pending confirmation, durable, explainable, expiring.
+//!
+//! A request is stored (with its audit row) before it is shown anywhere. It is shown where an
+//! approver can see it: with buttons in the Telegram chat (and privately to the agent's approvers
+//! when the requester is not one), as a notice in a terminal chat, and always in Studio's inbox.
+//! When no approver can be reached the request is denied at once, with that reason — never a silent
+//! wait. Expiry is enforced from the stored `expires_ms` by one timer for the earliest deadline;
+//! expiry is a denial (`denied_timeout`) that the run and the chat are told about.
+//!
+//! A decision is stored, with its audit row, before anyone is told (the Telegram button press is
+//! answered after this actor replied). Only approvers decide: the agent's Telegram approvers for
+//! that agent's requests, the Studio operator, the terminal user for their own chat.
+//!
+//! Restart: pending requests are reloaded, expired ones are expired (and reported), live ones are
+//! posted again with fresh buttons (Telegram drops unanswered button presses after a while). Runs
+//! waiting on them are resumed by their sessions and re-attach with `Request` (same run + call).
+//!
+//! Background job: the expiry timer (owner: this actor; one `send_after` for the earliest deadline;
+//! on restart recomputed from the table; expiring twice is a no-op).
+//!
+//! Restart policy: permanent.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::json;
+
+use super::telegram_bot::TelegramMsg;
+use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
+use crate::events::{EventBus, EventKind};
+use crate::registry::{Registry, names};
+use crate::store::Store;
+use crate::store::approvals::{self as queries, ApprovalRow};
+
+/// What a run asks.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub agent: String,
+    pub chat: ChatKey,
+    pub run_id: i64,
+    pub call_id: String,
+    pub tool: String,
+    pub action: String,
+    pub action_hash: String,
+    pub target: String,
+    pub risk: String,
+    pub reason: String,
+    pub ttl: Duration,
+}
+
+/// The answer a waiting run gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalVerdict {
+    Approved { id: String, by: String },
+    Denied { id: String, reason: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    /// Approve, and let the same tool on the same target run without asking for this long.
+    ApproveFor(Duration),
+    Deny,
+}
+
+/// Who decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decider {
+    /// A Telegram user pressing a button or typing `/approve`; `approver` as the bot knows it.
+    Telegram {
+        agent: String,
+        user_id: i64,
+        name: String,
+        approver: bool,
+    },
+    /// The Studio operator.
+    Operator { name: String },
+    /// The user of a local (terminal) chat, for requests of that chat only.
+    Local { chat: ChatKey },
+}
+
+impl Decider {
+    fn label(&self) -> String {
+        match self {
+            Decider::Telegram { user_id, name, .. } => format!("telegram:{user_id} ({name})"),
+            Decider::Operator { name } => format!("operator ({name})"),
+            Decider::Local { chat } => format!("local:{chat}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecideOutcome {
+    Approved {
+        id: String,
+    },
+    Denied {
+        id: String,
+    },
+    /// Unknown, already decided, or expired.
+    NotPending {
+        id: String,
+        status: Option<String>,
+    },
+    NotAllowed {
+        reason: String,
+    },
+}
+
+impl DecideOutcome {
+    /// What the decider is told.
+    pub fn message(&self) -> String {
+        match self {
+            DecideOutcome::Approved { id } => format!("Approved ({id})."),
+            DecideOutcome::Denied { id } => format!("Denied ({id})."),
+            DecideOutcome::NotPending {
+                status: Some(status),
+                ..
+            } if status == "denied_timeout" => {
+                "This request has expired; it was not approved.".into()
+            }
+            DecideOutcome::NotPending {
+                status: Some(status),
+                ..
+            } => format!("This request was already decided ({status})."),
+            DecideOutcome::NotPending { .. } => {
+                "This request has expired or does not exist.".into()
+            }
+            DecideOutcome::NotAllowed { reason } => reason.clone(),
+        }
+    }
+}
+
+pub enum ApprovalDeskMsg {
+    Request(ApprovalRequest, RpcReplyPort<ApprovalVerdict>),
+    Decide(String, Decision, Decider, RpcReplyPort<DecideOutcome>),
+    /// The bot posted the buttons of a request.
+    Posted {
+        id: String,
+        chat_id: i64,
+        message_id: i32,
+    },
+    ExpireDue,
+}
+
+/// Who may approve an agent's requests over Telegram.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentApprovers {
+    pub has_bot: bool,
+    /// Telegram user ids (the agent's `approvers`, or its `allow_users` when none are set).
+    pub telegram: Vec<i64>,
+}
+
+#[derive(Clone)]
+pub struct ApprovalDeskArgs {
+    pub store: Store,
+    pub registry: Registry,
+    pub events: EventBus,
+    pub approvers: BTreeMap<String, AgentApprovers>,
+    /// Studio runs: its operator can decide any request.
+    pub studio: bool,
+}
+
+pub struct ApprovalDesk;
+
+/// The one pending expiry timer: fires `ExpireDue` at the earliest deadline.
+type ExpiryTimer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<ApprovalDeskMsg>>>;
+
+pub struct DeskState {
+    args: ApprovalDeskArgs,
+    waiters: HashMap<String, Vec<RpcReplyPort<ApprovalVerdict>>>,
+    deadlines: BinaryHeap<Reverse<(i64, String)>>,
+    timer: Option<(i64, ExpiryTimer)>,
+}
+
+impl Actor for ApprovalDesk {
+    type Msg = ApprovalDeskMsg;
+    type State = DeskState;
+    type Arguments = ApprovalDeskArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ApprovalDeskArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(DeskState {
+            args,
+            waiters: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            timer: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let pending = state.args.store.read(queries::pending).await?;
+        let now = crate::clock::now_ms();
+        let mut reposted = 0;
+        for row in pending {
+            state
+                .deadlines
+                .push(Reverse((row.expires_ms, row.id.clone())));
+            if row.expires_ms > now {
+                show(&state.args, &row, true).await;
+                reposted += 1;
+            }
+        }
+        if reposted > 0 {
+            tracing::info!(reposted, "pending approvals posted again after a restart");
+        }
+        expire_due(&myself, state).await?;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ApprovalDeskMsg::Request(request, reply) => {
+                on_request(&myself, state, request, reply).await?
+            }
+            ApprovalDeskMsg::Decide(id, decision, decider, reply) => {
+                let outcome = on_decide(state, &id, decision, &decider).await?;
+                let _ = reply.send(outcome);
+            }
+            ApprovalDeskMsg::Posted {
+                id,
+                chat_id,
+                message_id,
+            } => {
+                state
+                    .args
+                    .store
+                    .write(move |conn| queries::set_posted(conn, &id, chat_id, message_id as i64))
+                    .await?;
+            }
+            ApprovalDeskMsg::ExpireDue => {
+                state.timer = None;
+                expire_due(&myself, state).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn nonce() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+async fn on_request(
+    myself: &ActorRef<ApprovalDeskMsg>,
+    state: &mut DeskState,
+    request: ApprovalRequest,
+    reply: RpcReplyPort<ApprovalVerdict>,
+) -> Result<(), ActorProcessingErr> {
+    // A resumed run asks again for the same call: attach to what exists.
+    let (run_id, call_id) = (request.run_id, request.call_id.clone());
+    if let Some(existing) = state
+        .args
+        .store
+        .read(move |conn| queries::for_call(conn, run_id, &call_id))
+        .await?
+    {
+        let verdict = match existing.status.as_str() {
+            "pending" => {
+                state
+                    .waiters
+                    .entry(existing.id.clone())
+                    .or_default()
+                    .push(reply);
+                return Ok(());
+            }
+            "approved" => ApprovalVerdict::Approved {
+                id: existing.id.clone(),
+                by: existing.decided_by.clone().unwrap_or_default(),
+            },
+            "consumed" => ApprovalVerdict::Denied {
+                id: existing.id.clone(),
+                reason:
+                    "this action was already started once before a restart; it is not run twice"
+                        .into(),
+            },
+            "denied_timeout" => ApprovalVerdict::Denied {
+                id: existing.id.clone(),
+                reason: "the request expired without a decision".into(),
+            },
+            other => ApprovalVerdict::Denied {
+                id: existing.id.clone(),
+                reason: format!("it was {}", other.replace('_', " ")),
+            },
+        };
+        let _ = reply.send(verdict);
+        return Ok(());
+    }
+
+    let now = crate::clock::now_ms();
+    let reachable = reachable(state, &request).await;
+    let id = nonce();
+    let row = ApprovalRow {
+        id: id.clone(),
+        agent: request.agent.clone(),
+        chat: request.chat.as_str().to_string(),
+        run_id: request.run_id,
+        call_id: request.call_id.clone(),
+        tool: request.tool.clone(),
+        action: request.action.clone(),
+        action_hash: request.action_hash.clone(),
+        target: request.target.clone(),
+        risk: request.risk.clone(),
+        reason: request.reason.clone(),
+        requested_ms: now,
+        expires_ms: now + request.ttl.as_millis() as i64,
+        status: if reachable.is_some() {
+            "pending".into()
+        } else {
+            "denied_unreachable".into()
+        },
+        decided_ms: reachable.is_none().then_some(now),
+        decided_by: reachable.is_none().then(|| "system".to_string()),
+        consumed_ms: None,
+        tg_chat_id: None,
+        tg_message_id: None,
+    };
+    let stored = row.clone();
+    state
+        .args
+        .store
+        .write(move |conn| {
+            queries::insert(conn, &stored)?;
+            crate::audit::append(
+                conn,
+                &format!("agent:{}", stored.agent),
+                "approval.requested",
+                &stored.id,
+                &json!({"run_id": stored.run_id, "tool": stored.tool, "action": stored.action,
+                        "action_hash": stored.action_hash, "risk": stored.risk, "status": stored.status}),
+            )?;
+            if stored.status != "pending" {
+                crate::audit::append(conn, "system", "approval.denied", &stored.id, &json!({"reason": "no approver reachable"}))?;
+            }
+            Ok(())
+        })
+        .await?;
+    let Some(_paths) = reachable else {
+        let _ = reply.send(ApprovalVerdict::Denied {
+            id,
+            reason: "no approver is reachable for this chat (no Telegram approver online and no Studio), so it was denied at once".into(),
+        });
+        return Ok(());
+    };
+    state.waiters.entry(id.clone()).or_default().push(reply);
+    state.deadlines.push(Reverse((row.expires_ms, id.clone())));
+    arm_timer(myself, state);
+    show(&state.args, &row, false).await;
+    state.args.events.publish_data(
+        EventKind::ApprovalRequested,
+        &format!("approval:{id}"),
+        &row.action,
+        json!({"id": id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "risk": row.risk,
+               "action": row.action, "reason": row.reason, "expires_ms": row.expires_ms, "run_id": row.run_id}),
+    );
+    Ok(())
+}
+
+/// Where an approver can see this request; `None` when nowhere.
+async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'static str> {
+    if state.args.studio {
+        return Some("studio");
+    }
+    match request.chat.kind() {
+        ChatKind::Local if request.chat.as_str().starts_with("cli:") => return Some("terminal"),
+        ChatKind::Telegram => {}
+        _ => {}
+    }
+    let approvers = state.args.approvers.get(&request.agent)?;
+    if !approvers.has_bot || approvers.telegram.is_empty() {
+        return None;
+    }
+    let bot = state
+        .args
+        .registry
+        .lookup::<TelegramMsg>(&names::bot(&request.agent))?;
+    matches!(ractor::call_t!(bot, TelegramMsg::IsOnline, 1_000), Ok(true)).then_some("telegram")
+}
+
+fn request_text(row: &ApprovalRow, again: bool) -> String {
+    let minutes = ((row.expires_ms - crate::clock::now_ms()).max(0) / 60_000).max(1);
+    format!(
+        "{}**Approval needed** ({})\n{} wants to run:\n`{}`\nRisk {}: {}\nExpires in {} min. Reply /approve {} or /deny {}.",
+        if again {
+            "(posted again after a restart) "
+        } else {
+            ""
+        },
+        row.id,
+        row.agent,
+        row.action.chars().take(500).collect::<String>(),
+        row.risk,
+        row.reason.chars().take(300).collect::<String>(),
+        minutes,
+        row.id,
+        row.id
+    )
+}
+
+/// Shows a pending request wherever approvers are: Telegram buttons, the terminal, Studio (events).
+async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
+    let Some(chat) = ChatKey::parse(&row.chat) else {
+        return;
+    };
+    let text = request_text(row, again);
+    match chat.kind() {
+        ChatKind::Telegram => {
+            if let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(&row.agent)) {
+                let chat_id = chat.telegram_chat_id().unwrap_or_default();
+                let grant_minutes = Some(30);
+                let _ = bot.cast(TelegramMsg::PostApproval {
+                    approval_id: row.id.clone(),
+                    chat_id,
+                    text: text.clone(),
+                    grant_minutes,
+                });
+                // Approvers who are not in this chat get it privately.
+                if let Some(approvers) = args.approvers.get(&row.agent) {
+                    for approver in approvers
+                        .telegram
+                        .iter()
+                        .filter(|approver| **approver != chat_id)
+                    {
+                        let _ = bot.cast(TelegramMsg::PostApproval {
+                            approval_id: row.id.clone(),
+                            chat_id: *approver,
+                            text: format!("{text}\n(from chat {chat_id})"),
+                            grant_minutes,
+                        });
+                    }
+                }
+            }
+        }
+        ChatKind::Local => crate::channels::deliver(
+            &args.registry,
+            Outbound {
+                agent: row.agent.clone(),
+                chat,
+                run_id: Some(row.run_id),
+                correlation: None,
+                event: OutEvent::Notice { text },
+            },
+        ),
+        ChatKind::Schedule | ChatKind::Handoff => {}
+    }
+}
+
+async fn on_decide(
+    state: &mut DeskState,
+    id: &str,
+    decision: Decision,
+    decider: &Decider,
+) -> Result<DecideOutcome, ActorProcessingErr> {
+    let key = id.trim().to_ascii_lowercase();
+    let lookup = key.clone();
+    let Some(row) = state
+        .args
+        .store
+        .read(move |conn| queries::get(conn, &lookup))
+        .await?
+    else {
+        return Ok(DecideOutcome::NotPending {
+            id: key,
+            status: None,
+        });
+    };
+    if row.status != "pending" {
+        return Ok(DecideOutcome::NotPending {
+            id: key,
+            status: Some(row.status),
+        });
+    }
+    if row.expires_ms <= crate::clock::now_ms() {
+        return Ok(DecideOutcome::NotPending {
+            id: key,
+            status: Some("denied_timeout".into()),
+        });
+    }
+    match decider {
+        Decider::Telegram {
+            agent, approver, ..
+        } if !approver || *agent != row.agent => {
+            return Ok(DecideOutcome::NotAllowed {
+                reason: "Only this agent's approvers can decide this.".into(),
+            });
+        }
+        Decider::Local { chat } if chat.as_str() != row.chat => {
+            return Ok(DecideOutcome::NotAllowed {
+                reason: "You can only decide requests of your own chat.".into(),
+            });
+        }
+        _ => {}
+    }
+    let by = decider.label();
+    let status = match decision {
+        Decision::Approve | Decision::ApproveFor(_) => "approved",
+        Decision::Deny => "denied",
+    };
+    let now = crate::clock::now_ms();
+    let stored = row.clone();
+    let (decided_by, grant_for) = (
+        by.clone(),
+        match decision {
+            Decision::ApproveFor(duration) => Some(duration),
+            _ => None,
+        },
+    );
+    let changed = state
+        .args
+        .store
+        .write(move |conn| {
+            if !queries::decide(conn, &stored.id, status, &decided_by, now)? {
+                return Ok(false);
+            }
+            crate::audit::append(
+                conn,
+                &decided_by,
+                "approval.decided",
+                &stored.id,
+                &json!({"decision": status, "action_hash": stored.action_hash, "tool": stored.tool, "run_id": stored.run_id}),
+            )?;
+            if let Some(duration) = grant_for {
+                let expires = now + duration.as_millis() as i64;
+                let grant = queries::create_grant(conn, &stored.agent, &stored.chat, &stored.tool, &stored.target, expires, &decided_by, Some(&stored.id), now)?;
+                crate::audit::append(
+                    conn,
+                    &decided_by,
+                    "grant.created",
+                    &format!("grant:{grant}"),
+                    &json!({"tool": stored.tool, "target": stored.target, "chat": stored.chat, "expires_ms": expires}),
+                )?;
+            }
+            Ok(true)
+        })
+        .await?;
+    if !changed {
+        return Ok(DecideOutcome::NotPending {
+            id: key,
+            status: None,
+        });
+    }
+    let verdict = match status {
+        "approved" => ApprovalVerdict::Approved {
+            id: row.id.clone(),
+            by: by.clone(),
+        },
+        _ => ApprovalVerdict::Denied {
+            id: row.id.clone(),
+            reason: format!("denied by {by}"),
+        },
+    };
+    for waiter in state.waiters.remove(&row.id).unwrap_or_default() {
+        let _ = waiter.send(verdict.clone());
+    }
+    let mark = if status == "approved" {
+        "✅ Approved"
+    } else {
+        "❌ Denied"
+    };
+    resolve_message(
+        &state.args,
+        &row,
+        &format!(
+            "{mark} by {by}: `{}`",
+            row.action.chars().take(300).collect::<String>()
+        ),
+    );
+    state.args.events.publish_data(
+        EventKind::ApprovalDecided,
+        &format!("approval:{}", row.id),
+        &format!("{status} by {by}"),
+        json!({"id": row.id, "status": status, "by": by, "agent": row.agent}),
+    );
+    Ok(if status == "approved" {
+        DecideOutcome::Approved { id: row.id }
+    } else {
+        DecideOutcome::Denied { id: row.id }
+    })
+}
+
+fn resolve_message(args: &ApprovalDeskArgs, row: &ApprovalRow, text: &str) {
+    if let (Some(chat_id), Some(message_id)) = (row.tg_chat_id, row.tg_message_id)
+        && let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(&row.agent))
+    {
+        let _ = bot.cast(TelegramMsg::ResolveApproval {
+            chat_id,
+            message_id: message_id as i32,
+            text: text.to_string(),
+        });
+    }
+}
+
+fn arm_timer(myself: &ActorRef<ApprovalDeskMsg>, state: &mut DeskState) {
+    let Some(Reverse((earliest, _))) = state.deadlines.peek() else {
+        return;
+    };
+    let earliest = *earliest;
+    if let Some((armed_for, _)) = &state.timer
+        && *armed_for <= earliest
+    {
+        return;
+    }
+    if let Some((_, handle)) = state.timer.take() {
+        handle.abort();
+    }
+    let delay = Duration::from_millis((earliest - crate::clock::now_ms()).max(0) as u64);
+    let handle = myself.send_after(delay, || ApprovalDeskMsg::ExpireDue);
+    state.timer = Some((earliest, handle));
+}
+
+async fn expire_due(
+    myself: &ActorRef<ApprovalDeskMsg>,
+    state: &mut DeskState,
+) -> Result<(), ActorProcessingErr> {
+    let now = crate::clock::now_ms();
+    let mut due = Vec::new();
+    while let Some(Reverse((at, _))) = state.deadlines.peek() {
+        if *at > now {
+            break;
+        }
+        if let Some(Reverse((_, id))) = state.deadlines.pop() {
+            due.push(id);
+        }
+    }
+    if !due.is_empty() {
+        let ids = due.clone();
+        let expired: Vec<ApprovalRow> = state
+            .args
+            .store
+            .write(move |conn| {
+                let mut expired = Vec::new();
+                for id in &ids {
+                    if queries::decide(conn, id, "denied_timeout", "system", now)? {
+                        crate::audit::append(
+                            conn,
+                            "system",
+                            "approval.expired",
+                            id,
+                            &json!({"decision": "denied_timeout"}),
+                        )?;
+                        if let Some(row) = queries::get(conn, id)? {
+                            expired.push(row);
+                        }
+                    }
+                }
+                Ok(expired)
+            })
+            .await?;
+        for row in expired {
+            for waiter in state.waiters.remove(&row.id).unwrap_or_default() {
+                let _ = waiter.send(ApprovalVerdict::Denied {
+                    id: row.id.clone(),
+                    reason: "nobody approved it in time (the request expired)".into(),
+                });
+            }
+            resolve_message(
+                &state.args,
+                &row,
+                &format!(
+                    "⌛ Expired — not approved: `{}`",
+                    row.action.chars().take(300).collect::<String>()
+                ),
+            );
+            state.args.events.publish_data(
+                EventKind::ApprovalDecided,
+                &format!("approval:{}", row.id),
+                "denied_timeout",
+                json!({"id": row.id, "status": "denied_timeout", "agent": row.agent, "expires_ms": row.expires_ms, "expired_ms": now}),
+            );
+        }
+    }
+    arm_timer(myself, state);
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Asking a human: the seam between the dispatcher and the ApprovalDesk.
+//!
+//! A call the gate marks `RequireApproval` waits here for a recorded decision; while it waits the
+//! run is `waiting_approval`. An approved action is *consumed* (marked, in the database) before it
+//! runs, so it runs at most once even across crashes. Without an approval desk, or when no approver
+//! is reachable, the request is denied at once with that reason — never a silent wait.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::run::RunCtx;
+use crate::actors::approval_desk::{ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict};
+use crate::llm::ToolCall;
+use crate::policy::gate::DecisionEnvelope;
+use crate::registry::names;
+use crate::store::approvals;
+use crate::store::runs::{self, NewStep, RunStatus};
+use crate::tools::Tool;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    Approved { id: String, by: String },
+    Denied { reason: String },
+}
+
+/// SHA-256 of the tool name and its canonical arguments (keys sorted): the exact action.
+pub fn action_hash(tool: &str, args: &Value) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(tool.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(args.to_string().as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+pub async fn request(
+    ctx: &RunCtx,
+    call: &ToolCall,
+    tool: &dyn Tool,
+    args: &Value,
+    envelope: &DecisionEnvelope,
+) -> ApprovalOutcome {
+    let request = ApprovalRequest {
+        agent: ctx.agent().to_string(),
+        chat: ctx.chat.clone(),
+        run_id: ctx.run_id,
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        action: tool.describe_call(args),
+        action_hash: action_hash(&call.name, args),
+        target: tool.target(args),
+        risk: envelope.risk.as_str().to_string(),
+        reason: envelope.reason.clone(),
+        ttl: ctx.runtime.spec.approval_ttl.0,
+    };
+    set_status(ctx, RunStatus::WaitingApproval).await;
+    let deadline = tokio::time::Instant::now() + request.ttl + Duration::from_secs(30);
+    let verdict = loop {
+        let Some(desk) = ctx
+            .runtime
+            .registry
+            .lookup::<ApprovalDeskMsg>(names::APPROVALS)
+        else {
+            if tokio::time::Instant::now() >= deadline {
+                break ApprovalVerdict::Denied {
+                    id: String::new(),
+                    reason: "the approval service is not running".into(),
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        };
+        let asked = request.clone();
+        let answer = tokio::select! {
+            answer = async { ractor::call!(desk, ApprovalDeskMsg::Request, asked) } => answer,
+            _ = ctx.cancel.cancelled() => break ApprovalVerdict::Denied { id: String::new(), reason: "the run was stopped".into() },
+        };
+        match answer {
+            Ok(verdict) => break verdict,
+            // The desk restarted while we waited: ask again; the stored request is found and reused.
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
+            Err(_) => {
+                break ApprovalVerdict::Denied {
+                    id: String::new(),
+                    reason: "the approval service did not answer".into(),
+                };
+            }
+        }
+    };
+    set_status(ctx, RunStatus::Running).await;
+    match verdict {
+        ApprovalVerdict::Approved { id, by } => {
+            let consumed_id = id.clone();
+            let now = crate::clock::now_ms();
+            match ctx
+                .runtime
+                .store
+                .write(move |conn| approvals::consume(conn, &consumed_id, now))
+                .await
+            {
+                Ok(true) => ApprovalOutcome::Approved { id, by },
+                Ok(false) => ApprovalOutcome::Denied {
+                    reason: "this approval was already used".into(),
+                },
+                Err(error) => ApprovalOutcome::Denied {
+                    reason: format!("the approval could not be recorded as used ({error})"),
+                },
+            }
+        }
+        ApprovalVerdict::Denied { reason, id } => {
+            ctx.record_step(NewStep {
+                kind: "note",
+                name: Some(call.name.clone()),
+                detail: json!({"call_id": call.id, "approval": id, "denied": reason}),
+                ..NewStep::default()
+            })
+            .await;
+            ApprovalOutcome::Denied { reason }
+        }
+    }
+}
+
+async fn set_status(ctx: &RunCtx, status: RunStatus) {
+    let run_id = ctx.run_id;
+    let _ = ctx
+        .runtime
+        .store
+        .write(move |conn| runs::set_status(conn, run_id, status))
+        .await;
+}

@@ -1,0 +1,123 @@
+//! Context compaction: when a conversation outgrows the model's budget, older turns are summarised
+//! into the session's recap and only the recent turns stay verbatim.
+//!
+//! The summary is written by the agent's own model (through the same fallback chain, recorded as a
+//! `compaction` step with its cost). The cut always falls just before a user message, so a tool
+//! call is never separated from its result.
+
+use serde_json::json;
+
+use super::run::RunCtx;
+use crate::llm::{ChatMessage, ChatRequest, chat_with_fallback, cost_usd};
+use crate::store::StoreError;
+use crate::store::runs::{self, NewStep};
+use crate::store::sessions::{self, EventKindRow};
+
+/// The system prompt of a compaction request (the scripted test model recognises it).
+pub const COMPACTION_PROMPT: &str = "Summarise the conversation so far for your future self. Keep facts about \
+the user, decisions, promises, open tasks and names; drop small talk. Write at most 250 words.";
+
+/// Recent events kept verbatim after a compaction.
+const KEEP_RECENT: usize = 6;
+
+/// Compacts the session's older events into its recap. Returns the new recap, or `None` when there
+/// was nothing worth compacting or the model could not be reached (the run goes on uncompacted).
+pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
+    let session_id = ctx.session_id;
+    let (recap, events) = ctx
+        .runtime
+        .store
+        .read(move |conn| {
+            let session = sessions::get(conn, session_id)?
+                .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+            Ok((
+                session.recap,
+                sessions::events_after(conn, session_id, session.recap_upto, 10_000)?,
+            ))
+        })
+        .await?;
+    if events.len() <= KEEP_RECENT {
+        return Ok(None);
+    }
+    // The cut: the last user message at or before len - KEEP_RECENT.
+    let limit = events.len() - KEEP_RECENT;
+    let Some(cut) = (1..=limit)
+        .rev()
+        .find(|&i| events[i].kind == EventKindRow::User)
+    else {
+        return Ok(None);
+    };
+    let older = &events[..cut];
+    let mut transcript = String::new();
+    if let Some(recap) = &recap {
+        transcript.push_str(&format!("Earlier summary:\n{recap}\n\n"));
+    }
+    for event in older {
+        let who = match event.kind {
+            EventKindRow::User => event.sender.as_deref().unwrap_or("user"),
+            EventKindRow::Assistant => "assistant",
+            EventKindRow::ToolResult => "tool",
+            EventKindRow::Notice => continue,
+        };
+        let content: String = event.content.chars().take(2_000).collect();
+        transcript.push_str(&format!("{who}: {content}\n"));
+    }
+    let request = ChatRequest {
+        model: String::new(),
+        messages: vec![
+            ChatMessage::system(COMPACTION_PROMPT),
+            ChatMessage::user(transcript),
+        ],
+        tools: Vec::new(),
+        temperature: None,
+        max_tokens: Some(600),
+    };
+    let chain = ctx.settings.model_chain(&ctx.runtime.spec);
+    let outcome = match chat_with_fallback(&ctx.runtime.providers, &chain, request, None).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            ctx.record_step(NewStep {
+                kind: "error",
+                name: Some("compaction".into()),
+                detail: json!({"error": crate::secrets::redact(&error.to_string())}),
+                ..NewStep::default()
+            })
+            .await;
+            return Ok(None);
+        }
+    };
+    let summary = outcome.response.text.trim().to_string();
+    if summary.is_empty() {
+        return Ok(None);
+    }
+    let upto = older.last().map(|event| event.id).unwrap_or(0);
+    let usage = outcome.response.usage;
+    let model = outcome.model.model.clone();
+    let provider = outcome.model.provider.clone();
+    let cost = cost_usd(&ctx.runtime.pricing, &model, &usage);
+    let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.clone());
+    let compacted = older.len();
+    let now = crate::clock::now_ms();
+    ctx.runtime
+        .store
+        .write(move |conn| {
+            sessions::set_recap(conn, session_id, &stored, upto, now)?;
+            runs::add_step(
+                conn,
+                run_id,
+                &NewStep {
+                    kind: "compaction",
+                    name: Some(format!("{provider}/{model}")),
+                    detail: json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len()}),
+                    tokens_in: Some(usage.input_tokens),
+                    tokens_out: Some(usage.output_tokens),
+                    cost_usd: Some(cost),
+                    duration_ms: None,
+                },
+                now,
+            )?;
+            runs::record_cost(conn, now, &agent, &provider, &model, Some(run_id), usage.input_tokens, usage.output_tokens, cost)
+        })
+        .await?;
+    Ok(Some(summary))
+}

@@ -1,0 +1,438 @@
+//! Tool dispatch: every call of a model turn goes through the policy gate, then runs.
+//!
+//! For each call, in order: find the tool, parse its arguments (malformed JSON is reported to the
+//! model, nothing runs), assess its risk, ask the gate (rate limit → loop guard → risk → autonomy),
+//! record the decision, and — when approval is needed — wait for a recorded decision. Then the
+//! allowed calls run: consecutive read-only calls together (bounded), side-effecting calls one at a
+//! time in the model's order. Each runs under its timeout and the run's cancellation; its output is
+//! truncated when long, recorded as a step and as a transcript event, and returned to the loop.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::approval::{self, ApprovalOutcome};
+use super::loop_guard::LoopGuard;
+use super::run::RunCtx;
+use super::transcript;
+use crate::domain::OutEvent;
+use crate::llm::ToolCall;
+use crate::policy::gate::{self, Decision, GateRequest};
+use crate::policy::rate_limit::RateLimiter;
+use crate::store::StoreError;
+use crate::store::runs::NewStep;
+use crate::store::sessions::{self, EventKindRow, NewEvent};
+use crate::tools::{Effect, Tool, ToolError, ToolOutput};
+
+/// One call and what came of it.
+#[derive(Debug, Clone)]
+pub struct CallResult {
+    pub call: ToolCall,
+    pub output: ToolOutput,
+    /// The tool actually ran (false when refused, denied, malformed or unknown).
+    pub executed: bool,
+}
+
+type BoxedCall<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutput)> + Send + 'a>>;
+
+/// A call cleared to run: its index, tool, parsed arguments and the approval that cleared it.
+type Planned = (usize, Arc<dyn Tool>, Value, Option<String>);
+
+enum Plan {
+    Run {
+        tool: Arc<dyn Tool>,
+        args: Value,
+        approval: Option<String>,
+    },
+    Refused(ToolOutput),
+}
+
+pub async fn dispatch(
+    ctx: &RunCtx,
+    guard: &LoopGuard,
+    limiter: &mut RateLimiter,
+    calls: &[ToolCall],
+) -> Result<Vec<CallResult>, StoreError> {
+    let mut plans = Vec::with_capacity(calls.len());
+    for call in calls {
+        plans.push(plan(ctx, guard, limiter, call).await);
+    }
+
+    let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
+    let mut index = 0;
+    while index < calls.len() {
+        match &plans[index] {
+            Plan::Refused(output) => {
+                results[index] = Some(CallResult {
+                    call: calls[index].clone(),
+                    output: output.clone(),
+                    executed: false,
+                });
+                index += 1;
+            }
+            Plan::Run { tool, .. } if tool.effect() == Effect::ReadOnly => {
+                // A run of consecutive read-only calls executes concurrently, bounded.
+                let mut end = index;
+                while end < calls.len()
+                    && matches!(&plans[end], Plan::Run { tool, .. } if tool.effect() == Effect::ReadOnly)
+                {
+                    end += 1;
+                }
+                let batch: Vec<Planned> = (index..end)
+                    .filter_map(|i| match &plans[i] {
+                        Plan::Run {
+                            tool,
+                            args,
+                            approval,
+                        } => Some((i, tool.clone(), args.clone(), approval.clone())),
+                        Plan::Refused(_) => None,
+                    })
+                    .collect();
+                // Boxed with an explicit type: a closure here trips the compiler's higher-ranked
+                // lifetime inference for `Send` futures.
+                let futures: Vec<BoxedCall<'_>> = batch
+                    .into_iter()
+                    .map(|(i, tool, args, approval)| -> BoxedCall<'_> {
+                        Box::pin(async move {
+                            (
+                                i,
+                                execute(ctx, &calls[i], tool.as_ref(), args, approval).await,
+                            )
+                        })
+                    })
+                    .collect();
+                let outputs: Vec<(usize, ToolOutput)> = futures::stream::iter(futures)
+                    .buffered(ctx.runtime.limits.max_parallel_tools.max(1))
+                    .collect()
+                    .await;
+                for (i, output) in outputs {
+                    results[i] = Some(CallResult {
+                        call: calls[i].clone(),
+                        output,
+                        executed: true,
+                    });
+                }
+                index = end;
+            }
+            Plan::Run {
+                tool,
+                args,
+                approval,
+            } => {
+                let output = execute(
+                    ctx,
+                    &calls[index],
+                    tool.as_ref(),
+                    args.clone(),
+                    approval.clone(),
+                )
+                .await;
+                results[index] = Some(CallResult {
+                    call: calls[index].clone(),
+                    output,
+                    executed: true,
+                });
+                index += 1;
+            }
+        }
+    }
+    let results: Vec<CallResult> = results.into_iter().flatten().collect();
+    record_results(ctx, &results).await?;
+    Ok(results)
+}
+
+async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: &ToolCall) -> Plan {
+    let Some(tool) = ctx.settings.tool(&call.name) else {
+        let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
+        return Plan::Refused(ToolOutput::error(format!(
+            "There is no tool named `{}`. Available tools: {}.",
+            call.name,
+            if available.is_empty() {
+                "none".to_string()
+            } else {
+                available.join(", ")
+            }
+        )));
+    };
+    let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &call.arguments
+    }) {
+        Ok(value @ Value::Object(_)) => value,
+        Ok(_) => {
+            return Plan::Refused(ToolOutput::error(format!(
+                "The arguments of `{}` must be a JSON object matching its schema.",
+                call.name
+            )));
+        }
+        Err(error) => {
+            return Plan::Refused(ToolOutput::error(format!(
+                "The arguments of `{}` were not valid JSON ({error}); nothing was run. Call it again with a JSON object matching its schema.",
+                call.name
+            )));
+        }
+    };
+    let assessment = tool.assess(&args, &ctx.tools);
+    let action = tool.describe_call(&args);
+    let target = tool.target(&args);
+    let (grant, rule) = policy_lookup(ctx, &call.name, &action, &target).await;
+    let rate_limited = limiter.try_acquire(Instant::now()).err().map(|wait| {
+        format!(
+            "rate limit reached ({}); try again in {} s",
+            limiter.describe(),
+            wait.as_secs().max(1)
+        )
+    });
+    let request = GateRequest {
+        tool: &call.name,
+        autonomy: ctx.settings.autonomy,
+        effect: tool.effect(),
+        assessment: &assessment,
+        rate_limited,
+        loop_guard: guard.check_call(call),
+        rule,
+        grant,
+    };
+    let envelope = gate::decide(&request);
+    ctx.record_step(NewStep {
+        kind: "decision",
+        name: Some(call.name.clone()),
+        detail: json!({
+            "call_id": call.id,
+            "action": action,
+            "envelope": envelope.to_json(),
+            "assessment": assessment.reasons,
+        }),
+        ..NewStep::default()
+    })
+    .await;
+    match envelope.decision {
+        Decision::Allow => Plan::Run {
+            tool,
+            args,
+            approval: None,
+        },
+        Decision::Deny => Plan::Refused(ToolOutput::error(format!(
+            "Not run: {} (decided by {}). Do not retry this call; tell the user if it matters.",
+            envelope.reason, envelope.source
+        ))),
+        Decision::RequireApproval => {
+            match approval::request(ctx, call, tool.as_ref(), &args, &envelope).await {
+                ApprovalOutcome::Approved { id, by } => {
+                    ctx.record_step(NewStep {
+                        kind: "note",
+                        name: Some(call.name.clone()),
+                        detail: json!({"call_id": call.id, "approval": id, "approved_by": by}),
+                        ..NewStep::default()
+                    })
+                    .await;
+                    Plan::Run {
+                        tool,
+                        args,
+                        approval: Some(id),
+                    }
+                }
+                ApprovalOutcome::Denied { reason } => Plan::Refused(ToolOutput::error(format!(
+                    "Not run: the user did not approve this action ({reason}). Do not retry it without new input from the user."
+                ))),
+            }
+        }
+    }
+}
+
+/// The live grant and the strictest stored rule for this call.
+async fn policy_lookup(
+    ctx: &RunCtx,
+    tool: &str,
+    action: &str,
+    target: &str,
+) -> (Option<String>, Option<(String, Decision, String)>) {
+    let (agent, chat, tool, action, target) = (
+        ctx.agent().to_string(),
+        ctx.chat.as_str().to_string(),
+        tool.to_string(),
+        action.to_string(),
+        target.to_string(),
+    );
+    let channel = match ctx.chat.kind() {
+        crate::domain::ChatKind::Telegram => "tg",
+        crate::domain::ChatKind::Local => "local",
+        crate::domain::ChatKind::Schedule => "sched",
+        crate::domain::ChatKind::Handoff => "handoff",
+    };
+    let now = crate::clock::now_ms();
+    let found = ctx
+        .runtime
+        .store
+        .read(move |conn| {
+            let grant =
+                crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &target, now)?;
+            let rules = crate::store::approvals::rules(conn)?;
+            let matching: Vec<_> = rules
+                .into_iter()
+                .filter(|rule| rule.matches(&agent, &tool, channel, &action))
+                .collect();
+            let rule = matching
+                .iter()
+                .find(|rule| rule.effect == "deny")
+                .or_else(|| {
+                    matching
+                        .iter()
+                        .find(|rule| rule.effect == "require_confirmation")
+                })
+                .map(|rule| {
+                    let decision = if rule.effect == "deny" {
+                        Decision::Deny
+                    } else {
+                        Decision::RequireApproval
+                    };
+                    (
+                        format!("rule:{}", rule.id),
+                        decision,
+                        rule.description.clone(),
+                    )
+                });
+            Ok((grant.map(|id| format!("grant:{id}")), rule))
+        })
+        .await;
+    found.unwrap_or((None, None))
+}
+
+async fn execute(
+    ctx: &RunCtx,
+    call: &ToolCall,
+    tool: &dyn Tool,
+    args: Value,
+    approval: Option<String>,
+) -> ToolOutput {
+    let hash = super::approval::action_hash(&call.name, &args);
+    ctx.deliver(OutEvent::Tool {
+        name: call.name.clone(),
+        status: "started".into(),
+    });
+    ctx.record_step(NewStep {
+        kind: "tool_call",
+        name: Some(call.name.clone()),
+        detail: json!({"call_id": call.id, "arguments": args}),
+        ..NewStep::default()
+    })
+    .await;
+    let started = Instant::now();
+    let timeout = tool.timeout().min(Duration::from_secs(3600));
+    let result = tokio::select! {
+        result = tokio::time::timeout(timeout, tool.call(args, &ctx.tools)) => match result {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::Timeout(timeout)),
+        },
+        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+    };
+    let mut output = match result {
+        Ok(output) => output,
+        Err(error) => ToolOutput::error(crate::secrets::redact(&error.to_string()).into_owned()),
+    };
+    let limit = ctx.runtime.limits.tool_output_max_chars;
+    let length = output.text.chars().count();
+    if length > limit {
+        let kept: String = output.text.chars().take(limit).collect();
+        output.text = format!(
+            "{kept}\n[output truncated: {} of {length} characters omitted]",
+            length - limit
+        );
+    }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    // The result's step and its transcript event land together, right away: after a crash the
+    // resumed run knows exactly which calls finished.
+    let step = NewStep {
+        kind: "tool_result",
+        name: Some(call.name.clone()),
+        detail: json!({
+            "call_id": call.id,
+            "is_error": output.is_error,
+            "summary": output.text.chars().take(500).collect::<String>(),
+            "chars": output.text.len(),
+        }),
+        duration_ms: Some(duration_ms),
+        ..NewStep::default()
+    };
+    let rows = vec![(
+        output.text.clone(),
+        transcript::tool_result_data(call, output.is_error),
+    )];
+    let (run_id, now) = (ctx.run_id, crate::clock::now_ms());
+    let session_id = ctx.session_id;
+    let audit = json!({"tool": call.name, "call_id": call.id, "action_hash": hash, "approval": approval,
+                       "is_error": output.is_error, "duration_ms": duration_ms});
+    let (actor, subject) = (format!("agent:{}", ctx.agent()), format!("run:{run_id}"));
+    let written = ctx
+        .runtime
+        .store
+        .write(move |conn| {
+            crate::store::runs::add_step(conn, run_id, &step, now)?;
+            crate::audit::append(conn, &actor, "tool.executed", &subject, &audit)?;
+            append_results(conn, session_id, run_id, &rows, now)
+        })
+        .await;
+    if let Err(error) = written {
+        tracing::warn!(run_id, %error, "could not record a tool result");
+    }
+    ctx.deliver(OutEvent::Tool {
+        name: call.name.clone(),
+        status: if output.is_error {
+            "failed".into()
+        } else {
+            "done".into()
+        },
+    });
+    output
+}
+
+async fn record_results(ctx: &RunCtx, results: &[CallResult]) -> Result<(), StoreError> {
+    let (session_id, run_id) = (ctx.session_id, ctx.run_id);
+    let rows: Vec<(String, String)> = results
+        .iter()
+        .filter(|result| !result.executed)
+        .map(|result| {
+            (
+                result.output.text.clone(),
+                transcript::tool_result_data(&result.call, result.output.is_error),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let now = crate::clock::now_ms();
+    ctx.runtime
+        .store
+        .write(move |conn| append_results(conn, session_id, run_id, &rows, now))
+        .await
+}
+
+fn append_results(
+    conn: &rusqlite::Connection,
+    session_id: i64,
+    run_id: i64,
+    rows: &[(String, String)],
+    now: i64,
+) -> Result<(), StoreError> {
+    for (content, data) in rows {
+        sessions::append(
+            conn,
+            session_id,
+            &NewEvent {
+                kind: EventKindRow::ToolResult,
+                sender: None,
+                content,
+                data: Some(data),
+                run_id: Some(run_id),
+                inbound_id: None,
+            },
+            now,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The agent loop as plain code, driven by the `Run` actor (src/actors/run.rs).
+//!
+//! `run::execute` takes one run from its input messages to its final answer: it composes the
+//! prompt (`composer`), calls the model through the fallback chain, passes every tool call through
+//! the policy gate and the dispatcher (`dispatch`), guards against loops (`loop_guard`), compacts
+//! long conversations (`compaction`) and records every step in `runs` / `run_steps`.
+//!
+//! Architecture Invariant: `agent` knows nothing about Telegram or HTTP; it talks to channels only
+//! through `channels::deliver` with plain `Outbound` values.
+
+pub mod approval;
+pub mod compaction;
+pub mod composer;
+pub mod dispatch;
+pub mod loop_guard;
+pub mod recall;
+pub mod run;
+pub mod transcript;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{AgentSpec, Autonomy, PriceConfig};
+use crate::events::EventBus;
+use crate::llm::{ModelRef, Providers};
+use crate::registry::Registry;
+use crate::store::Store;
+use crate::tools::{Tool, ToolSettings};
+
+/// Limits of the loop that are not per-agent settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeLimits {
+    pub tool_calls_per_minute: usize,
+    pub max_parallel_tools: usize,
+    /// Tool output longer than this is truncated (with a note) before the model sees it.
+    pub tool_output_max_chars: usize,
+    /// A session with nothing to do stops after this long (its state stays in SQLite).
+    pub session_idle: Duration,
+    /// Transcript events kept in memory and in prompts before older ones are compacted into a recap.
+    pub history_events: u32,
+}
+
+impl Default for RuntimeLimits {
+    fn default() -> Self {
+        Self {
+            tool_calls_per_minute: 30,
+            max_parallel_tools: 4,
+            tool_output_max_chars: 16_000,
+            session_idle: Duration::from_secs(600),
+            history_events: 200,
+        }
+    }
+}
+
+/// What every run of one agent shares. Immutable; replaced as a whole when the agent is reloaded.
+pub struct AgentRuntime {
+    pub spec: AgentSpec,
+    pub providers: Arc<Providers>,
+    pub pricing: Arc<BTreeMap<String, PriceConfig>>,
+    pub tool_settings: Arc<ToolSettings>,
+    pub workspace: PathBuf,
+    pub store: Store,
+    pub registry: Registry,
+    pub events: EventBus,
+    pub limits: RuntimeLimits,
+    /// Every agent's spec, for delegation rules and the read model of memory.
+    pub all_agents: Arc<Vec<AgentSpec>>,
+}
+
+impl AgentRuntime {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+}
+
+/// Settings that change at run time (Studio edits, MCP tools coming and going). The agent actor
+/// owns them and pushes a fresh copy to its sessions on every change.
+#[derive(Clone)]
+pub struct AgentSettings {
+    pub autonomy: Autonomy,
+    pub model: String,
+    pub paused: bool,
+    pub tools: Arc<Vec<Arc<dyn Tool>>>,
+}
+
+impl AgentSettings {
+    /// The fallback chain: the configured model first, then the agent file's fallbacks.
+    pub fn model_chain(&self, spec: &AgentSpec) -> Vec<ModelRef> {
+        let mut chain = vec![ModelRef {
+            provider: spec.provider.clone(),
+            model: self.model.clone(),
+        }];
+        chain.extend(spec.fallback.iter().map(|fallback| ModelRef {
+            provider: fallback.provider.clone(),
+            model: fallback.model.clone(),
+        }));
+        chain
+    }
+
+    pub fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.name() == name).cloned()
+    }
+}

@@ -1,0 +1,334 @@
+//! The policy gate: the one function every tool call passes through before it may run.
+//!
+//! It combines, in order: the rate limiter (per chat), the loop guard's verdict on this call, the
+//! risk assessment (L3 is blocked in every mode), and the agent's autonomy mode. The answer is a
+//! [`DecisionEnvelope`] — decision, reason, source, next step — recorded with the run and shown in
+//! Studio. Stored policy rules and scoped grants join the same function (see `decide`'s inputs).
+//!
+//! Architecture Invariant: no tool runs without an envelope from `decide` that says `Allow`, or a
+//! recorded approval of an envelope that said `RequireApproval`.
+
+use crate::config::Autonomy;
+use crate::policy::{Assessment, RiskLevel};
+use crate::tools::Effect;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    RequireApproval,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::RequireApproval => "require_approval",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// Why a call may or may not run, in words an operator understands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionEnvelope {
+    pub decision: Decision,
+    pub risk: RiskLevel,
+    pub reason: String,
+    /// What decided: `autonomy`, `risk`, `rate_limit`, `loop_guard`, `rule:<id>`, `grant:<id>`.
+    pub source: String,
+    /// What happens next ("runs now", "waiting for approval from ...", "not run; the model is told why").
+    pub next_step: String,
+}
+
+impl DecisionEnvelope {
+    pub fn requires_confirmation(&self) -> bool {
+        self.decision == Decision::RequireApproval
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "decision": self.decision.as_str(),
+            "risk": self.risk.as_str(),
+            "reason": self.reason,
+            "source": self.source,
+            "next_step": self.next_step,
+            "requires_confirmation": self.requires_confirmation(),
+        })
+    }
+
+    fn new(decision: Decision, risk: RiskLevel, reason: String, source: &str) -> Self {
+        let next_step = match decision {
+            Decision::Allow => "runs now".to_string(),
+            Decision::RequireApproval => {
+                "waits for an approver's decision; expiry counts as a denial".to_string()
+            }
+            Decision::Deny => "not run; the model is told why".to_string(),
+        };
+        Self {
+            decision,
+            risk,
+            reason,
+            source: source.to_string(),
+            next_step,
+        }
+    }
+}
+
+/// What the caller knows about one call.
+#[derive(Debug, Clone)]
+pub struct GateRequest<'a> {
+    pub tool: &'a str,
+    pub autonomy: Autonomy,
+    pub effect: Effect,
+    pub assessment: &'a Assessment,
+    /// `Some(reason)` when the per-chat rate limit is exceeded.
+    pub rate_limited: Option<String>,
+    /// `Some(reason)` when the loop guard refuses this call (e.g. the same call repeated).
+    pub loop_guard: Option<String>,
+    /// The strictest matching stored rule: (`rule:<id>`, decision it imposes, its description).
+    pub rule: Option<(String, Decision, String)>,
+    /// A live scoped grant covering this call (`grant:<id>`).
+    pub grant: Option<String>,
+}
+
+/// Decides one call. Pure: every input is in `request`.
+pub fn decide(request: &GateRequest<'_>) -> DecisionEnvelope {
+    let risk = request.assessment.level;
+    let why = request.assessment.reasons.join("; ");
+    if let Some(reason) = &request.rate_limited {
+        return DecisionEnvelope::new(Decision::Deny, risk, reason.clone(), "rate_limit");
+    }
+    if let Some(reason) = &request.loop_guard {
+        return DecisionEnvelope::new(Decision::Deny, risk, reason.clone(), "loop_guard");
+    }
+    if risk == RiskLevel::L3 {
+        return DecisionEnvelope::new(
+            Decision::Deny,
+            risk,
+            format!("{} is blocked (L3): {why}", request.tool),
+            "risk",
+        );
+    }
+    // Stored rules may only tighten: a rule that denies wins, one that asks turns Allow into Ask.
+    if let Some((source, Decision::Deny, description)) = &request.rule {
+        return DecisionEnvelope::new(
+            Decision::Deny,
+            risk,
+            format!("policy rule: {description}"),
+            source,
+        );
+    }
+    let by_autonomy = autonomy_decision(request.autonomy, request.effect, risk);
+    let rule_asks = matches!(&request.rule, Some((_, Decision::RequireApproval, _)));
+    let (decision, source, reason) = match (by_autonomy, rule_asks) {
+        (_, true) => {
+            let (source, _, description) = request.rule.as_ref().expect("rule_asks implies a rule");
+            (
+                Decision::RequireApproval,
+                source.clone(),
+                format!("policy rule: {description}"),
+            )
+        }
+        (Decision::Allow, false) => (
+            Decision::Allow,
+            "autonomy".to_string(),
+            format!(
+                "{} ({}, {}) is allowed in {} mode{}",
+                request.tool,
+                request.effect.as_str(),
+                risk.as_str(),
+                request.autonomy.as_str(),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                }
+            ),
+        ),
+        (decision, false) => (
+            decision,
+            "autonomy".to_string(),
+            format!(
+                "{} ({}, {}) needs approval in {} mode{}",
+                request.tool,
+                request.effect.as_str(),
+                risk.as_str(),
+                request.autonomy.as_str(),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                }
+            ),
+        ),
+    };
+    if decision == Decision::RequireApproval
+        && let Some(grant) = &request.grant
+    {
+        return DecisionEnvelope::new(
+            Decision::Allow,
+            risk,
+            format!("covered by scoped grant {grant} ({reason})"),
+            grant,
+        );
+    }
+    DecisionEnvelope::new(decision, risk, reason, &source)
+}
+
+/// The autonomy × risk table (DESIGN.md, "Policy and risk"; L3 is handled before).
+fn autonomy_decision(autonomy: Autonomy, effect: Effect, risk: RiskLevel) -> Decision {
+    match autonomy {
+        // Everything runs except destructive tools and L2+ writes.
+        Autonomy::TrustFirst => match (effect, risk) {
+            (Effect::Destructive, _) => Decision::RequireApproval,
+            (Effect::Write, RiskLevel::L2) => Decision::RequireApproval,
+            (Effect::ReadOnly, RiskLevel::L2) => Decision::RequireApproval,
+            _ => Decision::Allow,
+        },
+        // Read-only tools at L0/L1 run; every write and every L2 asks.
+        Autonomy::RequireApproval => match (effect, risk) {
+            (Effect::ReadOnly, RiskLevel::L0 | RiskLevel::L1) => Decision::Allow,
+            _ => Decision::RequireApproval,
+        },
+        // Everything asks.
+        Autonomy::Supervised => Decision::RequireApproval,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(autonomy: Autonomy, effect: Effect, risk: RiskLevel, expected: Decision) {
+        let assessment = Assessment::new(risk, "test");
+        let request = GateRequest {
+            tool: "t",
+            autonomy,
+            effect,
+            assessment: &assessment,
+            rate_limited: None,
+            loop_guard: None,
+            rule: None,
+            grant: None,
+        };
+        let envelope = decide(&request);
+        assert_eq!(
+            envelope.decision, expected,
+            "{autonomy:?} {effect:?} {risk:?}: {}",
+            envelope.reason
+        );
+    }
+
+    #[test]
+    fn autonomy_and_risk_table() {
+        use Effect::*;
+        use RiskLevel::*;
+        let (trust, ask_mode, supervised) = (
+            Autonomy::TrustFirst,
+            Autonomy::RequireApproval,
+            Autonomy::Supervised,
+        );
+        let (allow, ask, deny) = (Decision::Allow, Decision::RequireApproval, Decision::Deny);
+        let table = [
+            (trust, ReadOnly, L0, allow),
+            (trust, Write, L1, allow),
+            (trust, Write, L2, ask),
+            (trust, Destructive, L1, ask),
+            (trust, Write, L3, deny),
+            (ask_mode, ReadOnly, L0, allow),
+            (ask_mode, ReadOnly, L1, allow),
+            (ask_mode, ReadOnly, L2, ask),
+            (ask_mode, Write, L0, ask),
+            (ask_mode, Destructive, L3, deny),
+            (supervised, ReadOnly, L0, ask),
+            (supervised, Write, L1, ask),
+            (supervised, ReadOnly, L3, deny),
+        ];
+        for (autonomy, effect, risk, expected) in table {
+            check(autonomy, effect, risk, expected);
+        }
+    }
+
+    #[test]
+    fn rate_limit_and_loop_guard_deny_before_anything_else_and_grants_never_widen_l3() {
+        let low = Assessment::new(RiskLevel::L0, "read");
+        let mut request = GateRequest {
+            tool: "t",
+            autonomy: Autonomy::TrustFirst,
+            effect: Effect::ReadOnly,
+            assessment: &low,
+            rate_limited: Some("30 tool calls per minute".into()),
+            loop_guard: None,
+            rule: None,
+            grant: None,
+        };
+        assert_eq!(decide(&request).source, "rate_limit");
+        request.rate_limited = None;
+        request.loop_guard = Some("the same call three times".into());
+        assert_eq!(decide(&request).source, "loop_guard");
+
+        let blocked = Assessment::new(RiskLevel::L3, "rm -rf");
+        let request = GateRequest {
+            tool: "shell",
+            autonomy: Autonomy::TrustFirst,
+            effect: Effect::Destructive,
+            assessment: &blocked,
+            rate_limited: None,
+            loop_guard: None,
+            rule: None,
+            grant: Some("grant:7".into()),
+        };
+        assert_eq!(decide(&request).decision, Decision::Deny);
+
+        let write = Assessment::new(RiskLevel::L1, "write");
+        let request = GateRequest {
+            tool: "write_file",
+            autonomy: Autonomy::RequireApproval,
+            effect: Effect::Write,
+            assessment: &write,
+            rate_limited: None,
+            loop_guard: None,
+            rule: None,
+            grant: Some("grant:7".into()),
+        };
+        let envelope = decide(&request);
+        assert_eq!(
+            (envelope.decision, envelope.source.as_str()),
+            (Decision::Allow, "grant:7")
+        );
+    }
+
+    #[test]
+    fn rules_tighten_but_never_loosen() {
+        let low = Assessment::new(RiskLevel::L0, "read");
+        let request = GateRequest {
+            tool: "web_fetch",
+            autonomy: Autonomy::TrustFirst,
+            effect: Effect::ReadOnly,
+            assessment: &low,
+            rate_limited: None,
+            loop_guard: None,
+            rule: Some((
+                "rule:3".into(),
+                Decision::RequireApproval,
+                "ask before fetching".into(),
+            )),
+            grant: None,
+        };
+        assert_eq!(decide(&request).decision, Decision::RequireApproval);
+        let deny = GateRequest {
+            rule: Some(("rule:4".into(), Decision::Deny, "never".into())),
+            ..request.clone()
+        };
+        assert_eq!(decide(&deny).decision, Decision::Deny);
+        // A rule saying Allow cannot loosen an L3 block.
+        let blocked = Assessment::new(RiskLevel::L3, "x");
+        let allow = GateRequest {
+            assessment: &blocked,
+            rule: Some(("rule:5".into(), Decision::Allow, "fine".into())),
+            ..request
+        };
+        assert_eq!(decide(&allow).decision, Decision::Deny);
+    }
+}

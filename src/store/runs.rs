@@ -1,0 +1,408 @@
+//! Queries for `runs`, `run_steps`, `cost_events`, `outbox` and `agent_settings`.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Result;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Running,
+    WaitingApproval,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Interrupted,
+    BudgetStopped,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::WaitingApproval => "waiting_approval",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::BudgetStopped => "budget_stopped",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        Some(match text {
+            "running" => RunStatus::Running,
+            "waiting_approval" => RunStatus::WaitingApproval,
+            "succeeded" => RunStatus::Succeeded,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            "interrupted" => RunStatus::Interrupted,
+            "budget_stopped" => RunStatus::BudgetStopped,
+            _ => return None,
+        })
+    }
+
+    pub fn is_open(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::WaitingApproval)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: i64,
+    pub session_id: i64,
+    pub agent: String,
+    pub chat: String,
+    pub status: RunStatus,
+    pub trigger: String,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub model: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub turns: i64,
+    pub outcome: Option<String>,
+    pub correlation: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub seq: i64,
+    pub kind: String,
+    pub name: Option<String>,
+    pub detail: String,
+    pub tokens_in: Option<i64>,
+    pub tokens_out: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub duration_ms: Option<i64>,
+    pub created_ms: i64,
+}
+
+/// A step to record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewStep {
+    pub kind: &'static str,
+    pub name: Option<String>,
+    pub detail: serde_json::Value,
+    pub tokens_in: Option<u64>,
+    pub tokens_out: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub duration_ms: Option<u64>,
+}
+
+const RUN_COLUMNS: &str = "id, session_id, agent, chat, status, trigger, started_ms, finished_ms, model, \
+    input_tokens, output_tokens, cost_usd, turns, outcome, correlation";
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    let status: String = row.get(4)?;
+    Ok(RunRow {
+        id: row.get(0)?,
+        session_id: row.get(1)?,
+        agent: row.get(2)?,
+        chat: row.get(3)?,
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
+        trigger: row.get(5)?,
+        started_ms: row.get(6)?,
+        finished_ms: row.get(7)?,
+        model: row.get(8)?,
+        input_tokens: row.get(9)?,
+        output_tokens: row.get(10)?,
+        cost_usd: row.get(11)?,
+        turns: row.get(12)?,
+        outcome: row.get(13)?,
+        correlation: row.get(14)?,
+    })
+}
+
+pub fn create(
+    conn: &Connection,
+    session_id: i64,
+    agent: &str,
+    chat: &str,
+    trigger: &str,
+    correlation: Option<&str>,
+    now_ms: i64,
+) -> Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO runs (session_id, agent, chat, status, trigger, started_ms, correlation)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        session_id,
+        agent,
+        chat,
+        trigger,
+        now_ms,
+        correlation
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn get(conn: &Connection, run_id: i64) -> Result<Option<RunRow>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+        .query_row(params![run_id], run_from_row)
+        .optional()?)
+}
+
+pub fn set_status(conn: &Connection, run_id: i64, status: RunStatus) -> Result<()> {
+    conn.prepare_cached("UPDATE runs SET status = ?2 WHERE id = ?1")?
+        .execute(params![run_id, status.as_str()])?;
+    Ok(())
+}
+
+/// Closes a run with its outcome text.
+pub fn finish(
+    conn: &Connection,
+    run_id: i64,
+    status: RunStatus,
+    outcome: &str,
+    now_ms: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET status = ?2, outcome = ?3, finished_ms = ?4 WHERE id = ?1",
+    )?
+    .execute(params![run_id, status.as_str(), outcome, now_ms])?;
+    Ok(())
+}
+
+/// Adds a model call's tokens and cost to the run's totals.
+pub fn add_usage(
+    conn: &Connection,
+    run_id: i64,
+    model: &str,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET model = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+         cost_usd = cost_usd + ?5, turns = turns + 1 WHERE id = ?1",
+    )?
+    .execute(params![run_id, model, input_tokens as i64, output_tokens as i64, cost_usd])?;
+    Ok(())
+}
+
+/// Appends a step with the next sequence number; returns the step id.
+pub fn add_step(conn: &Connection, run_id: i64, step: &NewStep, now_ms: i64) -> Result<i64> {
+    let seq: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM run_steps WHERE run_id = ?1")?
+        .query_row(params![run_id], |row| row.get(0))?;
+    conn.prepare_cached(
+        "INSERT INTO run_steps (run_id, seq, kind, name, detail, tokens_in, tokens_out, cost_usd, duration_ms, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        run_id,
+        seq,
+        step.kind,
+        step.name,
+        step.detail.to_string(),
+        step.tokens_in.map(|v| v as i64),
+        step.tokens_out.map(|v| v as i64),
+        step.cost_usd,
+        step.duration_ms.map(|v| v as i64),
+        now_ms
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn steps(conn: &Connection, run_id: i64) -> Result<Vec<StepRow>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, run_id, seq, kind, name, detail, tokens_in, tokens_out, cost_usd, duration_ms, created_ms
+         FROM run_steps WHERE run_id = ?1 ORDER BY seq",
+    )?;
+    let rows = statement.query_map(params![run_id], |row| {
+        Ok(StepRow {
+            id: row.get(0)?,
+            run_id: row.get(1)?,
+            seq: row.get(2)?,
+            kind: row.get(3)?,
+            name: row.get(4)?,
+            detail: row.get(5)?,
+            tokens_in: row.get(6)?,
+            tokens_out: row.get(7)?,
+            cost_usd: row.get(8)?,
+            duration_ms: row.get(9)?,
+            created_ms: row.get(10)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Open runs (running or waiting for an approval) of one session.
+pub fn open_runs(conn: &Connection, session_id: i64) -> Result<Vec<RunRow>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 AND status IN ('running', 'waiting_approval') ORDER BY id"
+    ))?;
+    let rows = statement.query_map(params![session_id], run_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Runs newest first, optionally of one agent or status (Studio's runs list).
+pub fn list(
+    conn: &Connection,
+    agent: Option<&str>,
+    status: Option<&str>,
+    before_id: Option<i64>,
+    limit: u32,
+) -> Result<Vec<RunRow>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR status = ?2)
+         AND (?3 IS NULL OR id < ?3) ORDER BY id DESC LIMIT ?4"
+    ))?;
+    let rows = statement.query_map(params![agent, status, before_id, limit], run_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Records one model call's cost.
+#[allow(clippy::too_many_arguments)]
+pub fn record_cost(
+    conn: &Connection,
+    at_ms: i64,
+    agent: &str,
+    provider: &str,
+    model: &str,
+    run_id: Option<i64>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost_usd: f64,
+) -> Result<()> {
+    let day = crate::clock::to_datetime(at_ms)
+        .format("%Y-%m-%d")
+        .to_string();
+    conn.prepare_cached(
+        "INSERT INTO cost_events (at_ms, day, agent, provider, model, run_id, input_tokens, output_tokens, cost_usd)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![at_ms, day, agent, provider, model, run_id, input_tokens as i64, output_tokens as i64, cost_usd])?;
+    Ok(())
+}
+
+/// What an agent spent on the UTC day containing `at_ms`.
+pub fn spent_on_day(conn: &Connection, agent: &str, at_ms: i64) -> Result<f64> {
+    let day = crate::clock::to_datetime(at_ms)
+        .format("%Y-%m-%d")
+        .to_string();
+    Ok(conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(cost_usd), 0) FROM cost_events WHERE agent = ?1 AND day = ?2",
+        )?
+        .query_row(params![agent, day], |row| row.get(0))?)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub agent: String,
+    pub chat: String,
+    pub run_id: Option<i64>,
+    pub text: String,
+    pub inbound_ids: Vec<i64>,
+    pub created_ms: i64,
+    pub attempts: i64,
+}
+
+/// Queues a reply for delivery; returns the outbox id.
+pub fn enqueue_reply(
+    conn: &Connection,
+    agent: &str,
+    chat: &str,
+    run_id: Option<i64>,
+    text: &str,
+    inbound_ids: &[i64],
+    now_ms: i64,
+) -> Result<i64> {
+    let ids = serde_json::to_string(inbound_ids).unwrap_or_else(|_| "[]".into());
+    conn.prepare_cached(
+        "INSERT INTO outbox (agent, chat, run_id, text, inbound_ids, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![agent, chat, run_id, text, ids, now_ms])?;
+    Ok(conn.last_insert_rowid())
+}
+
+fn outbox_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    let ids: String = row.get(5)?;
+    Ok(OutboxRow {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        chat: row.get(2)?,
+        run_id: row.get(3)?,
+        text: row.get(4)?,
+        inbound_ids: serde_json::from_str(&ids).unwrap_or_default(),
+        created_ms: row.get(6)?,
+        attempts: row.get(7)?,
+    })
+}
+
+pub fn outbox_get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, agent, chat, run_id, text, inbound_ids, created_ms, attempts FROM outbox WHERE id = ?1 AND delivered_ms IS NULL",
+        )?
+        .query_row(params![id], outbox_from_row)
+        .optional()?)
+}
+
+/// Undelivered replies of an agent, oldest first.
+pub fn outbox_pending(conn: &Connection, agent: &str) -> Result<Vec<OutboxRow>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, agent, chat, run_id, text, inbound_ids, created_ms, attempts FROM outbox
+         WHERE agent = ?1 AND delivered_ms IS NULL ORDER BY id",
+    )?;
+    let rows = statement.query_map(params![agent], outbox_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+pub fn outbox_delivered(conn: &Connection, id: i64, now_ms: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE outbox SET delivered_ms = ?2 WHERE id = ?1")?
+        .execute(params![id, now_ms])?;
+    Ok(())
+}
+
+pub fn outbox_failed(conn: &Connection, id: i64, error: &str) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+    )?
+    .execute(params![id, error])?;
+    Ok(())
+}
+
+/// Operator overrides of an agent's settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsRow {
+    pub autonomy: Option<String>,
+    pub model: Option<String>,
+    pub paused: bool,
+}
+
+pub fn settings(conn: &Connection, agent: &str) -> Result<SettingsRow> {
+    Ok(conn
+        .prepare_cached("SELECT autonomy, model, paused FROM agent_settings WHERE agent = ?1")?
+        .query_row(params![agent], |row| {
+            Ok(SettingsRow {
+                autonomy: row.get(0)?,
+                model: row.get(1)?,
+                paused: row.get::<_, i64>(2)? != 0,
+            })
+        })
+        .optional()?
+        .unwrap_or_default())
+}
+
+pub fn save_settings(
+    conn: &Connection,
+    agent: &str,
+    settings: &SettingsRow,
+    now_ms: i64,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO agent_settings (agent, autonomy, model, paused, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (agent) DO UPDATE SET autonomy = ?2, model = ?3, paused = ?4, updated_ms = ?5",
+        params![agent, settings.autonomy, settings.model, settings.paused as i64, now_ms],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! Building a bot client and reading Telegram's errors.
+//!
+//! Architecture Invariant: only `telegram` knows teloxide types. Everything leaving this module is
+//! plain data: ids, strings, [`TelegramError`].
+
+use std::time::Duration;
+
+use teloxide::ApiError;
+use teloxide::RequestError;
+use teloxide::prelude::*;
+use teloxide::types::Seconds;
+
+use crate::secrets::Secret;
+
+/// What went wrong talking to the Bot API, in the terms the daemon reacts to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TelegramError {
+    /// 409: another process polls this token.
+    #[error("another instance is polling this bot token (409 Conflict)")]
+    Conflict,
+    /// 401 / 404 on the token: it is wrong or revoked.
+    #[error(
+        "Telegram rejected the bot token (401 Unauthorized): check the environment variable that holds it"
+    )]
+    Unauthorized,
+    /// 429: wait this long.
+    #[error("rate limited by Telegram: retry after {0:?}")]
+    RetryAfter(Duration),
+    /// An edit with the same content: not an error for us.
+    #[error("message is not modified")]
+    NotModified,
+    /// Telegram could not parse our HTML entities; resend as plain text.
+    #[error("Telegram could not parse the message's formatting: {0}")]
+    ParseEntities(String),
+    #[error("the message is too long for Telegram")]
+    TooLong,
+    /// The chat cannot be reached (blocked the bot, deleted, not found): do not retry.
+    #[error("the chat cannot be reached: {0}")]
+    Undeliverable(String),
+    #[error("network error: {0}")]
+    Network(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl TelegramError {
+    /// Worth trying again later (the message stays in the outbox).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            TelegramError::RetryAfter(_) | TelegramError::Network(_) | TelegramError::Other(_)
+        )
+    }
+}
+
+impl From<RequestError> for TelegramError {
+    fn from(error: RequestError) -> Self {
+        // reqwest errors carry the request URL, and the URL carries the token: always redact.
+        let text =
+            |error: &dyn std::fmt::Display| crate::secrets::redact(&error.to_string()).into_owned();
+        match error {
+            RequestError::Api(ApiError::TerminatedByOtherGetUpdates) => TelegramError::Conflict,
+            RequestError::Api(ApiError::InvalidToken) => TelegramError::Unauthorized,
+            RequestError::Api(ApiError::MessageNotModified) => TelegramError::NotModified,
+            RequestError::Api(ApiError::CantParseEntities(detail)) => {
+                TelegramError::ParseEntities(text(&detail))
+            }
+            RequestError::Api(ApiError::MessageIsTooLong | ApiError::EditedMessageIsTooLong) => {
+                TelegramError::TooLong
+            }
+            RequestError::Api(
+                ref api @ (ApiError::BotBlocked
+                | ApiError::ChatNotFound
+                | ApiError::UserDeactivated
+                | ApiError::BotKicked
+                | ApiError::BotKickedFromSupergroup
+                | ApiError::CantInitiateConversation
+                | ApiError::CantTalkWithBots
+                | ApiError::MessageToEditNotFound),
+            ) => TelegramError::Undeliverable(text(api)),
+            RequestError::RetryAfter(seconds) => TelegramError::RetryAfter(retry_duration(seconds)),
+            RequestError::Network(error) => TelegramError::Network(text(&error)),
+            other => TelegramError::Other(text(&other)),
+        }
+    }
+}
+
+fn retry_duration(seconds: Seconds) -> Duration {
+    seconds.duration().max(Duration::from_secs(1))
+}
+
+/// The bot's Telegram id: the number before the colon of its token (no network needed).
+pub fn bot_id(token: &Secret) -> Option<i64> {
+    token
+        .expose()
+        .split_once(':')
+        .and_then(|(id, _)| id.parse().ok())
+}
+
+/// A bot client for `api_url` whose HTTP timeout outlasts the long poll.
+pub fn build(token: &Secret, api_url: &str, poll_timeout: Duration) -> Result<Bot, TelegramError> {
+    let client = teloxide::net::default_reqwest_settings()
+        .timeout(poll_timeout + Duration::from_secs(20))
+        .build()
+        .map_err(|error| TelegramError::Other(format!("cannot build the HTTP client: {error}")))?;
+    let url = reqwest::Url::parse(api_url.trim_end_matches('/'))
+        .map_err(|error| TelegramError::Other(format!("invalid api_url `{api_url}`: {error}")))?;
+    Ok(Bot::with_client(token.expose(), client).set_api_url(url))
+}

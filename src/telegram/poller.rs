@@ -1,0 +1,202 @@
+//! The long-poll loop of one bot, on the raw Bot API (not teloxide's `Polling`, which confirms
+//! updates to Telegram before we have stored them).
+//!
+//! Invariant: the offset sent to `getUpdates` — which confirms everything below it to Telegram —
+//! is only ever advanced after the batch below it and that offset are committed in one
+//! transaction. A crash at any point loses nothing (Telegram resends the unconfirmed batch) and
+//! duplicates nothing (updates are unique on (bot, update_id)).
+//!
+//! Liveness is judged by completed `getUpdates` calls only: a call that does not answer within the
+//! long-poll timeout plus a grace period ends the loop as `Stuck`, and the bot actor is restarted.
+
+use std::time::Duration;
+
+use teloxide::prelude::*;
+use teloxide::types::AllowedUpdate;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::TelegramError;
+use super::intake;
+use crate::store::Store;
+use crate::store::telegram::{self as queries, NewUpdate, StoredUpdate};
+
+/// Extra time a `getUpdates` call may take beyond its long-poll timeout before it counts as stuck.
+const STUCK_GRACE: Duration = Duration::from_secs(15);
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// What the poll loop tells its bot actor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollEvent {
+    /// Newly stored updates (already committed with their offset).
+    Stored(Vec<StoredUpdate>),
+    /// The polling status changed: `polling`, `conflict`, `rate_limited`, `network_error`, `store_error`.
+    Status {
+        state: &'static str,
+        detail: String,
+    },
+    Ended(PollEnd),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollEnd {
+    /// `getUpdates` did not answer in time: the connection is dead in a way the client did not see.
+    Stuck(Duration),
+    Unauthorized,
+}
+
+pub struct Poller {
+    pub bot: Bot,
+    pub bot_id: i64,
+    pub agent: String,
+    pub poll_timeout: Duration,
+    /// At boot, keep retrying quickly on 409 for this long (a previous instance is shutting down).
+    pub wait_for_previous: Duration,
+    pub store: Store,
+    pub report: Box<dyn Fn(PollEvent) + Send + Sync>,
+    pub cancel: CancellationToken,
+}
+
+impl Poller {
+    pub async fn run(self) {
+        let bot_id = self.bot_id;
+        let mut offset = self
+            .store
+            .read(move |conn| queries::next_offset(conn, bot_id))
+            .await
+            .ok()
+            .flatten();
+        let started = Instant::now();
+        let mut backoff = BACKOFF_MIN;
+        let mut status: &'static str = "";
+        let mut set_status = |state: &'static str, detail: String, report: &dyn Fn(PollEvent)| {
+            if state != status || state != "polling" {
+                report(PollEvent::Status { state, detail });
+            }
+            status = state;
+        };
+        loop {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let mut request = self
+                .bot
+                .get_updates()
+                .timeout(self.poll_timeout.as_secs() as u32)
+                .limit(100)
+                .allowed_updates(vec![
+                    AllowedUpdate::Message,
+                    AllowedUpdate::EditedMessage,
+                    AllowedUpdate::CallbackQuery,
+                ]);
+            if let Some(offset) = offset {
+                request = request.offset(offset as i32);
+            }
+            let deadline = self.poll_timeout + STUCK_GRACE;
+            let result = tokio::select! {
+                result = tokio::time::timeout(deadline, request.send()) => result,
+                _ = self.cancel.cancelled() => return,
+            };
+            let updates = match result {
+                Err(_) => {
+                    (self.report)(PollEvent::Ended(PollEnd::Stuck(deadline)));
+                    return;
+                }
+                Ok(Ok(updates)) => updates,
+                Ok(Err(error)) => {
+                    let wait = match TelegramError::from(error) {
+                        TelegramError::Unauthorized => {
+                            (self.report)(PollEvent::Ended(PollEnd::Unauthorized));
+                            return;
+                        }
+                        TelegramError::Conflict => {
+                            set_status(
+                                "conflict",
+                                "another instance is polling this token; backing off".into(),
+                                self.report.as_ref(),
+                            );
+                            if started.elapsed() < self.wait_for_previous {
+                                Duration::from_secs(2)
+                            } else {
+                                // Longer than a poll, so the other poller's request completes first.
+                                let wait = self.poll_timeout + backoff;
+                                backoff = (backoff * 2).min(BACKOFF_MAX);
+                                wait
+                            }
+                        }
+                        TelegramError::RetryAfter(wait) => {
+                            set_status(
+                                "rate_limited",
+                                format!("Telegram asked to wait {} s", wait.as_secs()),
+                                self.report.as_ref(),
+                            );
+                            wait
+                        }
+                        other => {
+                            set_status("network_error", other.to_string(), self.report.as_ref());
+                            let wait = backoff;
+                            backoff = (backoff * 2).min(BACKOFF_MAX);
+                            wait
+                        }
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.cancel.cancelled() => return,
+                    }
+                    continue;
+                }
+            };
+            backoff = BACKOFF_MIN;
+            set_status("polling", String::new(), self.report.as_ref());
+            if updates.is_empty() {
+                continue;
+            }
+            let batch: Vec<NewUpdate> = updates
+                .iter()
+                .map(|update| {
+                    let (kind, chat_id, user_id, sent_ms) = intake::summary(update);
+                    NewUpdate {
+                        update_id: update.id.0 as i64,
+                        kind: kind.to_string(),
+                        chat_id,
+                        user_id,
+                        payload: serde_json::to_string(update).unwrap_or_else(|_| "{}".into()),
+                        sent_ms,
+                    }
+                })
+                .collect();
+            let next = batch
+                .iter()
+                .map(|update| update.update_id)
+                .max()
+                .map(|max| max + 1);
+            let (agent, now) = (self.agent.clone(), crate::clock::now_ms());
+            match self
+                .store
+                .write(move |conn| queries::store_batch(conn, bot_id, &agent, &batch, now))
+                .await
+            {
+                Ok(stored) => {
+                    offset = next.or(offset);
+                    if !stored.is_empty() {
+                        (self.report)(PollEvent::Stored(stored));
+                    }
+                }
+                Err(error) => {
+                    // Not stored means not confirmed: keep the old offset, Telegram sends them again.
+                    set_status(
+                        "store_error",
+                        format!("could not store updates: {error}"),
+                        self.report.as_ref(),
+                    );
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = self.cancel.cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+}

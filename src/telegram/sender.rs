@@ -1,0 +1,365 @@
+//! The outbound side of a bot: one worker task per active chat, so that one slow chat never holds
+//! up another and every chat's messages leave in order.
+//!
+//! Pacing (Telegram's flood limits): sends go through teloxide's `Throttle` (≤ 1 message/s per
+//! chat, ≤ 20/min per group, ≤ 30/s per bot); streaming edits are spaced here (one message edited
+//! at most every 1.5 s, the newest text coalesced); the typing indicator is repeated every 4.5 s
+//! while a run works. A 429 pauses for the full `retry_after`.
+//!
+//! Delivery of a final answer is confirmed in the outbox (and the answered updates are marked
+//! processed) only after Telegram accepted every part. A worker checks the outbox row before
+//! sending, so a reply queued twice (live and by the sweep) is sent once.
+
+use std::time::Duration;
+
+use teloxide::adaptors::Throttle;
+use teloxide::payloads::{EditMessageTextSetters, SendMessageSetters};
+use teloxide::prelude::*;
+use teloxide::types::{
+    ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::TelegramError;
+use super::format;
+use crate::events::{EventBus, EventKind};
+use crate::store::Store;
+use crate::store::runs as outbox;
+use crate::store::telegram as updates;
+
+const EDIT_SPACING: Duration = Duration::from_millis(1500);
+const TYPING_EVERY: Duration = Duration::from_millis(4500);
+const IDLE_EXIT: Duration = Duration::from_secs(120);
+/// Telegram's limit, in UTF-16 code units of visible text.
+pub const MESSAGE_LIMIT: usize = 4096;
+/// Delivery attempts of one outbox row before it is given up (and reported).
+const MAX_ATTEMPTS: i64 = 12;
+
+pub type ThrottledBot = Throttle<Bot>;
+
+pub enum SendJob {
+    Typing(bool),
+    Partial {
+        run_id: i64,
+        text: String,
+    },
+    Final {
+        run_id: Option<i64>,
+        text: String,
+        outbox_id: Option<i64>,
+    },
+    Notice {
+        text: String,
+    },
+    /// A message with inline buttons (label, callback data); answers with its message id.
+    Buttons {
+        text: String,
+        buttons: Vec<(String, String)>,
+        reply: oneshot::Sender<Result<i32, TelegramError>>,
+    },
+    /// Replaces a message's text and removes its buttons (an approval that was decided).
+    Resolve {
+        message_id: i32,
+        text: String,
+    },
+}
+
+pub struct ChatWorker {
+    pub bot: ThrottledBot,
+    pub chat_id: i64,
+    pub agent: String,
+    pub store: Store,
+    pub events: EventBus,
+    pub cancel: CancellationToken,
+}
+
+struct Stream {
+    run_id: i64,
+    message_id: Option<MessageId>,
+    shown: String,
+    pending: Option<String>,
+    last_edit: Instant,
+}
+
+impl ChatWorker {
+    pub fn spawn(self) -> mpsc::UnboundedSender<SendJob> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(self.run(receiver));
+        sender
+    }
+
+    async fn run(self, mut jobs: mpsc::UnboundedReceiver<SendJob>) {
+        let mut typing = false;
+        let mut next_typing = Instant::now();
+        let mut stream: Option<Stream> = None;
+        loop {
+            let edit_due = stream
+                .as_ref()
+                .filter(|s| s.pending.is_some())
+                .map(|s| s.last_edit + EDIT_SPACING);
+            let typing_due = typing.then_some(next_typing);
+            let wake = match (edit_due, typing_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let idle = !typing && stream.is_none();
+            tokio::select! {
+                job = jobs.recv() => {
+                    let Some(job) = job else { return };
+                    match job {
+                        SendJob::Typing(on) => {
+                            typing = on;
+                            next_typing = Instant::now();
+                        }
+                        SendJob::Partial { run_id, text } => {
+                            let current = stream.get_or_insert_with(|| Stream {
+                                run_id, message_id: None, shown: String::new(), pending: None,
+                                last_edit: Instant::now() - EDIT_SPACING,
+                            });
+                            if current.run_id != run_id {
+                                *current = Stream { run_id, message_id: None, shown: String::new(), pending: None, last_edit: Instant::now() - EDIT_SPACING };
+                            }
+                            current.pending = Some(text);
+                        }
+                        SendJob::Final { run_id, text, outbox_id } => {
+                            typing = false;
+                            let streamed = stream.take().filter(|s| Some(s.run_id) == run_id);
+                            self.deliver_final(streamed, &text, outbox_id).await;
+                        }
+                        SendJob::Notice { text } => {
+                            if let Err(error) = self.send_html(&format::markdown_to_html(&text), None).await {
+                                tracing::warn!(chat = self.chat_id, %error, "could not send a notice");
+                            }
+                        }
+                        SendJob::Buttons { text, buttons, reply } => {
+                            let keyboard = InlineKeyboardMarkup::new(vec![buttons
+                                .into_iter()
+                                .map(|(label, data)| InlineKeyboardButton::callback(label, data))
+                                .collect::<Vec<_>>()]);
+                            let result = self.send_html(&format::markdown_to_html(&text), Some(keyboard)).await;
+                            let _ = reply.send(result.map(|id| id.0));
+                        }
+                        SendJob::Resolve { message_id, text } => {
+                            let html = format::markdown_to_html(&text);
+                            let result = self.bot.edit_message_text(ChatId(self.chat_id), MessageId(message_id), html.clone())
+                                .parse_mode(ParseMode::Html).await;
+                            if let Err(error) = result.map_err(TelegramError::from)
+                                && error != TelegramError::NotModified
+                            {
+                                tracing::debug!(chat = self.chat_id, %error, "could not update a decided approval message");
+                            }
+                        }
+                    }
+                }
+                _ = sleep_until(wake), if wake.is_some() => {
+                    let now = Instant::now();
+                    if typing && now >= next_typing {
+                        let _ = self.bot.send_chat_action(ChatId(self.chat_id), ChatAction::Typing).await;
+                        next_typing = now + TYPING_EVERY;
+                    }
+                    if let Some(current) = stream.as_mut()
+                        && current.pending.is_some()
+                        && now >= current.last_edit + EDIT_SPACING
+                    {
+                        self.flush_partial(current).await;
+                    }
+                }
+                _ = tokio::time::sleep(IDLE_EXIT), if idle => return,
+                _ = self.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Shows the newest streamed text: the first message's worth, sent once then edited.
+    async fn flush_partial(&self, current: &mut Stream) {
+        let Some(text) = current.pending.take() else {
+            return;
+        };
+        let html = format::markdown_to_html(&text);
+        let first = format::split_html(&html, MESSAGE_LIMIT)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        if first.trim().is_empty() || first == current.shown {
+            return;
+        }
+        current.last_edit = Instant::now();
+        match current.message_id {
+            None => match self.send_html(&first, None).await {
+                Ok(id) => current.message_id = Some(id),
+                Err(error) => {
+                    tracing::debug!(chat = self.chat_id, %error, "could not start a streamed message")
+                }
+            },
+            Some(id) => {
+                if let Err(error) = self.edit_html(id, &first).await {
+                    tracing::debug!(chat = self.chat_id, %error, "could not edit a streamed message");
+                }
+            }
+        }
+        current.shown = first;
+    }
+
+    async fn deliver_final(&self, streamed: Option<Stream>, text: &str, outbox_id: Option<i64>) {
+        // The outbox row is the truth: a row already delivered is not sent again.
+        if let Some(id) = outbox_id {
+            match self
+                .store
+                .read(move |conn| outbox::outbox_get(conn, id))
+                .await
+            {
+                Ok(None) => return,
+                Ok(Some(row)) if row.attempts >= MAX_ATTEMPTS => return,
+                _ => {}
+            }
+        }
+        let html = format::markdown_to_html(text);
+        let chunks = format::split_html(&html, MESSAGE_LIMIT);
+        if let Some(current) = streamed.as_ref().filter(|s| s.message_id.is_some()) {
+            // The final edit respects the same spacing as the streamed ones.
+            tokio::time::sleep_until(current.last_edit + EDIT_SPACING).await;
+        }
+        let mut result = Ok(());
+        for (index, chunk) in chunks.iter().enumerate() {
+            let sent = match (index, streamed.as_ref().and_then(|s| s.message_id)) {
+                (0, Some(id)) => self.edit_html(id, chunk).await.map(|_| ()),
+                _ => self.send_html(chunk, None).await.map(|_| ()),
+            };
+            if let Err(error) = sent {
+                result = Err(error);
+                break;
+            }
+        }
+        let Some(id) = outbox_id else {
+            if let Err(error) = result {
+                tracing::warn!(chat = self.chat_id, %error, "could not send a reply");
+            }
+            return;
+        };
+        let now = crate::clock::now_ms();
+        let outcome = result.clone();
+        let recorded = self
+            .store
+            .write(move |conn| {
+                let Some(row) = outbox::outbox_get(conn, id)? else {
+                    return Ok(());
+                };
+                match &outcome {
+                    Ok(()) => {
+                        outbox::outbox_delivered(conn, id, now)?;
+                        updates::mark_processed(conn, &row.inbound_ids, now)
+                    }
+                    Err(error) if !error.is_transient() || row.attempts + 1 >= MAX_ATTEMPTS => {
+                        // Undeliverable (blocked, deleted) or out of attempts: stop trying, keep the record.
+                        outbox::outbox_failed(conn, id, &error.to_string())?;
+                        outbox::outbox_delivered(conn, id, now)?;
+                        updates::mark_processed(conn, &row.inbound_ids, now)
+                    }
+                    Err(error) => outbox::outbox_failed(conn, id, &error.to_string()),
+                }
+            })
+            .await;
+        if let Err(error) = recorded {
+            tracing::error!(outbox_id = id, %error, "could not record a reply's delivery");
+        }
+        match result {
+            Ok(()) => self.events.publish_data(
+                EventKind::MessageOut,
+                &format!("tg:{}", self.chat_id),
+                &text.chars().take(200).collect::<String>(),
+                serde_json::json!({"agent": self.agent, "chat": format!("tg:{}", self.chat_id), "parts": chunks.len()}),
+            ),
+            Err(error) => {
+                tracing::warn!(chat = self.chat_id, outbox_id = id, %error, "reply not delivered; it stays in the outbox");
+                self.events.publish(EventKind::Warning, &format!("bot:{}", self.agent), &format!("reply to chat {} not delivered: {error}", self.chat_id));
+            }
+        }
+    }
+
+    /// Sends HTML, falling back to plain text when Telegram rejects the entities; waits out 429s.
+    async fn send_html(
+        &self,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<MessageId, TelegramError> {
+        for attempt in 0..3 {
+            let mut request = self
+                .bot
+                .send_message(ChatId(self.chat_id), html.to_string())
+                .parse_mode(ParseMode::Html);
+            if let Some(keyboard) = keyboard.clone() {
+                request = request.reply_markup(keyboard);
+            }
+            match request.await.map_err(TelegramError::from) {
+                Ok(message) => return Ok(message.id),
+                Err(TelegramError::ParseEntities(_)) => {
+                    let mut plain = self
+                        .bot
+                        .send_message(ChatId(self.chat_id), format::plain_text(html));
+                    if let Some(keyboard) = keyboard.clone() {
+                        plain = plain.reply_markup(keyboard);
+                    }
+                    return plain
+                        .await
+                        .map(|message| message.id)
+                        .map_err(TelegramError::from);
+                }
+                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => {
+                    tokio::time::sleep(wait).await
+                }
+                Err(TelegramError::Network(_)) if attempt < 2 => {
+                    tokio::time::sleep(Duration::from_secs(1 << attempt)).await
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(TelegramError::Other(
+            "gave up after repeated rate limits".into(),
+        ))
+    }
+
+    async fn edit_html(&self, message_id: MessageId, html: &str) -> Result<(), TelegramError> {
+        for attempt in 0..3 {
+            let result = self
+                .bot
+                .edit_message_text(ChatId(self.chat_id), message_id, html.to_string())
+                .parse_mode(ParseMode::Html)
+                .await
+                .map_err(TelegramError::from);
+            match result {
+                Ok(_) | Err(TelegramError::NotModified) => return Ok(()),
+                Err(TelegramError::ParseEntities(_)) => {
+                    return match self
+                        .bot
+                        .edit_message_text(
+                            ChatId(self.chat_id),
+                            message_id,
+                            format::plain_text(html),
+                        )
+                        .await
+                        .map_err(TelegramError::from)
+                    {
+                        Ok(_) | Err(TelegramError::NotModified) => Ok(()),
+                        Err(error) => Err(error),
+                    };
+                }
+                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => {
+                    tokio::time::sleep(wait).await
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(TelegramError::Other(
+            "gave up after repeated rate limits".into(),
+        ))
+    }
+}
+
+async fn sleep_until(wake: Option<Instant>) {
+    match wake {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

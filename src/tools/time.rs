@@ -1,0 +1,114 @@
+//! `current_time`: the date and time now, in UTC and optionally in an IANA timezone.
+//!
+//! Models do not know what time it is; scheduling and "remind me tomorrow" need it. Read-only and
+//! harmless (L0).
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde_json::{Value, json};
+
+use crate::llm::ToolSpec;
+use crate::policy::{Assessment, RiskLevel};
+use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+/// `current_time`.
+pub struct CurrentTimeTool;
+
+const CURRENT_TIME_FIELDS: &[&str] = &["timezone"];
+
+impl Tool for CurrentTimeTool {
+    fn name(&self) -> &str {
+        "current_time"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "current_time".to_string(),
+            description: "The current date and time (ISO 8601, with the weekday) in UTC and, if \
+                          given, in an IANA timezone such as `Europe/Paris`."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "timezone": {
+                        "type": "string",
+                        "description": "IANA timezone name, e.g. `America/New_York` (optional)."
+                    }
+                },
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::ReadOnly
+    }
+
+    fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Assessment {
+        Assessment::new(RiskLevel::L0, "reads the clock")
+    }
+
+    fn describe_call(&self, args: &Value) -> String {
+        match timezone_argument(args) {
+            Some(timezone) => format!("current_time: {timezone}"),
+            None => "current_time".to_string(),
+        }
+    }
+
+    fn target(&self, args: &Value) -> String {
+        timezone_argument(args).unwrap_or("UTC").to_string()
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let parsed = Args::parse("current_time", &args, CURRENT_TIME_FIELDS)?;
+            let timezone = match parsed.optional_str("timezone")? {
+                Some(name) => Some(parse_timezone(name)?),
+                None => None,
+            };
+            Ok(ToolOutput::ok(describe_time(Utc::now(), timezone)))
+        })
+    }
+}
+
+fn timezone_argument(args: &Value) -> Option<&str> {
+    Args::parse("current_time", args, CURRENT_TIME_FIELDS)
+        .ok()
+        .and_then(|parsed| parsed.optional_str("timezone").ok().flatten())
+}
+
+fn parse_timezone(name: &str) -> Result<Tz, ToolError> {
+    name.trim().parse::<Tz>().map_err(|_| {
+        ToolError::InvalidArguments(format!(
+            "current_time: `timezone` {name:?} is not an IANA timezone name; use one like \
+             `Europe/Paris`, `America/New_York` or `UTC`"
+        ))
+    })
+}
+
+/// The text the tool returns for the instant `now`.
+pub fn describe_time(now: DateTime<Utc>, timezone: Option<Tz>) -> String {
+    let mut lines = vec![format!(
+        "UTC: {} ({})",
+        now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        now.format("%A")
+    )];
+    if let Some(timezone) = timezone {
+        let local = timezone.from_utc_datetime(&now.naive_utc());
+        lines.push(format!(
+            "{}: {} ({}, {})",
+            timezone.name(),
+            local.to_rfc3339_opts(SecondsFormat::Secs, false),
+            local.format("%A"),
+            local.format("%Z")
+        ));
+    }
+    lines.push(format!("Unix time: {}", now.timestamp()));
+    lines.join("\n")
+}

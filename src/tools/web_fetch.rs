@@ -1,0 +1,775 @@
+//! `web_fetch`: GET one http(s) URL and return its status, content type and readable text.
+//!
+//! Server-side request forgery is the danger: a model (or a page it read) asking the daemon to
+//! fetch `http://169.254.169.254/` (cloud credentials), a router's admin page, or Studio on
+//! loopback. Unless `settings.web_fetch_allow_private`:
+//!
+//! - only `http` and `https` URLs are fetched;
+//! - a literal IP host is checked before any connection ([`check_url`]);
+//! - a host name is resolved by our own resolver ([`VettingResolver`]), which refuses the name if
+//!   any of its addresses is not public, and hands reqwest only the addresses it checked. reqwest
+//!   connects to exactly those, so there is no gap for DNS rebinding between check and connect;
+//! - redirects are followed by hand (at most [`MAX_REDIRECTS`]), each target checked the same way;
+//! - proxies from the environment are ignored (a proxy would resolve the name instead of us).
+//!
+//! The body is streamed and reading stops at `settings.web_fetch_max_bytes`; the whole call is
+//! bounded by `settings.web_fetch_timeout`. No content decoding (gzip etc.) is requested, so a
+//! small compressed body cannot expand into a huge one.
+//!
+//! Risk: L1 (run and notify). The fetch itself changes nothing (`ReadOnly`), but the URL is data
+//! leaving the machine: a model could put what it read into a query string. That is worth a
+//! notification, not an approval for every page.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{CONTENT_TYPE, LOCATION};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::llm::ToolSpec;
+use crate::policy::{Assessment, RiskLevel};
+use crate::secrets::redact;
+use crate::tools::{
+    Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings,
+    truncate_on_char_boundary,
+};
+
+/// Redirects followed before giving up.
+pub const MAX_REDIRECTS: usize = 5;
+/// No call runs longer than this, whatever `settings.web_fetch_timeout` says.
+pub const WEB_FETCH_TIMEOUT_CEILING: Duration = Duration::from_secs(5 * 60);
+/// The dispatcher's bound exceeds the ceiling by this much, so the call's own timeout fires first.
+const DISPATCHER_GRACE: Duration = Duration::from_secs(10);
+/// Most text returned to the model, after HTML is reduced (the body limit is in the settings).
+pub const MAX_RETURNED_TEXT_BYTES: usize = 100 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const USER_AGENT: &str = concat!("clawvisor/", env!("CARGO_PKG_VERSION"), " (web_fetch)");
+
+/// Which destinations may be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressPolicy {
+    /// Public unicast addresses only (the default).
+    PublicOnly,
+    /// Anything, including loopback and private networks (`web_fetch_allow_private`).
+    AllowPrivate,
+}
+
+impl AddressPolicy {
+    pub fn from_settings(settings: &ToolSettings) -> AddressPolicy {
+        if settings.web_fetch_allow_private {
+            AddressPolicy::AllowPrivate
+        } else {
+            AddressPolicy::PublicOnly
+        }
+    }
+}
+
+/// Why a destination is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchRefusal {
+    #[error("`{url}` is not a valid URL: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("the scheme `{scheme}:` is not allowed; web_fetch fetches http and https URLs only")]
+    Scheme { scheme: String },
+    #[error("the URL has no host")]
+    NoHost,
+    #[error(
+        "{host} is {kind} address ({address}); web_fetch only reaches public addresses \
+         (the operator can allow private ones with web_fetch_allow_private)"
+    )]
+    ForbiddenAddress {
+        host: String,
+        address: IpAddr,
+        kind: &'static str,
+    },
+    #[error("{host} does not resolve to any address")]
+    NoAddress { host: String },
+    #[error("too many redirects (more than {MAX_REDIRECTS}); the last one pointed to {url}")]
+    TooManyRedirects { url: String },
+}
+
+/// What kind of non-public address `ip` is, as "a loopback", "a private", ...; `None` when it is
+/// public. IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by that address.
+pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => non_public_v4(v4),
+        IpAddr::V6(v6) => {
+            if v6.is_loopback() {
+                return Some("a loopback");
+            }
+            if v6.is_unspecified() {
+                return Some("an unspecified");
+            }
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return non_public_v4(v4);
+            }
+            let segments = v6.segments();
+            let embedded_v4 = |high: u16, low: u16| {
+                Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8)
+            };
+            match segments {
+                [first, ..] if first & 0xfe00 == 0xfc00 => Some("a private (unique local)"),
+                [first, ..] if first & 0xffc0 == 0xfe80 => Some("a link-local"),
+                [first, ..] if first & 0xffc0 == 0xfec0 => Some("a site-local"),
+                [first, ..] if first & 0xff00 == 0xff00 => Some("a multicast"),
+                // NAT64 (64:ff9b::/96) reaches the embedded IPv4 address.
+                [0x64, 0xff9b, 0, 0, 0, 0, high, low] => non_public_v4(embedded_v4(high, low)),
+                // 6to4 (2002::/16) reaches the IPv4 address in the next 32 bits.
+                [0x2002, high, low, ..] => non_public_v4(embedded_v4(high, low)),
+                // IPv4-compatible (::a.b.c.d, deprecated) and other ::/96 forms.
+                [0, 0, 0, 0, 0, 0, _, _] => Some("a reserved (IPv4-compatible)"),
+                [0x2001, 0x0db8, ..] => Some("a documentation"),
+                [0x0100, 0, 0, 0, ..] => Some("a discard-only"),
+                _ => None,
+            }
+        }
+    }
+}
+
+fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, c, _] = ip.octets();
+    match (a, b, c) {
+        (127, _, _) => Some("a loopback"),
+        (10, _, _) => Some("a private"),
+        (172, 16..=31, _) => Some("a private"),
+        (192, 168, _) => Some("a private"),
+        (169, 254, _) => Some("a link-local (cloud metadata service range)"),
+        (100, 64..=127, _) => Some("a shared (carrier-grade NAT)"),
+        (0, _, _) => Some("an unspecified"),
+        (224..=239, _, _) => Some("a multicast"),
+        (240..=255, _, _) => Some("a reserved"),
+        (192, 0, 0) => Some("a reserved (IETF protocol)"),
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => Some("a documentation"),
+        (198, 18..=19, _) => Some("a benchmarking"),
+        _ => None,
+    }
+}
+
+/// Checks what can be checked without DNS: the scheme, and the host when it is an IP literal.
+/// Applied to the first URL and to every redirect target; host names are checked by
+/// [`VettingResolver`] when the connection is made.
+pub fn check_url(url: &Url, policy: AddressPolicy) -> Result<(), FetchRefusal> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(FetchRefusal::Scheme {
+            scheme: url.scheme().to_string(),
+        });
+    }
+    let address = match url.host() {
+        None => return Err(FetchRefusal::NoHost),
+        Some(url::Host::Domain(_)) => return Ok(()),
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+    };
+    check_address(url.host_str().unwrap_or_default(), address, policy)
+}
+
+fn check_address(host: &str, address: IpAddr, policy: AddressPolicy) -> Result<(), FetchRefusal> {
+    if policy == AddressPolicy::AllowPrivate {
+        return Ok(());
+    }
+    match non_public_kind(address) {
+        Some(kind) => Err(FetchRefusal::ForbiddenAddress {
+            host: host.to_string(),
+            address,
+            kind,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Parses `text` as a URL to fetch and checks it.
+pub fn parse_and_check_url(text: &str, policy: AddressPolicy) -> Result<Url, FetchRefusal> {
+    let url = Url::parse(text.trim()).map_err(|error| FetchRefusal::InvalidUrl {
+        url: redact(text).into_owned(),
+        reason: error.to_string(),
+    })?;
+    check_url(&url, policy)?;
+    Ok(url)
+}
+
+/// The resolver reqwest uses: resolves with the system resolver, refuses the name when any of its
+/// addresses is not public (unless allowed), and returns only checked addresses, which are the
+/// ones reqwest then connects to.
+#[derive(Debug, Clone, Copy)]
+pub struct VettingResolver {
+    policy: AddressPolicy,
+}
+
+impl Resolve for VettingResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_string();
+        let policy = self.policy;
+        Box::pin(async move {
+            let addresses: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addresses.is_empty() {
+                return Err(Box::new(FetchRefusal::NoAddress { host }) as _);
+            }
+            for address in &addresses {
+                // `?` boxes the refusal itself (not a `Box` of it), so that `find_refusal` can
+                // downcast it.
+                check_address(&host, address.ip(), policy)?;
+            }
+            Ok(Box::new(addresses.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// `web_fetch`. Holds one HTTP client per address policy (connection pools are reused across
+/// calls; a pooled connection went to an address that was checked when it was opened).
+pub struct WebFetchTool {
+    public_only_client: OnceCell<reqwest::Client>,
+    allow_private_client: OnceCell<reqwest::Client>,
+}
+
+impl Default for WebFetchTool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WebFetchTool {
+    pub fn new() -> WebFetchTool {
+        WebFetchTool {
+            public_only_client: OnceCell::new(),
+            allow_private_client: OnceCell::new(),
+        }
+    }
+
+    async fn client(&self, policy: AddressPolicy) -> Result<&reqwest::Client, ToolError> {
+        let cell = match policy {
+            AddressPolicy::PublicOnly => &self.public_only_client,
+            AddressPolicy::AllowPrivate => &self.allow_private_client,
+        };
+        cell.get_or_try_init(|| async move {
+            reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .referer(false)
+                .dns_resolver(Arc::new(VettingResolver { policy }))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent(USER_AGENT)
+                .build()
+                .map_err(|error| {
+                    ToolError::Failed(format!("could not set up the HTTP client: {error}"))
+                })
+        })
+        .await
+    }
+
+    async fn fetch(&self, url: Url, settings: &ToolSettings) -> Result<ToolOutput, ToolError> {
+        let policy = AddressPolicy::from_settings(settings);
+        let client = self.client(policy).await?;
+        let original = url.clone();
+        let mut url = url;
+        let mut redirects = 0;
+        let mut response = loop {
+            let response = client
+                .get(url.clone())
+                .header(
+                    reqwest::header::ACCEPT,
+                    "text/html,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5",
+                )
+                .send()
+                .await
+                .map_err(|error| request_error(error, &url))?;
+            let location = response
+                .status()
+                .is_redirection()
+                .then(|| response.headers().get(LOCATION))
+                .flatten();
+            let Some(location) = location else {
+                break response;
+            };
+            let location = location.to_str().map_err(|_| {
+                ToolError::Failed(format!(
+                    "{} redirected with a Location header that is not text",
+                    shown_url(&url)
+                ))
+            })?;
+            let next = url.join(location).map_err(|error| {
+                ToolError::Failed(format!(
+                    "{} redirected to an invalid URL ({error})",
+                    shown_url(&url)
+                ))
+            })?;
+            redirects += 1;
+            if redirects > MAX_REDIRECTS {
+                return Err(ToolError::Refused(
+                    FetchRefusal::TooManyRedirects {
+                        url: shown_url(&next),
+                    }
+                    .to_string(),
+                ));
+            }
+            check_url(&next, policy).map_err(|refusal| {
+                ToolError::Refused(format!(
+                    "{} redirected to {}: {refusal}",
+                    shown_url(&url),
+                    shown_url(&next)
+                ))
+            })?;
+            url = next;
+        };
+
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let max_bytes = usize::try_from(settings.web_fetch_max_bytes).unwrap_or(usize::MAX);
+        let mut body = Vec::new();
+        let mut body_truncated = false;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| request_error(error, &url))?
+        {
+            let room = max_bytes - body.len();
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                body_truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        // Dropping the response here closes the connection if the body was cut short.
+        drop(response);
+
+        let content_type_for_text = content_type.clone();
+        let mut lines = vec![format!("URL: {}", shown_url(&url))];
+        if url != original {
+            lines.push(format!(
+                "Redirected from: {} ({redirects} redirect{})",
+                shown_url(&original),
+                if redirects == 1 { "" } else { "s" }
+            ));
+        }
+        lines.push(format!("Status: {status}"));
+        lines.push(format!(
+            "Content-Type: {}",
+            if content_type.is_empty() {
+                "(none)"
+            } else {
+                &content_type
+            }
+        ));
+        if body_truncated {
+            lines.push(format!(
+                "[the body was cut at {max_bytes} bytes (web_fetch_max_bytes)]"
+            ));
+        }
+        // Reducing a large page takes milliseconds of CPU (about 1 ms per 100 KB): not on an
+        // async worker.
+        let text = tokio::task::spawn_blocking(move || body_text(&content_type_for_text, &body))
+            .await
+            .map_err(|error| {
+                ToolError::Failed(format!("reducing the page to text failed: {error}"))
+            })?;
+        let (kept, text_truncated) = truncate_on_char_boundary(&text, MAX_RETURNED_TEXT_BYTES);
+        let mut output = lines.join("\n");
+        output.push_str("\n\n");
+        output.push_str(kept);
+        if text_truncated {
+            output.push_str(&format!(
+                "\n\n[text truncated: showing {} of {} bytes]",
+                kept.len(),
+                text.len()
+            ));
+        }
+        if status.is_client_error() || status.is_server_error() {
+            Ok(ToolOutput::error(output))
+        } else {
+            Ok(ToolOutput::ok(output))
+        }
+    }
+}
+
+/// The body as text for the model: HTML reduced to readable text, other text as is (lossy UTF-8),
+/// binary content summarized.
+fn body_text(content_type: &str, body: &[u8]) -> String {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if body.is_empty() {
+        return "(empty body)".to_string();
+    }
+    let sniff = &body[..body.len().min(1024)];
+    let is_html = mime == "text/html" || mime == "application/xhtml+xml";
+    let is_text = mime.starts_with("text/")
+        || mime.ends_with("+json")
+        || mime.ends_with("+xml")
+        || matches!(
+            mime.as_str(),
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-yaml"
+        )
+        || (mime.is_empty() && !sniff.contains(&0));
+    if is_html {
+        html_to_text(&String::from_utf8_lossy(body))
+    } else if is_text {
+        String::from_utf8_lossy(body).into_owned()
+    } else {
+        format!(
+            "(binary content, {}, {} bytes: not shown)",
+            if mime.is_empty() {
+                "unknown type"
+            } else {
+                &mime
+            },
+            body.len()
+        )
+    }
+}
+
+/// Tags after which a line break belongs in the text.
+const BLOCK_TAGS: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "table",
+    "title",
+    "tr",
+    "ul",
+];
+/// Elements whose content is not text for a reader.
+const SKIPPED_ELEMENTS: &[&str] = &["script", "style", "noscript", "template", "svg", "head"];
+
+/// Reduces HTML to readable text: drops comments, scripts, styles and tags, turns block elements
+/// into line breaks, decodes common entities and collapses whitespace. Deliberately simple (no DOM);
+/// never panics on malformed input. The `<title>` is kept as the first line.
+pub fn html_to_text(html: &str) -> String {
+    // ASCII lowercasing keeps every byte offset, so positions found in `lower` index `html`.
+    let lower = html.to_ascii_lowercase();
+    let mut raw = String::with_capacity(html.len() / 2);
+    if let Some(title) = element_text(html, &lower, "title") {
+        raw.push_str(&title);
+        raw.push('\n');
+    }
+    let mut position = 0;
+    while position < html.len() {
+        let Some(offset) = lower[position..].find('<') else {
+            decode_entities_into(&mut raw, &html[position..]);
+            break;
+        };
+        decode_entities_into(&mut raw, &html[position..position + offset]);
+        position += offset;
+        let rest = &lower[position..];
+        if rest.starts_with("<!--") {
+            position = match rest.find("-->") {
+                Some(end) => position + end + 3,
+                None => html.len(),
+            };
+            continue;
+        }
+        let name = tag_name(rest);
+        let closing = rest.starts_with("</");
+        if !closing && SKIPPED_ELEMENTS.contains(&name) {
+            position = end_of_skipped_element(&lower, position, name);
+            continue;
+        }
+        let Some(close) = rest.find('>') else {
+            // An unterminated tag at the end: drop it.
+            break;
+        };
+        if BLOCK_TAGS.contains(&name) {
+            raw.push('\n');
+        } else if matches!(name, "td" | "th") {
+            raw.push(' ');
+        }
+        position += close + 1;
+    }
+    collapse_whitespace(&raw)
+}
+
+/// The position just after the end tag of the element `name` that starts at `position`, or the
+/// end of the document. `</head>` may be omitted in HTML, so a head also ends where `<body` starts.
+fn end_of_skipped_element(lower: &str, position: usize, name: &str) -> usize {
+    let rest = &lower[position..];
+    let end_tag = rest.find(&format!("</{name}")).map(|end| {
+        let after = position + end;
+        match lower[after..].find('>') {
+            Some(close) => after + close + 1,
+            None => lower.len(),
+        }
+    });
+    let body_start = (name == "head")
+        .then(|| rest.find("<body").map(|start| position + start))
+        .flatten();
+    match (end_tag, body_start) {
+        (Some(end), Some(body)) => end.min(body),
+        (Some(end), None) => end,
+        (None, Some(body)) => body,
+        (None, None) => lower.len(),
+    }
+}
+
+/// The text inside the first `<name>…</name>`, decoded and collapsed.
+fn element_text(html: &str, lower: &str, name: &str) -> Option<String> {
+    let open = lower.find(&format!("<{name}"))?;
+    let start = open + lower[open..].find('>')? + 1;
+    let end = start + lower[start..].find(&format!("</{name}"))?;
+    let text = collapse_whitespace(&decode_entities(&html[start..end]));
+    (!text.is_empty()).then_some(text)
+}
+
+/// The lowercase tag name at the start of `tag` (`<div class=…>` → `div`, `</p>` → `p`).
+fn tag_name(tag: &str) -> &str {
+    let body = tag.trim_start_matches('<').trim_start_matches('/');
+    let end = body
+        .find(|character: char| !character.is_ascii_alphanumeric())
+        .unwrap_or(body.len());
+    &body[..end]
+}
+
+fn decode_entities(text: &str) -> String {
+    let mut decoded = String::with_capacity(text.len());
+    decode_entities_into(&mut decoded, text);
+    decoded
+}
+
+/// Appends `text` to `decoded` with character references replaced.
+fn decode_entities_into(decoded: &mut String, text: &str) {
+    let mut rest = text;
+    while let Some(ampersand) = rest.find('&') {
+        decoded.push_str(&rest[..ampersand]);
+        rest = &rest[ampersand..];
+        // Entities are short; `;` is ASCII, so its index is a character boundary.
+        let entity_end = rest.bytes().take(12).position(|byte| byte == b';');
+        let replacement = entity_end.and_then(|end| decode_entity(&rest[1..end]));
+        match (replacement, entity_end) {
+            (Some(character), Some(end)) => {
+                decoded.push(character);
+                rest = &rest[end + 1..];
+            }
+            _ => {
+                decoded.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    decoded.push_str(rest);
+}
+
+fn decode_entity(entity: &str) -> Option<char> {
+    if let Some(number) = entity.strip_prefix('#') {
+        let code = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => number.parse().ok()?,
+        };
+        return char::from_u32(code);
+    }
+    Some(match entity {
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "quot" => '"',
+        "apos" => '\'',
+        "nbsp" => ' ',
+        "mdash" => '—',
+        "ndash" => '–',
+        "hellip" => '…',
+        "copy" => '©',
+        "laquo" => '«',
+        "raquo" => '»',
+        "rsquo" => '’',
+        "lsquo" => '‘',
+        "rdquo" => '”',
+        "ldquo" => '“',
+        _ => return None,
+    })
+}
+
+/// One space between words, one line per block, no blank lines (block tags open and close with
+/// a line break, so blank lines would carry no information).
+fn collapse_whitespace(text: &str) -> String {
+    let mut output = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut words = line.split_whitespace().peekable();
+        if words.peek().is_none() {
+            continue;
+        }
+        if !output.is_empty() {
+            output.push('\n');
+        }
+        for (index, word) in words.enumerate() {
+            if index > 0 {
+                output.push(' ');
+            }
+            output.push_str(word);
+        }
+    }
+    output
+}
+
+/// A URL for messages: secrets redacted.
+fn shown_url(url: &Url) -> String {
+    redact(url.as_str()).into_owned()
+}
+
+/// Turns a reqwest error into a tool error: our resolver's refusal stays a refusal; other errors
+/// are described without the URL (it may hold a key) and redacted.
+fn request_error(error: reqwest::Error, url: &Url) -> ToolError {
+    if let Some(refusal) = find_refusal(&error) {
+        return ToolError::Refused(refusal.to_string());
+    }
+    let error = error.without_url();
+    let mut description = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(current) = source {
+        description.push_str(": ");
+        description.push_str(&current.to_string());
+        source = current.source();
+    }
+    let host = url.host_str().unwrap_or("the server");
+    ToolError::Failed(redact(&format!("could not fetch from {host}: {description}")).into_owned())
+}
+
+/// Our resolver's refusal somewhere in the error chain (reqwest wraps it as the source of its
+/// DNS error).
+fn find_refusal(error: &reqwest::Error) -> Option<&FetchRefusal> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(refusal) = current.downcast_ref::<FetchRefusal>() {
+            return Some(refusal);
+        }
+        source = current.source();
+    }
+    None
+}
+
+const WEB_FETCH_FIELDS: &[&str] = &["url"];
+
+fn url_argument(args: &Value) -> Option<&str> {
+    Args::parse("web_fetch", args, WEB_FETCH_FIELDS)
+        .ok()
+        .and_then(|parsed| parsed.optional_str("url").ok().flatten())
+}
+
+impl Tool for WebFetchTool {
+    fn name(&self) -> &str {
+        "web_fetch"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "web_fetch".to_string(),
+            description: "Fetch a web page or document over http(s) with GET and return its \
+                          status, content type and text (HTML is reduced to readable text). Long \
+                          pages are truncated. Private and local network addresses are refused."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "url": {
+                        "type": "string",
+                        "description": "An absolute http:// or https:// URL."
+                    }
+                },
+                "required": ["url"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::ReadOnly
+    }
+
+    fn assess(&self, args: &Value, ctx: &ToolContext) -> Assessment {
+        let Some(text) = url_argument(args) else {
+            return Assessment::new(RiskLevel::L1, "invalid arguments; the call will fail");
+        };
+        match parse_and_check_url(text, AddressPolicy::from_settings(&ctx.settings)) {
+            Ok(url) => Assessment::new(
+                RiskLevel::L1,
+                format!(
+                    "network egress to {} (the URL itself carries data out)",
+                    url.host_str().unwrap_or("?")
+                ),
+            ),
+            Err(refusal) => Assessment::new(RiskLevel::L3, refusal.to_string()),
+        }
+    }
+
+    fn describe_call(&self, args: &Value) -> String {
+        match url_argument(args) {
+            Some(url) => format!("web_fetch: GET {}", redact(url)),
+            None => "web_fetch: (invalid arguments)".to_string(),
+        }
+    }
+
+    /// The host (lowercase), so that a grant covers one site.
+    fn target(&self, args: &Value) -> String {
+        url_argument(args)
+            .and_then(|text| Url::parse(text.trim()).ok())
+            .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_default()
+    }
+
+    fn timeout(&self) -> Duration {
+        WEB_FETCH_TIMEOUT_CEILING + DISPATCHER_GRACE
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let parsed = Args::parse("web_fetch", &args, WEB_FETCH_FIELDS)?;
+            let text = parsed.required_str("url")?;
+            let policy = AddressPolicy::from_settings(&ctx.settings);
+            let url = parse_and_check_url(text, policy).map_err(|refusal| match refusal {
+                FetchRefusal::InvalidUrl { .. } => {
+                    ToolError::InvalidArguments(format!("web_fetch: `url`: {refusal}"))
+                }
+                other => ToolError::Refused(other.to_string()),
+            })?;
+            let limit = ctx
+                .settings
+                .web_fetch_timeout
+                .min(WEB_FETCH_TIMEOUT_CEILING);
+            tokio::select! {
+                fetched = tokio::time::timeout(limit, self.fetch(url, &ctx.settings)) => match fetched {
+                    Ok(result) => result,
+                    Err(_) => Err(ToolError::Timeout(limit)),
+                },
+                () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+            }
+        })
+    }
+}

@@ -6,7 +6,9 @@
 //! misses the message: what must not be lost (final replies to Telegram) is in the outbox table and
 //! is delivered when the channel is back.
 
+use crate::actors::handoff_supervisor::HandoffMsg;
 use crate::actors::local_channel::LocalChannelMsg;
+use crate::actors::scheduler::SchedulerMsg;
 use crate::actors::telegram_bot::TelegramMsg;
 use crate::domain::{ChatKind, Outbound};
 use crate::registry::{Registry, names};
@@ -23,8 +25,15 @@ pub fn deliver(registry: &Registry, outbound: Outbound) {
                 let _ = bot.cast(TelegramMsg::Deliver(outbound));
             }
         }
-        ChatKind::Schedule | ChatKind::Handoff => {
-            tracing::debug!(chat = %outbound.chat, "no channel is running for this chat yet");
+        ChatKind::Schedule => {
+            if let Some(scheduler) = registry.lookup::<SchedulerMsg>(names::SCHEDULER) {
+                let _ = scheduler.cast(SchedulerMsg::Deliver(outbound));
+            }
+        }
+        ChatKind::Handoff => {
+            if let Some(handoffs) = registry.lookup::<HandoffMsg>(names::HANDOFFS) {
+                let _ = handoffs.cast(HandoffMsg::Deliver(outbound));
+            }
         }
     }
 }

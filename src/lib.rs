@@ -15,6 +15,7 @@ pub mod domain;
 pub mod events;
 pub mod llm;
 pub mod logging;
+pub mod memory;
 pub mod policy;
 pub mod registry;
 pub mod schedule;

@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -42,10 +43,11 @@ use crate::store::Store;
 use crate::store::runs as outbox;
 use crate::store::telegram::{self as queries, PairingRow, StoredUpdate};
 use crate::telegram::client::{self, TelegramError};
+use crate::telegram::governor::{Governor, Limits};
 use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
 use crate::telegram::pairing;
 use crate::telegram::poller::{PollEnd, PollEvent, Poller};
-use crate::telegram::sender::{ChatWorker, SendJob, ThrottledBot};
+use crate::telegram::sender::{ChatWorker, SendJob};
 
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Group messages kept as context for one answer.
@@ -100,7 +102,7 @@ pub struct TelegramBot;
 pub struct TelegramBotState {
     args: TelegramBotArgs,
     bot: Bot,
-    throttled: ThrottledBot,
+    governor: Arc<Governor>,
     bot_id: i64,
     username: Option<String>,
     workers: HashMap<i64, mpsc::UnboundedSender<SendJob>>,
@@ -156,15 +158,13 @@ impl Actor for TelegramBot {
             )
         })?;
         let bot = client::build(&args.token, &telegram.api_url, args.config.poll_timeout.0)?;
-        let throttled = bot
-            .clone()
-            .throttle(teloxide::adaptors::throttle::Limits::default());
+
         let cancel = CancellationToken::new();
         Ok(TelegramBotState {
             _guard: cancel.clone().drop_guard(),
             args,
             bot,
-            throttled,
+            governor: Arc::new(Governor::new(Limits::default())),
             bot_id,
             username: None,
             workers: HashMap::new(),
@@ -254,6 +254,8 @@ impl Actor for TelegramBot {
                 state.username = Some(username);
                 let early = std::mem::take(&mut state.early);
                 dispatch(&myself, state, early).await?;
+                // Right after start nothing is in flight: recover everything left from before.
+                sweep(&myself, state, Recovery::Everything).await?;
             }
             TelegramMsg::Poll(PollEvent::Stored(updates)) => {
                 if state.username.is_none() {
@@ -305,7 +307,7 @@ impl Actor for TelegramBot {
                 .into());
             }
             TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
-            TelegramMsg::Sweep => sweep(&myself, state).await?,
+            TelegramMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
             TelegramMsg::PostApproval {
                 approval_id,
                 chat_id,
@@ -398,7 +400,8 @@ fn worker(state: &mut TelegramBotState, chat_id: i64) -> mpsc::UnboundedSender<S
         return sender.clone();
     }
     let sender = ChatWorker {
-        bot: state.throttled.clone(),
+        bot: state.bot.clone(),
+        governor: state.governor.clone(),
         chat_id,
         agent: state.args.spec.name.clone(),
         store: state.args.store.clone(),
@@ -846,7 +849,7 @@ async fn on_callback(state: &mut TelegramBotState, callback: IncomingCallback) {
         }
         _ => "This button is no longer active.".to_string(),
     };
-    let bot = state.throttled.clone();
+    let bot = state.bot.clone();
     let callback_id = callback.callback_id.clone();
     tokio::spawn(async move {
         let short: String = text.chars().take(190).collect();
@@ -893,23 +896,37 @@ async fn pair(state: &mut TelegramBotState, message: &IncomingMessage, args: &st
     }
 }
 
+/// What a sweep picks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    /// Right after start: every undelivered update and reply, however recent.
+    Everything,
+    /// Periodically: only what has waited long enough to be stuck (not merely in flight).
+    Stale,
+}
+
 /// Re-dispatches stored updates that never reached a session, and re-delivers replies still in
 /// the outbox (with a growing delay per attempt).
 async fn sweep(
     myself: &ActorRef<TelegramMsg>,
     state: &mut TelegramBotState,
+    recovery: Recovery,
 ) -> Result<(), ActorProcessingErr> {
     if state.username.is_none() {
         return Ok(());
     }
     let agent = state.args.spec.name.clone();
     let now = crate::clock::now_ms();
+    let threshold = match recovery {
+        Recovery::Everything => now,
+        Recovery::Stale => now - 20_000,
+    };
     let (stuck, pending) = state
         .args
         .store
         .read(move |conn| {
             Ok((
-                queries::undelivered(conn, &agent, now - 20_000)?,
+                queries::undelivered(conn, &agent, threshold)?,
                 outbox::outbox_pending(conn, &agent)?,
             ))
         })
@@ -920,7 +937,7 @@ async fn sweep(
     }
     for row in pending {
         let delay = 20_000i64.saturating_mul(1 << row.attempts.clamp(0, 8));
-        if now - row.created_ms < delay {
+        if recovery == Recovery::Stale && now - row.created_ms < delay {
             continue;
         }
         let Some(chat) = ChatKey::parse(&row.chat) else {

@@ -87,6 +87,8 @@ pub fn store_batch(
     Ok(stored)
 }
 
+/// Moves an update to `status`. A final status (`processed`, `ignored`) is never undone: the
+/// reply can be delivered before the dispatcher records `dispatched`.
 pub fn set_status(
     conn: &Connection,
     id: i64,
@@ -96,7 +98,8 @@ pub fn set_status(
 ) -> Result<()> {
     let processed = matches!(status, "processed" | "ignored").then_some(now_ms);
     conn.prepare_cached(
-        "UPDATE inbound_updates SET status = ?2, note = COALESCE(?3, note), processed_ms = COALESCE(?4, processed_ms) WHERE id = ?1",
+        "UPDATE inbound_updates SET status = ?2, note = COALESCE(?3, note), processed_ms = COALESCE(?4, processed_ms)
+         WHERE id = ?1 AND status NOT IN ('processed', 'ignored')",
     )?
     .execute(params![id, status, note, processed])?;
     Ok(())

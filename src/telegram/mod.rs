@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod format;
+pub mod governor;
 pub mod intake;
 pub mod pairing;
 pub mod poller;

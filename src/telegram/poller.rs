@@ -21,7 +21,8 @@ use super::intake;
 use crate::store::Store;
 use crate::store::telegram::{self as queries, NewUpdate, StoredUpdate};
 
-/// Extra time a `getUpdates` call may take beyond its long-poll timeout before it counts as stuck.
+/// Extra time a `getUpdates` call may take beyond its long-poll timeout before it counts as stuck
+/// (at most this, at least the poll timeout itself for short polls).
 const STUCK_GRACE: Duration = Duration::from_secs(15);
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -93,7 +94,8 @@ impl Poller {
             if let Some(offset) = offset {
                 request = request.offset(offset as i32);
             }
-            let deadline = self.poll_timeout + STUCK_GRACE;
+            let deadline =
+                self.poll_timeout + STUCK_GRACE.min(self.poll_timeout.max(Duration::from_secs(1)));
             let result = tokio::select! {
                 result = tokio::time::timeout(deadline, request.send()) => result,
                 _ = self.cancel.cancelled() => return,

@@ -1,18 +1,18 @@
 //! The outbound side of a bot: one worker task per active chat, so that one slow chat never holds
 //! up another and every chat's messages leave in order.
 //!
-//! Pacing (Telegram's flood limits): sends go through teloxide's `Throttle` (≤ 1 message/s per
-//! chat, ≤ 20/min per group, ≤ 30/s per bot); streaming edits are spaced here (one message edited
-//! at most every 1.5 s, the newest text coalesced); the typing indicator is repeated every 4.5 s
-//! while a run works. A 429 pauses for the full `retry_after`.
+//! Pacing (Telegram's flood limits): every send and edit takes a slot from the bot's `Governor`
+//! (≤ 1 per second per chat, ≤ 20 per minute per group, ≤ 30 per second per bot); streaming
+//! edits of one message are at least 1.5 s apart (the newest text coalesced); the typing indicator
+//! is repeated every 4.5 s while a run works. A 429 freezes the whole bot for its `retry_after`.
 //!
 //! Delivery of a final answer is confirmed in the outbox (and the answered updates are marked
 //! processed) only after Telegram accepted every part. A worker checks the outbox row before
 //! sending, so a reply queued twice (live and by the sweep) is sent once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use teloxide::adaptors::Throttle;
 use teloxide::payloads::{EditMessageTextSetters, SendMessageSetters};
 use teloxide::prelude::*;
 use teloxide::types::{
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::TelegramError;
 use super::format;
+use super::governor::Governor;
 use crate::events::{EventBus, EventKind};
 use crate::store::Store;
 use crate::store::runs as outbox;
@@ -36,8 +37,6 @@ const IDLE_EXIT: Duration = Duration::from_secs(120);
 pub const MESSAGE_LIMIT: usize = 4096;
 /// Delivery attempts of one outbox row before it is given up (and reported).
 const MAX_ATTEMPTS: i64 = 12;
-
-pub type ThrottledBot = Throttle<Bot>;
 
 pub enum SendJob {
     Typing(bool),
@@ -67,7 +66,8 @@ pub enum SendJob {
 }
 
 pub struct ChatWorker {
-    pub bot: ThrottledBot,
+    pub bot: Bot,
+    pub governor: Arc<Governor>,
     pub chat_id: i64,
     pub agent: String,
     pub store: Store,
@@ -143,11 +143,7 @@ impl ChatWorker {
                         }
                         SendJob::Resolve { message_id, text } => {
                             let html = format::markdown_to_html(&text);
-                            let result = self.bot.edit_message_text(ChatId(self.chat_id), MessageId(message_id), html.clone())
-                                .parse_mode(ParseMode::Html).await;
-                            if let Err(error) = result.map_err(TelegramError::from)
-                                && error != TelegramError::NotModified
-                            {
+                            if let Err(error) = self.edit_html(MessageId(message_id), &html).await {
                                 tracing::debug!(chat = self.chat_id, %error, "could not update a decided approval message");
                             }
                         }
@@ -185,7 +181,6 @@ impl ChatWorker {
         if first.trim().is_empty() || first == current.shown {
             return;
         }
-        current.last_edit = Instant::now();
         match current.message_id {
             None => match self.send_html(&first, None).await {
                 Ok(id) => current.message_id = Some(id),
@@ -199,6 +194,8 @@ impl ChatWorker {
                 }
             }
         }
+        // Measured from when Telegram has the version: a send may wait in the throttle first.
+        current.last_edit = Instant::now();
         current.shown = first;
     }
 
@@ -285,6 +282,7 @@ impl ChatWorker {
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<MessageId, TelegramError> {
         for attempt in 0..3 {
+            self.governor.acquire(self.chat_id).await;
             let mut request = self
                 .bot
                 .send_message(ChatId(self.chat_id), html.to_string())
@@ -295,6 +293,7 @@ impl ChatWorker {
             match request.await.map_err(TelegramError::from) {
                 Ok(message) => return Ok(message.id),
                 Err(TelegramError::ParseEntities(_)) => {
+                    self.governor.acquire(self.chat_id).await;
                     let mut plain = self
                         .bot
                         .send_message(ChatId(self.chat_id), format::plain_text(html));
@@ -306,9 +305,7 @@ impl ChatWorker {
                         .map(|message| message.id)
                         .map_err(TelegramError::from);
                 }
-                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => {
-                    tokio::time::sleep(wait).await
-                }
+                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => self.governor.freeze(wait),
                 Err(TelegramError::Network(_)) if attempt < 2 => {
                     tokio::time::sleep(Duration::from_secs(1 << attempt)).await
                 }
@@ -320,8 +317,10 @@ impl ChatWorker {
         ))
     }
 
+    /// Edits a message's HTML (plain-text fallback), paced by the governor; "not modified" is success.
     async fn edit_html(&self, message_id: MessageId, html: &str) -> Result<(), TelegramError> {
         for attempt in 0..3 {
+            self.governor.acquire(self.chat_id).await;
             let result = self
                 .bot
                 .edit_message_text(ChatId(self.chat_id), message_id, html.to_string())
@@ -331,6 +330,7 @@ impl ChatWorker {
             match result {
                 Ok(_) | Err(TelegramError::NotModified) => return Ok(()),
                 Err(TelegramError::ParseEntities(_)) => {
+                    self.governor.acquire(self.chat_id).await;
                     return match self
                         .bot
                         .edit_message_text(
@@ -345,9 +345,7 @@ impl ChatWorker {
                         Err(error) => Err(error),
                     };
                 }
-                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => {
-                    tokio::time::sleep(wait).await
-                }
+                Err(TelegramError::RetryAfter(wait)) if attempt < 2 => self.governor.freeze(wait),
                 Err(error) => return Err(error),
             }
         }

@@ -88,8 +88,13 @@ pub fn agent_toml(name: &str, extra: &str) -> String {
     )
 }
 
-/// The daemon's config for a harness run.
+/// The daemon's config for a harness run. `extra` may bring its own `[telegram]` table.
 pub fn config_toml(model_url: &str, extra: &str) -> String {
+    let telegram = if extra.contains("[telegram]") {
+        ""
+    } else {
+        "[telegram]\nboot_stagger = \"50ms\"\npoll_timeout = \"2s\"\nstale_grace = \"2m\"\n"
+    };
     format!(
         r#"data_dir = "data"
 [agents]
@@ -99,10 +104,7 @@ bind = "127.0.0.1:0"
 [supervision]
 backoff_min = "50ms"
 backoff_max = "2s"
-[telegram]
-boot_stagger = "50ms"
-stale_grace = "2m"
-[providers.scripted]
+{telegram}[providers.scripted]
 kind = "openai"
 base_url = "{model_url}"
 max_retries = 2

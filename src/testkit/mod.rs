@@ -9,3 +9,4 @@
 pub mod fake_telegram;
 pub mod harness;
 pub mod scripted_llm;
+pub mod fake_embeddings;

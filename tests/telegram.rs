@@ -1,0 +1,484 @@
+//! The Telegram channel against the fake Bot API: several bots in one daemon, faults per bot,
+//! pacing, splitting, streaming. The daemon runs in-process; the model is the scripted server.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clawvisor::registry::names;
+use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, IncomingMessage};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+
+const USER: i64 = 42;
+
+struct Bot {
+    name: &'static str,
+    token: String,
+    id: BotId,
+}
+
+struct World {
+    fake: FakeTelegram,
+    llm: ScriptedLlm,
+    harness: Harness,
+    bots: Vec<Bot>,
+}
+
+impl World {
+    fn bot(&self, name: &str) -> BotId {
+        self.bots
+            .iter()
+            .find(|bot| bot.name == name)
+            .map(|bot| bot.id)
+            .expect("known bot")
+    }
+}
+
+/// Agents `names`, each with its own bot on the fake; `telegram` is the daemon's [telegram] table.
+async fn world(
+    names: &[&'static str],
+    script: Script,
+    telegram: &str,
+    before_start: impl FnOnce(&FakeTelegram, &[Bot]),
+) -> World {
+    let fake = FakeTelegram::start().await;
+    let llm = ScriptedLlm::start(script)
+        .await
+        .expect("the scripted model starts");
+    let mut options = HarnessOptions::new(llm.base_url());
+    let mut env = BTreeMap::new();
+    let mut bots = Vec::new();
+    options.agents.clear();
+    for (index, name) in names.iter().enumerate() {
+        let token = format!("{}:AAH-test-token-{name}-{index:04}", 100 + index);
+        let id = fake.add_bot(&token, &format!("{name}_bot"));
+        let variable = format!("{}_TOKEN", name.to_uppercase());
+        env.insert(variable.clone(), token.clone());
+        options.agents.push(agent_toml(
+            name,
+            &format!("[telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\nallow_users = [{USER}]\n", fake.base_url()),
+        ));
+        bots.push(Bot { name, token, id });
+    }
+    options.env = env;
+    options.config_extra = format!("[telegram]\n{telegram}\n");
+    before_start(&fake, &bots);
+    let harness = Harness::start(options).await.expect("the daemon starts");
+    World {
+        fake,
+        llm,
+        harness,
+        bots,
+    }
+}
+
+fn per_agent_script(names: &[&str]) -> Script {
+    names.iter().fold(Script::new(), |script, name| {
+        script.rule(
+            Rule::text(format!("{name} here, answering"))
+                .when_system_contains(&format!("You are {name}")),
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_bots_each_answer_through_their_own_agent() {
+    let names = ["alpha", "beta", "gamma"];
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"2s\"\nboot_stagger = \"50ms\"",
+        |_, _| {},
+    )
+    .await;
+    for bot in &w.bots {
+        w.fake.push_message(bot.id, USER, USER, "hello");
+    }
+    for bot in &w.bots {
+        let expected = format!("{} here, answering", bot.name);
+        let sent = w
+            .fake
+            .wait_for_sent(
+                bot.id,
+                |m| m.visible_text.contains(&expected),
+                Duration::from_secs(30),
+            )
+            .await;
+        assert!(sent.is_some(), "{} answered through its own bot", bot.name);
+        for other in w.bots.iter().filter(|other| other.name != bot.name) {
+            assert!(
+                !w.fake
+                    .sent(other.id)
+                    .iter()
+                    .any(|m| m.visible_text.contains(&expected)),
+                "{} never answers through {}'s bot",
+                bot.name,
+                other.name
+            );
+        }
+        // Typing was shown while the run worked, and commands were registered at start.
+        assert!(!w.fake.chat_actions(bot.id).is_empty());
+        assert!(!w.fake.commands(bot.id).is_empty());
+    }
+    // Every update was stored before it was confirmed, and is marked processed once answered.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let processed: i64 = w
+            .harness
+            .store()
+            .read(|conn| {
+                Ok(conn.query_row(
+                    "SELECT COUNT(*) FROM inbound_updates WHERE status = 'processed'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+        if processed == 3 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{processed} of 3 updates marked processed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = &w.llm;
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_user_gets_one_pairing_reply_and_an_approver_pairs_them() {
+    let names = ["alpha"];
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"2s\"",
+        |_, _| {},
+    )
+    .await;
+    let bot = w.bot("alpha");
+    let stranger = 777;
+    w.fake.push_message(bot, stranger, stranger, "hi there");
+    let reply = w
+        .fake
+        .wait_for_sent(bot, |m| m.chat_id == stranger, Duration::from_secs(20))
+        .await
+        .expect("one short reply");
+    assert!(
+        reply.visible_text.contains("code"),
+        "{}",
+        reply.visible_text
+    );
+    w.fake.push_message(bot, stranger, stranger, "hello again?");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        w.fake
+            .sent(bot)
+            .iter()
+            .filter(|m| m.chat_id == stranger)
+            .count(),
+        1,
+        "nothing more for an unknown user"
+    );
+    assert_eq!(
+        w.llm.request_count(),
+        0,
+        "unknown users never reach the model"
+    );
+    // The approver pairs them with the code from the reply.
+    let code: String = w
+        .harness
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT code FROM pairing_codes WHERE user_id = 777",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    w.fake
+        .push_message(bot, USER, USER, &format!("/pair {code}"));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == stranger && m.visible_text.contains("approved"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("told");
+    w.fake.push_message(bot, stranger, stranger, "now?");
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == stranger && m.visible_text.contains("alpha here"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("answered once paired");
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_poll_restarts_its_bot_and_a_conflict_backs_off_while_others_keep_answering() {
+    let names = ["alpha", "beta"];
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"1s\"\nboot_stagger = \"50ms\"",
+        |_, _| {},
+    )
+    .await;
+    let (alpha, beta) = (w.bot("alpha"), w.bot("beta"));
+    assert!(w.fake.wait_for_poll(alpha, Duration::from_secs(20)).await);
+    let mut events = w.harness.daemon().events.subscribe();
+    w.fake.hang_polls(alpha, Duration::from_secs(4));
+    w.fake.conflict_next(beta, 2);
+    // Beta reports the conflict and keeps going; alpha's stuck poll restarts the bot.
+    let mut saw_conflict = false;
+    let mut saw_restart = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !(saw_conflict && saw_restart) {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("events within 30 s")
+            .unwrap();
+        saw_conflict |= event.subject == "bot:beta" && event.detail.contains("conflict");
+        saw_restart |= event.subject == "bot:alpha"
+            && event.kind == clawvisor::events::EventKind::ActorRestarting;
+    }
+    w.fake.push_message(beta, USER, USER, "beta, still there?");
+    w.fake
+        .wait_for_sent(
+            beta,
+            |m| m.visible_text.contains("beta here"),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("beta answers");
+    w.fake.push_message(alpha, USER, USER, "alpha, back?");
+    w.fake
+        .wait_for_sent(
+            alpha,
+            |m| m.visible_text.contains("alpha here"),
+            Duration::from_secs(40),
+        )
+        .await
+        .expect("alpha answers after its restart");
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_fails_its_bot_alone_and_a_killed_bot_is_restarted() {
+    let names = ["alpha", "beta", "gamma"];
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"2s\"\nboot_stagger = \"50ms\"",
+        |fake, bots| {
+            fake.revoke_token(bots[1].id);
+        },
+    )
+    .await;
+    let (alpha, beta, gamma) = (w.bot("alpha"), w.bot("beta"), w.bot("gamma"));
+    // The 401 bot is stopped with a clear event; it is not restarted in a loop.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status: Vec<String> = w
+        .harness
+        .store()
+        .read(|conn| {
+            let mut statement = conn.prepare("SELECT detail FROM runtime_events WHERE subject = 'bot:beta' AND kind = 'bot_status'")?;
+            let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert!(
+        status
+            .iter()
+            .any(|s| s.contains("401") && s.contains("BETA_TOKEN")),
+        "{status:?}"
+    );
+    assert!(
+        w.harness
+            .daemon()
+            .registry
+            .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("beta"))
+            .is_none()
+    );
+    assert!(
+        status.iter().all(|s| !s.contains(&w.bots[1].token)),
+        "the token never appears in events"
+    );
+
+    // Kill alpha's actor (a crash as far as its supervisor is concerned): it comes back.
+    let alpha_cell =
+        ractor::registry::where_is(w.harness.daemon().registry.name(&names::bot("alpha"))).unwrap();
+    let old_id = alpha_cell.get_id();
+    alpha_cell.kill();
+    w.fake.push_message(gamma, USER, USER, "gamma meanwhile");
+    w.fake
+        .wait_for_sent(
+            gamma,
+            |m| m.visible_text.contains("gamma here"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("gamma unaffected");
+    let registry = w.harness.daemon().registry.clone();
+    let restarted = registry
+        .wait_for::<clawvisor::actors::telegram_bot::TelegramMsg>(
+            &names::bot("alpha"),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("alpha restarted");
+    assert_ne!(restarted.get_id(), old_id);
+    w.fake.push_message(alpha, USER, USER, "alpha again");
+    w.fake
+        .wait_for_sent(
+            alpha,
+            |m| m.visible_text.contains("alpha here"),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("alpha answers");
+    assert_eq!(w.fake.sent(beta).len(), 0);
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bots_boot_one_at_a_time_the_stagger_apart() {
+    let names = ["alpha", "beta", "gamma", "delta"];
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"2s\"\nboot_stagger = \"400ms\"",
+        |_, _| {},
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let starts: Vec<(String, i64)> = w
+        .harness
+        .store()
+        .read(|conn| {
+            let mut statement = conn.prepare(
+                "SELECT subject, at_ms FROM runtime_events WHERE kind = 'actor_started' AND subject LIKE 'bot:%' ORDER BY at_ms",
+            )?;
+            let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    for pair in starts.windows(2) {
+        let gap = pair[1].1 - pair[0].1;
+        assert!(gap >= 380, "bots started {gap} ms apart: {starts:?}");
+    }
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_is_split_and_streaming_edits_are_spaced() {
+    let paragraph =
+        "This is a sentence of a long answer with **bold** and `code` in it. ".repeat(8);
+    let long: String = (0..20)
+        .map(|i| format!("Paragraph {i}. {paragraph}\n\n"))
+        .collect();
+    assert!(long.len() > 10_000);
+    let script = Script::new()
+        .rule(Rule::text(long.clone()).when_last_user_contains("essay"))
+        .rule(
+            Rule::text("Streaming ".repeat(60))
+                .chunk_delay(Duration::from_millis(80))
+                .when_last_user_contains("stream"),
+        );
+    let w = world(&["alpha"], script, "poll_timeout = \"2s\"", |_, _| {}).await;
+    let bot = w.bot("alpha");
+    w.fake.push_message(bot, USER, USER, "write an essay");
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("Paragraph 19."),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the end arrives");
+    let parts: Vec<_> = w
+        .fake
+        .sent(bot)
+        .into_iter()
+        .filter(|m| m.chat_id == USER)
+        .collect();
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+    for part in &parts {
+        assert!(part.visible_text.encode_utf16().count() <= 4096);
+        assert_eq!(part.parse_mode.as_deref(), Some("HTML"));
+    }
+    let joined: String = parts
+        .iter()
+        .map(|m| m.visible_text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for i in 0..20 {
+        assert_eq!(
+            joined.matches(&format!("Paragraph {i}.")).count(),
+            1,
+            "paragraph {i} exactly once"
+        );
+    }
+    w.fake.push_message(bot, USER, USER, "now stream something");
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.matches("Streaming").count() == 60 && !m.edits.is_empty(),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the streamed message ends complete");
+    let violations = w.fake.violations(bot);
+    assert_eq!(violations.total(), 0, "{violations:?}");
+    assert_eq!(violations.edits_under_one_second, 0, "{violations:?}");
+    assert!(
+        violations.shortest_edit_interval.unwrap() >= Duration::from_millis(1400),
+        "{violations:?}"
+    );
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_of_replies_respect_telegram_flood_limits() {
+    let script = Script::new().rule(Rule::echo());
+    let w = world(&["alpha"], script, "poll_timeout = \"2s\"", |_, _| {}).await;
+    let bot = w.bot("alpha");
+    // 100 replies to one chat (commands answered by the bot itself) ...
+    for _ in 0..100 {
+        w.fake.push_message(bot, USER, USER, "/help");
+    }
+    // ... and one each to 50 group chats, where the same user addresses the bot.
+    for chat in 0..50 {
+        w.fake.push(
+            bot,
+            IncomingMessage::new(-(1_000 + chat), USER, "/help@alpha_bot"),
+        );
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    while w.fake.sent(bot).len() < 150 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let sent = w.fake.sent(bot);
+    let private = sent.iter().filter(|m| m.chat_id == USER).count();
+    let groups = sent.iter().filter(|m| m.chat_id < 0).count();
+    assert_eq!(
+        (private, groups),
+        (100, 50),
+        "every reply went out; calls: {:?}",
+        w.fake.calls(bot)
+    );
+    let violations = w.fake.violations(bot);
+    assert_eq!(violations.total(), 0, "{violations:?}");
+    w.harness.stop().await;
+}

@@ -55,3 +55,12 @@ CREATE TABLE pairing_codes (
     approved_by  TEXT
 );
 CREATE INDEX pairing_by_user ON pairing_codes (agent, user_id);
+
+-- The message a run streamed its partial answer into, so that the final answer edits it even when
+-- it is delivered by the next process after a crash (instead of appearing twice).
+CREATE TABLE telegram_streams (
+    run_id      INTEGER PRIMARY KEY,
+    chat_id     INTEGER NOT NULL,
+    message_id  INTEGER NOT NULL,
+    created_ms  INTEGER NOT NULL
+);

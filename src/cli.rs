@@ -65,10 +65,28 @@ pub enum Command {
         /// The agent's name (see `clawvisor config check`).
         agent: String,
     },
+    /// The tamper-evident audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Pending approval requests (decide them in Studio or with /approve in Telegram).
+    Approvals,
     /// Configuration commands.
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the whole hash chain; names the first broken row (exit 1 when broken).
+    Verify,
+    /// Write every entry as JSON Lines (to a file, or stdout).
+    Export {
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -139,7 +157,109 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check,
         } => config_check(&loaded),
+        Command::Audit { command } => audit(&loaded, command).await,
+        Command::Approvals => approvals(&loaded).await,
     }
+}
+
+/// Opens the existing database for an operator command.
+async fn open_existing(loaded: &LoadedConfig) -> Result<Store, ExitCode> {
+    let path = loaded.config.db_path();
+    if !path.exists() {
+        eprintln!(
+            "no database at {} yet (start the daemon once)",
+            path.display()
+        );
+        return Err(ExitCode::FAILURE);
+    }
+    let options = loaded.config.store_options();
+    match tokio::task::spawn_blocking(move || Store::open(&path, options)).await {
+        Ok(Ok(store)) => Ok(store),
+        Ok(Err(error)) => {
+            eprintln!("{error}");
+            Err(ExitCode::from(
+                daemon::DaemonError::Store(error).exit_code(),
+            ))
+        }
+        Err(_) => Err(ExitCode::FAILURE),
+    }
+}
+
+async fn audit(loaded: &LoadedConfig, command: AuditCommand) -> ExitCode {
+    let store = match open_existing(loaded).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let code = match command {
+        AuditCommand::Verify => match store.read(|conn| crate::audit::verify(conn, None)).await {
+            Ok(crate::audit::Verification::Valid { rows }) => {
+                println!("audit chain valid: {rows} entries");
+                ExitCode::SUCCESS
+            }
+            Ok(crate::audit::Verification::Broken { row, reason }) => {
+                println!("audit chain BROKEN at row {row}: {reason}");
+                ExitCode::FAILURE
+            }
+            Err(error) => {
+                eprintln!("cannot read the audit log: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        AuditCommand::Export { out } => {
+            let result = store
+                .read(move |conn| {
+                    let mut sink: Box<dyn std::io::Write> = match &out {
+                        Some(path) => Box::new(std::fs::File::create(path).map_err(|error| {
+                            crate::store::StoreError::Invalid(format!(
+                                "cannot create {}: {error}",
+                                path.display()
+                            ))
+                        })?),
+                        None => Box::new(std::io::stdout()),
+                    };
+                    crate::audit::export_jsonl(conn, &mut sink)
+                })
+                .await;
+            match result {
+                Ok(count) => {
+                    eprintln!("exported {count} entries");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("export failed: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    };
+    store.stop_writer();
+    code
+}
+
+async fn approvals(loaded: &LoadedConfig) -> ExitCode {
+    let store = match open_existing(loaded).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let pending = store.read(crate::store::approvals::pending).await;
+    store.stop_writer();
+    match pending {
+        Ok(rows) if rows.is_empty() => println!("no pending approvals"),
+        Ok(rows) => {
+            for row in rows {
+                let left = (row.expires_ms - crate::clock::now_ms()).max(0) / 1000;
+                println!(
+                    "{}  {}  {}  {}  ({} s left)  {}",
+                    row.id, row.agent, row.risk, row.tool, left, row.action
+                );
+            }
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn config_check(loaded: &LoadedConfig) -> ExitCode {

@@ -76,7 +76,7 @@ fn per_agent_script(names: &[&str]) -> Script {
     names.iter().fold(Script::new(), |script, name| {
         script.rule(
             Rule::text(format!("{name} here, answering"))
-                .when_system_contains(&format!("You are {name}")),
+                .when_system_contains(format!("You are {name}")),
         )
     })
 }

@@ -224,8 +224,14 @@ async fn drive(
         Some(messages) => (None, messages),
         None => load_conversation(ctx).await?,
     };
+    let mut guard = LoopGuard::new(ctx.settings.autonomy);
     if resume {
-        close_interrupted_calls(ctx).await?;
+        let waiting = close_interrupted_calls(ctx).await?;
+        if !waiting.is_empty() {
+            // Calls that were waiting for a decision go through the gate again and find their
+            // stored approval: they run once it is granted, or are reported denied.
+            dispatch::dispatch(ctx, &guard, limiter, &waiting).await?;
+        }
         (recap, conversation) = load_conversation(ctx).await?;
         ctx.record_step(NewStep {
             kind: "note",
@@ -247,7 +253,6 @@ async fn drive(
         (recap, conversation) = load_conversation(ctx).await?;
     }
 
-    let mut guard = LoopGuard::new(ctx.settings.autonomy);
     let tool_specs: Vec<_> = ctx.settings.tools.iter().map(|tool| tool.spec()).collect();
     let reserved = tool_specs
         .iter()
@@ -438,8 +443,10 @@ pub async fn load_conversation(
 }
 
 /// After a restart: calls this run asked for whose results were never recorded get a result that
-/// says so. They are not run again — they may have had effects before the crash.
-async fn close_interrupted_calls(ctx: &RunCtx) -> Result<(), StoreError> {
+/// says so. They are not run again — they may have had effects before the crash. The exception are
+/// calls that were waiting for (or had just received) an approval: they never started, so they are
+/// returned to be dispatched again, which re-attaches them to their stored approval.
+async fn close_interrupted_calls(ctx: &RunCtx) -> Result<Vec<crate::llm::ToolCall>, StoreError> {
     let (session_id, run_id) = (ctx.session_id, ctx.run_id);
     ctx.runtime
         .store
@@ -458,7 +465,13 @@ async fn close_interrupted_calls(ctx: &RunCtx) -> Result<(), StoreError> {
                 }
             }
             let now = crate::clock::now_ms();
+            let mut waiting = Vec::new();
             for call in &open {
+                let approval = crate::store::approvals::for_call(conn, run_id, &call.id)?;
+                if approval.is_some_and(|row| row.status == "pending" || row.status == "approved") {
+                    waiting.push(call.clone());
+                    continue;
+                }
                 let data = transcript::tool_result_data(call, true);
                 sessions::append(
                     conn,
@@ -475,7 +488,7 @@ async fn close_interrupted_calls(ctx: &RunCtx) -> Result<(), StoreError> {
                     now,
                 )?;
             }
-            Ok(())
+            Ok(waiting)
         })
         .await
 }

@@ -293,3 +293,28 @@ pub fn normalize_code(code: &str) -> String {
         .map(|c| c.to_ascii_uppercase())
         .collect()
 }
+
+/// Remembers the message a run streams into.
+pub fn record_stream(
+    conn: &Connection,
+    run_id: i64,
+    chat_id: i64,
+    message_id: i64,
+    now_ms: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO telegram_streams (run_id, chat_id, message_id, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![run_id, chat_id, message_id, now_ms])?;
+    Ok(())
+}
+
+/// The message a run streamed into, if any.
+pub fn stream_message(conn: &Connection, run_id: i64, chat_id: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT message_id FROM telegram_streams WHERE run_id = ?1 AND chat_id = ?2",
+        )?
+        .query_row(params![run_id, chat_id], |row| row.get(0))
+        .optional()?)
+}

@@ -96,9 +96,13 @@ impl Governor {
         {
             wait = wait.max(*next - now);
         }
-                // Requests leave a little after their slot is taken and may bunch up on the way: the
+        // Requests leave a little after their slot is taken and may bunch up on the way: the
         // bot-wide window is counted over 1.1 s for a margin.
-        while state.bot_sends.front().is_some_and(|at| now.duration_since(*at) >= BOT_WINDOW) {
+        while state
+            .bot_sends
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= BOT_WINDOW)
+        {
             state.bot_sends.pop_front();
         }
         if state.bot_sends.len() >= self.limits.per_bot_per_second

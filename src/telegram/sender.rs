@@ -126,7 +126,7 @@ impl ChatWorker {
                         SendJob::Final { run_id, text, outbox_id } => {
                             typing = false;
                             let streamed = stream.take().filter(|s| Some(s.run_id) == run_id);
-                            self.deliver_final(streamed, &text, outbox_id).await;
+                            self.deliver_final(run_id, streamed, &text, outbox_id).await;
                         }
                         SendJob::Notice { text } => {
                             if let Err(error) = self.send_html(&format::markdown_to_html(&text), None).await {
@@ -183,7 +183,18 @@ impl ChatWorker {
         }
         match current.message_id {
             None => match self.send_html(&first, None).await {
-                Ok(id) => current.message_id = Some(id),
+                Ok(id) => {
+                    current.message_id = Some(id);
+                    // Kept so that the final answer edits this message even after a crash.
+                    let (run_id, chat_id, now) =
+                        (current.run_id, self.chat_id, crate::clock::now_ms());
+                    let _ = self
+                        .store
+                        .write(move |conn| {
+                            updates::record_stream(conn, run_id, chat_id, id.0 as i64, now)
+                        })
+                        .await;
+                }
                 Err(error) => {
                     tracing::debug!(chat = self.chat_id, %error, "could not start a streamed message")
                 }
@@ -199,7 +210,13 @@ impl ChatWorker {
         current.shown = first;
     }
 
-    async fn deliver_final(&self, streamed: Option<Stream>, text: &str, outbox_id: Option<i64>) {
+    async fn deliver_final(
+        &self,
+        run_id: Option<i64>,
+        streamed: Option<Stream>,
+        text: &str,
+        outbox_id: Option<i64>,
+    ) {
         // The outbox row is the truth: a row already delivered is not sent again.
         if let Some(id) = outbox_id {
             match self
@@ -218,9 +235,23 @@ impl ChatWorker {
             // The final edit respects the same spacing as the streamed ones.
             tokio::time::sleep_until(current.last_edit + EDIT_SPACING).await;
         }
+        // A run that streamed before a restart: its message id is in the database.
+        let mut streamed_id = streamed.as_ref().and_then(|s| s.message_id);
+        if streamed_id.is_none()
+            && let Some(run_id) = run_id
+        {
+            let chat_id = self.chat_id;
+            streamed_id = self
+                .store
+                .read(move |conn| updates::stream_message(conn, run_id, chat_id))
+                .await
+                .ok()
+                .flatten()
+                .map(|id| MessageId(id as i32));
+        }
         let mut result = Ok(());
         for (index, chunk) in chunks.iter().enumerate() {
-            let sent = match (index, streamed.as_ref().and_then(|s| s.message_id)) {
+            let sent = match (index, streamed_id) {
                 (0, Some(id)) => self.edit_html(id, chunk).await.map(|_| ()),
                 _ => self.send_html(chunk, None).await.map(|_| ()),
             };

@@ -6,7 +6,8 @@
 //! **Architecture Invariant:** nothing under `src/` outside `testkit` and the `eval` command
 //! depends on this module.
 
+pub mod fake_embeddings;
 pub mod fake_telegram;
 pub mod harness;
+pub mod process;
 pub mod scripted_llm;
-pub mod fake_embeddings;

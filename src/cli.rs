@@ -65,6 +65,20 @@ pub enum Command {
         /// The agent's name (see `clawvisor config check`).
         agent: String,
     },
+    /// Run the scenario files of a directory (scripted model; `--live` for a real one).
+    Eval {
+        /// Directory of `*.toml` scenarios.
+        dir: PathBuf,
+        /// Use a configured provider instead of each scenario's script.
+        #[arg(long)]
+        live: bool,
+        /// Provider for `--live` (default: the first agent's).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Model for `--live` (default: the first agent's).
+        #[arg(long)]
+        model: Option<String>,
+    },
     /// The tamper-evident audit log.
     Audit {
         #[command(subcommand)]
@@ -158,7 +172,89 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
             command: ConfigCommand::Check,
         } => config_check(&loaded),
         Command::Audit { command } => audit(&loaded, command).await,
+        Command::Eval {
+            dir,
+            live,
+            provider,
+            model,
+        } => eval(&loaded, &dir, live, provider, model).await,
         Command::Approvals => approvals(&loaded).await,
+    }
+}
+
+async fn eval(
+    loaded: &LoadedConfig,
+    dir: &std::path::Path,
+    live: bool,
+    provider: Option<String>,
+    model: Option<String>,
+) -> ExitCode {
+    let scenarios = match crate::eval::load_dir(dir) {
+        Ok(scenarios) => scenarios,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let source = if live {
+        let first = loaded.agents.first();
+        let provider = provider
+            .or_else(|| first.map(|agent| agent.provider.clone()))
+            .unwrap_or_default();
+        let model = model
+            .or_else(|| first.map(|agent| agent.model.clone()))
+            .unwrap_or_default();
+        let Some(config) = loaded.config.providers.get(&provider) else {
+            eprintln!("--live: no provider `{provider}` in the config");
+            return ExitCode::from(EXIT_CONFIG);
+        };
+        let mut table = toml::Table::new();
+        let mut providers = toml::Table::new();
+        providers.insert(
+            provider.clone(),
+            toml::Value::try_from(config).unwrap_or(toml::Value::Table(toml::Table::new())),
+        );
+        table.insert("providers".into(), toml::Value::Table(providers));
+        let env = loaded
+            .secrets
+            .iter()
+            .map(|(var, secret)| (var.clone(), secret.expose().to_string()))
+            .collect();
+        println!(
+            "running {} scenario(s) live against {provider}/{model}",
+            scenarios.len()
+        );
+        crate::eval::ModelSource::Live {
+            provider_toml: toml::to_string(&table).unwrap_or_default(),
+            provider,
+            model,
+            env,
+        }
+    } else {
+        crate::eval::ModelSource::Scripted
+    };
+    let mut passed = 0;
+    for (path, scenario) in &scenarios {
+        let outcome = crate::eval::run(scenario, &source).await;
+        if outcome.passed() {
+            passed += 1;
+            println!("PASS  {}  ({})", outcome.name, path.display());
+        } else {
+            println!("FAIL  {}  ({})", outcome.name, path.display());
+            for failure in &outcome.failures {
+                println!("      - {failure}");
+            }
+        }
+    }
+    let total = scenarios.len();
+    println!(
+        "{passed}/{total} scenarios passed ({:.0} %)",
+        100.0 * passed as f64 / total.max(1) as f64
+    );
+    if passed == total {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -344,6 +440,39 @@ async fn migrate(loaded: &LoadedConfig, status_only: bool) -> ExitCode {
     }
 }
 
+/// Each bot token is checked with `getMe`: which bot serves which agent, or why it cannot.
+async fn telegram_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for agent in &loaded.agents {
+        let Some(telegram) = &agent.telegram else {
+            continue;
+        };
+        let what = format!("telegram ({})", agent.name);
+        let Some(token) = loaded.secret(&telegram.token_env) else {
+            checks.push(Check {
+                ok: false,
+                what,
+                detail: format!("{} is not set", telegram.token_env),
+            });
+            continue;
+        };
+        let check = match crate::telegram::client::check_token(token, &telegram.api_url).await {
+            Ok(username) => Check {
+                ok: true,
+                what,
+                detail: format!("@{username} serves agent `{}`", agent.name),
+            },
+            Err(error) => Check {
+                ok: false,
+                what,
+                detail: format!("{} ({})", error, telegram.token_env),
+            },
+        };
+        checks.push(check);
+    }
+    checks
+}
+
 /// One line of the doctor's report.
 struct Check {
     ok: bool,
@@ -425,6 +554,7 @@ async fn doctor(loaded: &LoadedConfig) -> ExitCode {
             detail: format!("{} does not exist yet; `serve` creates it", path.display()),
         });
     }
+    checks.extend(telegram_checks(loaded).await);
     for hint in &loaded.hints {
         checks.push(Check {
             ok: false,

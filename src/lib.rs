@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod domain;
+pub mod eval;
 pub mod events;
 pub mod llm;
 pub mod logging;

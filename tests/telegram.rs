@@ -482,3 +482,175 @@ async fn bursts_of_replies_respect_telegram_flood_limits() {
     assert_eq!(violations.total(), 0, "{violations:?}");
     w.harness.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_group_the_bot_answers_when_mentioned_with_the_conversation_since_its_last_answer() {
+    let names = ["alpha"];
+    let w = world(
+        &names,
+        Script::new().rule(Rule::text("alpha answers the group")),
+        "poll_timeout = \"2s\"",
+        |_, _| {},
+    )
+    .await;
+    let bot = w.bot("alpha");
+    let group = -4242;
+    w.fake.set_chat_title(group, "Family");
+    w.fake.set_user(USER, "Ada", Some("ada"));
+    w.fake.push(
+        bot,
+        IncomingMessage::new(group, USER, "shall we eat pasta tonight?"),
+    );
+    w.fake
+        .push(bot, IncomingMessage::new(group, USER, "or rather soup"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(w.llm.request_count(), 0, "not addressed: no answer");
+    w.fake.push(
+        bot,
+        IncomingMessage::new(group, USER, "@alpha_bot what do you think?"),
+    );
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == group && m.visible_text.contains("alpha answers"),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("answered");
+    let request = &w.llm.requests()[0];
+    let last_user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last_user.contains("pasta") && last_user.contains("soup"),
+        "{last_user}"
+    );
+    assert!(
+        last_user.contains("Ada") && last_user.contains("what do you think"),
+        "{last_user}"
+    );
+    // A reply to the bot's message also addresses it.
+    let answer = w
+        .fake
+        .sent(bot)
+        .into_iter()
+        .find(|m| m.chat_id == group)
+        .unwrap();
+    w.fake.push(
+        bot,
+        IncomingMessage::new(group, USER, "and why?").replying_to(answer.message_id),
+    );
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == group && m.message_id > answer.message_id,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("answered the reply");
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn photos_are_downloaded_into_the_workspace_and_given_to_the_run() {
+    let w = world(
+        &["alpha"],
+        Script::new().rule(Rule::text("nice picture")),
+        "poll_timeout = \"2s\"",
+        |_, _| {},
+    )
+    .await;
+    let bot = w.bot("alpha");
+    let bytes: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8).collect();
+    w.fake
+        .push_photo(bot, USER, USER, bytes.clone(), Some("look at this"));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("nice picture"),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("answered");
+    let inbox = w.harness.dir.path().join("data/workspaces/alpha/inbox");
+    let files: Vec<_> = std::fs::read_dir(&inbox)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(std::fs::read(&files[0]).unwrap(), bytes);
+    let request = &w.llm.requests()[0];
+    let last_user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last_user.contains("look at this") && last_user.contains("saved to inbox/"),
+        "{last_user}"
+    );
+    w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered() {
+    let names = ["alpha"];
+    // Sent while the daemon was down, more than the grace period before it starts.
+    let w = world(
+        &names,
+        per_agent_script(&names),
+        "poll_timeout = \"2s\"\nstale_grace = \"1s\"",
+        |fake, bots| {
+            fake.push_message(
+                bots[0].id,
+                USER,
+                USER,
+                "sent while the daemon was down, long ago",
+            );
+            std::thread::sleep(Duration::from_millis(2_500));
+        },
+    )
+    .await;
+    let bot = w.bot("alpha");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        w.fake.sent(bot).len(),
+        0,
+        "the stale update is not answered"
+    );
+    let note: String = w
+        .harness
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT status || ': ' || note FROM inbound_updates",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert!(note.starts_with("ignored: stale"), "{note}");
+    w.fake.push_message(bot, USER, USER, "fresh");
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("alpha here"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("fresh ones are answered");
+    w.harness.stop().await;
+}

@@ -107,3 +107,13 @@ pub fn build(token: &Secret, api_url: &str, poll_timeout: Duration) -> Result<Bo
         .map_err(|error| TelegramError::Other(format!("invalid api_url `{api_url}`: {error}")))?;
     Ok(Bot::with_client(token.expose(), client).set_api_url(url))
 }
+
+/// Asks Telegram who this token belongs to (`getMe`), within ten seconds.
+pub async fn check_token(token: &Secret, api_url: &str) -> Result<String, TelegramError> {
+    let bot = build(token, api_url, Duration::from_secs(5))?;
+    match tokio::time::timeout(Duration::from_secs(10), bot.get_me()).await {
+        Ok(Ok(me)) => Ok(me.username.clone().unwrap_or_default()),
+        Ok(Err(error)) => Err(TelegramError::from(error)),
+        Err(_) => Err(TelegramError::Network("no answer within 10 s".into())),
+    }
+}

@@ -1,0 +1,149 @@
+//! Issue 4: 10 bots × 100 chats against the fake Bot API with the instant scripted model.
+//! Prints, per message, "update stored → reply recorded" (the daemon's own path, from the
+//! database's timestamps) and "update pushed → reply at the fake" (adds long polling and the
+//! send governor's deliberate spacing); and checks nothing was lost.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use clawvisor::daemon::StartOptions;
+use clawvisor::testkit::fake_telegram::FakeTelegram;
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const BOTS: usize = 10;
+const CHATS: i64 = 100;
+
+fn end_to_end(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (fake, _llm, harness, bots) = rt.block_on(async {
+        let fake = FakeTelegram::start().await;
+        let llm = ScriptedLlm::start(Script::new().rule(Rule::echo())).await.unwrap();
+        llm.record_requests(false);
+        let mut options = HarnessOptions::new(llm.base_url());
+        options.start = StartOptions { studio: false, channels: true, scheduler: false };
+        options.agents.clear();
+        let users: Vec<String> = (0..CHATS).map(|chat| (10_000 + chat).to_string()).collect();
+        let mut bots = Vec::new();
+        for index in 0..BOTS {
+            let token = format!("{}:AAH-bench-token-{index:04}", 900 + index);
+            let name = format!("bot{index}");
+            bots.push(fake.add_bot(&token, &format!("{name}_bot")));
+            options.env.insert(format!("BOT{index}_TOKEN"), token);
+            options.agents.push(agent_toml(
+                &name,
+                &format!(
+                    "[telegram]\ntoken_env = \"BOT{index}_TOKEN\"\napi_url = \"{}\"\nallow_users = [{}]\n",
+                    fake.base_url(),
+                    users.join(", ")
+                ),
+            ));
+        }
+        options.config_extra = "[telegram]\npoll_timeout = \"5s\"\nboot_stagger = \"20ms\"\n[store]\nsynchronous = \"normal\"\n".into();
+        let harness = Harness::start(options).await.unwrap();
+        for bot in &bots {
+            assert!(fake.wait_for_poll(*bot, Duration::from_secs(30)).await);
+        }
+        (fake, llm, harness, bots)
+    });
+
+    let (mut pushed_to_sent, lost) = rt.block_on(async {
+        let mut pushed: BTreeMap<(usize, i64), Instant> = BTreeMap::new();
+        for (index, bot) in bots.iter().enumerate() {
+            for chat in 0..CHATS {
+                let user = 10_000 + chat;
+                pushed.insert((index, user), Instant::now());
+                fake.push_message(*bot, user, user, &format!("hello from {user}"));
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let answered: usize = bots.iter().map(|bot| fake.sent(*bot).len()).sum();
+            if answered >= BOTS * CHATS as usize || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut latencies = Vec::new();
+        let mut lost = 0;
+        for (index, bot) in bots.iter().enumerate() {
+            let sent = fake.sent(*bot);
+            for chat in 0..CHATS {
+                let user = 10_000 + chat;
+                match sent.iter().find(|m| m.chat_id == user) {
+                    Some(message) => {
+                        latencies.push(message.sent_at.duration_since(pushed[&(index, user)]))
+                    }
+                    None => lost += 1,
+                }
+            }
+        }
+        (latencies, lost)
+    });
+    let mut stored_to_recorded: Vec<Duration> = rt.block_on(async {
+        harness
+            .store()
+            .read(|conn| {
+                let mut statement = conn.prepare(
+                    "SELECT o.created_ms - u.received_ms FROM outbox o
+                     JOIN inbound_updates u ON u.id = CAST(json_extract(o.inbound_ids, '$[0]') AS INTEGER)",
+                )?;
+                let rows = statement.query_map([], |row| row.get::<_, i64>(0))?;
+                Ok(rows.filter_map(Result::ok).map(|ms| Duration::from_millis(ms.max(0) as u64)).collect())
+            })
+            .await
+            .unwrap()
+    });
+    support::report(
+        "update stored → reply recorded (10 bots × 100 chats; target p99 under 20 ms)",
+        &mut stored_to_recorded,
+    );
+    support::report(
+        "update pushed → reply at the fake (includes polling and pacing)",
+        &mut pushed_to_sent,
+    );
+    println!("lost: {lost} of {} (target 0)", BOTS * CHATS as usize);
+    let violations: u64 = bots.iter().map(|bot| fake.violations(*bot).total()).sum();
+    println!("flood-limit violations at the fake: {violations}");
+
+    // One message through one bot, end to end, for criterion's own statistics.
+    let bot = bots[0];
+    let mut next = 0i64;
+    c.bench_function("telegram_message_round_trip", |b| {
+        b.iter_custom(|iterations| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iterations {
+                    next += 1;
+                    let user = 10_000 + (next % CHATS);
+                    let text = format!("round {next}");
+                    fake.push_message(bot, user, user, &text);
+                    let expected = format!("echo: {text}");
+                    fake.wait_for_sent(
+                        bot,
+                        |m| m.visible_text == expected,
+                        Duration::from_secs(30),
+                    )
+                    .await
+                    .unwrap();
+                }
+                started.elapsed()
+            })
+        })
+    });
+    rt.block_on(harness.stop());
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(20)).warm_up_time(Duration::from_secs(1));
+    targets = end_to_end
+}
+criterion_main!(benches);

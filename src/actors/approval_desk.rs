@@ -12,7 +12,8 @@
 //! that agent's requests, the Studio operator, the terminal user for their own chat.
 //!
 //! Restart: pending requests are reloaded, expired ones are expired (and reported), live ones are
-//! posted again with fresh buttons (Telegram drops unanswered button presses after a while). Runs
+//! posted again with fresh buttons (Telegram drops unanswered button presses after a while) — a
+//! Telegram one when its bot says it is online (`BotOnline`), since bots start after this actor. Runs
 //! waiting on them are resumed by their sessions and re-attach with `Request` (same run + call).
 //!
 //! Background job: the expiry timer (owner: this actor; one `send_after` for the earliest deadline;
@@ -21,7 +22,7 @@
 //! Restart policy: permanent.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -143,6 +144,10 @@ pub enum ApprovalDeskMsg {
         message_id: i32,
     },
     ExpireDue,
+    /// An agent's bot is online: requests carried over from before a restart are posted again.
+    BotOnline {
+        agent: String,
+    },
 }
 
 /// Who may approve an agent's requests over Telegram.
@@ -173,6 +178,9 @@ pub struct DeskState {
     waiters: HashMap<String, Vec<RpcReplyPort<ApprovalVerdict>>>,
     deadlines: BinaryHeap<Reverse<(i64, String)>>,
     timer: Option<(i64, ExpiryTimer)>,
+    /// Telegram requests pending from before this start, waiting for their bot to come online
+    /// (bots start after this actor, staggered) to be posted again with fresh buttons.
+    carried_over: HashSet<String>,
 }
 
 impl Actor for ApprovalDesk {
@@ -190,6 +198,7 @@ impl Actor for ApprovalDesk {
             waiters: HashMap::new(),
             deadlines: BinaryHeap::new(),
             timer: None,
+            carried_over: HashSet::new(),
         })
     }
 
@@ -205,7 +214,15 @@ impl Actor for ApprovalDesk {
             state
                 .deadlines
                 .push(Reverse((row.expires_ms, row.id.clone())));
-            if row.expires_ms > now {
+            if row.expires_ms <= now {
+                continue;
+            }
+            let telegram =
+                ChatKey::parse(&row.chat).is_some_and(|c| c.kind() == ChatKind::Telegram);
+            if telegram && !bot_online(&state.args, &row.agent).await {
+                // Shown when the agent's bot reports it is online (`BotOnline`).
+                state.carried_over.insert(row.id.clone());
+            } else {
                 show(&state.args, &row, true).await;
                 reposted += 1;
             }
@@ -241,6 +258,26 @@ impl Actor for ApprovalDesk {
                     .store
                     .write(move |conn| queries::set_posted(conn, &id, chat_id, message_id as i64))
                     .await?;
+            }
+            ApprovalDeskMsg::BotOnline { agent } => {
+                if state.carried_over.is_empty() {
+                    return Ok(());
+                }
+                let pending = state.args.store.read(queries::pending).await?;
+                let now = crate::clock::now_ms();
+                let mut reposted = 0;
+                for row in pending {
+                    if row.agent != agent || !state.carried_over.remove(&row.id) {
+                        continue;
+                    }
+                    if row.expires_ms > now {
+                        show(&state.args, &row, true).await;
+                        reposted += 1;
+                    }
+                }
+                if reposted > 0 {
+                    tracing::info!(%agent, reposted, "pending approvals posted again after a restart");
+                }
             }
             ApprovalDeskMsg::ExpireDue => {
                 state.timer = None;
@@ -375,6 +412,13 @@ async fn on_request(
     Ok(())
 }
 
+async fn bot_online(args: &ApprovalDeskArgs, agent: &str) -> bool {
+    let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(agent)) else {
+        return false;
+    };
+    matches!(ractor::call_t!(bot, TelegramMsg::IsOnline, 1_000), Ok(true))
+}
+
 /// Where an approver can see this request; `None` when nowhere.
 async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'static str> {
     if state.args.studio {
@@ -389,11 +433,9 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
     if !approvers.has_bot || approvers.telegram.is_empty() {
         return None;
     }
-    let bot = state
-        .args
-        .registry
-        .lookup::<TelegramMsg>(&names::bot(&request.agent))?;
-    matches!(ractor::call_t!(bot, TelegramMsg::IsOnline, 1_000), Ok(true)).then_some("telegram")
+    bot_online(&state.args, &request.agent)
+        .await
+        .then_some("telegram")
 }
 
 fn request_text(row: &ApprovalRow, again: bool) -> String {

@@ -252,6 +252,15 @@ impl Actor for TelegramBot {
                     json!({"agent": state.args.spec.name, "state": "online", "username": username}),
                 );
                 state.username = Some(username);
+                if let Some(desk) = state
+                    .args
+                    .registry
+                    .lookup::<ApprovalDeskMsg>(names::APPROVALS)
+                {
+                    let _ = desk.cast(ApprovalDeskMsg::BotOnline {
+                        agent: state.args.spec.name.clone(),
+                    });
+                }
                 let early = std::mem::take(&mut state.early);
                 dispatch(&myself, state, early).await?;
                 // Right after start nothing is in flight: recover everything left from before.

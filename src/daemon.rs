@@ -25,6 +25,7 @@ use crate::events::{EventBus, EventKind};
 use crate::llm::Providers;
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
+use crate::tools::message::SendMessageTool;
 
 /// Exit code for configuration errors (`EX_CONFIG`; the systemd unit does not restart on it).
 pub const EXIT_CONFIG: u8 = 78;
@@ -227,8 +228,12 @@ fn agent_plans(
         .agents
         .iter()
         .map(|spec| {
-            let mut tools = Vec::new();
+            let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
             for name in &spec.tools {
+                if name == "send_message" {
+                    tools.push(Arc::new(SendMessageTool::new(spec.telegram_people())));
+                    continue;
+                }
                 match builtin.iter().find(|tool| tool.name() == name) {
                     Some(tool) => tools.push(tool.clone()),
                     None if name.starts_with("mcp:") || name.contains("__") => {}

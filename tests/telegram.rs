@@ -272,7 +272,7 @@ async fn a_hung_poll_restarts_its_bot_and_a_conflict_backs_off_while_others_keep
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revoked_token_fails_its_bot_alone_and_a_killed_bot_is_restarted() {
+async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() {
     let names = ["alpha", "beta", "gamma"];
     let w = world(
         &names,
@@ -314,11 +314,19 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_killed_bot_is_restarted() {
         "the token never appears in events"
     );
 
-    // Kill alpha's actor (a crash as far as its supervisor is concerned): it comes back.
-    let alpha_cell =
-        ractor::registry::where_is(w.harness.daemon().registry.name(&names::bot("alpha"))).unwrap();
-    let old_id = alpha_cell.get_id();
-    alpha_cell.kill();
+    // Alpha's handler panics: its supervisor restarts it while the others keep answering.
+    let alpha_ref = w
+        .harness
+        .daemon()
+        .registry
+        .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("alpha"))
+        .unwrap();
+    let old_id = alpha_ref.get_id();
+    alpha_ref
+        .cast(clawvisor::actors::telegram_bot::TelegramMsg::Panic(
+            "test".into(),
+        ))
+        .unwrap();
     w.fake.push_message(gamma, USER, USER, "gamma meanwhile");
     w.fake
         .wait_for_sent(
@@ -329,14 +337,20 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_killed_bot_is_restarted() {
         .await
         .expect("gamma unaffected");
     let registry = w.harness.daemon().registry.clone();
-    let restarted = registry
-        .wait_for::<clawvisor::actors::telegram_bot::TelegramMsg>(
-            &names::bot("alpha"),
-            Duration::from_secs(10),
-        )
-        .await
-        .expect("alpha restarted");
-    assert_ne!(restarted.get_id(), old_id);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let current = registry
+            .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("alpha"))
+            .map(|actor| actor.get_id());
+        if current.is_some_and(|id| id != old_id) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "alpha restarted under a new id (now {current:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     w.fake.push_message(alpha, USER, USER, "alpha again");
     w.fake
         .wait_for_sent(
@@ -653,4 +667,71 @@ async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered
         .await
         .expect("fresh ones are answered");
     w.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_message_speaks_in_the_chat_before_the_answer_and_never_to_strangers() {
+    let script = Script::new()
+        .rule(Rule::text("All done.").when_after_tool_result("send_message"))
+        .rule(
+            Rule::tool_calls([
+                ("send_message", r#"{"text": "Working on it"}"#),
+                ("send_message", r#"{"chat_id": 999, "text": "psst"}"#),
+            ])
+            .when_last_user_contains("long task"),
+        );
+    let fake = FakeTelegram::start().await;
+    let llm = ScriptedLlm::start(script).await.expect("model");
+    let token = "100:AAH-test-token-messenger-0000".to_string();
+    let bot = fake.add_bot(&token, "messenger_bot");
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "messenger",
+        &format!(
+            "tools = [\"send_message\"]\n[telegram]\ntoken_env = \"MESSENGER_TOKEN\"\napi_url = \"{}\"\nallow_users = [{USER}]\n",
+            fake.base_url()
+        ),
+    )];
+    options.env = BTreeMap::from([("MESSENGER_TOKEN".to_string(), token)]);
+    let harness = Harness::start(options).await.expect("the daemon starts");
+    fake.push_message(bot, USER, USER, "do the long task");
+    fake.wait_for_sent(
+        bot,
+        |m| m.visible_text.contains("All done."),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("the final answer");
+    let sent = fake.sent(bot);
+    let progress = sent
+        .iter()
+        .position(|m| m.chat_id == USER && m.visible_text.contains("Working on it"))
+        .expect("the progress message reached the chat");
+    let done = sent
+        .iter()
+        .position(|m| m.visible_text.contains("All done."))
+        .unwrap();
+    assert!(progress < done, "sent before the final answer");
+    assert!(sent.iter().all(|m| m.chat_id != 999), "no message to a stranger");
+    let (delivered, blocked): (i64, String) = harness
+        .store()
+        .read(|conn| {
+            Ok((
+                conn.query_row(
+                    "SELECT COUNT(*) FROM outbox WHERE text = 'Working on it' AND delivered_ms IS NOT NULL",
+                    [],
+                    |r| r.get(0),
+                )?,
+                conn.query_row(
+                    "SELECT detail FROM run_steps WHERE kind = 'decision' AND detail LIKE '%999%'",
+                    [],
+                    |r| r.get(0),
+                )?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(delivered, 1, "the message went through the outbox");
+    assert!(blocked.contains("deny") || blocked.contains("block"), "{blocked}");
+    harness.stop().await;
 }

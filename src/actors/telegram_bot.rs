@@ -82,6 +82,9 @@ pub enum TelegramMsg {
     },
     /// Is the bot polling? (for approvals: is an approver reachable here)
     IsOnline(RpcReplyPort<bool>),
+    /// Fault injection (chaos tests, Studio's "crash" action): the handler panics, as a bug
+    /// would, so that supervision is exercised for real.
+    Panic(String),
 }
 
 #[derive(Clone)]
@@ -362,6 +365,7 @@ impl Actor for TelegramBot {
             TelegramMsg::IsOnline(reply) => {
                 let _ = reply.send(state.username.is_some());
             }
+            TelegramMsg::Panic(reason) => panic!("fault injected: {reason}"),
         }
         Ok(())
     }

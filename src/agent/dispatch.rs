@@ -190,7 +190,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     let request = GateRequest {
         tool: &call.name,
         autonomy: ctx.settings.autonomy,
-        effect: tool.effect(),
+        effect: tool.effect_for(&args, &ctx.tools),
         assessment: &assessment,
         rate_limited,
         loop_guard: guard.check_call(call),

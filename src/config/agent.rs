@@ -141,6 +141,19 @@ fn default_context_tokens() -> u32 {
 }
 
 impl AgentSpec {
+    /// The Telegram user ids this agent knows: its `allow_users` and `approvers`.
+    pub fn telegram_people(&self) -> Vec<i64> {
+        let mut people: Vec<i64> = self
+            .telegram
+            .iter()
+            .flat_map(|telegram| telegram.allow_users.iter().chain(&telegram.approvers))
+            .copied()
+            .collect();
+        people.sort_unstable();
+        people.dedup();
+        people
+    }
+
     /// The agents this one may hand work to.
     pub fn delegates(&self, all: &[AgentSpec]) -> Vec<String> {
         match &self.can_delegate_to {

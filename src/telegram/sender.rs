@@ -124,8 +124,13 @@ impl ChatWorker {
                             current.pending = Some(text);
                         }
                         SendJob::Final { run_id, text, outbox_id } => {
-                            typing = false;
-                            let streamed = stream.take().filter(|s| Some(s.run_id) == run_id);
+                            typing = typing && run_id.is_none();
+                            // A message without a run (`send_message`) leaves a streamed answer alone.
+                            let streamed = match (&stream, run_id) {
+                                (Some(current), Some(run_id)) if current.run_id == run_id => stream.take(),
+                                (_, Some(_)) => stream.take().and(None),
+                                (_, None) => None,
+                            };
                             self.deliver_final(run_id, streamed, &text, outbox_id).await;
                         }
                         SendJob::Notice { text } => {

@@ -10,6 +10,7 @@
 //! mistake is reported to the model naming the field.
 
 pub mod files;
+pub mod message;
 pub mod shell;
 pub mod time;
 pub mod web_fetch;
@@ -144,6 +145,12 @@ pub trait Tool: Send + Sync {
 
     fn effect(&self) -> Effect;
 
+    /// The effect of this particular call, as the policy gate judges it. Most tools have one
+    /// effect whatever the arguments; `send_message` to the run's own chat is a read.
+    fn effect_for(&self, _args: &Value, _ctx: &ToolContext) -> Effect {
+        self.effect()
+    }
+
     /// The risk of this particular call (arguments matter: shell commands, paths, hosts).
     fn assess(&self, args: &Value, ctx: &ToolContext) -> Assessment;
 
@@ -161,8 +168,9 @@ pub trait Tool: Send + Sync {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
 }
 
-/// Every built-in tool of this module. `send_message` and the memory, schedule and handoff tools
-/// live with the parts of the daemon they drive and are added by their owners.
+/// Every built-in tool of this module that is the same for every agent. `send_message` is built
+/// per agent (it knows the agent's people); the memory, schedule and handoff tools live with the
+/// parts of the daemon they drive and are added by their owners.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(files::ReadFileTool),

@@ -712,7 +712,10 @@ async fn send_message_speaks_in_the_chat_before_the_answer_and_never_to_stranger
         .position(|m| m.visible_text.contains("All done."))
         .unwrap();
     assert!(progress < done, "sent before the final answer");
-    assert!(sent.iter().all(|m| m.chat_id != 999), "no message to a stranger");
+    assert!(
+        sent.iter().all(|m| m.chat_id != 999),
+        "no message to a stranger"
+    );
     let (delivered, blocked): (i64, String) = harness
         .store()
         .read(|conn| {
@@ -732,6 +735,9 @@ async fn send_message_speaks_in_the_chat_before_the_answer_and_never_to_stranger
         .await
         .unwrap();
     assert_eq!(delivered, 1, "the message went through the outbox");
-    assert!(blocked.contains("deny") || blocked.contains("block"), "{blocked}");
+    assert!(
+        blocked.contains("deny") || blocked.contains("block"),
+        "{blocked}"
+    );
     harness.stop().await;
 }

@@ -148,6 +148,62 @@ pub enum ApprovalDeskMsg {
     BotOnline {
         agent: String,
     },
+    /// Revoke a scoped grant (audited); `false` when it was not live.
+    RevokeGrant {
+        id: i64,
+        by: String,
+        reply: RpcReplyPort<bool>,
+    },
+    /// Add a policy rule (audited); the id of the new rule.
+    AddRule {
+        rule: NewRule,
+        by: String,
+        reply: RpcReplyPort<i64>,
+    },
+    /// Disable a policy rule (audited); `false` when it was not active.
+    DisableRule {
+        id: i64,
+        by: String,
+        reply: RpcReplyPort<bool>,
+    },
+}
+
+/// A policy rule as an operator writes it. Rules only tighten: `deny` or `require_confirmation`
+/// (nothing can loosen an L3 block).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRule {
+    pub effect: RuleEffect,
+    /// A tool name, or a prefix ending in `*` (`github__*`); `None`: every tool.
+    pub tool: Option<String>,
+    pub agent: Option<String>,
+    /// A channel kind (`tg`, `local`, `sched`, `handoff`).
+    pub channel: Option<String>,
+    /// A substring of the action ("rm ", "/etc/").
+    pub pattern: Option<String>,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleEffect {
+    Deny,
+    RequireConfirmation,
+}
+
+impl RuleEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleEffect::Deny => "deny",
+            RuleEffect::RequireConfirmation => "require_confirmation",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RuleEffect> {
+        match text {
+            "deny" => Some(RuleEffect::Deny),
+            "require_confirmation" => Some(RuleEffect::RequireConfirmation),
+            _ => None,
+        }
+    }
 }
 
 /// Who may approve an agent's requests over Telegram.
@@ -278,6 +334,75 @@ impl Actor for ApprovalDesk {
                 if reposted > 0 {
                     tracing::info!(%agent, reposted, "pending approvals posted again after a restart");
                 }
+            }
+            ApprovalDeskMsg::RevokeGrant { id, by, reply } => {
+                let revoked = state
+                    .args
+                    .store
+                    .write(move |conn| {
+                        let revoked = queries::revoke_grant(conn, id, crate::clock::now_ms())?;
+                        if revoked {
+                            crate::audit::append(
+                                conn,
+                                &by,
+                                "grant.revoked",
+                                &format!("grant:{id}"),
+                                &json!({}),
+                            )?;
+                        }
+                        Ok(revoked)
+                    })
+                    .await?;
+                let _ = reply.send(revoked);
+            }
+            ApprovalDeskMsg::AddRule { rule, by, reply } => {
+                let id = state
+                    .args
+                    .store
+                    .write(move |conn| {
+                        let id = queries::add_rule(
+                            conn,
+                            rule.effect.as_str(),
+                            rule.tool.as_deref(),
+                            rule.agent.as_deref(),
+                            rule.channel.as_deref(),
+                            rule.pattern.as_deref(),
+                            &rule.description,
+                            &by,
+                            crate::clock::now_ms(),
+                        )?;
+                        crate::audit::append(
+                            conn,
+                            &by,
+                            "policy.rule_added",
+                            &format!("rule:{id}"),
+                            &json!({"effect": rule.effect.as_str(), "tool": rule.tool, "agent": rule.agent,
+                                    "channel": rule.channel, "pattern": rule.pattern, "description": rule.description}),
+                        )?;
+                        Ok(id)
+                    })
+                    .await?;
+                let _ = reply.send(id);
+            }
+            ApprovalDeskMsg::DisableRule { id, by, reply } => {
+                let disabled = state
+                    .args
+                    .store
+                    .write(move |conn| {
+                        let disabled = queries::disable_rule(conn, id, crate::clock::now_ms())?;
+                        if disabled {
+                            crate::audit::append(
+                                conn,
+                                &by,
+                                "policy.rule_disabled",
+                                &format!("rule:{id}"),
+                                &json!({}),
+                            )?;
+                        }
+                        Ok(disabled)
+                    })
+                    .await?;
+                let _ = reply.send(disabled);
             }
             ApprovalDeskMsg::ExpireDue => {
                 state.timer = None;

@@ -174,6 +174,15 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         StudioArgs {
             bind: config.studio_addr(),
             state: StudioState {
+                access: Arc::new(crate::studio::access::Access::new(
+                    context
+                        .loaded
+                        .secrets
+                        .get(&config.studio.token_env)
+                        .cloned(),
+                    config.studio_addr(),
+                    &config.studio.public_url,
+                )),
                 registry: context.registry.clone(),
                 store: context.store.clone(),
                 events: context.events.clone(),

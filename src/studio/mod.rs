@@ -5,6 +5,8 @@
 //!
 //! Architecture Invariant: only `studio` speaks JSON to browsers.
 
+pub mod access;
+pub mod approvals;
 pub mod gateway;
 
 use std::sync::Arc;
@@ -30,13 +32,33 @@ pub struct StudioState {
     /// Actor ids that must have started (or failed visibly) before `/readyz` says ready:
     /// every configured bot and MCP link.
     pub expect_ready: Arc<Vec<String>>,
+    /// Host names and the access token the API guard checks.
+    pub access: Arc<access::Access>,
 }
 
 pub fn router(state: StudioState) -> Router {
+    let api = Router::new()
+        .route("/v1/chat/completions", post(gateway::chat_completions))
+        .route("/api/v1/approvals", get(approvals::list_approvals))
+        .route("/api/v1/approvals/{id}/decision", post(approvals::decide))
+        .route("/api/v1/grants", get(approvals::list_grants))
+        .route("/api/v1/grants/{id}/revoke", post(approvals::revoke_grant))
+        .route(
+            "/api/v1/policy/rules",
+            get(approvals::list_rules).post(approvals::add_rule),
+        )
+        .route(
+            "/api/v1/policy/rules/{id}/disable",
+            post(approvals::disable_rule),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::guard,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/v1/chat/completions", post(gateway::chat_completions))
+        .merge(api)
         .with_state(state)
 }
 

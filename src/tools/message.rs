@@ -170,7 +170,8 @@ impl Tool for SendMessageTool {
             }
             let chat = self.destination(&args, ctx)?;
             let event = if chat.kind() == ChatKind::Telegram {
-                let (agent, key, body) = (ctx.agent.clone(), chat.as_str().to_string(), text.clone());
+                let (agent, key, body) =
+                    (ctx.agent.clone(), chat.as_str().to_string(), text.clone());
                 let id = ctx
                     .store
                     .write(move |conn| {
@@ -185,7 +186,9 @@ impl Tool for SendMessageTool {
                         )
                     })
                     .await
-                    .map_err(|error| ToolError::Failed(format!("could not queue the message: {error}")))?;
+                    .map_err(|error| {
+                        ToolError::Failed(format!("could not queue the message: {error}"))
+                    })?;
                 OutEvent::Final {
                     text,
                     outbox_id: Some(id),

@@ -1,0 +1,340 @@
+//! Studio's approvals, grants and policy-rules API against the real daemon over loopback HTTP:
+//! an approval requested by a run is decided from the inbox, a grant is listed and revoked, a
+//! stored rule tightens policy, and the guard refuses foreign hosts, cross-site mutations and
+//! missing tokens. Every change lands in the audit log.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clawvisor::domain::ChatKey;
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, wait_reply};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use serde_json::{Value, json};
+
+struct Studio {
+    harness: Harness,
+    _llm: ScriptedLlm,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Studio {
+    async fn start(config_extra: &str, env: BTreeMap<String, String>) -> Studio {
+        let script = Script::new()
+            .rule(Rule::text("Written.").when_after_tool_result("write_file"))
+            .rule(
+                Rule::tool_call(
+                    "write_file",
+                    r#"{"path": "note.txt", "content": "hi", "mode": "overwrite"}"#,
+                )
+                .when_last_user_contains("write"),
+            );
+        let llm = ScriptedLlm::start(script).await.expect("model");
+        let mut options = HarnessOptions::new(llm.base_url());
+        options.agents = vec![agent_toml(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+        )];
+        options.config_extra = config_extra.to_string();
+        options.env = env;
+        let harness = Harness::start(options).await.expect("daemon");
+        let addr = harness
+            .daemon()
+            .studio_addr(Duration::from_secs(10))
+            .await
+            .expect("studio bound");
+        Studio {
+            harness,
+            _llm: llm,
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn pending(&self) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, body) = self.get("/api/v1/approvals?status=pending").await;
+            assert_eq!(status, 200, "{body}");
+            let list = body["approvals"].as_array().cloned().unwrap_or_default();
+            if !list.is_empty() || tokio::time::Instant::now() > deadline {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The pending approvals right now (after a run finished, nothing can still appear).
+    async fn pending_now(&self) -> usize {
+        let (_, body) = self.get("/api/v1/approvals?status=pending").await;
+        body["approvals"].as_array().map_or(0, Vec::len)
+    }
+
+    async fn audit_actions(&self) -> Vec<String> {
+        self.harness
+            .store()
+            .read(|conn| {
+                let mut statement = conn.prepare("SELECT action FROM audit_log ORDER BY id")?;
+                let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked() {
+    let studio = Studio::start("", BTreeMap::new()).await;
+    let chat = ChatKey::studio("inbox");
+    let mut outputs = studio.harness.listen(&chat).await.unwrap();
+    studio.harness.send("ada", &chat, "write the note").unwrap();
+    let pending = studio.pending().await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let approval = &pending[0];
+    assert_eq!(approval["tool"], "write_file");
+    assert_eq!(approval["agent"], "ada");
+    let id = approval["id"].as_str().unwrap().to_string();
+
+    // Bad decisions are refused with a reason, and change nothing.
+    let (status, body) = studio
+        .post(
+            &format!("/api/v1/approvals/{id}/decision"),
+            json!({"decision": "maybe"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("approve")
+    );
+    let (status, _) = studio
+        .post(
+            "/api/v1/approvals/nosuchid/decision",
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    let (status, body) = studio
+        .post(
+            &format!("/api/v1/approvals/{id}/decision"),
+            json!({"decision": "approve", "grant_minutes": 30}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let reply = wait_reply(&mut outputs, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Written.");
+    // Deciding twice is a conflict, not a second approval.
+    let (status, _) = studio
+        .post(
+            &format!("/api/v1/approvals/{id}/decision"),
+            json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+
+    let (_, body) = studio.get("/api/v1/grants").await;
+    let grants = body["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 1, "{body}");
+    assert_eq!(grants[0]["tool"], "write_file");
+    assert_eq!(grants[0]["target"], "note.txt");
+    let grant = grants[0]["id"].as_i64().unwrap();
+
+    // Within the grant the same write runs without asking.
+    let reply = studio
+        .harness
+        .ask("ada", &chat, "write the note again")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Written.");
+    assert_eq!(studio.pending_now().await, 0);
+
+    let (status, _) = studio
+        .post(&format!("/api/v1/grants/{grant}/revoke"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = studio
+        .post(&format!("/api/v1/grants/{grant}/revoke"), json!({}))
+        .await;
+    assert_eq!(status, 404, "revoked once");
+    let (_, body) = studio.get("/api/v1/grants").await;
+    assert_eq!(body["grants"].as_array().unwrap().len(), 0);
+
+    // After the revocation the same write asks again.
+    studio
+        .harness
+        .send("ada", &chat, "write once more")
+        .unwrap();
+    assert_eq!(studio.pending().await.len(), 1, "asks again");
+
+    let actions = studio.audit_actions().await;
+    for expected in ["approval.decided", "grant.created", "grant.revoked"] {
+        assert!(
+            actions.iter().any(|a| a == expected),
+            "{expected} in {actions:?}"
+        );
+    }
+    studio.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
+    let studio = Studio::start("", BTreeMap::new()).await;
+    let (status, body) = studio
+        .post(
+            "/api/v1/policy/rules",
+            json!({"effect": "allow", "tool": "write_file"}),
+        )
+        .await;
+    assert_eq!(status, 400, "rules only tighten: {body}");
+    let (status, _) = studio
+        .post("/api/v1/policy/rules", json!({"effect": "deny"}))
+        .await;
+    assert_eq!(status, 400, "a rule on everything is refused");
+    let (status, body) = studio
+        .post(
+            "/api/v1/policy/rules",
+            json!({"effect": "deny", "tool": "write_file", "description": "no writes today"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let rule = body["id"].as_i64().unwrap();
+    let (_, body) = studio.get("/api/v1/policy/rules").await;
+    assert_eq!(body["rules"][0]["description"], "no writes today");
+
+    let chat = ChatKey::studio("rules");
+    let mut outputs = studio.harness.listen(&chat).await.unwrap();
+    studio.harness.send("ada", &chat, "write the note").unwrap();
+    // The model is told the call was denied and answers without the write (the scripted model
+    // has no rule for a denied result, so it says nothing more than the run's closing).
+    let _ = wait_reply(&mut outputs, Duration::from_secs(30)).await;
+    assert_eq!(studio.pending_now().await, 0, "denied without asking");
+    let workspace = studio
+        .harness
+        .dir
+        .path()
+        .join("data/workspaces/ada/note.txt");
+    assert!(!workspace.exists(), "the rule blocked the write");
+
+    let (status, _) = studio
+        .post(&format!("/api/v1/policy/rules/{rule}/disable"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = studio
+        .post(&format!("/api/v1/policy/rules/{rule}/disable"), json!({}))
+        .await;
+    assert_eq!(status, 404);
+    let actions = studio.audit_actions().await;
+    assert!(
+        actions.iter().any(|a| a == "policy.rule_added"),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| a == "policy.rule_disabled"),
+        "{actions:?}"
+    );
+    studio.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens() {
+    let studio = Studio::start("", BTreeMap::new()).await;
+    let response = studio
+        .http
+        .get(format!("{}/api/v1/approvals", studio.base))
+        .header("Host", "rebind.attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 421);
+    let response = studio
+        .http
+        .post(format!("{}/api/v1/policy/rules", studio.base))
+        .header("Origin", "https://attacker.example")
+        .json(&json!({"effect": "deny", "tool": "shell"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    let response = studio
+        .http
+        .post(format!("{}/api/v1/policy/rules", studio.base))
+        .header("Sec-Fetch-Site", "cross-site")
+        .json(&json!({"effect": "deny", "tool": "shell"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    // Same-origin requests from the console pass.
+    let response = studio
+        .http
+        .post(format!("{}/api/v1/policy/rules", studio.base))
+        .header("Origin", studio.base.clone())
+        .json(&json!({"effect": "deny", "tool": "shell"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    // Health probes need nothing.
+    let (status, _) = studio.get("/healthz").await;
+    assert_eq!(status, 200);
+    studio.harness.stop().await;
+
+    let token = "studio-token-for-the-test-0123456789";
+    let studio = Studio::start(
+        "",
+        BTreeMap::from([("CLAWVISOR_STUDIO_TOKEN".to_string(), token.to_string())]),
+    )
+    .await;
+    let (status, body) = studio.get("/api/v1/approvals").await;
+    assert_eq!(status, 401);
+    assert!(
+        !body.to_string().contains(token),
+        "the token is never echoed"
+    );
+    let response = studio
+        .http
+        .get(format!("{}/api/v1/approvals", studio.base))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    let response = studio
+        .http
+        .get(format!("{}/api/v1/approvals", studio.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    studio.harness.stop().await;
+}

@@ -364,3 +364,154 @@ async fn a_pending_approval_survives_a_kill_and_runs_once_when_approved() {
         .unwrap();
     assert_eq!(status, "consumed");
 }
+
+/// Kills the daemon at a spread of moments around an approval — before it is asked, while it is
+/// pending, right after the press, while the action runs, after it ran — and checks the property
+/// after each: the action's effect exists only with an approved (and consumed) request behind it,
+/// and it ran at most once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_every_kill_point_no_l2_action_runs_without_a_stored_approval() {
+    // Milliseconds after the button press (negative: before it, while pending or even earlier).
+    const KILL_POINTS_MS: &[i64] = &[-2_000, -1, 0, 5, 20, 60, 150, 400];
+    for (round, &kill_at) in KILL_POINTS_MS.iter().enumerate() {
+        let script = Script::new()
+            .rule(Rule::text("Saved.").when_after_tool_result("write_file"))
+            .rule(
+                Rule::tool_call(
+                    "write_file",
+                    r#"{"path": "ledger.txt", "content": "entry", "mode": "append"}"#,
+                )
+                .when_last_user_contains("record"),
+            );
+        let s = setup(
+            script,
+            &[42],
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+        )
+        .await;
+        let ledger = s.dir.path().join("data/workspaces/ada/ledger.txt");
+        let daemon = s.start();
+        s.fake.push_message(s.bot, 42, 42, "record the entry");
+        if kill_at == -2_000 {
+            // Killed before the request is even shown (the run may not have asked yet).
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            daemon.kill();
+        } else {
+            let asked = s
+                .fake
+                .wait_for_sent(
+                    s.bot,
+                    |m| m.callback_data().iter().any(|d| d.starts_with("ap:")),
+                    Duration::from_secs(30),
+                )
+                .await
+                .expect("buttons posted");
+            if kill_at < 0 {
+                daemon.kill();
+            } else {
+                let data = asked
+                    .callback_data()
+                    .into_iter()
+                    .find(|d| d.starts_with("ap:"))
+                    .unwrap()
+                    .to_string();
+                s.fake.push_callback(s.bot, 42, 42, asked.message_id, &data);
+                tokio::time::sleep(Duration::from_millis(kill_at as u64)).await;
+                daemon.kill();
+            }
+        }
+        // The property holds at the moment of the kill.
+        check_no_unapproved_effect(&s, &ledger, round);
+
+        // After the restart the request is either done or asked again; approving finishes it.
+        let daemon = s.start();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+        let mut pressed = std::collections::HashSet::new();
+        loop {
+            if s.fake
+                .sent(s.bot)
+                .iter()
+                .any(|m| m.visible_text.contains("Saved."))
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round} (kill at {kill_at} ms): the action neither finished nor was asked again; sent: {:?}",
+                s.fake
+                    .sent(s.bot)
+                    .iter()
+                    .map(|m| m.visible_text.clone())
+                    .collect::<Vec<_>>()
+            );
+            for message in s.fake.sent(s.bot) {
+                for data in message.callback_data() {
+                    if data.starts_with("ap:") && pressed.insert(message.message_id) {
+                        s.fake
+                            .push_callback(s.bot, 42, 42, message.message_id, data);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        daemon.terminate(Duration::from_secs(30)).unwrap();
+        check_no_unapproved_effect(&s, &ledger, round);
+        let written = std::fs::read_to_string(&ledger).unwrap_or_default();
+        assert!(
+            written.matches("entry").count() <= 1,
+            "round {round} (kill at {kill_at} ms): the action ran more than once: {written:?}"
+        );
+    }
+}
+
+/// The effect on disk exists only if an approver's decision is stored for it, and every executed
+/// call in the audit log has an approval that was approved and then consumed.
+fn check_no_unapproved_effect(s: &Setup, ledger: &std::path::Path, round: usize) {
+    let conn = s.db();
+    let approved: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM approvals WHERE status IN ('approved', 'consumed') AND decided_by IS NOT NULL AND decided_ms IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    if ledger.exists() {
+        assert!(
+            approved >= 1,
+            "round {round}: the file was written without a stored approval"
+        );
+        let consumed: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM approvals WHERE status = 'consumed'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            consumed >= 1,
+            "round {round}: an action ran from an approval not marked consumed"
+        );
+    }
+    let mut statement = conn
+        .prepare("SELECT details FROM audit_log WHERE action = 'tool.executed'")
+        .unwrap();
+    let executed: Vec<String> = statement
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for detail in executed {
+        let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+        let id = detail["approval"].as_str().unwrap_or_default().to_string();
+        let status: Option<String> = conn
+            .query_row("SELECT status FROM approvals WHERE id = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .ok();
+        assert_eq!(
+            status.as_deref(),
+            Some("consumed"),
+            "round {round}: executed call {detail} has no consumed approval"
+        );
+    }
+}

@@ -41,6 +41,17 @@ async fn world(
     telegram: &str,
     before_start: impl FnOnce(&FakeTelegram, &[Bot]),
 ) -> World {
+    world_with(names, "", script, telegram, before_start).await
+}
+
+/// Like [`world`], with `agent_extra` in every agent's file.
+async fn world_with(
+    names: &[&'static str],
+    agent_extra: &str,
+    script: Script,
+    telegram: &str,
+    before_start: impl FnOnce(&FakeTelegram, &[Bot]),
+) -> World {
     let fake = FakeTelegram::start().await;
     let llm = ScriptedLlm::start(script)
         .await
@@ -56,7 +67,7 @@ async fn world(
         env.insert(variable.clone(), token.clone());
         options.agents.push(agent_toml(
             name,
-            &format!("[telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\nallow_users = [{USER}]\n", fake.base_url()),
+            &format!("{agent_extra}\n[telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\nallow_users = [{USER}]\n", fake.base_url()),
         ));
         bots.push(Bot { name, token, id });
     }
@@ -740,4 +751,62 @@ async fn send_message_speaks_in_the_chat_before_the_answer_and_never_to_stranger
         "{blocked}"
     );
     harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vision_agent_sees_the_photo_itself() {
+    let w = world_with(
+        &["alpha"],
+        "vision = true",
+        Script::new().rule(Rule::text("a fine picture")),
+        "poll_timeout = \"2s\"",
+        |_, _| {},
+    )
+    .await;
+    let bot = w.bot("alpha");
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+    w.fake
+        .push_photo(bot, USER, USER, bytes.clone(), Some("what is this?"));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("a fine picture"),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("answered");
+    let request = &w.llm.requests()[0];
+    let last_user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let parts = last_user["content"]
+        .as_array()
+        .expect("text and image parts");
+    assert!(
+        parts.iter().any(|p| p["type"] == "text"
+            && p["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("what is this?")),
+        "{last_user}"
+    );
+    let url = parts
+        .iter()
+        .find(|p| p["type"] == "image_url")
+        .and_then(|p| p["image_url"]["url"].as_str())
+        .expect("an image part");
+    let encoded = url
+        .strip_prefix("data:image/jpeg;base64,")
+        .expect("a data URL");
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap();
+    assert_eq!(decoded, bytes, "the model got the photo's bytes");
+    w.harness.stop().await;
 }

@@ -334,10 +334,13 @@ async fn store_inbound(
         inbound.text.clone(),
         inbound.sender.name.clone(),
     );
-    let attachments: Vec<String> = inbound
+    let attachments: Vec<serde_json::Value> = inbound
         .attachments
         .iter()
-        .map(|a| a.path.display().to_string())
+        .map(|a| {
+            json!({"path": a.path.display().to_string(), "mime": a.mime,
+                   "kind": a.kind.as_str(), "bytes": a.bytes})
+        })
         .collect();
     let data = (!attachments.is_empty()).then(|| json!({"attachments": attachments}).to_string());
     let now = crate::clock::now_ms();

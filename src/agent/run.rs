@@ -429,17 +429,22 @@ pub async fn load_conversation(
 ) -> Result<(Option<String>, Vec<ChatMessage>), StoreError> {
     let session_id = ctx.session_id;
     let limit = ctx.runtime.limits.history_events * 2;
-    let (recap, events) = ctx
+    let workspace = ctx
         .runtime
+        .spec
+        .vision
+        .then(|| ctx.runtime.workspace.clone());
+    ctx.runtime
         .store
         .read(move |conn| {
             let session = sessions::get(conn, session_id)?
                 .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
             let events = sessions::events_after(conn, session_id, session.recap_upto, limit)?;
-            Ok((session.recap, events))
+            // On the blocking pool already: images are read from the workspace here.
+            let messages = transcript::to_messages_with_images(&events, workspace.as_deref());
+            Ok((session.recap, messages))
         })
-        .await?;
-    Ok((recap, transcript::to_messages(&events)))
+        .await
 }
 
 /// After a restart: calls this run asked for whose results were never recorded get a result that

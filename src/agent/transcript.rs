@@ -4,9 +4,11 @@
 //! passed as instructions (DESIGN.md, "Policy and risk"). A transcript interrupted between a tool
 //! call and its result is repaired: every call gets a result, so providers never reject the history.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
-use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::llm::{ChatMessage, ImageInput, Role, ToolCall};
 use crate::store::sessions::{EventKindRow, EventRow};
 
 /// `data` of an assistant event that called tools.
@@ -56,13 +58,43 @@ pub fn wrap_tool_output(tool: &str, output: &str, is_error: bool) -> String {
 
 /// The messages of a transcript's events (its recap goes into the prompt as a layer of its own).
 pub fn to_messages(events: &[EventRow]) -> Vec<ChatMessage> {
+    to_messages_with_images(events, None)
+}
+
+/// Images given to the model: those of the last few user messages that carry any.
+const IMAGE_MESSAGES: usize = 2;
+/// Images larger than this stay in the workspace only.
+const IMAGE_MAX_BYTES: u64 = 5 * 1024 * 1024;
+
+/// Like [`to_messages`]; with a workspace, the images attached to the latest user messages are
+/// read from it and given to the model (blocking file reads: call it off the async threads).
+pub fn to_messages_with_images(events: &[EventRow], workspace: Option<&Path>) -> Vec<ChatMessage> {
+    let with_images: Vec<i64> = match workspace {
+        Some(_) => events
+            .iter()
+            .rev()
+            .filter(|event| {
+                event.kind == EventKindRow::User && !image_attachments(event).is_empty()
+            })
+            .take(IMAGE_MESSAGES)
+            .map(|event| event.id)
+            .collect(),
+        None => Vec::new(),
+    };
     let mut messages = Vec::with_capacity(events.len());
     let mut open_calls: Vec<ToolCall> = Vec::new();
     for event in events {
         match event.kind {
             EventKindRow::User => {
                 close_open_calls(&mut messages, &mut open_calls);
-                messages.push(ChatMessage::user(event.content.clone()));
+                let mut message = ChatMessage::user(event.content.clone());
+                if let Some(workspace) = workspace.filter(|_| with_images.contains(&event.id)) {
+                    message.images = image_attachments(event)
+                        .into_iter()
+                        .filter_map(|(path, mime)| load_image(workspace, &path, &mime))
+                        .collect();
+                }
+                messages.push(message);
             }
             EventKindRow::Assistant => {
                 close_open_calls(&mut messages, &mut open_calls);
@@ -100,6 +132,55 @@ pub fn to_messages(events: &[EventRow]) -> Vec<ChatMessage> {
     }
     close_open_calls(&mut messages, &mut open_calls);
     messages
+}
+
+/// `(path, mime)` of the image attachments a user event carries.
+fn image_attachments(event: &EventRow) -> Vec<(String, String)> {
+    let Some(data) = event
+        .data
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    else {
+        return Vec::new();
+    };
+    data["attachments"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter(|item| item["kind"] == "image")
+                .filter_map(|item| {
+                    Some((
+                        item["path"].as_str()?.to_string(),
+                        item["mime"].as_str().unwrap_or("image/jpeg").to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads one image from the workspace; a missing, oversized or escaping file is left out (the
+/// message's text still names it).
+fn load_image(workspace: &Path, relative: &str, mime: &str) -> Option<ImageInput> {
+    use base64::Engine as _;
+    let relative = Path::new(relative);
+    if relative.is_absolute()
+        || relative
+            .components()
+            .any(|part| matches!(part, std::path::Component::ParentDir))
+    {
+        return None;
+    }
+    let path = workspace.join(relative);
+    let metadata = std::fs::symlink_metadata(&path).ok()?;
+    if !metadata.is_file() || metadata.len() > IMAGE_MAX_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(&path).ok()?;
+    Some(ImageInput {
+        mime: mime.to_string(),
+        base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+    })
 }
 
 fn close_open_calls(messages: &mut Vec<ChatMessage>, open_calls: &mut Vec<ToolCall>) {

@@ -127,6 +127,9 @@ pub struct AgentSpec {
     /// Shell commands are allowed for this agent (still classified and gated).
     #[serde(default)]
     pub allow_shell: bool,
+    /// The model reads images: photos a user sends are given to it (not only saved).
+    #[serde(default)]
+    pub vision: bool,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,

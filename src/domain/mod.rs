@@ -129,6 +129,16 @@ pub enum AttachmentKind {
     Document,
 }
 
+impl AttachmentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachmentKind::Image => "image",
+            AttachmentKind::Audio => "audio",
+            AttachmentKind::Document => "document",
+        }
+    }
+}
+
 /// Where an inbound message came from, so that its durable record can be marked processed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InboundSource {

@@ -46,8 +46,7 @@ impl Access {
 
     fn host_allowed(&self, host: &str) -> bool {
         let name = host_name(host);
-        matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1")
-            || self.hosts.contains(&name)
+        matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") || self.hosts.contains(&name)
     }
 
     fn token_ok(&self, headers: &HeaderMap) -> bool {

@@ -457,3 +457,63 @@ fn tampering_with_the_audit_log_is_detected_and_the_row_named() {
     assert!(valid.status.success(), "{valid:?}");
     assert!(String::from_utf8_lossy(&valid.stdout).contains("valid: 10 entries"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_commands_decide_and_report_status() {
+    let w = world("5m", false).await;
+    // /deny <id>, typed by the approver, denies: nothing is written and the model is told.
+    w.fake.push_message(w.bot, OWNER, OWNER, "write the notes");
+    let first = w.approval_message(0).await;
+    let id = World::id_of(&first);
+    w.fake
+        .push_message(w.bot, OWNER, STRANGER, &format!("/approve {id}"));
+    w.fake
+        .push_message(w.bot, OWNER, OWNER, &format!("/deny {id}"));
+    w.reply("The file tool answered.").await;
+    assert_eq!(w.notes(), None, "denied by text: nothing written");
+    assert_eq!(
+        w.count("SELECT COUNT(*) FROM approvals WHERE status = 'denied' AND decided_by LIKE 'telegram:42%'")
+            .await,
+        1,
+        "the approver's /deny decided it, the stranger's /approve did not"
+    );
+    // /approve <id> approves.
+    w.fake.push_message(w.bot, OWNER, OWNER, "write them again");
+    let second = w.approval_message(first.message_id as usize).await;
+    let id = World::id_of(&second);
+    w.fake
+        .push_message(w.bot, OWNER, OWNER, &format!("/approve {id}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while w.notes().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "approved by text");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(w.notes().as_deref(), Some("hello"));
+    // An unknown id is answered plainly.
+    w.fake
+        .push_message(w.bot, OWNER, OWNER, "/approve zzzzzzzz");
+    w.reply("expired or does not exist").await;
+    // /status says what the session is doing; /new starts a fresh one.
+    w.fake.push_message(w.bot, OWNER, OWNER, "/status");
+    let status = w
+        .fake
+        .wait_for_sent(
+            w.bot,
+            |m| m.chat_id == OWNER && m.visible_text.to_lowercase().contains("ada"),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert!(status.is_some(), "/status answers");
+    let sessions_before = w.count("SELECT COUNT(*) FROM sessions").await;
+    w.fake.push_message(w.bot, OWNER, OWNER, "/new");
+    w.fake.push_message(w.bot, OWNER, OWNER, "hello after new");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while w.count("SELECT COUNT(*) FROM sessions").await <= sessions_before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/new starts a fresh session"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    w.harness.stop().await;
+}

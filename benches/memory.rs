@@ -359,6 +359,7 @@ fn memory(c: &mut Criterion) {
         "    recall@10 = {tombstone_recall:.3} (target ≥ 0.95); p99 {p99:.2?} (target < 10 ms)"
     );
     drop(reloaded);
+    hybrid_queries(&index, &queries, points, &mut rng);
     drop(index);
 
     if uniform_points == 0 {
@@ -395,6 +396,74 @@ fn memory(c: &mut Criterion) {
         Some(ef_search) => println!("uniform: ef_search {ef_search} meets both targets"),
         None => println!("uniform: no ef_search of the sweep meets both targets (worst case)"),
     }
+}
+
+/// The whole hybrid query as the memory actor runs it: FTS5 (BM25) over 100,000 rows in SQLite,
+/// the vector search, reciprocal rank fusion, and loading the top 10 rows.
+fn hybrid_queries(index: &VectorIndex, queries: &[Vec<f32>], points: usize, rng: &mut StdRng) {
+    use clawvisor::memory::scoring;
+    use clawvisor::store::memory::{self as queries_db, Scope};
+    const VOCABULARY: usize = 5_000;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut conn = rusqlite::Connection::open(dir.path().join("memory.db")).expect("sqlite");
+    conn.execute_batch(include_str!("../migrations/0006_memory.sql"))
+        .expect("the memory schema");
+    let started = Instant::now();
+    let transaction = conn.transaction().expect("a transaction");
+    {
+        let mut insert = transaction
+            .prepare(
+                "INSERT INTO memory_facts (id, owner, class, sensitivity, source, text, created_ms, updated_ms)
+                 VALUES (?1, ?2, 'durable', 'normal', 'imported', ?3, 0, 0)",
+            )
+            .expect("insert statement");
+        for id in 0..points {
+            let text: Vec<String> = (0..8)
+                .map(|_| format!("w{}", rng.random_range(0..VOCABULARY)))
+                .collect();
+            insert
+                .execute(rusqlite::params![id as i64, owner_of(id), text.join(" ")])
+                .expect("insert");
+        }
+    }
+    transaction.commit().expect("commit");
+    let insert_time = started.elapsed();
+    println!(
+        "hybrid: {points} rows with their FTS5 index written in {insert_time:.2?} ({:.0} rows/s)",
+        points as f64 / insert_time.as_secs_f64()
+    );
+    let scope = Scope {
+        owners: OWNERS.iter().map(|owner| owner.to_string()).collect(),
+        chat: None,
+    };
+    let everyone = OwnerFilter::any();
+    let mut samples = Vec::with_capacity(queries.len());
+    for vector in queries {
+        let text = format!(
+            "w{} w{}",
+            rng.random_range(0..VOCABULARY),
+            rng.random_range(0..VOCABULARY)
+        );
+        let started = Instant::now();
+        let full_text =
+            queries_db::search_text(&conn, &scope, &text, 30).expect("full-text search");
+        let vector_ids: Vec<i64> = index
+            .search(vector, 30, &everyone)
+            .expect("vector search")
+            .iter()
+            .map(|hit| hit.id)
+            .collect();
+        let fused = scoring::hybrid(&full_text, &vector_ids);
+        let top: Vec<i64> = fused.iter().take(K).map(|hit| hit.id).collect();
+        let rows = queries_db::by_ids(&conn, &top).expect("rows");
+        black_box(rows);
+        samples.push(started.elapsed());
+    }
+    let (_, p99) = support::report(
+        "hybrid: top-10 query (FTS5 + vectors + fusion + rows)",
+        &mut samples,
+    );
+    println!("    p99 {p99:.2?} (target < 10 ms)");
 }
 
 criterion_group! {

@@ -234,9 +234,15 @@ fn agent_plans(
                     tools.push(Arc::new(SendMessageTool::new(spec.telegram_people())));
                     continue;
                 }
+                if name == "spawn_subagent" {
+                    tools.push(Arc::new(crate::tools::handoff::SpawnSubagentTool::new()));
+                    continue;
+                }
                 match builtin.iter().find(|tool| tool.name() == name) {
                     Some(tool) => tools.push(tool.clone()),
-                    None if name.starts_with("mcp:") || name.contains("__") => {}
+                    None if name.starts_with("mcp:")
+                        || name.contains("__")
+                        || crate::tools::schedule::TOOL_NAMES.contains(&name.as_str()) => {}
                     None => tracing::warn!(agent = %spec.name, tool = %name, "unknown tool in the agent file; ignored"),
                 }
             }

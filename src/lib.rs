@@ -16,6 +16,7 @@ pub mod eval;
 pub mod events;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod registry;

@@ -16,6 +16,7 @@ pub mod names {
     pub const STORE: &str = "store";
     pub const EVENTS: &str = "events";
     pub const APPROVALS: &str = "approvals";
+    pub const MEMORY: &str = "memory";
     pub const SCHEDULER: &str = "scheduler";
     pub const MCP: &str = "mcp";
     pub const AGENTS: &str = "agents";

@@ -271,6 +271,30 @@ async fn long_conversations_are_compacted_into_a_recap() {
     assert!(!contents.iter().any(|c| c.starts_with("turn 0:")));
     let run_id = last.unwrap().run_id.unwrap();
     assert_eq!(run(&harness, run_id).await.status, RunStatus::Succeeded);
+    // The recap is also a memory of this conversation only.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let recaps = loop {
+        let recaps: Vec<(String, String)> = harness
+            .store()
+            .read(|conn| {
+                let mut statement = conn
+                    .prepare("SELECT chat, text FROM memory_facts WHERE class = 'session_recap'")?;
+                let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .unwrap();
+        if !recaps.is_empty() || tokio::time::Instant::now() > deadline {
+            break recaps;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        recaps
+            .iter()
+            .any(|(chat, text)| chat.starts_with("cli:") && text.contains("RECAP")),
+        "{recaps:?}"
+    );
     harness.stop().await;
 }
 

@@ -150,4 +150,8 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
         "tokens never printed: {stdout}"
     );
     assert!(!output.status.success(), "a failing check fails doctor");
+    assert!(
+        stdout.contains("full-text search only"),
+        "doctor says plainly that memory has no embeddings: {stdout}"
+    );
 }

@@ -267,42 +267,37 @@ async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens() {
     let studio = Studio::start("", BTreeMap::new()).await;
-    let response = studio
-        .http
-        .get(format!("{}/api/v1/approvals", studio.base))
-        .header("Host", "rebind.attacker.example")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 421);
-    let response = studio
-        .http
-        .post(format!("{}/api/v1/policy/rules", studio.base))
-        .header("Origin", "https://attacker.example")
-        .json(&json!({"effect": "deny", "tool": "shell"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 403);
-    let response = studio
-        .http
-        .post(format!("{}/api/v1/policy/rules", studio.base))
-        .header("Sec-Fetch-Site", "cross-site")
-        .json(&json!({"effect": "deny", "tool": "shell"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 403);
+    let get_with = |header: &'static str, value: String| {
+        studio
+            .http
+            .get(format!("{}/api/v1/approvals", studio.base))
+            .header(header, value)
+            .send()
+    };
+    let post_with = |header: &'static str, value: String| {
+        studio
+            .http
+            .post(format!("{}/api/v1/policy/rules", studio.base))
+            .header(header, value)
+            .json(&json!({"effect": "deny", "tool": "shell"}))
+            .send()
+    };
+    let status =
+        |response: Result<reqwest::Response, reqwest::Error>| response.unwrap().status().as_u16();
+    assert_eq!(
+        status(get_with("Host", "rebind.attacker.example".into()).await),
+        421
+    );
+    assert_eq!(
+        status(post_with("Origin", "https://attacker.example".into()).await),
+        403
+    );
+    assert_eq!(
+        status(post_with("Sec-Fetch-Site", "cross-site".into()).await),
+        403
+    );
     // Same-origin requests from the console pass.
-    let response = studio
-        .http
-        .post(format!("{}/api/v1/policy/rules", studio.base))
-        .header("Origin", studio.base.clone())
-        .json(&json!({"effect": "deny", "tool": "shell"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
+    assert_eq!(status(post_with("Origin", studio.base.clone()).await), 201);
     // Health probes need nothing.
     let (status, _) = studio.get("/healthz").await;
     assert_eq!(status, 200);
@@ -320,21 +315,15 @@ async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens
         !body.to_string().contains(token),
         "the token is never echoed"
     );
-    let response = studio
-        .http
-        .get(format!("{}/api/v1/approvals", studio.base))
-        .bearer_auth("wrong")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 401);
-    let response = studio
-        .http
-        .get(format!("{}/api/v1/approvals", studio.base))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    for (token, expected) in [("wrong", 401), (token, 200)] {
+        let response = studio
+            .http
+            .get(format!("{}/api/v1/approvals", studio.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), expected, "{token}");
+    }
     studio.harness.stop().await;
 }

@@ -592,18 +592,8 @@ async fn photos_are_downloaded_into_the_workspace_and_given_to_the_run() {
         |_, _| {},
     )
     .await;
-    let bot = w.bot("alpha");
     let bytes: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8).collect();
-    w.fake
-        .push_photo(bot, USER, USER, bytes.clone(), Some("look at this"));
-    w.fake
-        .wait_for_sent(
-            bot,
-            |m| m.visible_text.contains("nice picture"),
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("answered");
+    let last_user = send_photo(&w, bytes.clone(), "look at this", "nice picture").await;
     let inbox = w.harness.dir.path().join("data/workspaces/alpha/inbox");
     let files: Vec<_> = std::fs::read_dir(&inbox)
         .unwrap()
@@ -611,17 +601,7 @@ async fn photos_are_downloaded_into_the_workspace_and_given_to_the_run() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(std::fs::read(&files[0]).unwrap(), bytes);
-    let request = &w.llm.requests()[0];
-    let last_user = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let last_user = last_user["content"].as_str().unwrap().to_string();
     assert!(
         last_user.contains("look at this") && last_user.contains("saved to inbox/"),
         "{last_user}"
@@ -763,27 +743,8 @@ async fn a_vision_agent_sees_the_photo_itself() {
         |_, _| {},
     )
     .await;
-    let bot = w.bot("alpha");
     let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
-    w.fake
-        .push_photo(bot, USER, USER, bytes.clone(), Some("what is this?"));
-    w.fake
-        .wait_for_sent(
-            bot,
-            |m| m.visible_text.contains("a fine picture"),
-            Duration::from_secs(30),
-        )
-        .await
-        .expect("answered");
-    let request = &w.llm.requests()[0];
-    let last_user = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .clone();
+    let last_user = send_photo(&w, bytes.clone(), "what is this?", "a fine picture").await;
     let parts = last_user["content"]
         .as_array()
         .expect("text and image parts");
@@ -809,4 +770,28 @@ async fn a_vision_agent_sees_the_photo_itself() {
         .unwrap();
     assert_eq!(decoded, bytes, "the model got the photo's bytes");
     w.harness.stop().await;
+}
+
+/// Sends a photo with a caption to alpha's bot, waits for `answer`, and returns the last user
+/// message of the first request the model got.
+async fn send_photo(w: &World, bytes: Vec<u8>, caption: &str, answer: &str) -> serde_json::Value {
+    let bot = w.bot("alpha");
+    w.fake.push_photo(bot, USER, USER, bytes, Some(caption));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains(answer),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("answered");
+    let request = &w.llm.requests()[0];
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone()
 }

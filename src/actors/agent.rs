@@ -29,6 +29,9 @@ use crate::tools::Tool;
 pub enum AgentMsg {
     Inbound(Inbound),
     Command(ChatKey, SessionCommand),
+    /// Something was stored in this chat's transcript for the agent (a handoff's outcome): the
+    /// session starts a run for it.
+    Wake(ChatKey),
     Child(ChildCmd),
     /// A session has nothing to do; `handled` is how many messages it handled.
     SessionIdle {
@@ -189,6 +192,14 @@ impl Actor for AgentActor {
                 }
                 if let Some(session) = session_ref(state, &chat) {
                     session.cast(SessionMsg::Command(command))?;
+                }
+            }
+            AgentMsg::Wake(chat) => {
+                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
+                    return Err(reason.into());
+                }
+                if let Some(session) = session_ref(state, &chat) {
+                    session.cast(SessionMsg::Wake)?;
                 }
             }
             AgentMsg::Child(cmd) => {

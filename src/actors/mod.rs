@@ -9,9 +9,13 @@
 pub mod agent;
 pub mod agent_supervisor;
 pub mod approval_desk;
+pub mod contract;
 pub mod events;
 pub mod handoff_supervisor;
 pub mod local_channel;
+pub mod mcp_link;
+pub mod mcp_supervisor;
+pub mod memory;
 pub mod root;
 pub mod run;
 pub mod scheduler;

@@ -1,7 +1,7 @@
 //! Root: the top of the supervision tree, a one-for-one [`Supervisor`] over the daemon's services.
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
-//! Store, Events, ApprovalDesk, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
+//! Store, Events, ApprovalDesk, Memory, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
 //! HandoffSupervisor, ChannelSupervisor, Studio.
 //!
 //! Restart policy of the root itself: none. When a child exhausts its budget the root fails, the
@@ -16,7 +16,10 @@ use tokio::sync::watch;
 use super::agent_supervisor::{AgentPlan, AgentSupervisor, AgentSupervisorArgs};
 use super::approval_desk::{AgentApprovers, ApprovalDesk, ApprovalDeskArgs};
 use super::events::{EventsActor, EventsArgs};
+use super::handoff_supervisor::{HandoffArgs, HandoffSupervisor};
 use super::local_channel::{LocalChannel, LocalChannelArgs};
+use super::memory::{MemoryActor, MemoryArgs};
+use super::scheduler::{Scheduler, SchedulerArgs, SchedulerClock};
 use super::store::{StoreActor, StoreArgs};
 use super::studio::{StudioActor, StudioArgs};
 use super::supervise::{ChildSpec, RestartPolicy};
@@ -102,6 +105,70 @@ fn empty_supervisor(context: &RootContext, local_name: &'static str) -> ChildSpe
     )
 }
 
+/// The memory actor's slice of the config: its embeddings provider (if any) and the hierarchy.
+pub fn memory_args(context: &RootContext) -> MemoryArgs {
+    let config = &context.loaded.config;
+    let (embeddings, full_text_reason) =
+        crate::memory::embeddings_config(config, &context.loaded.secrets);
+    MemoryArgs {
+        store: context.store.clone(),
+        dir: config.data_dir.join("memory"),
+        embeddings,
+        full_text_reason,
+        surprise_threshold: config.memory.surprise_threshold,
+        hierarchy: context
+            .loaded
+            .agents
+            .iter()
+            .map(|agent| (agent.name.clone(), agent.reports_to.clone()))
+            .collect(),
+    }
+}
+
+/// The scheduler with its slice of the config, or an empty placeholder when this start runs no
+/// scheduler (`chat` and `eval` beside a running daemon must never fire a job twice).
+fn scheduler_spec(context: &RootContext) -> ChildSpec {
+    if !context.options.scheduler {
+        return empty_supervisor(context, names::SCHEDULER);
+    }
+    actor_spec(
+        &context.registry,
+        names::SCHEDULER,
+        context.loaded.config.supervision.policy(),
+        || Scheduler,
+        SchedulerArgs {
+            store: context.store.clone(),
+            registry: context.registry.clone(),
+            events: context.events.clone(),
+            config: context.loaded.config.scheduler.clone(),
+            agents: context.loaded.agents.clone(),
+            clock: SchedulerClock::Wall,
+        },
+    )
+}
+
+/// The MCP supervisor with its slice of the config: one link per enabled `[[mcp.servers]]` entry.
+fn mcp_supervisor(context: &RootContext) -> ChildSpec {
+    let config = &context.loaded.config;
+    actor_spec(
+        &context.registry,
+        names::MCP,
+        config.supervision.policy(),
+        || super::mcp_supervisor::McpSupervisor,
+        super::mcp_supervisor::McpSupervisorArgs {
+            config: config.mcp.clone(),
+            agents: context.loaded.agents.clone(),
+            secrets: Arc::new(context.loaded.secrets.clone()),
+            registry: context.registry.clone(),
+            store: context.store.clone(),
+            events: context.events.clone(),
+            policy: config.supervision.policy(),
+            reap: context.options.scheduler,
+        },
+    )
+    .shutdown(Duration::from_secs(10))
+}
+
 /// The root's children, in start order.
 pub fn children(context: &RootContext) -> Vec<ChildSpec> {
     let config = &context.loaded.config;
@@ -137,8 +204,15 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
             || ApprovalDesk,
             approval_args(context),
         ),
-        empty_supervisor(context, names::SCHEDULER),
-        empty_supervisor(context, names::MCP),
+        actor_spec(
+            registry,
+            names::MEMORY,
+            policy.clone(),
+            || MemoryActor,
+            memory_args(context),
+        ),
+        scheduler_spec(context),
+        mcp_supervisor(context),
         actor_spec(
             registry,
             names::LOCAL_CHANNEL,
@@ -160,7 +234,24 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
             },
         )
         .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5)),
-        empty_supervisor(context, names::HANDOFFS),
+        actor_spec(
+            registry,
+            names::HANDOFFS,
+            policy.clone(),
+            || HandoffSupervisor,
+            HandoffArgs {
+                store: context.store.clone(),
+                registry: context.registry.clone(),
+                events: context.events.clone(),
+                policy: policy.clone(),
+                delegates: context
+                    .loaded
+                    .agents
+                    .iter()
+                    .map(|agent| (agent.name.clone(), agent.delegates(&context.loaded.agents)))
+                    .collect(),
+            },
+        ),
         channel_supervisor(context),
     ];
     if !context.options.studio {

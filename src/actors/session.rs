@@ -42,6 +42,8 @@ pub enum SessionMsg {
     Settings(AgentSettings),
     RunFinished(RunReport),
     IdleCheck,
+    /// Pending messages were stored by someone else (a handoff's outcome): run for them.
+    Wake,
 }
 
 #[derive(Clone)]
@@ -162,6 +164,11 @@ impl Actor for Session {
                 } else {
                     store_inbound(state, &inbound).await?;
                 }
+                advance(&myself, state).await?;
+            }
+            SessionMsg::Wake => {
+                cancel_idle(state);
+                state.has_pending = true;
                 advance(&myself, state).await?;
             }
             SessionMsg::Command(SessionCommand::Stop) => {

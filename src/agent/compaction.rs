@@ -119,5 +119,41 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
             runs::record_cost(conn, now, &agent, &provider, &model, Some(run_id), usage.input_tokens, usage.output_tokens, cost)
         })
         .await?;
+    remember_recap(ctx, &summary);
     Ok(Some(summary))
+}
+
+/// The recap becomes a memory of this conversation (class `session_recap`: recalled only in this
+/// chat), so that what was summarised away stays searchable. Best effort: memory may be off.
+fn remember_recap(ctx: &RunCtx, summary: &str) {
+    use crate::actors::memory::{MemoryMsg, SaveRequest};
+    let Some(memory) = ctx
+        .runtime
+        .registry
+        .lookup::<MemoryMsg>(crate::registry::names::MEMORY)
+    else {
+        return;
+    };
+    let text: String = summary
+        .chars()
+        .take(crate::actors::memory::MAX_TEXT_CHARS)
+        .collect();
+    let request = SaveRequest {
+        owner: ctx.agent().to_string(),
+        class: "session_recap".into(),
+        sensitivity: "normal".into(),
+        source: "recap".into(),
+        chat: Some(ctx.chat.as_str().to_string()),
+        text,
+        run_id: Some(ctx.run_id),
+        message_id: None,
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if memory.cast(MemoryMsg::Save(request, reply.into())).is_ok() {
+        tokio::spawn(async move {
+            if let Ok(Err(error)) = answer.await {
+                tracing::debug!(%error, "the recap was not saved to memory");
+            }
+        });
+    }
 }

@@ -40,6 +40,8 @@ pub struct RuntimeLimits {
     pub session_idle: Duration,
     /// Transcript events kept in memory and in prompts before older ones are compacted into a recap.
     pub history_events: u32,
+    /// Memories put into the prompt for each message (0: no memory layer).
+    pub recall_limit: usize,
 }
 
 impl Default for RuntimeLimits {
@@ -50,6 +52,7 @@ impl Default for RuntimeLimits {
             tool_output_max_chars: 16_000,
             session_idle: Duration::from_secs(600),
             history_events: 200,
+            recall_limit: 6,
         }
     }
 }

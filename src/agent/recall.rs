@@ -1,13 +1,51 @@
 //! The prompt's memory layer: what the agent should remember for the current message.
 //!
-//! This is the seam where the memory service answers (facts and memories of this agent, its
-//! direct reports and the platform, ranked for the query and cut to the layer's budget). While no
-//! memory service runs, the layer is absent and the prompt says nothing about memory.
+//! The memory actor answers (this agent's memories, its direct reports' and the platform's,
+//! ranked for the query; private ones only in their own chat; `secret` ones never). The layer is
+//! absent when memory is off, has nothing relevant, or does not answer quickly: a slow memory
+//! never holds up an answer.
 
+use crate::actors::memory::{MemoryMsg, SearchRequest};
 use crate::domain::ChatKey;
+use crate::registry::names;
 
 use super::AgentRuntime;
 
-pub async fn recall(_runtime: &AgentRuntime, _chat: &ChatKey, _query: &str) -> Option<String> {
-    None
+/// How long the prompt waits for memory.
+const RECALL_TIMEOUT_MS: u64 = 3_000;
+
+pub async fn recall(runtime: &AgentRuntime, chat: &ChatKey, query: &str) -> Option<String> {
+    let limit = runtime.limits.recall_limit;
+    if limit == 0 || query.trim().is_empty() {
+        return None;
+    }
+    let memory = runtime.registry.lookup::<MemoryMsg>(names::MEMORY)?;
+    let request = SearchRequest {
+        agent: Some(runtime.spec.name.clone()),
+        chat: Some(chat.as_str().to_string()),
+        query: query.chars().take(2_000).collect(),
+        limit,
+        include_secret: false,
+    };
+    let result = ractor::call_t!(memory, MemoryMsg::Search, RECALL_TIMEOUT_MS, request)
+        .ok()?
+        .ok()?;
+    if result.hits.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "What you remember that may be relevant (from memory; use it only if it helps):\n",
+    );
+    for hit in &result.hits {
+        let owner = if hit.fact.owner == runtime.spec.name {
+            String::new()
+        } else {
+            format!(" (from {})", hit.fact.owner)
+        };
+        text.push_str(&format!(
+            "- [memory {}{owner}] {}\n",
+            hit.fact.id, hit.fact.text
+        ));
+    }
+    Some(text)
 }

@@ -349,6 +349,12 @@ pub(super) fn load(
         &config.agents.dir,
     );
 
+    for server in &mut config.mcp.servers {
+        if let Some(dir) = &server.cwd {
+            server.cwd = Some(resolve(&file_dir, dir));
+        }
+    }
+
     // 5. Agents.
     let (agents, agents_source) = if config.agents.dir.is_dir() {
         let agents = agent::load_agents(&config.agents.dir, &config)?;
@@ -382,6 +388,13 @@ pub(super) fn load(
             .map(|t| t.token_env.as_str()),
     );
     wanted.push(config.studio.token_env.as_str());
+    wanted.extend(
+        config
+            .mcp
+            .servers
+            .iter()
+            .flat_map(|server| server.secret_vars()),
+    );
     for var in wanted.into_iter().filter(|var| !var.trim().is_empty()) {
         if let Some(value) = env
             .get(var)

@@ -19,6 +19,7 @@ mod layers;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -242,6 +243,38 @@ impl Default for TelegramConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Waits before retrying a failed scheduled run, one per retry; after the last the job is
+    /// marked failing (it keeps its schedule).
+    pub retry_backoff: Vec<Dur>,
+    /// A fire time passed by more than this (the daemon was down, the machine slept) follows
+    /// the job's missed-run policy instead of simply running late.
+    pub late_grace: Dur,
+    /// The scheduler's one timer never sleeps longer than this, so a wall-clock jump is noticed.
+    pub max_sleep: Dur,
+    /// The shortest gap allowed between two fire times of a job.
+    pub min_interval: Dur,
+    /// The most active or paused jobs one agent may have.
+    pub max_jobs_per_agent: u32,
+    /// A scheduled run without an answer after this long is checked against the database.
+    pub run_timeout: Dur,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            retry_backoff: vec![Dur::secs(30), Dur::secs(60), Dur::secs(300)],
+            late_grace: Dur::secs(120),
+            max_sleep: Dur::secs(60),
+            min_interval: Dur::secs(60),
+            max_jobs_per_agent: 50,
+            run_timeout: Dur::secs(1800),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     /// `web_fetch` may reach loopback, private and link-local addresses (off: protects your LAN).
     pub web_fetch_allow_private: bool,
@@ -307,6 +340,157 @@ impl Default for SessionsConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// The provider (from `[providers]`, with `embeddings_model` set) that embeds memories; empty:
+    /// the first provider that has an `embeddings_model`. None at all: full-text memory only.
+    pub embeddings_provider: String,
+    /// A new memory whose surprise (1 − its highest similarity to the owner's memories) is below
+    /// this is a near duplicate and is not saved.
+    pub surprise_threshold: f32,
+    /// Memories put into the prompt for each message (0: no memory layer).
+    pub recall_limit: u32,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            embeddings_provider: String::new(),
+            surprise_threshold: 0.25,
+            recall_limit: 6,
+        }
+    }
+}
+
+/// `[mcp]`: the MCP servers whose tools agents may use (`[[mcp.servers]]`, one link each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    pub servers: Vec<McpServerConfig>,
+    /// How long a link waits for its server to answer `initialize` and list its tools.
+    pub connect_timeout: Dur,
+    /// How often a live link pings its server (health, latency, a dead HTTP server noticed).
+    pub ping_every: Dur,
+    /// A server that exhausted its restart budget is tried again after this long.
+    pub degraded_retry: Dur,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            connect_timeout: Dur::secs(30),
+            ping_every: Dur::secs(30),
+            degraded_retry: Dur::secs(300),
+        }
+    }
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransportKind {
+    /// A child process speaking JSON-RPC on stdin/stdout (in its own process group).
+    Stdio,
+    /// Streamable HTTP at `url`.
+    Http,
+}
+
+/// How far a server's tools are trusted (the policy gate's MCP rules, `policy::classifier`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTrustConfig {
+    Trusted,
+    Untrusted,
+    /// Only tools that declare themselves read-only may run.
+    ReadOnly,
+}
+
+impl McpTrustConfig {
+    pub fn policy(self) -> crate::policy::McpTrust {
+        match self {
+            McpTrustConfig::Trusted => crate::policy::McpTrust::Trusted,
+            McpTrustConfig::Untrusted => crate::policy::McpTrust::Untrusted,
+            McpTrustConfig::ReadOnly => crate::policy::McpTrust::ReadOnly,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpTrustConfig::Trusted => "trusted",
+            McpTrustConfig::Untrusted => "untrusted",
+            McpTrustConfig::ReadOnly => "read_only",
+        }
+    }
+}
+
+/// One `[[mcp.servers]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// `[a-z0-9_-]`, unique; tools are named `<name>__<tool>`.
+    pub name: String,
+    pub transport: McpTransportKind,
+    /// stdio: the program and its arguments.
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: literal environment variables. The child gets only these, `env_from`, and
+    /// PATH, HOME, LANG, USER, TMPDIR — never the daemon's own secrets.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: child variable = daemon environment variable holding a secret.
+    #[serde(default)]
+    pub env_from: BTreeMap<String, String>,
+    /// stdio: working directory (relative to the config file's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// http: the endpoint (`http://127.0.0.1:8000/mcp`).
+    #[serde(default)]
+    pub url: String,
+    /// http: literal headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// http: header = environment variable holding its (secret) value.
+    #[serde(default)]
+    pub headers_env: BTreeMap<String, String>,
+    #[serde(default = "default_mcp_trust")]
+    pub trust: McpTrustConfig,
+    /// Agents that get this server's tools (`"*"`: every agent; empty: none, unless an agent's
+    /// own file lists `mcp:<name>` or `<name>__<tool>`).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Per-call timeout.
+    #[serde(default = "default_mcp_timeout")]
+    pub timeout: Dur,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+fn default_mcp_trust() -> McpTrustConfig {
+    McpTrustConfig::Untrusted
+}
+
+fn default_mcp_timeout() -> Dur {
+    Dur::secs(60)
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl McpServerConfig {
+    /// Every environment variable this server reads a secret from.
+    pub fn secret_vars(&self) -> impl Iterator<Item = &str> {
+        self.env_from
+            .values()
+            .chain(self.headers_env.values())
+            .map(String::as_str)
+    }
+}
+
 /// The wire protocol of an LLM provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -365,9 +549,12 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub store: StoreConfig,
     pub telegram: TelegramConfig,
+    pub scheduler: SchedulerConfig,
     pub sessions: SessionsConfig,
     pub policy: PolicyConfig,
     pub tools: ToolsConfig,
+    pub memory: MemoryConfig,
+    pub mcp: McpConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
 }
@@ -383,9 +570,12 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             store: StoreConfig::default(),
             telegram: TelegramConfig::default(),
+            scheduler: SchedulerConfig::default(),
             sessions: SessionsConfig::default(),
             policy: PolicyConfig::default(),
             tools: ToolsConfig::default(),
+            memory: MemoryConfig::default(),
+            mcp: McpConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
         }
@@ -424,6 +614,7 @@ impl Config {
             tool_output_max_chars: self.policy.tool_output_max_chars.max(1_000) as usize,
             session_idle: self.sessions.idle_stop.0,
             history_events: self.sessions.history_events.max(10),
+            recall_limit: self.memory.recall_limit as usize,
         }
     }
 
@@ -546,6 +737,46 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         ));
     }
+    let memory = &config.memory;
+    if !(0.0..=1.0).contains(&memory.surprise_threshold) {
+        return Err(ConfigError::key(
+            origin,
+            "[memory].surprise_threshold",
+            format!("must be between 0 and 1, not {}", memory.surprise_threshold),
+        ));
+    }
+    if !memory.embeddings_provider.is_empty() {
+        match config.providers.get(&memory.embeddings_provider) {
+            None => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    format!(
+                        "provider `{}` is not defined under [providers]",
+                        memory.embeddings_provider
+                    ),
+                ));
+            }
+            Some(provider) if provider.embeddings_model.trim().is_empty() => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    format!(
+                        "provider `{}` has no `embeddings_model`; set one in [providers.{}]",
+                        memory.embeddings_provider, memory.embeddings_provider
+                    ),
+                ));
+            }
+            Some(provider) if provider.kind == ProviderKind::Anthropic => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    "Anthropic serves no embeddings; use an OpenAI-compatible or Gemini provider",
+                ));
+            }
+            Some(_) => {}
+        }
+    }
     let supervision = &config.supervision;
     if supervision.max_restarts == 0 {
         return Err(ConfigError::key(
@@ -609,6 +840,41 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ));
         }
     }
+    let scheduler = &config.scheduler;
+    if scheduler.max_sleep.0 < Duration::from_secs(1)
+        || scheduler.max_sleep.0 > Duration::from_secs(3600)
+    {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].max_sleep",
+            format!(
+                "{} is out of range (expected 1s to 1h)",
+                scheduler.max_sleep
+            ),
+        ));
+    }
+    if scheduler.min_interval.0 < Duration::from_secs(1) {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].min_interval",
+            "must be at least 1s",
+        ));
+    }
+    if scheduler.max_jobs_per_agent == 0 {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].max_jobs_per_agent",
+            "must be at least 1",
+        ));
+    }
+    if scheduler.retry_backoff.len() > 20 {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].retry_backoff",
+            "lists more than 20 retries",
+        ));
+    }
+    validate_mcp(&config.mcp, origin)?;
     for (model, price) in &config.pricing {
         if price.input_per_mtok < 0.0
             || price.output_per_mtok < 0.0
@@ -619,6 +885,123 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
                 origin,
                 format!("[pricing.\"{model}\"]"),
                 "prices must be finite and not negative",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[mcp]` and every `[[mcp.servers]]` entry (named by its index, like `[mcp.servers.0].name`).
+fn validate_mcp(mcp: &McpConfig, origin: &str) -> Result<(), ConfigError> {
+    if mcp.connect_timeout.0 < Duration::from_millis(100) {
+        return Err(ConfigError::key(
+            origin,
+            "[mcp].connect_timeout",
+            "must be at least 100ms",
+        ));
+    }
+    if mcp.ping_every.0 < Duration::from_millis(100) {
+        return Err(ConfigError::key(
+            origin,
+            "[mcp].ping_every",
+            "must be at least 100ms",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, server) in mcp.servers.iter().enumerate() {
+        let key = |field: &str| format!("[mcp.servers.{index}].{field}");
+        let name = &server.name;
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` must be 1 to 32 characters of a-z, 0-9, `_` and `-`"),
+            ));
+        }
+        if name.contains("__") {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` must not contain `__` (it separates server and tool names)"),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` is used by another [[mcp.servers]] entry"),
+            ));
+        }
+        match server.transport {
+            McpTransportKind::Stdio => {
+                if server.command.trim().is_empty() {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("command"),
+                        "a stdio server needs the program to run",
+                    ));
+                }
+                if !server.url.is_empty()
+                    || !server.headers.is_empty()
+                    || !server.headers_env.is_empty()
+                {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("url"),
+                        "`url`, `headers` and `headers_env` belong to transport = \"http\"",
+                    ));
+                }
+            }
+            McpTransportKind::Http => {
+                let url = reqwest::Url::parse(&server.url).map_err(|error| {
+                    ConfigError::key(
+                        origin,
+                        key("url"),
+                        format!("invalid URL `{}`: {error}", server.url),
+                    )
+                })?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("url"),
+                        "must be an http:// or https:// URL",
+                    ));
+                }
+                if !server.command.is_empty()
+                    || !server.args.is_empty()
+                    || !server.env.is_empty()
+                    || !server.env_from.is_empty()
+                    || server.cwd.is_some()
+                {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("command"),
+                        "`command`, `args`, `env`, `env_from` and `cwd` belong to transport = \"stdio\"",
+                    ));
+                }
+                for header in server.headers.keys().chain(server.headers_env.keys()) {
+                    if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                        return Err(ConfigError::key(
+                            origin,
+                            key("headers"),
+                            format!("`{header}` is not a valid HTTP header name"),
+                        ));
+                    }
+                }
+            }
+        }
+        if server.timeout.0 < Duration::from_millis(100)
+            || server.timeout.0 > Duration::from_secs(3600)
+        {
+            return Err(ConfigError::key(
+                origin,
+                key("timeout"),
+                format!("{} is out of range (expected 100ms to 1h)", server.timeout),
             ));
         }
     }

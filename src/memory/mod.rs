@@ -18,3 +18,60 @@ mod dump_check;
 pub mod embeddings;
 pub mod index;
 pub mod scoring;
+
+use std::collections::BTreeMap;
+
+use crate::config::{Config, ProviderKind};
+use crate::secrets::Secret;
+
+/// The embeddings client's configuration from `[memory]` and `[providers]`, or why there is none
+/// (memory then works in full-text mode, and says so).
+pub fn embeddings_config(
+    config: &Config,
+    secrets: &BTreeMap<String, Secret>,
+) -> (Option<embeddings::EmbeddingsConfig>, String) {
+    let chosen = if config.memory.embeddings_provider.is_empty() {
+        config.providers.iter().find(|(_, provider)| {
+            !provider.embeddings_model.trim().is_empty() && provider.kind != ProviderKind::Anthropic
+        })
+    } else {
+        config
+            .providers
+            .get_key_value(&config.memory.embeddings_provider)
+    };
+    let Some((name, provider)) = chosen else {
+        return (
+            None,
+            "no embeddings provider: set `embeddings_model` on an OpenAI-compatible or Gemini provider".into(),
+        );
+    };
+    let protocol = match provider.kind {
+        ProviderKind::Gemini => embeddings::EmbeddingsProtocol::Gemini,
+        ProviderKind::Openai => embeddings::EmbeddingsProtocol::OpenAiCompatible,
+        ProviderKind::Anthropic => {
+            return (
+                None,
+                format!("provider `{name}` (Anthropic) serves no embeddings"),
+            );
+        }
+    };
+    let key = secrets.get(provider.api_key_env.trim()).cloned();
+    if !provider.api_key_env.trim().is_empty() && key.is_none() {
+        return (
+            None,
+            format!(
+                "provider `{name}` needs its key in ${} for embeddings",
+                provider.api_key_env.trim()
+            ),
+        );
+    }
+    let mut embeddings_config = embeddings::EmbeddingsConfig::new(
+        protocol,
+        provider.base_url.trim_end_matches('/'),
+        provider.embeddings_model.trim(),
+    );
+    embeddings_config.api_key = key;
+    embeddings_config.max_retries = provider.max_retries;
+    embeddings_config.request_timeout = provider.timeout.0.min(std::time::Duration::from_secs(60));
+    (Some(embeddings_config), String::new())
+}

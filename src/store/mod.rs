@@ -19,7 +19,11 @@ mod writer;
 
 pub mod approvals;
 pub mod events;
+pub mod handoff;
+pub mod mcp;
+pub mod memory;
 pub mod runs;
+pub mod schedules;
 pub mod sessions;
 pub mod telegram;
 

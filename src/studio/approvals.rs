@@ -29,15 +29,15 @@ const CALL_TIMEOUT_MS: u64 = 10_000;
 pub struct ApiError(StatusCode, String);
 
 impl ApiError {
-    fn bad_request(message: impl Into<String>) -> ApiError {
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError(StatusCode::BAD_REQUEST, message.into())
     }
 
-    fn not_found(message: impl Into<String>) -> ApiError {
+    pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError(StatusCode::NOT_FOUND, message.into())
     }
 
-    fn unavailable(what: &str) -> ApiError {
+    pub fn unavailable(what: &str) -> ApiError {
         ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("{what} is not running right now; try again in a moment"),

@@ -8,6 +8,8 @@
 pub mod access;
 pub mod approvals;
 pub mod gateway;
+pub mod handoffs;
+pub mod memory;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +53,13 @@ pub fn router(state: StudioState) -> Router {
             "/api/v1/policy/rules/{id}/disable",
             post(approvals::disable_rule),
         )
+        .route("/api/v1/handoffs", get(handoffs::list))
+        .route("/api/v1/handoffs/{id}", get(handoffs::detail))
+        .route("/api/v1/handoffs/{id}/cancel", post(handoffs::cancel))
+        .route("/api/v1/memory", get(memory::review))
+        .route("/api/v1/memory/stats", get(memory::stats))
+        .route("/api/v1/memory/search", get(memory::search))
+        .route("/api/v1/memory/{id}/{operation}", post(memory::govern))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             access::guard,

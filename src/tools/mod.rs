@@ -10,7 +10,10 @@
 //! mistake is reported to the model naming the field.
 
 pub mod files;
+pub mod handoff;
+pub mod memory;
 pub mod message;
+pub mod schedule;
 pub mod shell;
 pub mod time;
 pub mod web_fetch;
@@ -179,6 +182,15 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(web_fetch::WebFetchTool::new()),
         Arc::new(shell::ShellTool),
         Arc::new(time::CurrentTimeTool),
+        Arc::new(memory::SaveToMemoryTool),
+        Arc::new(memory::SearchMemoryTool),
+        Arc::new(memory::ListMemoryFactsTool),
+        Arc::new(memory::ForgetTool),
+        Arc::new(handoff::HandoffTaskTool),
+        Arc::new(handoff::HandoffStatusTool),
+        Arc::new(handoff::HandoffCancelTool),
+        Arc::new(handoff::HandoffProgressTool),
+        Arc::new(handoff::HandoffReturnTool),
     ]
 }
 

@@ -1,0 +1,506 @@
+//! McpLink(server): one configured MCP server — its connection, its tools, its calls.
+//!
+//! Lifecycle: `pre_start` only builds the state; `post_start` spawns the connect task (spawn the
+//! stdio server in its own process group, or reach the HTTP endpoint; `initialize`; list every
+//! tool), bounded by `[mcp] connect_timeout`. When it succeeds the tools are published to the
+//! allowed agents as `<server>__<tool>` (`AgentMsg::SetTools("mcp:<server>", ..)`), and the link
+//! answers calls. Each call runs in its own task, bounded by the server's `timeout`, and answers
+//! the caller's reply port directly — a slow tool never blocks the link, other links or the agent.
+//!
+//! The link dies (returns an error, so its supervisor restarts it with backoff) when: the connect
+//! task fails (spawn error, no answer to initialize, garbage instead of JSON-RPC, tools/list
+//! fails), the server process exits, the rmcp session closes, a call finds the transport closed,
+//! or a ping gets no answer.
+//!
+//! Invariants:
+//! - The tools are withdrawn from every agent the moment the link knows it is down, before it
+//!   stops; and again when its state is dropped (stop, error or panic: ractor runs no `post_stop`
+//!   after a failure, so every cleanup lives in `Drop for McpLinkState`).
+//! - A stdio server's whole process group is killed when the state drops (`ServerProcess`), its
+//!   `mcp_processes` row is deleted afterwards; a daemon killed with SIGKILL leaves the row for the
+//!   boot-time reaper (`mcp::process::reap`).
+//! - Messages from agents are plain data (tool name, JSON arguments, a reply port).
+//!
+//! Background jobs (all owned by this actor, aborted when its state drops; restarting the link
+//! starts them afresh; none writes anything but `mcp_processes`):
+//! - the connect task (once per link);
+//! - the process watcher (stdio): keeps the last stderr lines, reports the exit;
+//! - the session watcher: owns the rmcp service, reports its end;
+//! - a 500 ms tick: re-publishes tools to agents that restarted, pings every `[mcp] ping_every`;
+//! - one task per call in flight.
+//!
+//! Restart policy: transient under the McpSupervisor, `[supervision]` backoff; a link that
+//! exhausts its budget is degraded and tried again after `[mcp] degraded_retry`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::task::JoinHandle;
+
+use super::agent::AgentMsg;
+use super::mcp_supervisor::{LinkReport, McpSupervisorMsg};
+use crate::config::{McpServerConfig, McpTransportKind};
+use crate::mcp::process::ServerProcess;
+use crate::mcp::tool::McpTool;
+use crate::mcp::{McpError, ToolInfo, client};
+use crate::registry::{Registry, names};
+use crate::secrets::Secret;
+use crate::store::Store;
+use crate::tools::{Tool, ToolOutput};
+
+/// How often the link checks its agents (a restarted agent lost its tools) and its ping timer.
+const TICK: Duration = Duration::from_millis(500);
+/// Lines of a server's stderr kept to explain its death.
+const STDERR_TAIL: usize = 5;
+
+pub enum McpLinkMsg {
+    /// The connect task succeeded (internal: carries the live session).
+    Connected(Box<Connection>),
+    /// The connect task failed (with the server process it started, killed with the state, so
+    /// that its death is not mistaken for the reason).
+    ConnectFailed(McpError, Option<ServerProcess>),
+    /// The server process exited or the session closed.
+    Down(String),
+    /// Calls `tool` (the server's own name) with `arguments`.
+    Call {
+        id: u64,
+        tool: String,
+        arguments: Value,
+        reply: RpcReplyPort<Result<ToolOutput, McpError>>,
+    },
+    /// The caller of call `id` went away (run cancelled): cancel it at the server.
+    Cancel(u64),
+    /// A call task finished.
+    CallDone {
+        id: u64,
+        latency: Duration,
+        transport_closed: bool,
+    },
+    Tick,
+    Pinged(Result<Duration, McpError>),
+    /// The namespaced names of the tools this link publishes (empty while not connected).
+    Tools(RpcReplyPort<Vec<String>>),
+}
+
+/// What the connect task hands over.
+pub struct Connection {
+    service: client::Service,
+    process: Option<ServerProcess>,
+    tools: Vec<ToolInfo>,
+    latency: Duration,
+}
+
+/// An agent that gets this server's tools, and which ones (`None`: all).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentTarget {
+    pub agent: String,
+    pub only: Option<BTreeSet<String>>,
+}
+
+#[derive(Clone)]
+pub struct McpLinkArgs {
+    pub server: McpServerConfig,
+    pub secrets: Arc<BTreeMap<String, Secret>>,
+    pub targets: Vec<AgentTarget>,
+    pub registry: Registry,
+    pub store: Store,
+    pub connect_timeout: Duration,
+    pub ping_every: Duration,
+}
+
+pub struct McpLink;
+
+pub struct McpLinkState {
+    args: McpLinkArgs,
+    peer: Option<Peer<RoleClient>>,
+    process: Option<ServerProcess>,
+    tools: Vec<ToolInfo>,
+    /// Agents that hold our tools, by the actor id they had when we published.
+    published: HashMap<String, ActorId>,
+    calls: HashMap<u64, JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    last_ping: Instant,
+    ping_in_flight: bool,
+}
+
+impl McpLinkState {
+    fn source(&self) -> String {
+        names::mcp_link(&self.args.server.name)
+    }
+
+    fn report(&self, report: LinkReport) {
+        if let Some(supervisor) = self.args.registry.lookup::<McpSupervisorMsg>(names::MCP) {
+            let _ = supervisor.cast(McpSupervisorMsg::Report(
+                self.args.server.name.clone(),
+                report,
+            ));
+        }
+    }
+
+    /// Takes the tools away from every agent that has them.
+    fn withdraw(&mut self) {
+        let source = self.source();
+        for (agent, _) in self.published.drain() {
+            if let Some(agent) = self.args.registry.lookup::<AgentMsg>(&names::agent(&agent)) {
+                let _ = agent.cast(AgentMsg::SetTools(source.clone(), Vec::new()));
+            }
+        }
+    }
+
+    /// Publishes the tools to every allowed agent that does not hold them yet.
+    fn publish(&mut self) {
+        if self.peer.is_none() || self.tools.is_empty() {
+            return;
+        }
+        let source = self.source();
+        let trust = self.args.server.trust.policy();
+        for target in &self.args.targets {
+            let Some(agent) = self
+                .args
+                .registry
+                .lookup::<AgentMsg>(&names::agent(&target.agent))
+            else {
+                continue;
+            };
+            if self.published.get(&target.agent) == Some(&agent.get_id()) {
+                continue;
+            }
+            let tools: Vec<Arc<dyn Tool>> = self
+                .tools
+                .iter()
+                .filter(|info| {
+                    target
+                        .only
+                        .as_ref()
+                        .is_none_or(|only| only.contains(&info.name))
+                })
+                .map(|info| {
+                    Arc::new(McpTool {
+                        server: self.args.server.name.clone(),
+                        info: info.clone(),
+                        trust,
+                        timeout: self.args.server.timeout.0,
+                        registry: self.args.registry.clone(),
+                    }) as Arc<dyn Tool>
+                })
+                .collect();
+            if tools.is_empty() {
+                continue;
+            }
+            if agent
+                .cast(AgentMsg::SetTools(source.clone(), tools))
+                .is_ok()
+            {
+                self.published.insert(target.agent.clone(), agent.get_id());
+            }
+        }
+    }
+}
+
+impl Drop for McpLinkState {
+    fn drop(&mut self) {
+        self.withdraw();
+        for (_, call) in self.calls.drain() {
+            call.abort();
+        }
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        self.peer = None;
+        if let Some(process) = self.process.take() {
+            process.kill_group();
+            let token = process.token.clone();
+            drop(process);
+            let store = self.args.store.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = store
+                        .write(move |conn| crate::store::mcp::delete(conn, &token))
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+impl Actor for McpLink {
+    type Msg = McpLinkMsg;
+    type State = McpLinkState;
+    type Arguments = McpLinkArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: McpLinkArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(McpLinkState {
+            args,
+            peer: None,
+            process: None,
+            tools: Vec::new(),
+            published: HashMap::new(),
+            calls: HashMap::new(),
+            tasks: Vec::new(),
+            last_ping: Instant::now(),
+            ping_in_flight: false,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.report(LinkReport::Connecting);
+        let args = state.args.clone();
+        let link = myself.clone();
+        state.tasks.push(tokio::spawn(async move {
+            let message = match connect(&args, &link).await {
+                Ok(connection) => McpLinkMsg::Connected(Box::new(connection)),
+                Err((error, process)) => McpLinkMsg::ConnectFailed(error, process),
+            };
+            let _ = link.cast(message);
+        }));
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            McpLinkMsg::Connected(connection) => {
+                let Connection {
+                    service,
+                    process,
+                    tools,
+                    latency,
+                } = *connection;
+                state.peer = Some(service.peer().clone());
+                state.process = process;
+                state.tools = tools;
+                let link = myself.clone();
+                state.tasks.push(tokio::spawn(async move {
+                    let reason = match service.waiting().await {
+                        Ok(reason) => format!("the session ended ({reason:?})"),
+                        Err(_) => "the session task failed".to_string(),
+                    };
+                    let _ = link.cast(McpLinkMsg::Down(reason));
+                }));
+                state
+                    .tasks
+                    .push(myself.send_interval(TICK, || McpLinkMsg::Tick));
+                state.last_ping = Instant::now();
+                state.publish();
+                tracing::info!(server = %state.args.server.name, tools = state.tools.len(),
+                    "MCP server connected");
+                state.report(LinkReport::Up {
+                    tools: state.tools.iter().map(|tool| tool.name.clone()).collect(),
+                    latency,
+                });
+            }
+            McpLinkMsg::ConnectFailed(error, process) => {
+                state.process = process;
+                return Err(fail(state, error.to_string()));
+            }
+            McpLinkMsg::Down(reason) => {
+                return Err(fail(state, reason));
+            }
+            McpLinkMsg::Call {
+                id,
+                tool,
+                arguments,
+                reply,
+            } => {
+                let Some(peer) = state.peer.clone() else {
+                    let _ = reply.send(Err(McpError::NotConnected));
+                    return Ok(());
+                };
+                let timeout = state.args.server.timeout.0;
+                let link = myself.clone();
+                let task = tokio::spawn(async move {
+                    let started = Instant::now();
+                    let result = client::call(&peer, &tool, arguments, timeout).await;
+                    let transport_closed = matches!(&result, Err(error) if error.is_transport());
+                    let _ = reply.send(result);
+                    let _ = link.cast(McpLinkMsg::CallDone {
+                        id,
+                        latency: started.elapsed(),
+                        transport_closed,
+                    });
+                });
+                state.calls.insert(id, task);
+            }
+            McpLinkMsg::Cancel(id) => {
+                if let Some(task) = state.calls.remove(&id) {
+                    // Dropping rmcp's request future sends `notifications/cancelled`.
+                    task.abort();
+                }
+            }
+            McpLinkMsg::CallDone {
+                id,
+                latency,
+                transport_closed,
+            } => {
+                state.calls.remove(&id);
+                if transport_closed {
+                    return Err(fail(
+                        state,
+                        "the connection closed during a call".to_string(),
+                    ));
+                }
+                state.report(LinkReport::Latency(latency));
+            }
+            McpLinkMsg::Tick => {
+                state.publish();
+                if state.peer.is_some()
+                    && !state.ping_in_flight
+                    && state.last_ping.elapsed() >= state.args.ping_every
+                {
+                    state.ping_in_flight = true;
+                    let peer = state.peer.clone();
+                    let link = myself.clone();
+                    let timeout = state.args.connect_timeout;
+                    state.tasks.retain(|task| !task.is_finished());
+                    state.tasks.push(tokio::spawn(async move {
+                        if let Some(peer) = peer {
+                            let result = client::ping(&peer, timeout).await;
+                            let _ = link.cast(McpLinkMsg::Pinged(result));
+                        }
+                    }));
+                }
+            }
+            McpLinkMsg::Pinged(result) => {
+                state.ping_in_flight = false;
+                state.last_ping = Instant::now();
+                match result {
+                    Ok(latency) => state.report(LinkReport::Latency(latency)),
+                    Err(error) => {
+                        return Err(fail(state, format!("ping failed: {error}")));
+                    }
+                }
+            }
+            McpLinkMsg::Tools(reply) => {
+                let names = if state.peer.is_some() {
+                    state.tools.iter().map(|tool| tool.name.clone()).collect()
+                } else {
+                    Vec::new()
+                };
+                let _ = reply.send(names);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The link is down: tools away at once, the supervisor told, then the error that stops us.
+fn fail(state: &mut McpLinkState, reason: String) -> ActorProcessingErr {
+    let reason = crate::secrets::redact(&reason).into_owned();
+    state.withdraw();
+    state.peer = None;
+    tracing::warn!(server = %state.args.server.name, error = %reason, "MCP server link down");
+    state.report(LinkReport::Down(reason.clone()));
+    format!("MCP server `{}`: {reason}", state.args.server.name).into()
+}
+
+/// Connects, initializes and lists the tools, all within `connect_timeout`.
+async fn connect(
+    args: &McpLinkArgs,
+    link: &ActorRef<McpLinkMsg>,
+) -> Result<Connection, (McpError, Option<ServerProcess>)> {
+    let started = Instant::now();
+    let timeout = args.connect_timeout;
+    let server = &args.server;
+    let (service, process) = match server.transport {
+        McpTransportKind::Stdio => {
+            let (mut process, mut pipes) =
+                crate::mcp::process::spawn(server, &args.secrets).map_err(|error| (error, None))?;
+            let row = process.row(&server.name);
+            let recorded = args
+                .store
+                .write(move |conn| crate::store::mcp::insert(conn, &row))
+                .await;
+            if let Err(error) = recorded {
+                tracing::warn!(server = %server.name, %error, "could not record the MCP server's process");
+            }
+            if let Some(child) = process.take_child() {
+                let stderr = pipes.stderr.take();
+                let name = server.name.clone();
+                let link = link.clone();
+                tokio::spawn(watch_process(name, child, stderr, link));
+            }
+            match client::handshake_stdio(pipes, timeout).await {
+                Ok(service) => (service, Some(process)),
+                Err(error) => return Err((error, Some(process))),
+            }
+        }
+        McpTransportKind::Http => (
+            client::handshake_http(server, &args.secrets, timeout)
+                .await
+                .map_err(|error| (error, None))?,
+            None,
+        ),
+    };
+    let remaining = timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(100));
+    let tools = match client::list_tools(service.peer(), &server.name, remaining).await {
+        Ok(tools) => tools,
+        Err(error) => return Err((error, process)),
+    };
+    Ok(Connection {
+        service,
+        process,
+        tools,
+        latency: started.elapsed(),
+    })
+}
+
+/// Waits for a stdio server to exit, keeping the last lines of its stderr to explain why.
+async fn watch_process(
+    server: String,
+    mut child: tokio::process::Child,
+    stderr: Option<tokio::process::ChildStderr>,
+    link: ActorRef<McpLinkMsg>,
+) {
+    let mut tail: VecDeque<String> = VecDeque::new();
+    let mut lines = stderr.map(|stderr| tokio::io::BufReader::new(stderr).lines());
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            line = async {
+                match lines.as_mut() {
+                    Some(lines) => lines.next_line().await,
+                    None => std::future::pending().await,
+                }
+            } => match line {
+                Ok(Some(line)) => {
+                    let line: String = line.chars().take(500).collect();
+                    tracing::debug!(server = %server, line = %line, "MCP server stderr");
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+                _ => lines = None,
+            },
+        }
+    };
+    let status = match status {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("unknown status ({error})"),
+    };
+    let mut reason = format!("the server process exited ({status})");
+    if !tail.is_empty() {
+        reason.push_str("; its last output: ");
+        reason.push_str(&tail.into_iter().collect::<Vec<_>>().join(" | "));
+    }
+    let _ = link.cast(McpLinkMsg::Down(reason));
+}

@@ -1,0 +1,406 @@
+//! McpSupervisor: one [`McpLink`] per enabled `[[mcp.servers]]` entry, and their health.
+//!
+//! Responsibility: start the links (after reaping server processes a killed daemon left behind),
+//! restart them with backoff through the one restart policy (`supervise::Children`), keep each
+//! server's health (state, last error, restarts, last latency, tools) and publish every change as
+//! an `mcp_health` event for Studio; answer health queries; apply a reload (start, stop or restart
+//! only the links whose config changed).
+//!
+//! Which agents get a server's tools: those named in the server's `agents` (`"*"`: all), and
+//! those whose own file lists `mcp:<server>` (all tools) or `<server>__<tool>` (just those).
+//!
+//! Invariants:
+//! - A link that fails never takes the daemon down: links are transient children whose exhausted
+//!   budget degrades them (`OnExhausted::Degrade`, retried after `[mcp] degraded_retry`).
+//! - Boot reaping happens before any link starts, and only in the daemon that owns the schedule
+//!   (`chat` beside a running daemon must not kill that daemon's servers).
+//!
+//! Background job: none of its own (restarts are `send_after` timers of `Children`).
+//!
+//! Restart policy: permanent under the root, `[supervision]` budget.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::json;
+
+use super::mcp_link::{AgentTarget, McpLink, McpLinkArgs};
+use super::root::actor_spec;
+use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
+use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
+use crate::events::{EventBus, EventKind};
+use crate::registry::{Registry, names};
+use crate::secrets::Secret;
+use crate::store::Store;
+
+pub enum McpSupervisorMsg {
+    Child(ChildCmd),
+    /// A link's news about itself.
+    Report(String, LinkReport),
+    Health(RpcReplyPort<Vec<McpHealth>>),
+    /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
+    Reload(Vec<McpServerConfig>, RpcReplyPort<()>),
+}
+
+impl From<ChildCmd> for McpSupervisorMsg {
+    fn from(cmd: ChildCmd) -> Self {
+        McpSupervisorMsg::Child(cmd)
+    }
+}
+
+/// What a link reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkReport {
+    Connecting,
+    Up {
+        tools: Vec<String>,
+        latency: Duration,
+    },
+    Latency(Duration),
+    Down(String),
+}
+
+/// One server's health, as Studio and `doctor` show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpHealth {
+    pub server: String,
+    pub transport: &'static str,
+    pub trust: &'static str,
+    /// `connecting`, `up`, `down`, `restarting`, `degraded`, `disabled`.
+    pub state: &'static str,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+    pub last_latency_ms: Option<u64>,
+    pub tools: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct McpSupervisorArgs {
+    pub config: McpConfig,
+    pub agents: Vec<AgentSpec>,
+    pub secrets: Arc<BTreeMap<String, Secret>>,
+    pub registry: Registry,
+    pub store: Store,
+    pub events: EventBus,
+    pub policy: super::supervise::RestartPolicy,
+    /// Reap server processes left by a killed daemon (only the daemon that owns the data).
+    pub reap: bool,
+}
+
+pub struct McpSupervisor;
+
+pub struct McpSupervisorState {
+    args: McpSupervisorArgs,
+    children: Children,
+    health: BTreeMap<String, McpHealth>,
+    servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// The agents that get `server`'s tools, and which ones.
+pub fn targets(server: &McpServerConfig, agents: &[AgentSpec]) -> Vec<AgentTarget> {
+    let everyone = server.agents.iter().any(|agent| agent == "*");
+    let prefix = format!("{}__", server.name);
+    let whole = format!("mcp:{}", server.name);
+    agents
+        .iter()
+        .filter_map(|spec| {
+            if everyone || server.agents.contains(&spec.name) || spec.tools.contains(&whole) {
+                return Some(AgentTarget {
+                    agent: spec.name.clone(),
+                    only: None,
+                });
+            }
+            let only: BTreeSet<String> = spec
+                .tools
+                .iter()
+                .filter(|tool| tool.starts_with(&prefix))
+                .cloned()
+                .collect();
+            (!only.is_empty()).then(|| AgentTarget {
+                agent: spec.name.clone(),
+                only: Some(only),
+            })
+        })
+        .collect()
+}
+
+fn initial_health(server: &McpServerConfig) -> McpHealth {
+    McpHealth {
+        server: server.name.clone(),
+        transport: match server.transport {
+            McpTransportKind::Stdio => "stdio",
+            McpTransportKind::Http => "http",
+        },
+        trust: server.trust.as_str(),
+        state: if server.enabled {
+            "connecting"
+        } else {
+            "disabled"
+        },
+        last_error: None,
+        restarts: 0,
+        last_latency_ms: None,
+        tools: Vec::new(),
+    }
+}
+
+fn link_spec(args: &McpSupervisorArgs, server: &McpServerConfig) -> ChildSpec {
+    actor_spec(
+        &args.registry,
+        &names::mcp_link(&server.name),
+        args.policy.clone(),
+        || McpLink,
+        McpLinkArgs {
+            server: server.clone(),
+            secrets: args.secrets.clone(),
+            targets: targets(server, &args.agents),
+            registry: args.registry.clone(),
+            store: args.store.clone(),
+            connect_timeout: args.config.connect_timeout.0,
+            ping_every: args.config.ping_every.0,
+        },
+    )
+    .restart(Restart::Transient)
+    .on_exhausted(OnExhausted::Degrade {
+        retry_after: args.config.degraded_retry.0,
+    })
+}
+
+impl McpSupervisorState {
+    fn publish(&self, server: &str) {
+        let Some(health) = self.health.get(server) else {
+            return;
+        };
+        self.args.events.publish_data(
+            EventKind::McpHealth,
+            &names::mcp_link(server),
+            health.state,
+            json!({
+                "server": health.server,
+                "transport": health.transport,
+                "trust": health.trust,
+                "state": health.state,
+                "last_error": health.last_error,
+                "restarts": health.restarts,
+                "last_latency_ms": health.last_latency_ms,
+                "tool_count": health.tools.len(),
+            }),
+        );
+    }
+
+    /// Copies restart counts and supervision states (restarting, degraded) into the health map.
+    fn sync_children(&mut self) {
+        let mut changed = Vec::new();
+        for info in self.children.info() {
+            let Some(server) = info.id.strip_prefix("mcp:") else {
+                continue;
+            };
+            let Some(health) = self.health.get_mut(server) else {
+                continue;
+            };
+            let state = match info.status {
+                ChildStatus::Restarting => Some("restarting"),
+                ChildStatus::Degraded => Some("degraded"),
+                _ => None,
+            };
+            let mut dirty = health.restarts != info.restarts;
+            health.restarts = info.restarts;
+            if let Some(state) = state
+                && health.state != state
+            {
+                health.state = state;
+                health.tools.clear();
+                dirty = true;
+            }
+            if dirty {
+                changed.push(server.to_string());
+            }
+        }
+        for server in changed {
+            self.publish(&server);
+        }
+    }
+
+    async fn start(&mut self, myself: &ActorRef<McpSupervisorMsg>, server: &McpServerConfig) {
+        self.health
+            .insert(server.name.clone(), initial_health(server));
+        self.servers.insert(server.name.clone(), server.clone());
+        if !server.enabled {
+            self.publish(&server.name);
+            return;
+        }
+        let spec = link_spec(&self.args, server);
+        let id = spec.id.clone();
+        self.children.insert(spec);
+        // A link's failure is never escalated (Degrade), so the action is always Nothing.
+        let _ = self.children.start(myself, &id).await;
+        self.sync_children();
+    }
+
+    async fn stop(&mut self, server: &str) {
+        self.children.remove(&names::mcp_link(server)).await;
+        self.health.remove(server);
+        self.servers.remove(server);
+    }
+}
+
+impl Actor for McpSupervisor {
+    type Msg = McpSupervisorMsg;
+    type State = McpSupervisorState;
+    type Arguments = McpSupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: McpSupervisorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let children = Children::new(names::MCP, args.events.clone());
+        Ok(McpSupervisorState {
+            args,
+            children,
+            health: BTreeMap::new(),
+            servers: BTreeMap::new(),
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.args.reap {
+            reap_leftovers(&state.args.store).await;
+        }
+        for server in state.args.config.servers.clone() {
+            for agent in &server.agents {
+                if agent != "*" && !state.args.agents.iter().any(|spec| &spec.name == agent) {
+                    tracing::warn!(server = %server.name, agent = %agent,
+                        "[[mcp.servers]] names an agent that does not exist");
+                }
+            }
+            state.start(&myself, &server).await;
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            McpSupervisorMsg::Child(cmd) => {
+                let _ = state.children.handle_cmd(&myself, cmd).await;
+                state.sync_children();
+            }
+            McpSupervisorMsg::Report(server, report) => {
+                let Some(health) = state.health.get_mut(&server) else {
+                    return Ok(());
+                };
+                match report {
+                    LinkReport::Connecting => health.state = "connecting",
+                    LinkReport::Up { tools, latency } => {
+                        health.state = "up";
+                        health.tools = tools;
+                        health.last_latency_ms = Some(latency.as_millis() as u64);
+                    }
+                    LinkReport::Latency(latency) => {
+                        health.last_latency_ms = Some(latency.as_millis() as u64);
+                        // Latency alone is not worth an event per call.
+                        return Ok(());
+                    }
+                    LinkReport::Down(error) => {
+                        health.state = "down";
+                        health.tools.clear();
+                        health.last_error = Some(error);
+                    }
+                }
+                state.publish(&server);
+            }
+            McpSupervisorMsg::Health(reply) => {
+                state.sync_children();
+                let _ = reply.send(state.health.values().cloned().collect());
+            }
+            McpSupervisorMsg::Reload(servers, reply) => {
+                let wanted: BTreeMap<String, McpServerConfig> = servers
+                    .into_iter()
+                    .map(|server| (server.name.clone(), server))
+                    .collect();
+                let current: Vec<String> = state.servers.keys().cloned().collect();
+                for name in current {
+                    if wanted.get(&name) != state.servers.get(&name) {
+                        state.stop(&name).await;
+                    }
+                }
+                for (name, server) in wanted {
+                    if !state.servers.contains_key(&name) {
+                        state.start(&myself, &server).await;
+                    }
+                }
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let action = state.children.on_supervision_event(&myself, &event);
+        state.sync_children();
+        match action {
+            Action::Escalate(reason) => Err(reason.into()),
+            Action::Nothing => Ok(()),
+        }
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.children.stop_all().await;
+        Ok(())
+    }
+}
+
+/// Kills server processes a killed daemon left behind, then forgets every recorded row.
+async fn reap_leftovers(store: &Store) {
+    let rows = match store.read(crate::store::mcp::all).await {
+        Ok(rows) => rows,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the recorded MCP server processes");
+            return;
+        }
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let tokens: Vec<String> = rows.iter().map(|row| row.token.clone()).collect();
+    let killed = tokio::task::spawn_blocking(move || crate::mcp::process::reap(&rows))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        tracing::warn!(
+            killed,
+            "killed MCP server processes left by a previous daemon"
+        );
+    }
+    let forgotten = store
+        .write(move |conn| {
+            for token in &tokens {
+                crate::store::mcp::delete(conn, token)?;
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = forgotten {
+        tracing::warn!(%error, "cannot forget the reaped MCP server processes");
+    }
+}

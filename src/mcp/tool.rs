@@ -1,0 +1,181 @@
+//! `<server>__<tool>`: one MCP tool as an agent sees it.
+//!
+//! The tool holds plain data only (its description, its server's name and trust); a call looks
+//! up the link actor `mcp:<server>` by name and sends it the call by message, so a link that
+//! restarted serves the next call without the agent noticing, and a link that is down answers
+//! "not connected" at once. Arguments are checked against the input schema before anything is
+//! sent. When the run is cancelled (the future is dropped), the link is told to cancel the call,
+//! which sends `notifications/cancelled` to the server.
+//!
+//! Policy: `assess` is `policy::classifier::classify_mcp` (the server's trust and the tool's
+//! read-only / destructive hints); `effect` follows the hints (not declared → a write).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ractor::ActorRef;
+use serde_json::Value;
+
+use super::{McpError, ToolInfo};
+use crate::actors::mcp_link::McpLinkMsg;
+use crate::llm::ToolSpec;
+use crate::policy::{Assessment, McpTrust};
+use crate::registry::{Registry, names};
+use crate::tools::{Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+/// Extra time the agent loop grants beyond the link's own timeout, so that the link's clearer
+/// timeout message (and its cancellation notice to the server) wins.
+const TIMEOUT_SLACK: Duration = Duration::from_secs(5);
+
+/// Longest argument text shown in an approval request.
+const MAX_SHOWN_ARGUMENTS: usize = 300;
+
+pub struct McpTool {
+    pub server: String,
+    pub info: ToolInfo,
+    pub trust: McpTrust,
+    pub timeout: Duration,
+    pub registry: Registry,
+}
+
+impl McpTool {
+    fn link(&self) -> Option<ActorRef<McpLinkMsg>> {
+        self.registry
+            .lookup::<McpLinkMsg>(&names::mcp_link(&self.server))
+    }
+}
+
+/// Tells the link to cancel a call whose caller went away before the answer.
+struct CancelOnDrop {
+    link: ActorRef<McpLinkMsg>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.link.cast(McpLinkMsg::Cancel(self.id));
+        }
+    }
+}
+
+fn next_call_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Sends one call to a link and waits for its answer (the link bounds the wait by its timeout).
+pub async fn call_through_link(
+    link: ActorRef<McpLinkMsg>,
+    remote_name: String,
+    arguments: Value,
+) -> Result<ToolOutput, McpError> {
+    let id = next_call_id();
+    let (sender, receiver) = ractor::concurrency::oneshot();
+    let mut guard = CancelOnDrop {
+        link: link.clone(),
+        id,
+        armed: true,
+    };
+    link.cast(McpLinkMsg::Call {
+        id,
+        tool: remote_name,
+        arguments,
+        reply: sender.into(),
+    })
+    .map_err(|_| McpError::NotConnected)?;
+    let answer = receiver.await;
+    guard.armed = false;
+    // A dropped reply port means the link stopped while the call was in flight.
+    answer.unwrap_or(Err(McpError::Closed))
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.info.name.clone(),
+            description: format!(
+                "[MCP server `{}`] {}",
+                self.server,
+                if self.info.description.is_empty() {
+                    &self.info.remote_name
+                } else {
+                    &self.info.description
+                }
+            ),
+            parameters: self.info.input_schema.clone(),
+        }
+    }
+
+    fn effect(&self) -> Effect {
+        let hints = &self.info.hints;
+        if hints.destructive == Some(true) {
+            Effect::Destructive
+        } else if hints.read_only == Some(true) {
+            Effect::ReadOnly
+        } else {
+            Effect::Write
+        }
+    }
+
+    fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Assessment {
+        let mut assessment = crate::policy::classifier::classify_mcp(self.trust, &self.info.hints);
+        assessment.reasons.push(format!(
+            "MCP tool `{}` of server `{}`",
+            self.info.remote_name, self.server
+        ));
+        assessment
+    }
+
+    fn describe_call(&self, args: &Value) -> String {
+        let shown = args.to_string();
+        let (kept, cut) = crate::tools::truncate_on_char_boundary(&shown, MAX_SHOWN_ARGUMENTS);
+        format!(
+            "{} (MCP server {}): {kept}{}",
+            self.info.remote_name,
+            self.server,
+            if cut { "…" } else { "" }
+        )
+    }
+
+    fn target(&self, _args: &Value) -> String {
+        self.info.name.clone()
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout + TIMEOUT_SLACK
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args = if args.is_null() {
+                Value::Object(Default::default())
+            } else {
+                args
+            };
+            super::schema::validate(&self.info.input_schema, &args).map_err(|problem| {
+                ToolError::InvalidArguments(format!("{}: {problem}", self.info.name))
+            })?;
+            let Some(link) = self.link() else {
+                return Err(ToolError::Failed(format!(
+                    "{}: {}",
+                    self.info.name,
+                    McpError::NotConnected
+                )));
+            };
+            match call_through_link(link, self.info.remote_name.clone(), args).await {
+                Ok(output) => Ok(output),
+                Err(McpError::Timeout { after, .. }) => Err(ToolError::Failed(format!(
+                    "{}: the MCP server did not answer within {after:?}; the call was cancelled",
+                    self.info.name
+                ))),
+                Err(error) => Err(ToolError::Failed(format!("{}: {error}", self.info.name))),
+            }
+        })
+    }
+}

@@ -1,0 +1,76 @@
+//! Handoff contracts: `/api/v1/handoffs` (list), `/api/v1/handoffs/{id}` (detail with its
+//! timeline), `/api/v1/handoffs/{id}/cancel`. Reads from the store; cancel through the
+//! HandoffSupervisor.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::StudioState;
+use super::approvals::ApiError;
+use crate::actors::handoff_supervisor::HandoffMsg;
+use crate::registry::names;
+use crate::store::handoff::{self as queries, ContractRow};
+
+fn contract_json(row: &ContractRow) -> Value {
+    json!({
+        "id": row.id, "owner": row.owner, "owner_chat": row.owner_chat, "delegate": row.delegate,
+        "subtask": row.subtask, "expected": row.expected, "validator": row.validator,
+        "deadline_ms": row.deadline_ms, "status": row.status, "attempts": row.attempts,
+        "result": row.result, "reason": row.reason, "created_ms": row.created_ms,
+        "updated_ms": row.updated_ms, "delivered_ms": row.delivered_ms,
+    })
+}
+
+/// `GET /api/v1/handoffs`: the newest contracts.
+pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let rows = state.store.read(|conn| queries::list(conn, 200)).await?;
+    Ok(Json(
+        json!({"handoffs": rows.iter().map(contract_json).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `GET /api/v1/handoffs/{id}`: one contract and its timeline.
+pub async fn detail(
+    State(state): State<StudioState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let lookup = id.clone();
+    let (row, timeline) = state
+        .store
+        .read(move |conn| {
+            Ok((
+                queries::get(conn, &lookup)?,
+                queries::timeline_of(conn, &lookup)?,
+            ))
+        })
+        .await?;
+    let row = row.ok_or_else(|| ApiError::not_found(format!("no contract {id}")))?;
+    Ok(Json(json!({
+        "contract": contract_json(&row),
+        "timeline": timeline.iter().map(|(at_ms, kind, detail)| json!({"at_ms": at_ms, "kind": kind, "detail": detail})).collect::<Vec<_>>(),
+    })))
+}
+
+/// `POST /api/v1/handoffs/{id}/cancel`
+pub async fn cancel(
+    State(state): State<StudioState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let handoffs = state
+        .registry
+        .lookup::<HandoffMsg>(names::HANDOFFS)
+        .ok_or_else(|| ApiError::unavailable("delegation"))?;
+    ractor::call_t!(
+        handoffs,
+        |reply| HandoffMsg::Cancel {
+            id: id.clone(),
+            by: "operator (studio)".into(),
+            reply
+        },
+        15_000
+    )
+    .map_err(|_| ApiError::unavailable("delegation"))?
+    .map_err(ApiError::not_found)?;
+    Ok(Json(json!({"id": id, "cancelled": true})))
+}

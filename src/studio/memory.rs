@@ -1,0 +1,149 @@
+//! Memory review and governance: `/api/v1/memory...`.
+//!
+//! The operator sees every owner's memories (archived and redacted included), searches them,
+//! and governs them through the memory actor, which writes the audit row with each change.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use ractor::ActorRef;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::StudioState;
+use super::approvals::ApiError;
+use crate::actors::memory::{Governance, MemoryMsg, SearchRequest};
+use crate::registry::names;
+use crate::store::memory::{self as queries, FactRow};
+
+const CALL_TIMEOUT_MS: u64 = 30_000;
+const OPERATOR: &str = "operator (studio)";
+
+fn memory(state: &StudioState) -> Result<ActorRef<MemoryMsg>, ApiError> {
+    state
+        .registry
+        .lookup::<MemoryMsg>(names::MEMORY)
+        .ok_or_else(|| ApiError::unavailable("memory"))
+}
+
+fn fact_json(fact: &FactRow) -> Value {
+    json!({
+        "id": fact.id, "owner": fact.owner, "class": fact.class, "sensitivity": fact.sensitivity,
+        "source": fact.source, "chat": fact.chat, "text": fact.text, "run_id": fact.run_id,
+        "created_ms": fact.created_ms, "updated_ms": fact.updated_ms,
+        "archived_ms": fact.archived_ms, "redacted_ms": fact.redacted_ms,
+        "surprise": fact.surprise, "embedded": fact.embedded,
+    })
+}
+
+#[derive(Deserialize)]
+pub struct ReviewQuery {
+    owner: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET /api/v1/memory?owner=assistant&limit=200`: every memory, newest first.
+pub async fn review(
+    State(state): State<StudioState>,
+    Query(query): Query<ReviewQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.unwrap_or(200);
+    let owner = query.owner.filter(|owner| !owner.is_empty());
+    let facts = state
+        .store
+        .read(move |conn| queries::review(conn, owner.as_deref(), limit))
+        .await?;
+    Ok(Json(
+        json!({"memories": facts.iter().map(fact_json).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `GET /api/v1/memory/stats`: counts, and whether memory is semantic or full-text only.
+pub async fn stats(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let memory = memory(&state)?;
+    let stats = ractor::call_t!(memory, MemoryMsg::Stats, CALL_TIMEOUT_MS)
+        .map_err(|_| ApiError::unavailable("memory"))?;
+    Ok(Json(json!({
+        "mode": stats.mode, "live": stats.facts.live, "embedded": stats.facts.embedded,
+        "archived": stats.facts.archived, "redacted": stats.facts.redacted,
+        "indexed": stats.indexed, "tombstones": stats.tombstones,
+        "by_owner": stats.facts.by_owner.iter().map(|(owner, count)| json!({"owner": owner, "live": count})).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    q: String,
+    limit: Option<usize>,
+}
+
+/// `GET /api/v1/memory/search?q=...`: hybrid search over every owner, with scores and sources.
+pub async fn search(
+    State(state): State<StudioState>,
+    Query(query): Query<SearchQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let memory = memory(&state)?;
+    let request = SearchRequest {
+        agent: None,
+        chat: None,
+        query: query.q,
+        limit: query.limit.unwrap_or(20),
+        include_secret: true,
+    };
+    let result = ractor::call_t!(memory, MemoryMsg::Search, CALL_TIMEOUT_MS, request)
+        .map_err(|_| ApiError::unavailable("memory"))?
+        .map_err(ApiError::bad_request)?;
+    Ok(Json(json!({
+        "mode": result.mode,
+        "hits": result.hits.iter().map(|hit| json!({
+            "memory": fact_json(&hit.fact), "score": hit.score,
+            "full_text_rank": hit.full_text_rank, "vector_rank": hit.vector_rank,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct GovernBody {
+    /// For `reclassify`: `normal`, `personal` or `secret`.
+    sensitivity: Option<String>,
+}
+
+/// `POST /api/v1/memory/{id}/{operation}` with operation `archive`, `restore`, `redact`,
+/// `purge`, or `reclassify` (body `{"sensitivity": "secret"}`).
+pub async fn govern(
+    State(state): State<StudioState>,
+    Path((id, operation)): Path<(i64, String)>,
+    body: Option<Json<GovernBody>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = body.map(|Json(body)| body).unwrap_or_default();
+    let operation = match operation.as_str() {
+        "archive" => Governance::Archive,
+        "restore" => Governance::Restore,
+        "redact" => Governance::Redact,
+        "purge" => Governance::Purge,
+        "reclassify" => Governance::Reclassify(body.sensitivity.ok_or_else(|| {
+            ApiError::bad_request("reclassify needs {\"sensitivity\": \"normal|personal|secret\"}")
+        })?),
+        other => {
+            return Err(ApiError::not_found(format!(
+                "unknown operation `{other}` (archive, restore, redact, purge, reclassify)"
+            )));
+        }
+    };
+    let name = operation.name();
+    let memory = memory(&state)?;
+    ractor::call_t!(
+        memory,
+        |reply| MemoryMsg::Govern {
+            id,
+            operation,
+            by: OPERATOR.into(),
+            reply
+        },
+        CALL_TIMEOUT_MS
+    )
+    .map_err(|_| ApiError::unavailable("memory"))?
+    .map_err(ApiError::not_found)?;
+    Ok((StatusCode::OK, Json(json!({"id": id, "done": name}))))
+}

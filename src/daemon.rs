@@ -240,7 +240,7 @@ fn agent_plans(
                 }
                 match builtin.iter().find(|tool| tool.name() == name) {
                     Some(tool) => tools.push(tool.clone()),
-                    None if name.starts_with("mcp:")
+                    None if name == "use_skill" || name.starts_with("mcp:")
                         || name.contains("__")
                         || crate::tools::schedule::TOOL_NAMES.contains(&name.as_str()) => {}
                     None => tracing::warn!(agent = %spec.name, tool = %name, "unknown tool in the agent file; ignored"),
@@ -250,6 +250,10 @@ fn agent_plans(
                 .workspace
                 .clone()
                 .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
+            let skills = Arc::new(agent_skills(loaded, spec, &workspace));
+            if spec.tools.iter().any(|tool| tool == "use_skill") || !skills.is_empty() {
+                tools.push(Arc::new(crate::tools::skill::UseSkillTool::new(skills.clone())));
+            }
             AgentPlan {
                 runtime: Arc::new(AgentRuntime {
                     spec: spec.clone(),
@@ -262,11 +266,77 @@ fn agent_plans(
                     events: events.clone(),
                     limits: config.runtime_limits(),
                     all_agents: all_agents.clone(),
+                    skills,
                 }),
                 tools,
             }
         })
         .collect()
+}
+
+/// The skill folders of an agent, lowest precedence first: bundled (`skills/` beside the config
+/// file), installed (`<data dir>/skills`), the agent's workspace `skills/`.
+pub fn skill_levels(
+    loaded: &LoadedConfig,
+    workspace: &std::path::Path,
+) -> Vec<(std::path::PathBuf, crate::skills::Level)> {
+    use crate::skills::Level;
+    let mut levels = Vec::new();
+    if let crate::config::ConfigSource::File(path) = &loaded.source
+        && let Some(dir) = path.parent()
+    {
+        levels.push((dir.join("skills"), Level::Bundled));
+    }
+    levels.push((loaded.config.data_dir.join("skills"), Level::Installed));
+    levels.push((workspace.join("skills"), Level::Workspace));
+    levels
+}
+
+/// The agent's enabled skills that it can use; the others are logged with the reason.
+fn agent_skills(
+    loaded: &LoadedConfig,
+    spec: &crate::config::AgentSpec,
+    workspace: &std::path::Path,
+) -> Vec<crate::skills::Skill> {
+    if spec.skills.is_empty() {
+        return Vec::new();
+    }
+    let catalogue = crate::skills::discover(&skill_levels(loaded, workspace));
+    let servers: Vec<String> = loaded
+        .config
+        .mcp
+        .servers
+        .iter()
+        .filter(|server| server.enabled)
+        .map(|server| server.name.clone())
+        .collect();
+    let has_env = |name: &str| std::env::var_os(name).is_some();
+    let context = crate::skills::AgentContext {
+        agent: &spec.name,
+        tools: &spec.tools,
+        mcp_servers: &servers,
+        env: &has_env,
+        bin: &crate::skills::on_path,
+    };
+    let mut usable = Vec::new();
+    for name in &spec.skills {
+        let Some(entry) = catalogue.iter().find(|entry| entry.name == *name) else {
+            tracing::warn!(agent = %spec.name, skill = %name, "skill not found in any skills folder; unavailable");
+            continue;
+        };
+        match &entry.skill {
+            Err(error) => {
+                tracing::warn!(agent = %spec.name, skill = %name, %error, "skill is invalid; unavailable")
+            }
+            Ok(skill) => match crate::skills::availability(skill, &context) {
+                Ok(()) => usable.push(skill.clone()),
+                Err(reason) => {
+                    tracing::warn!(agent = %spec.name, skill = %name, %reason, "skill unavailable")
+                }
+            },
+        }
+    }
+    usable
 }
 
 /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.

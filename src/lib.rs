@@ -22,6 +22,7 @@ pub mod policy;
 pub mod registry;
 pub mod schedule;
 pub mod secrets;
+pub mod skills;
 pub mod store;
 pub mod studio;
 pub mod telegram;

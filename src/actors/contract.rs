@@ -227,20 +227,37 @@ async fn send_subtask(
     let Some(delegate) = agent(state, &state.row.delegate) else {
         return Err(format!("the delegate `{}` is not running", state.row.delegate).into());
     };
-    delegate.cast(AgentMsg::Inbound(Inbound {
-        agent: state.row.delegate.clone(),
-        chat: ChatKey::handoff(&state.row.id),
-        sender: Sender::new(format!("handoff:{}", state.row.owner), &state.row.owner),
+    delegate.cast(AgentMsg::Inbound(contract_inbound(
+        &state.row,
+        &state.row.delegate,
+        ChatKey::handoff(&state.row.id),
+        Sender::new(format!("handoff:{}", state.row.owner), &state.row.owner),
+        text,
+    )))?;
+    Ok(())
+}
+
+/// A message of a contract to one of its agents (the delegate, or the validator).
+fn contract_inbound(
+    row: &ContractRow,
+    agent: &str,
+    chat: ChatKey,
+    sender: Sender,
+    text: String,
+) -> Inbound {
+    Inbound {
+        agent: agent.to_string(),
+        chat,
+        sender,
         text,
         attachments: Vec::new(),
         source: InboundSource::Handoff {
-            contract_id: state.row.id.clone(),
+            contract_id: row.id.clone(),
         },
         received_ms: crate::clock::now_ms(),
         correlation: None,
         context: None,
-    }))?;
-    Ok(())
+    }
 }
 
 /// After a restart, while in progress: pick up what happened while the daemon was down.
@@ -333,19 +350,13 @@ async fn on_result(
         },
         result
     );
-    reviewer.cast(AgentMsg::Inbound(Inbound {
-        agent: validator.clone(),
-        chat: review_chat(&state.row.id),
-        sender: Sender::new("handoff", "handoff review"),
+    reviewer.cast(AgentMsg::Inbound(contract_inbound(
+        &state.row,
+        &validator,
+        review_chat(&state.row.id),
+        Sender::new("handoff", "handoff review"),
         text,
-        attachments: Vec::new(),
-        source: InboundSource::Handoff {
-            contract_id: state.row.id.clone(),
-        },
-        received_ms: crate::clock::now_ms(),
-        correlation: None,
-        context: None,
-    }))?;
+    )))?;
     Ok(())
 }
 

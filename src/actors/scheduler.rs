@@ -702,11 +702,16 @@ async fn on_tick(state: &mut SchedulerState) -> Result<(), ActorProcessingErr> {
 // ---------------------------------------------------------------------------------------------
 // Firing.
 
+/// A record of fire times that did not run: (status, first fire time, how many, detail).
+type Record = (String, i64, i64, String);
+/// Fire times to queue, with their trigger (`scheduled`, `caught_up`).
+type Fires = Vec<(i64, &'static str)>;
+
 /// What one regular fire writes.
 struct FirePlan {
     job_id: i64,
     row: JobRow,
-    record: Option<(String, i64, i64, String)>,
+    record: Option<Record>,
     runs: Vec<(i64, &'static str)>,
     notice: Option<String>,
     late: bool,
@@ -811,11 +816,7 @@ async fn fire_regular(
     if plans.is_empty() {
         return Ok(());
     }
-    let writes: Vec<(
-        JobRow,
-        Option<(String, i64, i64, String)>,
-        Vec<(i64, &'static str)>,
-    )> = plans
+    let writes: Vec<(JobRow, Option<Record>, Fires)> = plans
         .iter()
         .map(|plan| (plan.row.clone(), plan.record.clone(), plan.runs.clone()))
         .collect();
@@ -1897,9 +1898,8 @@ async fn set_paused(
             // A one-shot whose time passed while it was paused: recorded, never silent.
             next.status = "done".into();
             next.last_outcome = Some("missed".into());
-            missed_notice = Some(format!(
-                "its time passed while it was paused; recorded as missed"
-            ));
+            missed_notice =
+                Some("its time passed while it was paused; recorded as missed".to_string());
         }
     }
     if paused {

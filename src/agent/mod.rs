@@ -70,6 +70,8 @@ pub struct AgentRuntime {
     pub limits: RuntimeLimits,
     /// Every agent's spec, for delegation rules and the read model of memory.
     pub all_agents: Arc<Vec<AgentSpec>>,
+    /// The agent's enabled and available skills (listed in the prompt; loaded by `use_skill`).
+    pub skills: Arc<Vec<crate::skills::Skill>>,
 }
 
 impl AgentRuntime {

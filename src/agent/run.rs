@@ -533,6 +533,22 @@ async fn layers(ctx: &RunCtx, recap: Option<&str>, conversation: &[ChatMessage])
             ),
         ));
     }
+    if !ctx.runtime.skills.is_empty() {
+        let list: Vec<String> = ctx
+            .runtime
+            .skills
+            .iter()
+            .map(|skill| format!("- {}: {}", skill.name, skill.description))
+            .collect();
+        layers.push(Layer::new(
+            "skills",
+            priority::TOOLS,
+            format!(
+                "Skills you can load with use_skill when a task calls for one:\n{}",
+                list.join("\n")
+            ),
+        ));
+    }
     if let Some(memory) = recall_memory(ctx, conversation).await {
         layers.push(Layer::new("memory", priority::MEMORY, memory));
     }

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod message;
 pub mod schedule;
 pub mod shell;
+pub mod skill;
 pub mod time;
 pub mod web_fetch;
 pub mod workspace;

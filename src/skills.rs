@@ -1,0 +1,342 @@
+//! Skills: capability packs in the `SKILL.md` format (a folder per skill; YAML front matter with
+//! at least `name` and `description`, then Markdown instructions; other files beside it).
+//!
+//! Discovery has three levels, the later winning for the same name: bundled (`skills/` beside the
+//! config file), installed (`<data dir>/skills/`), and the agent's own workspace `skills/`.
+//! Our front-matter extensions are optional: `tools` (required tools), `mcp` (required MCP
+//! servers), `risk` (a hint that can only tighten), `agents` (who may use it), `requires`
+//! (`env` variables, `bins` on PATH). Unknown keys are kept and shown, never errors, so skills
+//! written for other runtimes load.
+//!
+//! A skill never grants anything: one that needs a tool the agent lacks, an MCP server that is not
+//! configured, or a missing variable or binary is *unavailable* for that agent, with the reason.
+//! An invalid skill never breaks an agent: it is listed with what to fix.
+//!
+//! Architecture Invariant: `skills` reads files and knows nothing about actors or the store.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where a skill was found; a later level overrides an earlier one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Bundled,
+    Installed,
+    Workspace,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Bundled => "bundled",
+            Level::Installed => "installed",
+            Level::Workspace => "workspace",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Requires {
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub bins: Vec<String>,
+}
+
+/// A parsed skill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    pub name: String,
+    pub description: String,
+    /// The Markdown after the front matter.
+    pub instructions: String,
+    pub dir: PathBuf,
+    pub level: Level,
+    pub tools: Vec<String>,
+    pub mcp: Vec<String>,
+    pub risk: Option<String>,
+    pub agents: Option<Vec<String>>,
+    pub requires: Requires,
+    /// Front-matter keys this runtime does not use, kept as text to show.
+    pub unknown: BTreeMap<String, String>,
+    /// Other files of the skill's folder, relative to it.
+    pub files: Vec<String>,
+}
+
+/// One entry of a catalogue: a skill, or a folder that failed to load, with why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The skill's name (the folder's name when it could not be read).
+    pub name: String,
+    pub dir: PathBuf,
+    pub level: Level,
+    pub skill: Result<Skill, String>,
+}
+
+#[derive(Deserialize)]
+struct FrontMatter {
+    name: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default)]
+    mcp: Vec<String>,
+    risk: Option<String>,
+    agents: Option<Vec<String>>,
+    #[serde(default)]
+    requires: Requires,
+    #[serde(flatten)]
+    rest: BTreeMap<String, serde_norway::Value>,
+}
+
+const RISKS: &[&str] = &["low", "medium", "high"];
+
+/// Parses a `SKILL.md`. The error says what to fix.
+pub fn parse(text: &str, dir: &Path, level: Level) -> Result<Skill, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return Err("SKILL.md must start with YAML front matter between `---` lines".into());
+    };
+    let Some(end) = rest.find("\n---") else {
+        return Err("the front matter is not closed by a `---` line".into());
+    };
+    let (yaml, body) = (&rest[..end], &rest[end + 4..]);
+    let body = body
+        .strip_prefix("\r\n")
+        .or_else(|| body.strip_prefix('\n'))
+        .unwrap_or(body);
+    let front: FrontMatter = serde_norway::from_str(yaml)
+        .map_err(|error| format!("the front matter is not valid YAML: {error}"))?;
+    let name = front
+        .name
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .ok_or("the front matter has no `name`")?;
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "`name: {name}` may only use letters, digits, `-` and `_`"
+        ));
+    }
+    let description = front
+        .description
+        .map(|text| text.trim().to_string())
+        .filter(|text| !text.is_empty())
+        .ok_or("the front matter has no `description`")?;
+    if let Some(risk) = &front.risk
+        && !RISKS.contains(&risk.as_str())
+    {
+        return Err(format!("`risk: {risk}` is not one of {}", RISKS.join(", ")));
+    }
+    let unknown = front
+        .rest
+        .into_iter()
+        .map(|(key, value)| {
+            let shown = serde_norway::to_string(&value)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            (key, shown)
+        })
+        .collect();
+    Ok(Skill {
+        name,
+        description,
+        instructions: body.trim().to_string(),
+        dir: dir.to_path_buf(),
+        level,
+        tools: front.tools,
+        mcp: front.mcp,
+        risk: front.risk,
+        agents: front.agents,
+        requires: front.requires,
+        unknown,
+        files: other_files(dir),
+    })
+}
+
+/// Files of a skill's folder besides `SKILL.md`, relative, sorted; links are not followed.
+fn other_files(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file()
+                && let Ok(relative) = path.strip_prefix(dir)
+                && relative != Path::new("SKILL.md")
+            {
+                files.push(relative.display().to_string());
+            }
+            if files.len() >= 200 {
+                break;
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Reads every `<dir>/<skill>/SKILL.md` of one level (a missing directory is an empty level).
+pub fn load_level(dir: &Path, level: Level) -> Vec<Entry> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<Entry> = entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| {
+            let folder = entry.path();
+            let file = folder.join("SKILL.md");
+            let skill = match std::fs::read(&file) {
+                Err(error) => Err(format!("cannot read {}: {error}", file.display())),
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Err(_) => Err(format!("{} is not UTF-8 text", file.display())),
+                    Ok(text) => parse(&text, &folder, level),
+                },
+            };
+            Entry {
+                name: skill.as_ref().map_or_else(
+                    |_| entry.file_name().to_string_lossy().into_owned(),
+                    |skill| skill.name.clone(),
+                ),
+                dir: folder,
+                level,
+                skill,
+            }
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// The catalogue over the three levels: one entry per name, the highest level winning.
+pub fn discover(levels: &[(PathBuf, Level)]) -> Vec<Entry> {
+    let mut by_name: BTreeMap<String, Entry> = BTreeMap::new();
+    for (dir, level) in levels {
+        for entry in load_level(dir, *level) {
+            match by_name.get(&entry.name) {
+                Some(existing) if existing.level > entry.level => {}
+                _ => {
+                    by_name.insert(entry.name.clone(), entry);
+                }
+            }
+        }
+    }
+    by_name.into_values().collect()
+}
+
+/// What an agent has that a skill may need.
+pub struct AgentContext<'a> {
+    pub agent: &'a str,
+    pub tools: &'a [String],
+    pub mcp_servers: &'a [String],
+    pub env: &'a dyn Fn(&str) -> bool,
+    pub bin: &'a dyn Fn(&str) -> bool,
+}
+
+/// Why `skill` cannot be used by this agent, or `Ok` when it can.
+pub fn availability(skill: &Skill, context: &AgentContext<'_>) -> Result<(), String> {
+    if let Some(agents) = &skill.agents
+        && !agents.iter().any(|agent| agent == context.agent)
+    {
+        return Err(format!(
+            "the skill is limited to agents {}",
+            agents.join(", ")
+        ));
+    }
+    let missing: Vec<&str> = skill
+        .tools
+        .iter()
+        .filter(|tool| !context.tools.contains(tool))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "it needs tools the agent does not have: {} (a skill never grants tools; add them to the agent's `tools`)",
+            missing.join(", ")
+        ));
+    }
+    let missing: Vec<&str> = skill
+        .mcp
+        .iter()
+        .filter(|server| !context.mcp_servers.contains(server))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "it needs MCP servers that are not configured: {}",
+            missing.join(", ")
+        ));
+    }
+    if let Some(variable) = skill.requires.env.iter().find(|name| !(context.env)(name)) {
+        return Err(format!("it needs the environment variable {variable}"));
+    }
+    if let Some(binary) = skill.requires.bins.iter().find(|name| !(context.bin)(name)) {
+        return Err(format!("it needs the program `{binary}` on PATH"));
+    }
+    Ok(())
+}
+
+/// Is `name` an executable on PATH?
+pub fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .any(|dir| std::fs::metadata(dir.join(name)).is_ok_and(|metadata| metadata.is_file()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<Skill, String> {
+        parse(text, Path::new("/nowhere"), Level::Bundled)
+    }
+
+    #[test]
+    fn front_matter_is_checked_and_unknown_keys_are_kept() {
+        let skill = parsed(
+            "---\nname: notes\ndescription: Keep notes.\ntools: [write_file]\nlicense: MIT\nallowed-tools: Read\n---\n# Notes\nWrite them down.\n",
+        )
+        .unwrap();
+        assert_eq!(skill.name, "notes");
+        assert_eq!(skill.tools, ["write_file"]);
+        assert_eq!(skill.instructions, "# Notes\nWrite them down.");
+        assert_eq!(
+            skill.unknown.get("license").map(String::as_str),
+            Some("MIT")
+        );
+        assert!(skill.unknown.contains_key("allowed-tools"));
+        for (text, error) in [
+            ("# no front matter", "must start with YAML front matter"),
+            ("---\nname: x\n", "not closed"),
+            ("---\nname: [unclosed\n---\n", "not valid YAML"),
+            ("---\ndescription: d\n---\n", "no `name`"),
+            ("---\nname: x\n---\n", "no `description`"),
+            ("---\nname: a b\ndescription: d\n---\n", "may only use"),
+            (
+                "---\nname: x\ndescription: d\nrisk: none\n---\n",
+                "is not one of",
+            ),
+        ] {
+            let got = parsed(text).unwrap_err();
+            assert!(got.contains(error), "{text:?}: {got}");
+        }
+    }
+}

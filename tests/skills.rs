@@ -1,0 +1,258 @@
+//! Skills: loading over the three levels (valid, broken, foreign keys, precedence, missing
+//! requirements), then through the daemon with the scripted model: the prompt lists enabled skills
+//! by name and description only, `use_skill` brings the instructions into the run and the skill's
+//! tool is used; a disabled skill cannot be loaded; a skill never grants a tool.
+
+use std::path::Path;
+
+use clawvisor::domain::ChatKey;
+use clawvisor::skills::{self, AgentContext, Level};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+
+fn write_skill(root: &Path, folder: &str, text: &str) {
+    let dir = root.join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), text).unwrap();
+}
+
+fn skill_md(name: &str, description: &str, extra: &str, body: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n{extra}---\n{body}\n")
+}
+
+#[test]
+fn skills_load_over_three_levels_with_precedence_and_clear_reasons() {
+    let root = tempfile::tempdir().unwrap();
+    let (bundled, installed, workspace) = (
+        root.path().join("bundled"),
+        root.path().join("installed"),
+        root.path().join("workspace"),
+    );
+    write_skill(
+        &bundled,
+        "notes",
+        &skill_md("notes", "bundled notes", "", "bundled body"),
+    );
+    write_skill(
+        &installed,
+        "notes",
+        &skill_md("notes", "installed notes", "", "installed body"),
+    );
+    write_skill(
+        &workspace,
+        "my-notes",
+        &skill_md("notes", "workspace notes", "", "workspace body"),
+    );
+    write_skill(
+        &bundled,
+        "only-bundled",
+        &skill_md("only-bundled", "stays", "", "x"),
+    );
+    write_skill(&bundled, "broken", "no front matter at all");
+    write_skill(&bundled, "badyaml", "---\nname: [oops\n---\nbody");
+    write_skill(
+        &installed,
+        "foreign",
+        &skill_md(
+            "foreign",
+            "from another runtime",
+            "license: MIT\nallowed-tools: Bash\n",
+            "body",
+        ),
+    );
+    write_skill(
+        &installed,
+        "needs-mcp",
+        &skill_md("needs-mcp", "uses GitHub", "mcp: [github]\n", "body"),
+    );
+    std::fs::write(bundled.join("notes/template.md"), "# template").unwrap();
+
+    let catalogue = skills::discover(&[
+        (bundled.clone(), Level::Bundled),
+        (installed.clone(), Level::Installed),
+        (workspace.clone(), Level::Workspace),
+    ]);
+    let find = |name: &str| catalogue.iter().find(|entry| entry.name == name).unwrap();
+    let notes = find("notes").skill.as_ref().unwrap();
+    assert_eq!(
+        (notes.description.as_str(), notes.level),
+        ("workspace notes", Level::Workspace),
+        "workspace > installed > bundled"
+    );
+    assert_eq!(find("only-bundled").level, Level::Bundled);
+    assert!(
+        find("broken")
+            .skill
+            .as_ref()
+            .unwrap_err()
+            .contains("front matter")
+    );
+    assert!(
+        find("badyaml")
+            .skill
+            .as_ref()
+            .unwrap_err()
+            .contains("not valid YAML")
+    );
+    let foreign = find("foreign").skill.as_ref().unwrap();
+    assert_eq!(
+        foreign.unknown.get("license").map(String::as_str),
+        Some("MIT")
+    );
+    assert!(
+        foreign.unknown.contains_key("allowed-tools"),
+        "unknown keys are kept"
+    );
+    // Without the workspace level, the installed copy wins over the bundled one.
+    let two = skills::discover(&[
+        (bundled.clone(), Level::Bundled),
+        (installed, Level::Installed),
+    ]);
+    let notes = two
+        .iter()
+        .find(|entry| entry.name == "notes")
+        .unwrap()
+        .skill
+        .as_ref()
+        .unwrap();
+    assert_eq!(notes.instructions, "installed body");
+    let bundled_notes = skills::load_level(&bundled, Level::Bundled);
+    let bundled_notes = bundled_notes.iter().find(|e| e.name == "notes").unwrap();
+    assert_eq!(bundled_notes.skill.as_ref().unwrap().files, ["template.md"]);
+
+    let yes = |_: &str| true;
+    let context = AgentContext {
+        agent: "ada",
+        tools: &[],
+        mcp_servers: &[],
+        env: &yes,
+        bin: &yes,
+    };
+    let reason =
+        skills::availability(find("needs-mcp").skill.as_ref().unwrap(), &context).unwrap_err();
+    assert!(
+        reason.contains("MCP servers") && reason.contains("github"),
+        "{reason}"
+    );
+    assert!(skills::availability(foreign, &context).is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_loads_an_enabled_skill_and_uses_its_tool_but_nothing_more() {
+    let dir = ScratchDir::new("clawvisor-skills").unwrap();
+    let bundled = dir.path().join("skills");
+    write_skill(
+        &bundled,
+        "journal",
+        &skill_md(
+            "journal",
+            "Keeps a dated journal file.",
+            "tools: [write_file]\n",
+            "JOURNAL-INSTRUCTIONS: append the entry to journal.md with write_file.",
+        ),
+    );
+    write_skill(
+        &bundled,
+        "shouting",
+        &skill_md(
+            "shouting",
+            "Not enabled for ada.",
+            "",
+            "SHOUTING-INSTRUCTIONS",
+        ),
+    );
+    write_skill(
+        &bundled,
+        "runner",
+        &skill_md(
+            "runner",
+            "Needs the shell.",
+            "tools: [shell]\n",
+            "RUNNER-INSTRUCTIONS",
+        ),
+    );
+    let script = Script::new()
+        .rule(Rule::text("Journal updated.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "journal.md", "content": "- walked the dog\n", "mode": "append"}"#,
+            )
+            .when_after_tool_result("use_skill")
+            .when_any_message_contains("JOURNAL-INSTRUCTIONS"),
+        )
+        .rule(Rule::text("That skill is not available.").when_after_tool_result("use_skill"))
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "journal"}"#)
+                .when_last_user_contains("journal"),
+        )
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "shouting"}"#)
+                .when_last_user_contains("shout"),
+        )
+        .rule(Rule::tool_call("use_skill", r#"{"name": "runner"}"#).when_last_user_contains("run"));
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "ada",
+        "tools = [\"write_file\"]\nskills = [\"journal\", \"runner\"]\nautonomy = \"trust_first\"",
+    )];
+    let harness = Harness::start_in(dir, options).await.unwrap();
+
+    let reply = harness
+        .ask(
+            "ada",
+            &ChatKey::cli("j"),
+            "add to my journal: walked the dog",
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Journal updated.");
+    let requests = llm.requests();
+    let first = requests[0].to_string();
+    assert!(
+        first.contains("journal: Keeps a dated journal file."),
+        "listed by name and description"
+    );
+    assert!(
+        !first.contains("JOURNAL-INSTRUCTIONS"),
+        "instructions only when loaded"
+    );
+    assert!(
+        !first.contains("shouting") && !first.contains("runner:"),
+        "only enabled, usable skills are listed"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.to_string().contains("JOURNAL-INSTRUCTIONS")),
+        "use_skill brought the instructions into the run"
+    );
+    let journal = harness.dir.path().join("data/workspaces/ada/journal.md");
+    assert_eq!(
+        std::fs::read_to_string(journal).unwrap(),
+        "- walked the dog\n"
+    );
+
+    // A skill that is not enabled, and one needing a tool ada lacks, cannot be loaded.
+    for (ask, skill) in [("shout it", "shouting"), ("run it", "runner")] {
+        let reply = harness.ask("ada", &ChatKey::cli(skill), ask).await.unwrap();
+        assert_eq!(reply.text, "That skill is not available.");
+        let last = llm.requests().last().unwrap().to_string();
+        assert!(
+            last.contains(&format!("the skill `{skill}` is not enabled")),
+            "{last}"
+        );
+        let names: Vec<String> = llm.requests().last().unwrap()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            !names.contains(&"shell".to_string()),
+            "a skill never grants a tool: {names:?}"
+        );
+    }
+    harness.stop().await;
+}

@@ -156,6 +156,7 @@ fn sigterm_stops_the_tree_in_order_and_a_second_start_works() {
                 "local",
                 "mcp",
                 "scheduler",
+                "memory",
                 "approvals",
                 "events",
                 "store"

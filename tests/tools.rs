@@ -1370,7 +1370,16 @@ fn builtin_tools_have_unique_names_and_strict_schemas() {
             "list_dir",
             "web_fetch",
             "shell",
-            "current_time"
+            "current_time",
+            "save_to_memory",
+            "search_memory",
+            "list_memory_facts",
+            "forget",
+            "handoff_task",
+            "handoff_status",
+            "handoff_cancel",
+            "handoff_progress",
+            "handoff_return"
         ]
     );
     for tool in &tools {
@@ -1402,6 +1411,16 @@ fn builtin_tools_have_unique_names_and_strict_schemas() {
             Effect::ReadOnly,
             Effect::ReadOnly,
             Effect::Destructive,
+            Effect::ReadOnly,
+            // save_to_memory is a write only for platform memory (`effect_for`).
+            Effect::Write,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
+            Effect::ReadOnly,
             Effect::ReadOnly
         ]
     );

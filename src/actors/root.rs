@@ -281,6 +281,14 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
                     bots(context)
                         .iter()
                         .map(|(spec, _)| names::bot(&spec.name))
+                        .chain(
+                            config
+                                .mcp
+                                .servers
+                                .iter()
+                                .filter(|server| server.enabled)
+                                .map(|server| names::mcp_link(&server.name)),
+                        )
                         .collect(),
                 ),
             },

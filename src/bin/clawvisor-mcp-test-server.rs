@@ -187,6 +187,10 @@ async fn serve_http(address: &str) -> Result<(), String> {
         .await
         .map_err(|error| format!("cannot bind {address}: {error}"))?;
     let bound = listener.local_addr().map_err(|error| error.to_string())?;
+    // Without TCP_NODELAY, small SSE writes wait for the client's delayed ACK (~40 ms a call).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let mut stdout = tokio::io::stdout();
     let line = format!("listening on http://{bound}/mcp\n");
     let _ = stdout.write_all(line.as_bytes()).await;

@@ -183,7 +183,7 @@ pub fn reap(rows: &[ProcessRow]) -> usize {
         let marker = format!("{TOKEN_VAR}={}", row.token);
         let ours: Vec<&ProcInfo> = processes
             .iter()
-            .filter(|process| process.environ.iter().any(|entry| *entry == marker))
+            .filter(|process| process.environ.contains(&marker))
             .collect();
         if ours.is_empty() {
             continue;

@@ -579,3 +579,54 @@ async fn a_contract_in_progress_survives_a_kill_and_its_result_reaches_the_owner
     assert_eq!(status, "returned");
     assert!(delivered.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_limits_the_tools_its_delegate_may_use() {
+    let script = Script::new()
+        .rule(
+            Rule::text("Lead: done.")
+                .when_system_contains("You are lead")
+                .when_after_tool_result("handoff_task"),
+        )
+        .rule(
+            Rule::tool_call(
+                "handoff_task",
+                r#"{"agent": "researcher", "task": "report progress then answer", "tools": []}"#,
+            )
+            .when_system_contains("You are lead"),
+        )
+        .rule(
+            Rule::text("answered without tools")
+                .when_system_contains("You are researcher")
+                .when_after_tool_result("handoff_progress"),
+        )
+        .rule(
+            Rule::tool_call("handoff_progress", r#"{"note": "halfway"}"#)
+                .when_system_contains("You are researcher"),
+        );
+    let (llm, harness) = start(script).await;
+    let reply = harness
+        .ask("lead", &ChatKey::cli("limits"), "go")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Lead: done.");
+    assert!(
+        llm.requests()
+            .iter()
+            .any(|r| r.to_string().contains("allows only these tools: none")),
+        "the delegate was told the tool is outside its contract"
+    );
+    let progress: i64 = harness
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM handoff_timeline WHERE kind = 'progress'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(progress, 0, "the refused call did not run");
+    harness.stop().await;
+}

@@ -39,6 +39,8 @@ pub struct NewContract {
     pub expected: String,
     pub validator: Option<String>,
     pub deadline: Duration,
+    /// The only tools the delegate may use for this contract (`None`: its own).
+    pub tools: Option<Vec<String>>,
 }
 
 pub enum HandoffMsg {
@@ -286,7 +288,7 @@ async fn create(
         subtask: request.subtask.trim().to_string(),
         expected: request.expected,
         validator: request.validator,
-        tools: None,
+        tools: request.tools,
         deadline_ms: now + request.deadline.as_millis() as i64,
         status: "created".into(),
         attempts: 0,
@@ -314,6 +316,18 @@ async fn start_contract(
     state: &mut HandoffState,
     id: &str,
 ) -> Result<(), ActorProcessingErr> {
+    // Contracts that ended (stopped normally, not waiting for a restart) are forgotten here, so
+    // the supervisor holds only open ones however many come and go.
+    let ended: Vec<String> = state
+        .contracts
+        .info()
+        .into_iter()
+        .filter(|child| child.status == super::supervise::ChildStatus::Stopped)
+        .map(|child| child.id)
+        .collect();
+    for ended in ended {
+        state.contracts.remove_quietly(&ended).await;
+    }
     if !state.contracts.contains(id) {
         let args = ContractArgs {
             id: id.to_string(),

@@ -144,7 +144,38 @@ pub async fn dispatch(
     Ok(results)
 }
 
+/// In a delegate's conversation, the contract's tool list (when it has one) limits the tools.
+async fn contract_refusal(ctx: &RunCtx, tool: &str) -> Option<ToolOutput> {
+    if ctx.chat.kind() != crate::domain::ChatKind::Handoff {
+        return None;
+    }
+    let id = ctx.chat.id();
+    let id = id.strip_suffix(".review").unwrap_or(id).to_string();
+    let contract = ctx
+        .runtime
+        .store
+        .read(move |conn| crate::store::handoff::get(conn, &id))
+        .await
+        .ok()
+        .flatten()?;
+    let allowed = contract.tools?;
+    (!allowed.iter().any(|name| name == tool)).then(|| {
+        ToolOutput::error(format!(
+            "Contract {} allows only these tools: {}. `{tool}` was not run.",
+            contract.id,
+            if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        ))
+    })
+}
+
 async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: &ToolCall) -> Plan {
+    if let Some(refused) = contract_refusal(ctx, &call.name).await {
+        return Plan::Refused(refused);
+    }
     let Some(tool) = ctx.settings.tool(&call.name) else {
         let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
         return Plan::Refused(ToolOutput::error(format!(

@@ -98,6 +98,7 @@ async fn delegate_and_wait(
 pub struct HandoffTaskTool;
 
 const TASK_FIELDS: &[&str] = &[
+    "tools",
     "agent",
     "task",
     "expected",
@@ -123,6 +124,7 @@ impl Tool for HandoffTaskTool {
                     "task": {"type": "string", "description": "The subtask, self-contained."},
                     "expected": {"type": "string", "description": "The shape of the expected output."},
                     "validator": {"type": "string", "description": "An agent that reviews the work (optional)."},
+                    "tools": {"type": "array", "items": {"type": "string"}, "description": "Limit the delegate to these of its tools (optional)."},
                     "deadline_minutes": {"type": "integer", "description": "Default 30."},
                     "wait_seconds": {"type": "integer", "description": "How long to wait here (default 300); after that the result arrives later."}
                 },
@@ -182,6 +184,26 @@ impl Tool for HandoffTaskTool {
                     .map(str::trim)
                     .filter(|name| !name.is_empty())
                     .map(str::to_string),
+                tools: match args.get("tools") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Array(items)) => Some(
+                        items
+                            .iter()
+                            .map(|item| {
+                                item.as_str().map(str::to_string).ok_or_else(|| {
+                                    ToolError::InvalidArguments(
+                                        "handoff_task: `tools` must be a list of tool names".into(),
+                                    )
+                                })
+                            })
+                            .collect::<Result<Vec<_>, _>>()?,
+                    ),
+                    Some(_) => {
+                        return Err(ToolError::InvalidArguments(
+                            "handoff_task: `tools` must be a list of tool names".into(),
+                        ));
+                    }
+                },
                 deadline: Duration::from_secs(
                     parsed
                         .optional_u64("deadline_minutes")?
@@ -297,6 +319,7 @@ impl Tool for SpawnSubagentTool {
                 subtask: task,
                 expected: String::new(),
                 validator: None,
+                tools: None,
                 deadline: wait + Duration::from_secs(60),
             };
             delegate_and_wait(ctx, request, wait).await

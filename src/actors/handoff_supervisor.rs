@@ -82,15 +82,6 @@ pub struct HandoffState {
     contracts: Children,
 }
 
-/// `handoff:h-1234.review` → `h-1234`.
-fn contract_of(outbound: &Outbound) -> Option<String> {
-    if outbound.chat.kind() != ChatKind::Handoff {
-        return None;
-    }
-    let id = outbound.chat.id();
-    Some(id.strip_suffix(".review").unwrap_or(id).to_string())
-}
-
 fn new_id() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
@@ -143,7 +134,11 @@ impl Actor for HandoffSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             HandoffMsg::Deliver(outbound) => {
-                if let Some(contract) = contract_of(&outbound).and_then(|id| running(state, &id)) {
+                if let Some(contract) = outbound
+                    .chat
+                    .handoff_contract()
+                    .and_then(|id| running(state, id))
+                {
                     let _ = contract.cast(ContractMsg::Output(outbound));
                 }
             }

@@ -146,11 +146,7 @@ pub async fn dispatch(
 
 /// In a delegate's conversation, the contract's tool list (when it has one) limits the tools.
 async fn contract_refusal(ctx: &RunCtx, tool: &str) -> Option<ToolOutput> {
-    if ctx.chat.kind() != crate::domain::ChatKind::Handoff {
-        return None;
-    }
-    let id = ctx.chat.id();
-    let id = id.strip_suffix(".review").unwrap_or(id).to_string();
+    let id = ctx.chat.handoff_contract()?.to_string();
     let contract = ctx
         .runtime
         .store

@@ -80,6 +80,15 @@ impl ChatKey {
         self.0.split_once(':').map(|(_, id)| id).unwrap_or("")
     }
 
+    /// The contract of a `handoff:` key: `handoff:h-1234` (the delegate's conversation) and
+    /// `handoff:h-1234.review` (the validator's) both belong to `h-1234`.
+    pub fn handoff_contract(&self) -> Option<&str> {
+        (self.kind() == ChatKind::Handoff).then(|| {
+            let id = self.id();
+            id.strip_suffix(".review").unwrap_or(id)
+        })
+    }
+
     /// The Telegram chat id of a `tg:` key.
     pub fn telegram_chat_id(&self) -> Option<i64> {
         (self.kind() == ChatKind::Telegram)

@@ -39,17 +39,12 @@ fn in_handoff(ctx: &ToolContext) -> bool {
 
 /// The contract id of a delegate's conversation (`handoff:h-xxxx`).
 fn own_contract(ctx: &ToolContext) -> Result<String, ToolError> {
-    if !in_handoff(ctx) {
-        return Err(ToolError::Refused(
-            "only a delegate working on a handoff contract can use this".into(),
-        ));
-    }
-    Ok(ctx
-        .chat
-        .id()
-        .strip_suffix(".review")
-        .unwrap_or(ctx.chat.id())
-        .to_string())
+    ctx.chat
+        .handoff_contract()
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ToolError::Refused("only a delegate working on a handoff contract can use this".into())
+        })
 }
 
 fn read_only(name: &str, description: &str, parameters: Value) -> ToolSpec {
@@ -327,6 +322,20 @@ impl Tool for SpawnSubagentTool {
     }
 }
 
+/// The schema of the tools that take one contract id.
+fn contract_id_spec(name: &str, description: &str) -> ToolSpec {
+    read_only(
+        name,
+        description,
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}),
+    )
+}
+
+/// The `id` argument as given (for descriptions and grant targets; `call` checks it).
+fn contract_id_arg(args: &Value) -> &str {
+    args.get("id").and_then(Value::as_str).unwrap_or("")
+}
+
 /// `handoff_status`.
 pub struct HandoffStatusTool;
 
@@ -336,10 +345,9 @@ impl Tool for HandoffStatusTool {
     }
 
     fn spec(&self) -> ToolSpec {
-        read_only(
+        contract_id_spec(
             "handoff_status",
             "The status and timeline of a contract you created.",
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}),
         )
     }
 
@@ -352,17 +360,11 @@ impl Tool for HandoffStatusTool {
     }
 
     fn describe_call(&self, args: &Value) -> String {
-        format!(
-            "handoff_status: {}",
-            args.get("id").and_then(Value::as_str).unwrap_or("")
-        )
+        format!("handoff_status: {}", contract_id_arg(args))
     }
 
     fn target(&self, args: &Value) -> String {
-        args.get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+        contract_id_arg(args).to_string()
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
@@ -408,10 +410,9 @@ impl Tool for HandoffCancelTool {
     }
 
     fn spec(&self) -> ToolSpec {
-        read_only(
+        contract_id_spec(
             "handoff_cancel",
             "Cancel a contract you created; the delegate's work is stopped.",
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}),
         )
     }
 
@@ -424,17 +425,11 @@ impl Tool for HandoffCancelTool {
     }
 
     fn describe_call(&self, args: &Value) -> String {
-        format!(
-            "handoff_cancel: {}",
-            args.get("id").and_then(Value::as_str).unwrap_or("")
-        )
+        format!("handoff_cancel: {}", contract_id_arg(args))
     }
 
     fn target(&self, args: &Value) -> String {
-        args.get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+        contract_id_arg(args).to_string()
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {

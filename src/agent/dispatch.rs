@@ -144,34 +144,7 @@ pub async fn dispatch(
     Ok(results)
 }
 
-/// In a delegate's conversation, the contract's tool list (when it has one) limits the tools.
-async fn contract_refusal(ctx: &RunCtx, tool: &str) -> Option<ToolOutput> {
-    let id = ctx.chat.handoff_contract()?.to_string();
-    let contract = ctx
-        .runtime
-        .store
-        .read(move |conn| crate::store::handoff::get(conn, &id))
-        .await
-        .ok()
-        .flatten()?;
-    let allowed = contract.tools?;
-    (!allowed.iter().any(|name| name == tool)).then(|| {
-        ToolOutput::error(format!(
-            "Contract {} allows only these tools: {}. `{tool}` was not run.",
-            contract.id,
-            if allowed.is_empty() {
-                "none".to_string()
-            } else {
-                allowed.join(", ")
-            }
-        ))
-    })
-}
-
 async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: &ToolCall) -> Plan {
-    if let Some(refused) = contract_refusal(ctx, &call.name).await {
-        return Plan::Refused(refused);
-    }
     let Some(tool) = ctx.settings.tool(&call.name) else {
         let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
         return Plan::Refused(ToolOutput::error(format!(
@@ -271,7 +244,8 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     }
 }
 
-/// The live grant and the strictest stored rule for this call.
+/// The live grant and the strictest stored rule for this call. In a delegate's conversation the
+/// contract's tool list (when it has one) is a rule too: a tool outside it is denied.
 async fn policy_lookup(
     ctx: &RunCtx,
     tool: &str,
@@ -291,11 +265,33 @@ async fn policy_lookup(
         crate::domain::ChatKind::Schedule => "sched",
         crate::domain::ChatKind::Handoff => "handoff",
     };
+    let contract = ctx.chat.handoff_contract().map(str::to_string);
     let now = crate::clock::now_ms();
     let found = ctx
         .runtime
         .store
         .read(move |conn| {
+            if let Some(contract) = contract
+                .map(|id| crate::store::handoff::get(conn, &id))
+                .transpose()?
+                .flatten()
+                && let Some(allowed) = contract.tools
+                && !allowed.contains(&tool)
+            {
+                let listed = if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                };
+                let reason = format!(
+                    "contract {} allows only these tools: {listed}; `{tool}` was not run",
+                    contract.id
+                );
+                return Ok((
+                    None,
+                    Some((format!("contract:{}", contract.id), Decision::Deny, reason)),
+                ));
+            }
             let grant =
                 crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &target, now)?;
             let rules = crate::store::approvals::rules(conn)?;

@@ -35,7 +35,8 @@ pub struct DecisionEnvelope {
     pub decision: Decision,
     pub risk: RiskLevel,
     pub reason: String,
-    /// What decided: `autonomy`, `risk`, `rate_limit`, `loop_guard`, `rule:<id>`, `grant:<id>`.
+    /// What decided: `autonomy`, `risk`, `rate_limit`, `loop_guard`, `rule:<id>`, `contract:<id>`,
+    /// `grant:<id>`.
     pub source: String,
     /// What happens next ("runs now", "waiting for approval from ...", "not run; the model is told why").
     pub next_step: String,

@@ -378,21 +378,11 @@ fn skills(loaded: &LoadedConfig, command: SkillsCommand) -> ExitCode {
             match result {
                 Ok(skill) => {
                     println!("{}: valid skill `{}`", file.display(), skill.name);
-                    let known: Vec<String> = crate::tools::builtin_tools()
-                        .iter()
-                        .map(|tool| tool.name().to_string())
-                        .chain(["send_message", "spawn_subagent", "use_skill"].map(String::from))
-                        .chain(
-                            crate::tools::schedule::TOOL_NAMES
-                                .iter()
-                                .map(|name| name.to_string()),
-                        )
-                        .collect();
                     let mut warnings = 0;
                     for tool in skill
                         .tools
                         .iter()
-                        .filter(|tool| !known.contains(tool) && !tool.contains("__"))
+                        .filter(|tool| !crate::tools::is_known_tool(tool))
                     {
                         println!("  warning: requires unknown tool `{tool}`");
                         warnings += 1;

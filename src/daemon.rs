@@ -25,7 +25,6 @@ use crate::events::{EventBus, EventKind};
 use crate::llm::Providers;
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
-use crate::tools::message::SendMessageTool;
 
 /// Exit code for configuration errors (`EX_CONFIG`; the systemd unit does not restart on it).
 pub const EXIT_CONFIG: u8 = 78;
@@ -223,36 +222,18 @@ fn agent_plans(
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
     let pricing = Arc::new(config.pricing.clone());
     let all_agents = Arc::new(loaded.agents.clone());
-    let builtin = crate::tools::builtin_tools();
     loaded
         .agents
         .iter()
         .map(|spec| {
-            let mut tools: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
-            for name in &spec.tools {
-                if name == "send_message" {
-                    tools.push(Arc::new(SendMessageTool::new(spec.telegram_people())));
-                    continue;
-                }
-                if name == "spawn_subagent" {
-                    tools.push(Arc::new(crate::tools::handoff::SpawnSubagentTool::new()));
-                    continue;
-                }
-                match builtin.iter().find(|tool| tool.name() == name) {
-                    Some(tool) => tools.push(tool.clone()),
-                    None if name == "use_skill" || name.starts_with("mcp:")
-                        || name.contains("__")
-                        || crate::tools::schedule::TOOL_NAMES.contains(&name.as_str()) => {}
-                    None => tracing::warn!(agent = %spec.name, tool = %name, "unknown tool in the agent file; ignored"),
-                }
-            }
             let workspace = spec
                 .workspace
                 .clone()
                 .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
             let skills = Arc::new(agent_skills(loaded, spec, &workspace));
-            if spec.tools.iter().any(|tool| tool == "use_skill") || !skills.is_empty() {
-                tools.push(Arc::new(crate::tools::skill::UseSkillTool::new(skills.clone())));
+            let (tools, unknown) = crate::tools::tools_for_agent(spec, &skills);
+            for tool in unknown {
+                tracing::warn!(agent = %spec.name, %tool, "unknown tool in the agent file; ignored");
             }
             AgentPlan {
                 runtime: Arc::new(AgentRuntime {

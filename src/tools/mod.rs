@@ -195,6 +195,51 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// Tools built for each agent (they hold something of that agent: its people, its sub-agent
+/// slots, its skills) rather than shared from [`builtin_tools`].
+pub const PER_AGENT_TOOLS: &[&str] = &["send_message", "spawn_subagent", "use_skill"];
+
+/// Is `name` a tool an agent file may list: a built-in, a per-agent tool, a scheduler tool
+/// (published by the scheduler), or an MCP tool (`mcp:<server>`, `<server>__<tool>`)?
+pub fn is_known_tool(name: &str) -> bool {
+    PER_AGENT_TOOLS.contains(&name)
+        || schedule::TOOL_NAMES.contains(&name)
+        || name.starts_with("mcp:")
+        || name.contains("__")
+        || builtin_tools().iter().any(|tool| tool.name() == name)
+}
+
+/// The tools one agent starts with: the shared built-ins it lists, and its own instances of the
+/// per-agent tools. Scheduler and MCP tools arrive later from their owners (`SetTools`); names
+/// that are none of these are returned for the caller to report.
+pub fn tools_for_agent(
+    spec: &crate::config::AgentSpec,
+    skills: &Arc<Vec<crate::skills::Skill>>,
+) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
+    let builtin = builtin_tools();
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut unknown = Vec::new();
+    for name in &spec.tools {
+        match name.as_str() {
+            "send_message" => tools.push(Arc::new(message::SendMessageTool::new(
+                spec.telegram_people(),
+            ))),
+            "spawn_subagent" => tools.push(Arc::new(handoff::SpawnSubagentTool::new())),
+            // Added below, also when only skills are enabled.
+            "use_skill" => {}
+            _ => match builtin.iter().find(|tool| tool.name() == name) {
+                Some(tool) => tools.push(tool.clone()),
+                None if is_known_tool(name) => {}
+                None => unknown.push(name.clone()),
+            },
+        }
+    }
+    if spec.tools.iter().any(|tool| tool == "use_skill") || !skills.is_empty() {
+        tools.push(Arc::new(skill::UseSkillTool::new(skills.clone())));
+    }
+    (tools, unknown)
+}
+
 /// The arguments of one call, checked against the fields the tool declares.
 ///
 /// The model sees the tool's JSON Schema, but nothing forces it to follow it: every accessor

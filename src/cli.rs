@@ -88,6 +88,8 @@ pub enum Command {
     },
     /// Pending approval requests (decide them in Studio or with /approve in Telegram).
     Approvals,
+    /// Print a one-time link that logs a browser into Studio (works once, for 15 minutes).
+    StudioLink,
     /// Skills: the catalogue, one skill, or a skill folder to check.
     Skills {
         #[command(subcommand)]
@@ -191,6 +193,7 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
             model,
         } => eval(&loaded, &dir, live, provider, model).await,
         Command::Approvals => approvals(&loaded).await,
+        Command::StudioLink => studio_link(&loaded).await,
         Command::Memory { command } => memory(&loaded, command).await,
         Command::Skills { command } => skills(&loaded, command),
     }
@@ -292,6 +295,30 @@ async fn open_existing(loaded: &LoadedConfig) -> Result<Store, ExitCode> {
             ))
         }
         Err(_) => Err(ExitCode::FAILURE),
+    }
+}
+
+async fn studio_link(loaded: &LoadedConfig) -> ExitCode {
+    let store = match open_existing(loaded).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let base = crate::studio::access::base_url(
+        &loaded.config.studio.public_url,
+        loaded.config.studio_addr(),
+    );
+    let result = crate::studio::access::login_link(&store, &base, "cli").await;
+    store.stop_writer();
+    match result {
+        Ok(link) => {
+            println!("{link}");
+            eprintln!("Open it in a browser within 15 minutes; it works once.");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("could not create a login link: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -60,6 +60,8 @@ pub struct Daemon {
     root: ActorRef<SupervisorMsg>,
     root_task: tokio::task::JoinHandle<()>,
     studio_bound: watch::Receiver<Option<SocketAddr>>,
+    /// What Studio's handlers reach (tests call `studio::router` with it in-process).
+    studio: crate::studio::StudioState,
     boot_id: i64,
 }
 
@@ -164,6 +166,7 @@ pub async fn start_with(
         options,
         boot_ms: started_ms,
     };
+    let studio = root::studio_state(&context);
     let (root, root_task) = root::spawn(&context)
         .await
         .map_err(|error| DaemonError::Boot(crate::actors::supervise::error_chain(&error)))?;
@@ -207,6 +210,7 @@ pub async fn start_with(
         root,
         root_task,
         studio_bound,
+        studio,
         boot_id,
     })
 }
@@ -325,7 +329,23 @@ pub async fn run(
     loaded: LoadedConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    let public_url = loaded.config.studio.public_url.clone();
+    let studio = loaded.config.studio_addr();
     let daemon = start(loaded).await?;
+    // The one-time login link for Studio, printed (not logged) once Studio listens.
+    if let Some(addr) = daemon.studio_addr(Duration::from_secs(10)).await {
+        let base = crate::studio::access::base_url(&public_url, addr);
+        match crate::studio::access::login_link(&daemon.store, &base, "boot").await {
+            Ok(link) => println!(
+                "Studio: open {link} to log in (works once, for 15 minutes; `clawvisor studio-link` makes another)"
+            ),
+            Err(error) => tracing::warn!(%error, "could not create a Studio login link"),
+        }
+    } else if studio.port() != 0 {
+        tracing::warn!(
+            "Studio is not listening yet; `clawvisor studio-link` prints a login link later"
+        );
+    }
     daemon.wait(shutdown).await
 }
 
@@ -338,6 +358,10 @@ impl Daemon {
             Ok(Ok(addr)) => *addr,
             _ => None,
         }
+    }
+
+    pub fn studio_state(&self) -> crate::studio::StudioState {
+        self.studio.clone()
     }
 
     pub fn root(&self) -> &ActorRef<SupervisorMsg> {

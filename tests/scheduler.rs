@@ -896,6 +896,7 @@ impl Actor for EchoAgent {
                 tools: Vec::new(),
                 sessions: 0,
                 has_telegram: false,
+                skills: Vec::new(),
             });
             return Ok(());
         }

@@ -296,8 +296,47 @@ async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens
         status(post_with("Sec-Fetch-Site", "cross-site".into()).await),
         403
     );
-    // Same-origin requests from the console pass.
-    assert_eq!(status(post_with("Origin", studio.base.clone()).await), 201);
+    // A browser without a session is refused even from the same origin...
+    assert_eq!(status(post_with("Origin", studio.base.clone()).await), 401);
+    // ...and passes once logged in through a one-time link, with the session's CSRF token.
+    let link = clawvisor::studio::access::login_link(studio.harness.store(), &studio.base, "cli")
+        .await
+        .unwrap();
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = no_redirects.get(&link).send().await.unwrap();
+    assert_eq!(login.status().as_u16(), 303);
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let session: Value = studio
+        .http
+        .get(format!("{}/api/v1/session", studio.base))
+        .header("Cookie", &cookie)
+        .header("Sec-Fetch-Site", "same-origin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let csrf = session["csrf"].as_str().unwrap().to_string();
+    let from_console = studio
+        .http
+        .post(format!("{}/api/v1/policy/rules", studio.base))
+        .header("Origin", studio.base.clone())
+        .header("Cookie", &cookie)
+        .header("X-CSRF-Token", csrf)
+        .json(&json!({"effect": "deny", "tool": "shell"}))
+        .send()
+        .await;
+    assert_eq!(status(from_console), 201);
     // Health probes need nothing.
     let (status, _) = studio.get("/healthz").await;
     assert_eq!(status, 200);

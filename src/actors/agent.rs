@@ -70,6 +70,8 @@ pub struct AgentView {
     pub tools: Vec<String>,
     pub sessions: usize,
     pub has_telegram: bool,
+    /// The skills it may load.
+    pub skills: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -91,8 +93,10 @@ pub struct AgentState {
     routed: HashMap<ChatKey, u64>,
 }
 
-fn session_child_id(chat: &ChatKey) -> String {
-    chat.as_str().to_string()
+/// A session's child id, also its registered name and its id in the live tree:
+/// `session:<agent>:<chat>`.
+fn session_child_id(agent: &str, chat: &ChatKey) -> String {
+    format!("session:{agent}:{chat}")
 }
 
 impl Actor for AgentActor {
@@ -213,7 +217,7 @@ impl Actor for AgentActor {
                     state.routed.remove(&chat);
                     state
                         .sessions
-                        .remove_quietly(&session_child_id(&chat))
+                        .remove_quietly(&session_child_id(&state.runtime.spec.name, &chat))
                         .await;
                 }
             }
@@ -276,11 +280,11 @@ async fn ensure_session(
     state: &mut AgentState,
     chat: &ChatKey,
 ) -> Action {
-    let id = session_child_id(chat);
+    let id = session_child_id(&state.runtime.spec.name, chat);
     if !state.sessions.contains(&id) {
         let runtime = state.runtime.clone();
         let registry = runtime.registry.clone();
-        let local_name = format!("session:{}:{}", runtime.spec.name, chat);
+        let local_name = id.clone();
         let args = SessionArgs {
             runtime,
             settings: state.settings.clone(),
@@ -314,7 +318,7 @@ async fn ensure_session(
 fn session_ref(state: &AgentState, chat: &ChatKey) -> Option<ActorRef<SessionMsg>> {
     state
         .sessions
-        .cell(&session_child_id(chat))
+        .cell(&session_child_id(&state.runtime.spec.name, chat))
         .map(|cell| ActorRef::from(cell.clone()))
 }
 
@@ -378,5 +382,11 @@ fn view(state: &AgentState) -> AgentView {
             .collect(),
         sessions: state.sessions.ids().len(),
         has_telegram: spec.telegram.is_some(),
+        skills: state
+            .runtime
+            .skills
+            .iter()
+            .map(|skill| skill.name.clone())
+            .collect(),
     }
 }

@@ -264,34 +264,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         || StudioActor,
         StudioArgs {
             bind: config.studio_addr(),
-            state: StudioState {
-                access: Arc::new(crate::studio::access::Access::new(
-                    context
-                        .loaded
-                        .secrets
-                        .get(&config.studio.token_env)
-                        .cloned(),
-                    config.studio_addr(),
-                    &config.studio.public_url,
-                )),
-                registry: context.registry.clone(),
-                store: context.store.clone(),
-                events: context.events.clone(),
-                expect_ready: Arc::new(
-                    bots(context)
-                        .iter()
-                        .map(|(spec, _)| names::bot(&spec.name))
-                        .chain(
-                            config
-                                .mcp
-                                .servers
-                                .iter()
-                                .filter(|server| server.enabled)
-                                .map(|server| names::mcp_link(&server.name)),
-                        )
-                        .collect(),
-                ),
-            },
+            state: studio_state(context),
             bound: context.studio_bound.clone(),
         },
     ));
@@ -425,4 +398,50 @@ pub async fn spawn(
         events: context.events.clone(),
     };
     Actor::spawn(Some(context.registry.name("root")), Supervisor, args).await
+}
+
+/// What Studio's handlers reach: built once per boot from the context (the daemon keeps a copy
+/// so that tests can call the router in-process).
+pub fn studio_state(context: &RootContext) -> StudioState {
+    let config = &context.loaded.config;
+    StudioState {
+        access: Arc::new(crate::studio::access::Access::new(
+            context
+                .loaded
+                .secrets
+                .get(&config.studio.token_env)
+                .cloned(),
+            config.studio_addr(),
+            &config.studio.public_url,
+        )),
+        registry: context.registry.clone(),
+        store: context.store.clone(),
+        events: context.events.clone(),
+        expect_ready: Arc::new(
+            bots(context)
+                .iter()
+                .map(|(spec, _)| names::bot(&spec.name))
+                .chain(
+                    config
+                        .mcp
+                        .servers
+                        .iter()
+                        .filter(|server| server.enabled)
+                        .map(|server| names::mcp_link(&server.name)),
+                )
+                .collect(),
+        ),
+        agents: Arc::new(
+            context
+                .loaded
+                .agents
+                .iter()
+                .map(|spec| crate::studio::AgentEntry {
+                    name: spec.name.clone(),
+                    telegram: spec.telegram.is_some(),
+                })
+                .collect(),
+        ),
+        started_ms: context.boot_ms,
+    }
 }

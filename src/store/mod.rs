@@ -25,6 +25,7 @@ pub mod memory;
 pub mod runs;
 pub mod schedules;
 pub mod sessions;
+pub mod studio;
 pub mod telegram;
 
 use std::path::{Path, PathBuf};

@@ -258,6 +258,13 @@ pub fn list(
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
+/// The UTC day (`YYYY-MM-DD`) containing `at_ms`, as `cost_events.day` stores it.
+pub fn day_of(at_ms: i64) -> String {
+    crate::clock::to_datetime(at_ms)
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
 /// Records one model call's cost.
 #[allow(clippy::too_many_arguments)]
 pub fn record_cost(
@@ -271,9 +278,7 @@ pub fn record_cost(
     output_tokens: u64,
     cost_usd: f64,
 ) -> Result<()> {
-    let day = crate::clock::to_datetime(at_ms)
-        .format("%Y-%m-%d")
-        .to_string();
+    let day = day_of(at_ms);
     conn.prepare_cached(
         "INSERT INTO cost_events (at_ms, day, agent, provider, model, run_id, input_tokens, output_tokens, cost_usd)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -284,9 +289,7 @@ pub fn record_cost(
 
 /// What an agent spent on the UTC day containing `at_ms`.
 pub fn spent_on_day(conn: &Connection, agent: &str, at_ms: i64) -> Result<f64> {
-    let day = crate::clock::to_datetime(at_ms)
-        .format("%Y-%m-%d")
-        .to_string();
+    let day = day_of(at_ms);
     Ok(conn
         .prepare_cached(
             "SELECT COALESCE(SUM(cost_usd), 0) FROM cost_events WHERE agent = ?1 AND day = ?2",

@@ -1,23 +1,37 @@
-//! Who may use Studio's API: the Host check, the access token, and the same-origin rule.
+//! Who may use Studio: the Host check, the login (one-time link → session cookie), the access
+//! token, and the CSRF rules.
 //!
 //! - Host: the `Host` header must name loopback or one of the configured names (the bind address,
 //!   `public_url`'s host) — a page on another site cannot reach a loopback daemon through DNS
-//!   rebinding.
-//! - Token: when an access token is configured (required off loopback), every API request carries
-//!   it as `Authorization: Bearer <token>`; compared in constant time.
-//! - Same origin: a mutation (anything but GET/HEAD) that comes with an `Origin` header, as every
-//!   browser request does, must come from one of the allowed hosts; `Sec-Fetch-Site: cross-site`
-//!   is refused. This is the CSRF protection for the API.
+//!   rebinding. Checked on every route but the health probes.
+//! - Who is calling ([`Caller`]):
+//!   - a browser session: the `clawvisor_session` cookie, set by `/login?token=...` from a one-time
+//!     link (printed at boot and by `clawvisor studio-link`);
+//!   - a script with the access token (`Authorization: Bearer <token>`, constant-time compared);
+//!   - on loopback with no token configured, a non-browser client (no `Origin`, no
+//!     `Sec-Fetch-Site`: curl, an OpenAI SDK) is let in as `open`. A browser request without a
+//!     session is always refused, so a page the operator happens to visit cannot use the API.
+//! - Mutations (anything but GET/HEAD): an `Origin` must be one of the allowed hosts and
+//!   `Sec-Fetch-Site: cross-site` is refused; a session's mutation must also carry its CSRF token
+//!   in `X-CSRF-Token`.
 //!
-//! `/healthz` and `/readyz` are outside the guard: probes carry no credentials.
+//! `/healthz`, `/readyz` and `/metrics` are outside the guard: probes carry no credentials. The
+//! console's static files are public (they hold no data).
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
 
 use super::StudioState;
 use crate::secrets::Secret;
+use crate::store::studio as queries;
+
+/// The name of Studio's session cookie.
+pub const SESSION_COOKIE: &str = "clawvisor_session";
+/// The header a session's mutations carry their CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// What the guard checks against. Built once from the config.
 #[derive(Debug, Default)]
@@ -26,6 +40,29 @@ pub struct Access {
     pub token: Option<Secret>,
     /// Host names (without port) accepted besides loopback.
     pub hosts: Vec<String>,
+    /// Studio is reached over https (`public_url`): cookies are marked `Secure`.
+    pub secure_cookies: bool,
+}
+
+/// Who a request comes from (put in the request's extensions by the guard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A logged-in browser; its CSRF token.
+    Session { csrf: String },
+    /// A client with the access token.
+    Token,
+    /// A local non-browser client on a loopback Studio without a token.
+    Open,
+}
+
+impl Caller {
+    pub fn via(&self) -> &'static str {
+        match self {
+            Caller::Session { .. } => "cookie",
+            Caller::Token => "token",
+            Caller::Open => "open",
+        }
+    }
 }
 
 impl Access {
@@ -35,13 +72,18 @@ impl Access {
         if !bind.ip().is_unspecified() && !bind.ip().is_loopback() {
             hosts.push(bind.ip().to_string());
         }
-        if let Some(host) = url::Url::parse(public_url)
-            .ok()
+        let public = url::Url::parse(public_url).ok();
+        if let Some(host) = public
+            .as_ref()
             .and_then(|url| url.host_str().map(str::to_string))
         {
             hosts.push(host.trim_matches(['[', ']']).to_ascii_lowercase());
         }
-        Access { token, hosts }
+        Access {
+            token,
+            hosts,
+            secure_cookies: public.is_some_and(|url| url.scheme() == "https"),
+        }
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -49,16 +91,23 @@ impl Access {
         matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") || self.hosts.contains(&name)
     }
 
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.token else {
-            return true;
-        };
+    /// `Some(true)`: the right token; `Some(false)`: a wrong one; `None`: none given.
+    fn bearer(&self, headers: &HeaderMap) -> Option<bool> {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
+            .and_then(|value| value.strip_prefix("Bearer "))?;
+        Some(self.token.as_ref().is_some_and(|token| {
+            constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
+        }))
+    }
+
+    /// The `Set-Cookie` value for a new session.
+    pub fn session_cookie(&self, secret: &str, max_age_secs: i64) -> String {
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
+        format!(
+            "{SESSION_COOKIE}={secret}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
+        )
     }
 }
 
@@ -82,6 +131,18 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim())
+}
+
 fn refuse(status: StatusCode, message: &str) -> Response {
     (
         status,
@@ -90,11 +151,9 @@ fn refuse(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-/// The middleware in front of every API route.
-pub async fn guard(State(state): State<StudioState>, request: Request, next: Next) -> Response {
-    let access = &state.access;
-    let headers = request.headers();
-    let host = headers
+fn request_host(request: &Request) -> &str {
+    request
+        .headers()
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
         .or_else(|| {
@@ -103,20 +162,23 @@ pub async fn guard(State(state): State<StudioState>, request: Request, next: Nex
                 .authority()
                 .map(|authority| authority.as_str())
         })
-        .unwrap_or("");
-    if !access.host_allowed(host) {
-        return refuse(
-            StatusCode::MISDIRECTED_REQUEST,
-            "this Host is not served here; use the address Studio is configured with",
-        );
+        .unwrap_or("")
+}
+
+const WRONG_HOST: &str = "this Host is not served here; use the address Studio is configured with";
+const LOG_IN: &str = "not logged in: open the login link printed when the daemon started, or run `clawvisor studio-link` on the server for a new one";
+
+/// The middleware in front of every API route.
+pub async fn guard(State(state): State<StudioState>, mut request: Request, next: Next) -> Response {
+    let access = &state.access;
+    if !access.host_allowed(request_host(&request)) {
+        return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
     }
-    if !access.token_ok(headers) {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong access token (Authorization: Bearer ...)",
-        );
-    }
-    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+    let headers = request.headers();
+    let mutation = !matches!(*request.method(), Method::GET | Method::HEAD);
+    let from_browser =
+        headers.contains_key("sec-fetch-site") || headers.contains_key(header::ORIGIN);
+    if mutation {
         let cross_site = headers
             .get("sec-fetch-site")
             .and_then(|value| value.to_str().ok())
@@ -135,7 +197,173 @@ pub async fn guard(State(state): State<StudioState>, request: Request, next: Nex
             );
         }
     }
+    let caller = match access.bearer(headers) {
+        Some(true) => Caller::Token,
+        Some(false) => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "wrong access token (Authorization: Bearer ...)",
+            );
+        }
+        None => match session(&state, headers).await {
+            Ok(Some(csrf)) => Caller::Session { csrf },
+            Ok(None) if access.token.is_none() && !from_browser => Caller::Open,
+            Ok(None) if from_browser => return refuse(StatusCode::UNAUTHORIZED, LOG_IN),
+            Ok(None) => {
+                return refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "missing access token (Authorization: Bearer ...), or log in with `clawvisor studio-link`",
+                );
+            }
+            Err(response) => return response,
+        },
+    };
+    if mutation && let Caller::Session { csrf } = &caller {
+        let given = request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), csrf.as_bytes()) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "missing or wrong X-CSRF-Token: reload the page and try again",
+            );
+        }
+    }
+    request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// The CSRF token of the request's live session, if it has one.
+async fn session(state: &StudioState, headers: &HeaderMap) -> Result<Option<String>, Response> {
+    let Some(cookie) = cookie(headers, SESSION_COOKIE).map(str::to_string) else {
+        return Ok(None);
+    };
+    let now = crate::clock::now_ms();
+    state
+        .store
+        .read(move |conn| queries::session_csrf(conn, &cookie, now))
+        .await
+        .map_err(|error| {
+            tracing::warn!(%error, "studio: session lookup failed");
+            refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database could not answer; see the daemon's log",
+            )
+        })
+}
+
+/// The address operators reach Studio at: `public_url` when set, else the bound address
+/// (a wildcard bind is shown as loopback).
+pub fn base_url(public_url: &str, bound: std::net::SocketAddr) -> String {
+    let public_url = public_url.trim().trim_end_matches('/');
+    if !public_url.is_empty() {
+        return public_url.to_string();
+    }
+    let ip = match bound.ip() {
+        ip if ip.is_unspecified() => std::net::IpAddr::from([127, 0, 0, 1]),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, bound.port()))
+}
+
+/// Creates a one-time login link (valid for 15 minutes) under `base`.
+pub async fn login_link(
+    store: &crate::store::Store,
+    base: &str,
+    created_by: &'static str,
+) -> crate::store::Result<String> {
+    let now = crate::clock::now_ms();
+    let secret = store
+        .write(move |conn| queries::create_login_link(conn, created_by, now))
+        .await?;
+    Ok(format!("{base}/login?token={secret}"))
+}
+
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    token: Option<String>,
+}
+
+/// `GET /login?token=...`: redeems a one-time login link, sets the session cookie and goes to the
+/// console.
+pub async fn login(
+    State(state): State<StudioState>,
+    Query(query): Query<LoginQuery>,
+    request: Request,
+) -> Response {
+    if !state.access.host_allowed(request_host(&request)) {
+        return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
+    }
+    let token = query.token.unwrap_or_default();
+    let now = crate::clock::now_ms();
+    let redeemed = if token.is_empty() {
+        Ok(None)
+    } else {
+        state
+            .store
+            .write(move |conn| queries::redeem_login_link(conn, &token, now))
+            .await
+    };
+    match redeemed {
+        Ok(Some(session)) => {
+            let cookie = state
+                .access
+                .session_cookie(&session.cookie, (session.expires_ms - now) / 1000);
+            let mut response = Redirect::to("/").into_response();
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Ok(None) => (
+            StatusCode::UNAUTHORIZED,
+            Html(
+                "<!doctype html><meta charset=utf-8><title>clawvisor Studio</title>\
+                 <body style=\"font-family:system-ui;max-width:40em;margin:3em auto;padding:0 1em\">\
+                 <h1>This login link does not work</h1>\
+                 <p>Login links work once and for 15 minutes. Run <code>clawvisor studio-link</code> \
+                 on the server and open the new link it prints.</p>",
+            ),
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "studio: login failed");
+            refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database could not answer; see the daemon's log",
+            )
+        }
+    }
+}
+
+/// `GET /api/v1/session`: who the caller is, and the CSRF token the console sends with mutations.
+pub async fn whoami(axum::Extension(caller): axum::Extension<Caller>) -> Response {
+    let csrf = match &caller {
+        Caller::Session { csrf } => csrf.as_str(),
+        _ => "",
+    };
+    axum::Json(serde_json::json!({"csrf": csrf, "via": caller.via()})).into_response()
+}
+
+/// `POST /api/v1/session/logout`: ends the browser session.
+pub async fn logout(State(state): State<StudioState>, headers: HeaderMap) -> Response {
+    if let Some(cookie) = cookie(&headers, SESSION_COOKIE).map(str::to_string) {
+        let now = crate::clock::now_ms();
+        if let Err(error) = state
+            .store
+            .write(move |conn| queries::end_session(conn, &cookie, now))
+            .await
+        {
+            tracing::warn!(%error, "studio: logout failed");
+        }
+    }
+    let mut response = axum::Json(serde_json::json!({"ok": true})).into_response();
+    if let Ok(value) = HeaderValue::from_str(&state.access.session_cookie("", 0)) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -9,12 +9,11 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::StudioState;
+use super::{ApiError, StudioState};
 use crate::actors::approval_desk::{
     ApprovalDeskMsg, DecideOutcome, Decider, Decision, NewRule, RuleEffect,
 };
@@ -24,42 +23,6 @@ use crate::store::approvals::{self as queries, ApprovalRow, GrantRow, RuleRow};
 /// Who the Studio operator is in decisions and the audit log.
 const OPERATOR: &str = "studio";
 const CALL_TIMEOUT_MS: u64 = 10_000;
-
-/// An API error: a status and a message that says what to fix.
-pub struct ApiError(StatusCode, String);
-
-impl ApiError {
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError(StatusCode::BAD_REQUEST, message.into())
-    }
-
-    pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError(StatusCode::NOT_FOUND, message.into())
-    }
-
-    pub fn unavailable(what: &str) -> ApiError {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{what} is not running right now; try again in a moment"),
-        )
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": {"message": self.1}}))).into_response()
-    }
-}
-
-impl From<crate::store::StoreError> for ApiError {
-    fn from(error: crate::store::StoreError) -> ApiError {
-        tracing::warn!(%error, "studio: store error");
-        ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the database could not answer; see the daemon's log".into(),
-        )
-    }
-}
 
 fn desk(state: &StudioState) -> Result<ActorRef<ApprovalDeskMsg>, ApiError> {
     state

@@ -297,7 +297,7 @@ fn stream_answer(
 }
 
 /// A stream fed by a producer task through a channel (no extra crate for ten lines).
-fn async_stream<F, Fut>(producer: F) -> impl Stream<Item = Result<Event, Infallible>>
+pub fn async_stream<F, Fut>(producer: F) -> impl Stream<Item = Result<Event, Infallible>>
 where
     F: FnOnce(mpsc::UnboundedSender<Event>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,

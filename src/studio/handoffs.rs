@@ -6,8 +6,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
+use super::ApiError;
 use super::StudioState;
-use super::approvals::ApiError;
 use crate::actors::handoff_supervisor::HandoffMsg;
 use crate::registry::names;
 use crate::store::handoff::{self as queries, ContractRow};

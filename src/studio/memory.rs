@@ -10,8 +10,8 @@ use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::ApiError;
 use super::StudioState;
-use super::approvals::ApiError;
 use crate::actors::memory::{Governance, MemoryMsg, SearchRequest};
 use crate::registry::names;
 use crate::store::memory::{self as queries, FactRow};

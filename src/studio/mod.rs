@@ -6,19 +6,30 @@
 //! Architecture Invariant: only `studio` speaks JSON to browsers.
 
 pub mod access;
+pub mod agents;
 pub mod approvals;
+pub mod assets;
+pub mod audit;
+pub mod error;
 pub mod gateway;
 pub mod handoffs;
+pub mod live;
+pub mod mcp;
 pub mod memory;
+pub mod overview;
+pub mod runs;
+pub mod schedules;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
+use axum::{Json, Router};
+
+pub use error::ApiError;
 
 use crate::actors::events::{EventsMsg, TreeSnapshot};
 use crate::events::EventBus;
@@ -36,39 +47,97 @@ pub struct StudioState {
     pub expect_ready: Arc<Vec<String>>,
     /// Host names and the access token the API guard checks.
     pub access: Arc<access::Access>,
+    /// The configured agents.
+    pub agents: Arc<Vec<AgentEntry>>,
+    /// When the daemon started.
+    pub started_ms: i64,
+}
+
+/// What Studio knows of a configured agent without asking it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentEntry {
+    pub name: String,
+    pub telegram: bool,
+}
+
+/// Declares the API once: the router is built from this table and `/api/v1/openapi.json` is
+/// generated from it, so the description cannot drift from what is served.
+macro_rules! api {
+    ($( $method:ident $path:literal => $handler:path, $summary:literal; )*) => {
+        fn api_routes() -> Router<StudioState> {
+            Router::new() $( .route($path, $method($handler)) )*
+        }
+
+        /// Every API route: (method, path, summary).
+        pub const API_ROUTES: &[(&str, &str, &str)] = &[ $( (stringify!($method), $path, $summary) ),* ];
+    };
+}
+
+api! {
+    post "/v1/chat/completions" => gateway::chat_completions, "OpenAI-compatible chat with an agent (model = the agent's name)";
+    get "/api/v1/session" => access::whoami, "Who is calling, and the CSRF token for mutations";
+    post "/api/v1/session/logout" => access::logout, "Ends the browser session";
+    get "/api/v1/overview" => overview::overview, "Health, the supervision tree, bots, pending approvals, today's runs and cost";
+    get "/api/v1/tree" => overview::tree_view, "The supervision tree: every actor's status, restarts and last error";
+    get "/api/v1/events" => live::events, "Runtime events as Server-Sent Events";
+    get "/api/v1/agents" => agents::list, "Every agent with its runtime settings";
+    get "/api/v1/agents/{name}" => agents::detail, "One agent and its sessions";
+    patch "/api/v1/agents/{name}" => agents::update, "Changes autonomy, model or paused (stored, applied live)";
+    post "/api/v1/agents/{name}/chat" => agents::chat, "Talks to the agent; the answer streams as Server-Sent Events";
+    get "/api/v1/sessions" => agents::list_sessions, "Sessions, newest first";
+    get "/api/v1/sessions/{id}" => agents::session_detail, "A session's transcript";
+    get "/api/v1/runs" => runs::list, "Runs, newest first, paged with `before`";
+    get "/api/v1/runs/{id}" => runs::detail, "A run with every step";
+    get "/api/v1/approvals" => approvals::list_approvals, "Approvals, by status";
+    post "/api/v1/approvals/{id}/decision" => approvals::decide, "Approves or denies (optionally with a grant)";
+    get "/api/v1/grants" => approvals::list_grants, "Scoped grants";
+    post "/api/v1/grants/{id}/revoke" => approvals::revoke_grant, "Revokes a grant";
+    get "/api/v1/policy/rules" => approvals::list_rules, "Operator policy rules";
+    post "/api/v1/policy/rules" => approvals::add_rule, "Adds a rule (rules only tighten)";
+    post "/api/v1/policy/rules/{id}/disable" => approvals::disable_rule, "Disables a rule";
+    get "/api/v1/policy/decisions" => runs::decisions, "The policy gate's newest decisions";
+    get "/api/v1/schedules" => schedules::list, "Scheduled jobs";
+    post "/api/v1/schedules" => schedules::create, "Creates a job";
+    post "/api/v1/schedules/preview" => schedules::preview, "What a schedule means and its next fire times";
+    get "/api/v1/schedules/{id}" => schedules::detail, "A job and its history (missed and caught-up runs marked)";
+    post "/api/v1/schedules/{id}/pause" => schedules::pause, "Pauses a job";
+    post "/api/v1/schedules/{id}/resume" => schedules::resume, "Resumes a job";
+    delete "/api/v1/schedules/{id}" => schedules::cancel, "Cancels a job";
+    get "/api/v1/memory" => memory::review, "Memories, newest first";
+    get "/api/v1/memory/stats" => memory::stats, "Memory counts and search mode";
+    get "/api/v1/memory/search" => memory::search, "Searches memories";
+    post "/api/v1/memory/{id}/{operation}" => memory::govern, "Archive, restore, redact, purge or reclassify a memory";
+    get "/api/v1/mcp" => mcp::servers, "MCP servers: health, trust and tools";
+    get "/api/v1/handoffs" => handoffs::list, "Handoff contracts";
+    get "/api/v1/handoffs/{id}" => handoffs::detail, "A contract and its timeline";
+    post "/api/v1/handoffs/{id}/cancel" => handoffs::cancel, "Cancels a contract";
+    get "/api/v1/audit" => audit::entries, "Audit log entries, newest first";
+    get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
+    get "/api/v1/costs" => audit::costs, "Spending by day, agent and model";
+    get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }
 
 pub fn router(state: StudioState) -> Router {
-    let api = Router::new()
-        .route("/v1/chat/completions", post(gateway::chat_completions))
-        .route("/api/v1/approvals", get(approvals::list_approvals))
-        .route("/api/v1/approvals/{id}/decision", post(approvals::decide))
-        .route("/api/v1/grants", get(approvals::list_grants))
-        .route("/api/v1/grants/{id}/revoke", post(approvals::revoke_grant))
-        .route(
-            "/api/v1/policy/rules",
-            get(approvals::list_rules).post(approvals::add_rule),
-        )
-        .route(
-            "/api/v1/policy/rules/{id}/disable",
-            post(approvals::disable_rule),
-        )
-        .route("/api/v1/handoffs", get(handoffs::list))
-        .route("/api/v1/handoffs/{id}", get(handoffs::detail))
-        .route("/api/v1/handoffs/{id}/cancel", post(handoffs::cancel))
-        .route("/api/v1/memory", get(memory::review))
-        .route("/api/v1/memory/stats", get(memory::stats))
-        .route("/api/v1/memory/search", get(memory::search))
-        .route("/api/v1/memory/{id}/{operation}", post(memory::govern))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            access::guard,
-        ));
+    let api = api_routes().route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        access::guard,
+    ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(overview::metrics))
+        .route("/login", get(access::login))
         .merge(api)
+        .fallback(assets::asset)
         .with_state(state)
+}
+
+/// The JSON body, or a 400 that says what is wrong with it.
+pub fn json_body<T>(
+    body: Result<Json<T>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, ApiError> {
+    body.map(|Json(body)| body)
+        .map_err(|rejection| ApiError::bad_request(rejection.body_text()))
 }
 
 async fn snapshot(state: &StudioState) -> Option<TreeSnapshot> {

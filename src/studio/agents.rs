@@ -1,0 +1,279 @@
+//! Agents, their sessions and transcripts, and Studio's chat: `/api/v1/agents`,
+//! `/api/v1/sessions`.
+//!
+//! Runtime settings (autonomy, model, paused) are changed by message to the agent's actor, which
+//! stores them before applying them to its sessions. Chat goes through the local channel like
+//! the terminal chat: the message is a real inbound of chat `studio:<id>`, and the answer streams
+//! back as Server-Sent Events (`tool`, `partial`, `notice`, `final`).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use ractor::ActorRef;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, StudioState, json_body};
+use crate::actors::agent::{AgentMsg, AgentView, SettingsChange};
+use crate::actors::local_channel;
+use crate::config::Autonomy;
+use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender};
+use crate::registry::names;
+use crate::store::sessions::{self, SessionRow};
+
+/// How long a Studio chat answer may take before the stream ends with a notice.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn agent_ref(state: &StudioState, name: &str) -> Result<ActorRef<AgentMsg>, ApiError> {
+    if !state.agents.iter().any(|agent| agent.name == name) {
+        return Err(ApiError::not_found(format!("no agent is named `{name}`")));
+    }
+    state
+        .registry
+        .lookup::<AgentMsg>(&names::agent(name))
+        .ok_or_else(|| ApiError::unavailable(&format!("agent `{name}`")))
+}
+
+pub async fn view(state: &StudioState, name: &str) -> Result<AgentView, ApiError> {
+    let agent = agent_ref(state, name)?;
+    ractor::call_t!(agent, AgentMsg::View, 5_000)
+        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))
+}
+
+fn agent_json(view: &AgentView) -> Value {
+    json!({
+        "name": view.name, "description": view.description, "provider": view.provider,
+        "model": view.model, "autonomy": view.autonomy.as_str(), "paused": view.paused,
+        "tools": view.tools, "sessions_open": view.sessions, "telegram": view.has_telegram,
+        "skills": view.skills,
+    })
+}
+
+fn session_json(row: &SessionRow) -> Value {
+    json!({
+        "id": row.id, "agent": row.agent, "chat": row.chat, "status": row.status,
+        "created_ms": row.created_ms, "updated_ms": row.updated_ms,
+    })
+}
+
+/// `GET /api/v1/agents`
+pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let mut agents = Vec::new();
+    for agent in state.agents.iter() {
+        let view = view(&state, &agent.name).await?;
+        agents.push(agent_json(&view));
+    }
+    Ok(Json(json!({"agents": agents})))
+}
+
+/// `GET /api/v1/agents/{name}`: the agent and its newest sessions.
+pub async fn detail(
+    State(state): State<StudioState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let view = view(&state, &name).await?;
+    let mut body = agent_json(&view);
+    let agent = name.clone();
+    let rows = state
+        .store
+        .read(move |conn| sessions::list(conn, Some(&agent), 50))
+        .await?;
+    body["sessions"] = rows.iter().map(session_json).collect();
+    Ok(Json(body))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsBody {
+    autonomy: Option<String>,
+    model: Option<String>,
+    paused: Option<bool>,
+}
+
+/// `PATCH /api/v1/agents/{name}` with any of `autonomy`, `model`, `paused`: stored and applied
+/// to the agent's sessions at once.
+pub async fn update(
+    State(state): State<StudioState>,
+    Path(name): Path<String>,
+    body: Result<Json<SettingsBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    let autonomy = match body.autonomy.as_deref() {
+        None => None,
+        Some(text) => Some(Autonomy::parse(text).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unknown autonomy `{text}` (one of: trust_first, require_approval, supervised)"
+            ))
+        })?),
+    };
+    let agent = agent_ref(&state, &name)?;
+    let change = SettingsChange {
+        autonomy,
+        model: body.model,
+        paused: body.paused,
+    };
+    let result = ractor::call_t!(agent, AgentMsg::UpdateSettings, 10_000, change)
+        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
+    let view = result.map_err(ApiError::bad_request)?;
+    Ok(Json(agent_json(&view)))
+}
+
+#[derive(Deserialize)]
+pub struct SessionsQuery {
+    agent: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET /api/v1/sessions?agent=NAME`
+pub async fn list_sessions(
+    State(state): State<StudioState>,
+    Query(query): Query<SessionsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.unwrap_or(100).clamp(1, 1_000);
+    let agent = query.agent.filter(|agent| !agent.is_empty());
+    let rows = state
+        .store
+        .read(move |conn| sessions::list(conn, agent.as_deref(), limit))
+        .await?;
+    Ok(Json(
+        json!({"sessions": rows.iter().map(session_json).collect::<Vec<_>>()}),
+    ))
+}
+
+/// `GET /api/v1/sessions/{id}`: the session and its transcript (the newest 500 events).
+pub async fn session_detail(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    let (row, events) = state
+        .store
+        .read(move |conn| {
+            let Some(row) = sessions::get(conn, id)? else {
+                return Ok(None);
+            };
+            Ok(Some((row, sessions::recent_events(conn, id, 500)?)))
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
+    let mut body = session_json(&row);
+    body["events"] = events
+        .iter()
+        .map(|event| {
+            json!({
+                "id": event.id, "kind": event.kind.as_str(), "sender": event.sender,
+                "content": event.content, "run_id": event.run_id, "created_ms": event.created_ms,
+            })
+        })
+        .collect();
+    Ok(Json(body))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatBody {
+    text: String,
+    /// The conversation id (letters, digits, `-`, `_`); default `operator`.
+    chat: Option<String>,
+}
+
+/// `POST /api/v1/agents/{name}/chat` with `{"text": "...", "chat": "id"}`: the answer as SSE.
+pub async fn chat(
+    State(state): State<StudioState>,
+    Path(name): Path<String>,
+    body: Result<Json<ChatBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(body)?;
+    let text = body.text.trim().to_string();
+    if text.is_empty() {
+        return Err(ApiError::bad_request("`text` must not be empty"));
+    }
+    let id = body.chat.unwrap_or_else(|| "operator".into());
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ApiError::bad_request(
+            "`chat` must be 1-64 letters, digits, `-` or `_`",
+        ));
+    }
+    let agent = agent_ref(&state, &name)?;
+    let chat = ChatKey::studio(&id);
+    let receiver = local_channel::subscribe(&state.registry, &chat)
+        .await
+        .ok_or_else(|| ApiError::unavailable("the local channel"))?;
+    let correlation = format!("studio-{:016x}", rand::random::<u64>());
+    let inbound = Inbound {
+        agent: name.clone(),
+        chat,
+        sender: Sender::new("studio:operator".to_string(), "operator".to_string()),
+        text,
+        attachments: Vec::new(),
+        source: InboundSource::Local,
+        received_ms: crate::clock::now_ms(),
+        context: None,
+        correlation: Some(correlation.clone()),
+    };
+    agent
+        .cast(AgentMsg::Inbound(inbound))
+        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
+    Ok(Sse::new(answer_stream(receiver, correlation))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn sse(kind: &str, data: Value) -> Event {
+    Event::default().event(kind).data(data.to_string())
+}
+
+fn answer_stream(
+    mut receiver: tokio::sync::mpsc::UnboundedReceiver<crate::domain::Outbound>,
+    correlation: String,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    super::gateway::async_stream(move |sender| async move {
+        let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
+        loop {
+            let Ok(Some(outbound)) = tokio::time::timeout_at(deadline, receiver.recv()).await
+            else {
+                let _ = sender.send(sse(
+                    "notice",
+                    json!({"text": "no answer in time; the run goes on and is visible under Runs"}),
+                ));
+                let _ = sender.send(sse("final", json!({"text": "", "run_id": null})));
+                break;
+            };
+            // A Studio chat has one subscriber per request; other requests' output is skipped.
+            if outbound
+                .correlation
+                .as_deref()
+                .is_some_and(|c| c != correlation)
+            {
+                continue;
+            }
+            let event = match outbound.event {
+                OutEvent::Partial { text } => sse("partial", json!({"text": text})),
+                OutEvent::Tool { name, status } => {
+                    sse("tool", json!({"name": name, "status": status}))
+                }
+                OutEvent::Notice { text } => sse("notice", json!({"text": text})),
+                OutEvent::Final { text, .. } => {
+                    let _ = sender.send(sse(
+                        "final",
+                        json!({"text": text, "run_id": outbound.run_id}),
+                    ));
+                    break;
+                }
+                OutEvent::Working | OutEvent::Silent { .. } => continue,
+            };
+            if sender.send(event).is_err() {
+                break;
+            }
+        }
+    })
+}

@@ -1,0 +1,407 @@
+//! The Overview page's data, the supervision tree, and `/metrics` (Prometheus text).
+//!
+//! The tree comes from the `Events` actor's snapshot (the latest lifecycle event of each actor);
+//! a node's parent follows from its name (`agent:x` under `agents`, `session:x:..` under
+//! `agent:x`, ...). Figures come from the store with one read each.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::{ApiError, StudioState, snapshot};
+use crate::actors::events::{ActorView, TreeSnapshot};
+use crate::actors::mcp_supervisor::{McpHealth, McpSupervisorMsg};
+use crate::registry::names;
+
+/// The actor a node hangs under in the drawn tree.
+pub fn parent_of(id: &str) -> Option<String> {
+    if id == "root" {
+        return None;
+    }
+    let Some((kind, rest)) = id.split_once(':') else {
+        return Some(
+            match id {
+                names::LOCAL_CHANNEL => names::CHANNELS,
+                _ => "root",
+            }
+            .to_string(),
+        );
+    };
+    Some(match kind {
+        "agent" => names::AGENTS.to_string(),
+        "session" => names::agent(rest.split(':').next().unwrap_or(rest)),
+        "bot" => names::CHANNELS.to_string(),
+        "mcp" => names::MCP.to_string(),
+        "contract" => names::HANDOFFS.to_string(),
+        _ => "root".to_string(),
+    })
+}
+
+/// The tree's nodes; the root supervisor (which reports no lifecycle of its own) heads them.
+fn tree_json(tree: &TreeSnapshot) -> Vec<Value> {
+    let mut nodes = Vec::with_capacity(tree.actors.len() + 1);
+    if !tree.actors.iter().any(|actor| actor.id == "root") {
+        nodes.push(json!({
+            "id": "root", "parent": null,
+            "status": if tree.boot_complete { "running" } else { "starting" },
+            "restarts": 0, "last_error": null, "since_ms": null,
+        }));
+    }
+    nodes.extend(tree.actors.iter().map(actor_json));
+    nodes
+}
+
+fn actor_json(actor: &ActorView) -> Value {
+    json!({
+        "id": actor.id, "parent": parent_of(&actor.id), "status": actor.status,
+        "restarts": actor.restarts, "last_error": actor.last_error, "since_ms": actor.since_ms,
+    })
+}
+
+async fn tree(state: &StudioState) -> Result<TreeSnapshot, ApiError> {
+    snapshot(state)
+        .await
+        .ok_or_else(|| ApiError::unavailable("the events actor"))
+}
+
+/// `GET /api/v1/tree`
+pub async fn tree_view(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let tree = tree(&state).await?;
+    Ok(Json(json!({
+        "boot_complete": tree.boot_complete,
+        "actors": tree_json(&tree),
+    })))
+}
+
+pub async fn mcp_health(state: &StudioState) -> Vec<McpHealth> {
+    match state.registry.lookup::<McpSupervisorMsg>(names::MCP) {
+        Some(mcp) => ractor::call_t!(mcp, McpSupervisorMsg::Health, 2_000).unwrap_or_default(),
+        None => Vec::new(),
+    }
+}
+
+/// Figures the overview and `/metrics` share, read in one store call.
+#[derive(Debug, Default)]
+struct Figures {
+    approvals_pending: i64,
+    runs_today: i64,
+    cost_today: f64,
+    /// Each bot's latest status event: agent → (state, detail, at).
+    bots: BTreeMap<String, (String, String, i64)>,
+}
+
+fn start_of_day_ms(now_ms: i64) -> i64 {
+    now_ms - now_ms.rem_euclid(86_400_000)
+}
+
+async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
+    let now = crate::clock::now_ms();
+    Ok(state
+        .store
+        .read(move |conn| {
+            let day = crate::store::runs::day_of(now);
+            let mut figures = Figures {
+                approvals_pending: conn
+                    .prepare_cached("SELECT COUNT(*) FROM approvals WHERE status = 'pending'")?
+                    .query_row([], |row| row.get(0))?,
+                runs_today: crate::store::studio::runs_since(conn, start_of_day_ms(now))?,
+                cost_today: conn
+                    .prepare_cached(
+                        "SELECT COALESCE(SUM(cost_usd), 0) FROM cost_events WHERE day = ?1",
+                    )?
+                    .query_row([day], |row| row.get(0))?,
+                bots: BTreeMap::new(),
+            };
+            for event in crate::store::events::recent(conn, Some("bot_status"), 200)? {
+                let data: Value = event
+                    .data
+                    .as_deref()
+                    .and_then(|text| serde_json::from_str(text).ok())
+                    .unwrap_or(Value::Null);
+                let agent = data["agent"].as_str().unwrap_or(&event.subject).to_string();
+                // `recent` is newest first: keep the first seen per bot.
+                figures.bots.entry(agent).or_insert((
+                    data["state"].as_str().unwrap_or("unknown").to_string(),
+                    event.detail,
+                    event.at_ms,
+                ));
+            }
+            Ok(figures)
+        })
+        .await?)
+}
+
+/// What to do next, for an operator looking at a fresh install.
+fn hints(state: &StudioState, figures: &Figures, mcp: &[McpHealth]) -> Vec<String> {
+    let mut hints = Vec::new();
+    for agent in state.agents.iter() {
+        if !agent.telegram {
+            hints.push(format!(
+                "No Telegram bot for `{}` yet — add [telegram] token_env = \"...\" to its file in actors/ and set that variable",
+                agent.name
+            ));
+        }
+    }
+    for (agent, (status, detail, _)) in &figures.bots {
+        if status != "online" && status != "polling" {
+            hints.push(format!("The bot of `{agent}` is {status}: {detail}"));
+        }
+    }
+    if mcp.is_empty() {
+        hints.push(
+            "No MCP servers — add [[mcp.servers]] to the config to give agents more tools"
+                .to_string(),
+        );
+    }
+    if figures.approvals_pending > 0 {
+        hints.push(format!(
+            "{} approval(s) wait for you in the Approvals inbox",
+            figures.approvals_pending
+        ));
+    }
+    hints
+}
+
+/// `GET /api/v1/overview`
+pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let tree = tree(&state).await?;
+    let figures = figures(&state).await?;
+    let mcp = mcp_health(&state).await;
+    Ok(Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "started_ms": state.started_ms,
+        "health": {"boot_complete": tree.boot_complete, "database": state.store.writer_alive()},
+        "tree": tree_json(&tree),
+        "bots": figures.bots.iter().map(|(agent, (status, detail, at_ms))| json!({
+            "agent": agent, "status": status, "detail": detail, "at_ms": at_ms,
+        })).collect::<Vec<_>>(),
+        "agents": state.agents.len(),
+        "approvals_pending": figures.approvals_pending,
+        "runs_today": figures.runs_today,
+        "cost_today_usd": figures.cost_today,
+        "mcp": mcp.iter().map(|server| json!({"server": server.server, "state": server.state})).collect::<Vec<_>>(),
+        "hints": hints(&state, &figures, &mcp),
+    })))
+}
+
+/// Counters for `/metrics`, read in one store call.
+#[derive(Debug, Default)]
+struct Counters {
+    /// (kind, count) of transcript events: user = in, assistant = out.
+    messages: Vec<(String, i64)>,
+    runs: Vec<(String, i64)>,
+    tool_calls: i64,
+    /// (agent, model, input, output, cost)
+    usage: Vec<(String, String, i64, i64, f64)>,
+    /// (count, sum of ms) of model calls.
+    llm: (i64, i64),
+    /// agent → newest received update.
+    last_update: Vec<(String, i64)>,
+}
+
+fn counters(conn: &rusqlite::Connection) -> crate::store::Result<Counters> {
+    let pairs = |sql: &str| -> crate::store::Result<Vec<(String, i64)>> {
+        let mut statement = conn.prepare_cached(sql)?;
+        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    };
+    let mut usage = conn.prepare_cached(
+        "SELECT agent, model, SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) FROM cost_events GROUP BY agent, model",
+    )?;
+    let usage = usage
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Counters {
+        messages: pairs("SELECT kind, COUNT(*) FROM session_events GROUP BY kind")?,
+        runs: pairs("SELECT status, COUNT(*) FROM runs GROUP BY status")?,
+        tool_calls: conn
+            .prepare_cached("SELECT COUNT(*) FROM run_steps WHERE kind = 'tool_call'")?
+            .query_row([], |row| row.get(0))?,
+        usage,
+        llm: conn
+            .prepare_cached(
+                "SELECT COUNT(*), COALESCE(SUM(duration_ms), 0) FROM run_steps WHERE kind = 'llm'",
+            )?
+            .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?,
+        last_update: pairs("SELECT agent, MAX(received_ms) FROM inbound_updates GROUP BY agent")?,
+    })
+}
+
+/// Escapes a Prometheus label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub async fn metrics(State(state): State<StudioState>) -> Response {
+    let (counters, figures) = match (state.store.read(counters).await, figures(&state).await) {
+        (Ok(counters), Ok(figures)) => (counters, figures),
+        _ => {
+            return ApiError::unavailable("the database").into_response();
+        }
+    };
+    let tree = snapshot(&state).await.unwrap_or_default();
+    let now = crate::clock::now_ms();
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let direction = |kind: &str| match kind {
+        "user" => Some("in"),
+        "assistant" => Some("out"),
+        _ => None,
+    };
+    family(
+        "clawvisor_messages_total",
+        "counter",
+        "Messages stored in transcripts, by direction.",
+        counters
+            .messages
+            .iter()
+            .filter_map(|(kind, count)| {
+                direction(kind).map(|dir| (format!("{{direction=\"{dir}\"}}"), count.to_string()))
+            })
+            .collect(),
+    );
+    family(
+        "clawvisor_runs_total",
+        "counter",
+        "Agent runs, by status.",
+        counters
+            .runs
+            .iter()
+            .map(|(status, count)| {
+                (
+                    format!("{{status=\"{}\"}}", label(status)),
+                    count.to_string(),
+                )
+            })
+            .collect(),
+    );
+    family(
+        "clawvisor_tool_calls_total",
+        "counter",
+        "Tool calls executed.",
+        vec![(String::new(), counters.tool_calls.to_string())],
+    );
+    family(
+        "clawvisor_approvals_pending",
+        "gauge",
+        "Approvals waiting for a decision.",
+        vec![(String::new(), figures.approvals_pending.to_string())],
+    );
+    family(
+        "clawvisor_actor_restarts_total",
+        "counter",
+        "Restarts of each supervised actor since boot.",
+        tree.actors
+            .iter()
+            .map(|actor| {
+                (
+                    format!("{{actor=\"{}\"}}", label(&actor.id)),
+                    actor.restarts.to_string(),
+                )
+            })
+            .collect(),
+    );
+    family(
+        "clawvisor_llm_calls_total",
+        "counter",
+        "Model calls.",
+        vec![(String::new(), counters.llm.0.to_string())],
+    );
+    family(
+        "clawvisor_llm_latency_seconds_sum",
+        "counter",
+        "Total time spent waiting for models.",
+        vec![(
+            String::new(),
+            format!("{:.3}", counters.llm.1 as f64 / 1000.0),
+        )],
+    );
+    let by_model = |pick: fn(&(String, String, i64, i64, f64)) -> String| {
+        counters
+            .usage
+            .iter()
+            .map(|row| {
+                (
+                    format!(
+                        "{{agent=\"{}\",model=\"{}\"}}",
+                        label(&row.0),
+                        label(&row.1)
+                    ),
+                    pick(row),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    family(
+        "clawvisor_llm_input_tokens_total",
+        "counter",
+        "Input tokens, by agent and model.",
+        by_model(|row| row.2.to_string()),
+    );
+    family(
+        "clawvisor_llm_output_tokens_total",
+        "counter",
+        "Output tokens, by agent and model.",
+        by_model(|row| row.3.to_string()),
+    );
+    family(
+        "clawvisor_llm_cost_usd_total",
+        "counter",
+        "Spending in USD, by agent and model.",
+        by_model(|row| format!("{:.6}", row.4)),
+    );
+    family(
+        "clawvisor_bot_up",
+        "gauge",
+        "1 when the agent's Telegram bot is online and polling.",
+        figures
+            .bots
+            .iter()
+            .map(|(agent, (status, _, _))| {
+                let up = matches!(status.as_str(), "online" | "polling");
+                (
+                    format!("{{agent=\"{}\"}}", label(agent)),
+                    u8::from(up).to_string(),
+                )
+            })
+            .collect(),
+    );
+    family(
+        "clawvisor_bot_last_update_age_seconds",
+        "gauge",
+        "Seconds since the bot's newest received update (polling lag upper bound).",
+        counters
+            .last_update
+            .iter()
+            .map(|(agent, at)| {
+                (
+                    format!("{{agent=\"{}\"}}", label(agent)),
+                    format!("{:.1}", (now - at).max(0) as f64 / 1000.0),
+                )
+            })
+            .collect(),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

@@ -1,0 +1,238 @@
+//! Schedules: `/api/v1/schedules` (list, create, preview, detail with history, pause, resume,
+//! cancel). Every change goes to the Scheduler actor as the operator; the preview is the same
+//! schedule math the scheduler runs, without creating anything.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use ractor::ActorRef;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, StudioState, json_body};
+use crate::actors::scheduler::{JobScope, JobView, NewJob, SchedulerMsg};
+use crate::domain::ChatKey;
+use crate::registry::names;
+use crate::schedule::ScheduleSpec;
+use crate::store::schedules::JobRunRow;
+
+const CALL_TIMEOUT_MS: u64 = 10_000;
+const PREVIEW: usize = 5;
+
+fn scheduler(state: &StudioState) -> Result<ActorRef<SchedulerMsg>, ApiError> {
+    state
+        .registry
+        .lookup::<SchedulerMsg>(names::SCHEDULER)
+        .ok_or_else(|| ApiError::unavailable("the scheduler"))
+}
+
+pub fn job_json(job: &JobView) -> Value {
+    json!({
+        "id": job.id, "agent": job.agent, "name": job.name, "prompt": job.prompt,
+        "target": job.target, "kind": job.kind, "expression": job.expression,
+        "timezone": job.timezone, "schedule": job.schedule, "missed_policy": job.missed_policy,
+        "status": job.status, "next_run_ms": job.next_run_ms, "upcoming": job.upcoming,
+        "last_run_ms": job.last_run_ms, "last_outcome": job.last_outcome,
+        "consecutive_failures": job.consecutive_failures, "failing": job.failing,
+        "running": job.running, "queued": job.queued, "created_by": job.created_by,
+    })
+}
+
+fn history_json(row: &JobRunRow) -> Value {
+    json!({
+        "id": row.id, "fire_ms": row.fire_ms, "attempt": row.attempt, "trigger": row.trigger,
+        "status": row.status, "due_ms": row.due_ms, "started_ms": row.started_ms,
+        "finished_ms": row.finished_ms, "run_id": row.run_id, "missed_count": row.missed_count,
+        "detail": row.detail,
+    })
+}
+
+/// A scheduler answer: `Err(text)` is the operator's mistake (unknown job, bad expression).
+fn answered<T>(
+    result: Result<Result<T, String>, ractor::RactorErr<SchedulerMsg>>,
+) -> Result<T, ApiError> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) if message.contains("no task") || message.contains("not found") => {
+            Err(ApiError::not_found(message))
+        }
+        Ok(Err(message)) => Err(ApiError::bad_request(message)),
+        Err(_) => Err(ApiError::unavailable("the scheduler")),
+    }
+}
+
+/// `GET /api/v1/schedules`: every job, finished ones included.
+pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let scheduler = scheduler(&state)?;
+    let jobs = answered(ractor::call_t!(
+        scheduler,
+        |reply| SchedulerMsg::List {
+            scope: JobScope::Operator,
+            include_finished: true,
+            reply,
+        },
+        CALL_TIMEOUT_MS
+    ))?;
+    Ok(Json(
+        json!({"jobs": jobs.iter().map(job_json).collect::<Vec<_>>()}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewBody {
+    kind: String,
+    expression: String,
+    #[serde(default)]
+    timezone: String,
+}
+
+/// `POST /api/v1/schedules/preview`: what a schedule means and when it would fire next.
+pub async fn preview(
+    body: Result<Json<PreviewBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    let timezone = if body.timezone.trim().is_empty() {
+        "UTC"
+    } else {
+        body.timezone.trim()
+    };
+    let now = chrono::Utc::now();
+    let spec = ScheduleSpec::parse(body.kind.trim(), body.expression.trim(), timezone, now)
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let next: Vec<i64> = spec
+        .preview(now, PREVIEW)
+        .iter()
+        .map(|at| at.timestamp_millis())
+        .collect();
+    Ok(Json(json!({"schedule": spec.describe(), "next": next})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    agent: String,
+    #[serde(default)]
+    name: String,
+    prompt: String,
+    kind: String,
+    expression: String,
+    #[serde(default)]
+    timezone: String,
+    #[serde(default)]
+    missed_policy: String,
+    /// Where answers go (`tg:<chat id>`, `studio:<id>`); absent: silent.
+    target: Option<String>,
+}
+
+/// `POST /api/v1/schedules`: creates a job for an agent (201 with the job).
+pub async fn create(
+    State(state): State<StudioState>,
+    body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = json_body(body)?;
+    if !state.agents.iter().any(|agent| agent.name == body.agent) {
+        return Err(ApiError::bad_request(format!(
+            "no agent is named `{}`",
+            body.agent
+        )));
+    }
+    let target = match body.target.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(ChatKey::parse(text).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`target` `{text}` is not a chat (like `tg:12345` or `studio:operator`)"
+            ))
+        })?),
+    };
+    let job = NewJob {
+        agent: body.agent,
+        name: body.name,
+        prompt: body.prompt,
+        target,
+        kind: body.kind,
+        expression: body.expression,
+        timezone: body.timezone,
+        missed_policy: body.missed_policy,
+        created_by: "operator".into(),
+        created_in: None,
+    };
+    let scheduler = scheduler(&state)?;
+    let view = answered(ractor::call_t!(
+        scheduler,
+        SchedulerMsg::Create,
+        CALL_TIMEOUT_MS,
+        job
+    ))?;
+    Ok((StatusCode::CREATED, Json(job_json(&view))))
+}
+
+/// `GET /api/v1/schedules/{id}`: the job and its newest 50 history entries.
+pub async fn detail(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    let scheduler = scheduler(&state)?;
+    let (view, history) = answered(ractor::call_t!(
+        scheduler,
+        |reply| SchedulerMsg::Get {
+            scope: JobScope::Operator,
+            id,
+            history: 50,
+            reply,
+        },
+        CALL_TIMEOUT_MS
+    ))?;
+    let mut body = job_json(&view);
+    body["history"] = history.iter().map(history_json).collect();
+    Ok(Json(body))
+}
+
+async fn set_paused(state: &StudioState, id: i64, paused: bool) -> Result<Json<Value>, ApiError> {
+    let scheduler = scheduler(state)?;
+    let view = answered(ractor::call_t!(
+        scheduler,
+        |reply| SchedulerMsg::SetPaused {
+            scope: JobScope::Operator,
+            id,
+            paused,
+            reply,
+        },
+        CALL_TIMEOUT_MS
+    ))?;
+    Ok(Json(job_json(&view)))
+}
+
+/// `POST /api/v1/schedules/{id}/pause`
+pub async fn pause(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    set_paused(&state, id, true).await
+}
+
+/// `POST /api/v1/schedules/{id}/resume`
+pub async fn resume(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    set_paused(&state, id, false).await
+}
+
+/// `DELETE /api/v1/schedules/{id}`: cancels the job (its history stays).
+pub async fn cancel(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    let scheduler = scheduler(&state)?;
+    let view = answered(ractor::call_t!(
+        scheduler,
+        |reply| SchedulerMsg::Cancel {
+            scope: JobScope::Operator,
+            id,
+            reply,
+        },
+        CALL_TIMEOUT_MS
+    ))?;
+    Ok(Json(job_json(&view)))
+}

@@ -1,0 +1,885 @@
+//! Studio's JSON API called in-process (`tower::ServiceExt::oneshot` on `studio::router`) with
+//! the state of a real daemon: every route answers, validation errors and unknown ids answer in
+//! the one error shape, the login link → cookie → CSRF flow works, browsers without a session and
+//! callers without the token (when one is configured) are refused, and Host/Origin checks hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use clawvisor::domain::ChatKey;
+use clawvisor::events::EventKind;
+use clawvisor::studio::{self, API_ROUTES, StudioState, access};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct Console {
+    harness: Harness,
+    _llm: ScriptedLlm,
+    state: StudioState,
+}
+
+impl Console {
+    async fn start() -> Console {
+        let script = Script::new()
+            .rule(Rule::text("Written.").when_after_tool_result("write_file"))
+            .rule(
+                Rule::tool_call(
+                    "write_file",
+                    r#"{"path": "note.txt", "content": "hi", "mode": "overwrite"}"#,
+                )
+                .when_last_user_contains("write"),
+            )
+            .rule(Rule::text("Hello from ada, streaming in parts."));
+        let llm = ScriptedLlm::start(script).await.expect("model");
+        let mut options = HarnessOptions::new(llm.base_url());
+        options.agents = vec![agent_toml(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+        )];
+        let harness = Harness::start(options).await.expect("daemon");
+        let state = harness.daemon().studio_state();
+        Console {
+            harness,
+            _llm: llm,
+            state,
+        }
+    }
+
+    /// A request as a script on the same machine sends it (no browser headers).
+    fn request(method: Method, path: &str, body: Option<Value>) -> Request<Body> {
+        let builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:7070");
+        match body {
+            Some(body) => builder
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+            None => builder.body(Body::empty()).unwrap(),
+        }
+    }
+
+    async fn send_with(&self, state: StudioState, request: Request<Body>) -> (u16, Value) {
+        let response = studio::router(state).oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 4 << 20)
+            .await
+            .unwrap();
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, value)
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.send_with(self.state.clone(), Self::request(method, path, body))
+            .await
+    }
+}
+
+fn error_message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap_or_else(|| {
+        panic!("not the API's error shape: {body}");
+    })
+}
+
+/// Reads a Server-Sent Events body until `until` has been seen (or 20 s pass).
+async fn read_sse(response: axum::response::Response, until: &str) -> String {
+    let mut stream = response.into_body().into_data_stream();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !text.contains(until) {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(bytes))) => text.push_str(&String::from_utf8_lossy(&bytes)),
+            _ => break,
+        }
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_and_unknown_ids_are_404() {
+    let console = Console::start().await;
+    // Something to look at: a run with steps, an approval, a session.
+    let reply = console
+        .harness
+        .ask("ada", &ChatKey::cli("op"), "hello there")
+        .await
+        .expect("answer");
+    let run_id = reply.run_id.expect("run id");
+
+    let (status, job) = console
+        .call(
+            Method::POST,
+            "/api/v1/schedules",
+            Some(
+                json!({"agent": "ada", "name": "standup", "prompt": "Say hi", "kind": "cron",
+                        "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin"}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{job}");
+    let job_id = job["id"].as_i64().unwrap();
+    assert_eq!(job["upcoming"].as_array().map(Vec::len), Some(5), "{job}");
+
+    let (status, sessions) = console
+        .call(Method::GET, "/api/v1/sessions?agent=ada", None)
+        .await;
+    assert_eq!(status, 200);
+    let session_id = sessions["sessions"][0]["id"].as_i64().expect("a session");
+
+    // Every route in the table, with a request that succeeds. A route added to the table without
+    // a case here fails this test.
+    let cases: Vec<(&str, &str, Method, String, Option<Value>)> = vec![
+        (
+            "get",
+            "/api/v1/session",
+            Method::GET,
+            "/api/v1/session".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/overview",
+            Method::GET,
+            "/api/v1/overview".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/tree",
+            Method::GET,
+            "/api/v1/tree".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/agents",
+            Method::GET,
+            "/api/v1/agents".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/agents/{name}",
+            Method::GET,
+            "/api/v1/agents/ada".into(),
+            None,
+        ),
+        (
+            "patch",
+            "/api/v1/agents/{name}",
+            Method::PATCH,
+            "/api/v1/agents/ada".into(),
+            Some(json!({"model": "scripted-model"})),
+        ),
+        (
+            "get",
+            "/api/v1/sessions",
+            Method::GET,
+            "/api/v1/sessions".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/sessions/{id}",
+            Method::GET,
+            format!("/api/v1/sessions/{session_id}"),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/runs",
+            Method::GET,
+            "/api/v1/runs?agent=ada".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/runs/{id}",
+            Method::GET,
+            format!("/api/v1/runs/{run_id}"),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/approvals",
+            Method::GET,
+            "/api/v1/approvals?status=pending".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/grants",
+            Method::GET,
+            "/api/v1/grants".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/policy/rules",
+            Method::GET,
+            "/api/v1/policy/rules".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/policy/decisions",
+            Method::GET,
+            "/api/v1/policy/decisions".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/schedules",
+            Method::GET,
+            "/api/v1/schedules".into(),
+            None,
+        ),
+        (
+            "post",
+            "/api/v1/schedules/preview",
+            Method::POST,
+            "/api/v1/schedules/preview".into(),
+            Some(json!({"kind": "every", "expression": "15m"})),
+        ),
+        (
+            "get",
+            "/api/v1/schedules/{id}",
+            Method::GET,
+            format!("/api/v1/schedules/{job_id}"),
+            None,
+        ),
+        (
+            "post",
+            "/api/v1/schedules/{id}/pause",
+            Method::POST,
+            format!("/api/v1/schedules/{job_id}/pause"),
+            None,
+        ),
+        (
+            "post",
+            "/api/v1/schedules/{id}/resume",
+            Method::POST,
+            format!("/api/v1/schedules/{job_id}/resume"),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/memory",
+            Method::GET,
+            "/api/v1/memory".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/memory/stats",
+            Method::GET,
+            "/api/v1/memory/stats".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/memory/search",
+            Method::GET,
+            "/api/v1/memory/search?q=hello".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/mcp",
+            Method::GET,
+            "/api/v1/mcp".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/handoffs",
+            Method::GET,
+            "/api/v1/handoffs".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/audit",
+            Method::GET,
+            "/api/v1/audit".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/audit/verify",
+            Method::GET,
+            "/api/v1/audit/verify".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/costs",
+            Method::GET,
+            "/api/v1/costs?days=7".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/openapi.json",
+            Method::GET,
+            "/api/v1/openapi.json".into(),
+            None,
+        ),
+        (
+            "delete",
+            "/api/v1/schedules/{id}",
+            Method::DELETE,
+            format!("/api/v1/schedules/{job_id}"),
+            None,
+        ),
+    ];
+    // Routes whose success needs a particular object and is shown by their own tests (below and
+    // in studio_api.rs, memory.rs, handoff.rs); here they are called for their 404 / 400.
+    let elsewhere = [
+        "/v1/chat/completions",
+        "/api/v1/session/logout",
+        "/api/v1/events",
+        "/api/v1/agents/{name}/chat",
+        "/api/v1/approvals/{id}/decision",
+        "/api/v1/grants/{id}/revoke",
+        "/api/v1/policy/rules/{id}/disable",
+        "/api/v1/memory/{id}/{operation}",
+        "/api/v1/handoffs/{id}",
+        "/api/v1/handoffs/{id}/cancel",
+        "/api/v1/schedules",
+        "/api/v1/policy/rules",
+    ];
+    for (method, path, _) in API_ROUTES {
+        assert!(
+            cases
+                .iter()
+                .any(|case| case.0 == *method && case.1 == *path)
+                || elsewhere.contains(path),
+            "no test case for {method} {path}"
+        );
+    }
+    for (_, route, method, path, body) in cases {
+        let (status, value) = console.call(method.clone(), &path, body).await;
+        assert_eq!(status, 200, "{method} {path} ({route}): {value}");
+        assert!(value.is_object(), "{path}: {value}");
+    }
+
+    // What the answers say.
+    let (_, overview) = console.call(Method::GET, "/api/v1/overview", None).await;
+    assert_eq!(overview["health"]["boot_complete"], true, "{overview}");
+    let tree = overview["tree"].as_array().unwrap();
+    for id in [
+        "root",
+        "agents",
+        "agent:ada",
+        "session:ada:cli:op",
+        "memory",
+        "studio",
+    ] {
+        assert!(
+            tree.iter().any(|actor| actor["id"] == id),
+            "{id} missing: {overview}"
+        );
+    }
+    let ada = tree
+        .iter()
+        .find(|actor| actor["id"] == "agent:ada")
+        .unwrap();
+    assert_eq!(ada["parent"], "agents");
+    assert!(overview["runs_today"].as_i64().unwrap() >= 1, "{overview}");
+    assert!(
+        overview["hints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|hint| hint.as_str().unwrap().contains("No Telegram bot")),
+        "{overview}"
+    );
+    let (_, run) = console
+        .call(Method::GET, &format!("/api/v1/runs/{run_id}"), None)
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert!(
+        run["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|step| step["kind"] == "llm"),
+        "{run}"
+    );
+    let (_, transcript) = console
+        .call(Method::GET, &format!("/api/v1/sessions/{session_id}"), None)
+        .await;
+    assert!(
+        transcript["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["content"] == "hello there"),
+        "{transcript}"
+    );
+    let (_, costs) = console.call(Method::GET, "/api/v1/costs", None).await;
+    assert!(costs["total_usd"].as_f64().unwrap() > 0.0, "{costs}");
+    assert_eq!(costs["by_agent"][0]["agent"], "ada", "{costs}");
+    let (_, job) = console
+        .call(Method::GET, &format!("/api/v1/schedules/{job_id}"), None)
+        .await;
+    assert_eq!(job["status"], "cancelled", "{job}");
+    let (_, openapi) = console
+        .call(Method::GET, "/api/v1/openapi.json", None)
+        .await;
+    for (method, path, _) in API_ROUTES {
+        assert!(
+            openapi["paths"][path][method].is_object(),
+            "{method} {path} missing from openapi.json"
+        );
+    }
+
+    // Unknown ids and routes: 404 in the one error shape.
+    for (method, path) in [
+        (Method::GET, "/api/v1/runs/987654"),
+        (Method::GET, "/api/v1/sessions/987654"),
+        (Method::GET, "/api/v1/agents/nobody"),
+        (Method::PATCH, "/api/v1/agents/nobody"),
+        (Method::GET, "/api/v1/schedules/987654"),
+        (Method::POST, "/api/v1/schedules/987654/pause"),
+        (Method::DELETE, "/api/v1/schedules/987654"),
+        (Method::GET, "/api/v1/handoffs/h-nothing"),
+        (Method::POST, "/api/v1/handoffs/h-nothing/cancel"),
+        (Method::POST, "/api/v1/approvals/nothing/decision"),
+        (Method::POST, "/api/v1/grants/987654/revoke"),
+        (Method::POST, "/api/v1/policy/rules/987654/disable"),
+        (Method::POST, "/api/v1/memory/987654/archive"),
+        (Method::POST, "/api/v1/agents/nobody/chat"),
+        (Method::GET, "/api/v1/no-such-thing"),
+    ] {
+        let body = match method {
+            Method::PATCH => Some(json!({"paused": true})),
+            Method::POST if path.ends_with("/decision") => Some(json!({"decision": "approve"})),
+            Method::POST if path.ends_with("/chat") => Some(json!({"text": "hi"})),
+            Method::POST => Some(json!({})),
+            _ => None,
+        };
+        let (status, value) = console.call(method.clone(), path, body).await;
+        assert_eq!(status, 404, "{method} {path}: {value}");
+        assert!(!error_message(&value).is_empty());
+    }
+    console.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_400_that_says_what_to_fix() {
+    let console = Console::start().await;
+    for (method, path, body, expect) in [
+        (
+            Method::PATCH,
+            "/api/v1/agents/ada",
+            json!({"autonomy": "yolo"}),
+            "trust_first",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/agents/ada",
+            json!({"model": "  "}),
+            "model",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/agents/ada",
+            json!({"colour": "red"}),
+            "colour",
+        ),
+        (
+            Method::POST,
+            "/api/v1/schedules/preview",
+            json!({"kind": "cron", "expression": "61 * * * *"}),
+            "61",
+        ),
+        (
+            Method::POST,
+            "/api/v1/schedules/preview",
+            json!({"kind": "weekly", "expression": "x"}),
+            "weekly",
+        ),
+        (
+            Method::POST,
+            "/api/v1/schedules/preview",
+            json!({"kind": "cron", "expression": "0 9 * * *", "timezone": "Mars/Olympus"}),
+            "Mars/Olympus",
+        ),
+        (
+            Method::POST,
+            "/api/v1/schedules",
+            json!({"agent": "ada", "prompt": "", "kind": "every", "expression": "1h"}),
+            "prompt",
+        ),
+        (
+            Method::POST,
+            "/api/v1/schedules",
+            json!({"agent": "nobody", "prompt": "x", "kind": "every", "expression": "1h"}),
+            "nobody",
+        ),
+        (
+            Method::POST,
+            "/api/v1/agents/ada/chat",
+            json!({"text": "   "}),
+            "text",
+        ),
+        (
+            Method::POST,
+            "/api/v1/agents/ada/chat",
+            json!({"text": "hi", "chat": "../etc"}),
+            "chat",
+        ),
+        (
+            Method::POST,
+            "/api/v1/approvals/x/decision",
+            json!({"decision": "maybe"}),
+            "approve",
+        ),
+    ] {
+        let (status, value) = console.call(method.clone(), path, Some(body.clone())).await;
+        assert_eq!(status, 400, "{method} {path} {body}: {value}");
+        assert!(
+            error_message(&value).contains(expect),
+            "{path} {body}: {value}"
+        );
+    }
+    let (status, value) = console
+        .call(Method::GET, "/api/v1/runs?status=exploded", None)
+        .await;
+    assert_eq!(status, 400, "{value}");
+    assert!(error_message(&value).contains("succeeded"));
+    // Not JSON at all.
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/schedules/preview")
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{not json"))
+        .unwrap();
+    let (status, value) = console.send_with(console.state.clone(), request).await;
+    assert_eq!(status, 400, "{value}");
+    error_message(&value);
+    // Nothing was half-written: no job exists.
+    let (_, jobs) = console.call(Method::GET, "/api/v1/schedules", None).await;
+    assert_eq!(jobs["jobs"].as_array().map(Vec::len), Some(0), "{jobs}");
+    console.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_link_opens_one_session_whose_mutations_need_the_csrf_token() {
+    let console = Console::start().await;
+    let link = access::login_link(&console.state.store, "http://127.0.0.1:7070", "cli")
+        .await
+        .unwrap();
+    let path = link
+        .strip_prefix("http://127.0.0.1:7070")
+        .unwrap()
+        .to_string();
+    let browser = |method: Method, path: &str, cookie: Option<&str>| {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:7070")
+            .header("sec-fetch-site", "same-origin")
+            .header(header::ORIGIN, "http://127.0.0.1:7070")
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(cookie) = cookie {
+            builder = builder.header(
+                header::COOKIE,
+                format!("theme=dark; {}={cookie}", access::SESSION_COOKIE),
+            );
+        }
+        builder
+    };
+
+    // A browser without a session is refused, with a message that says how to log in.
+    let (status, value) = console
+        .send_with(
+            console.state.clone(),
+            browser(Method::GET, "/api/v1/overview", None)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, 401, "{value}");
+    assert!(error_message(&value).contains("studio-link"));
+
+    // The link logs in once.
+    let response = studio::router(console.state.clone())
+        .oneshot(
+            browser(Method::GET, &path, None)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let set_cookie = response.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
+    );
+    let cookie = set_cookie
+        .split(';')
+        .next()
+        .and_then(|pair| pair.split_once('='))
+        .map(|(_, value)| value.to_string())
+        .unwrap();
+    let (status, _) = console
+        .send_with(
+            console.state.clone(),
+            browser(Method::GET, &path, None)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, 401, "a login link works once");
+
+    let (status, session) = console
+        .send_with(
+            console.state.clone(),
+            browser(Method::GET, "/api/v1/session", Some(&cookie))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["via"], "cookie");
+    let csrf = session["csrf"].as_str().unwrap().to_string();
+    assert_eq!(csrf.len(), 64);
+
+    let patch = |csrf: Option<&str>| {
+        let mut builder = browser(Method::PATCH, "/api/v1/agents/ada", Some(&cookie));
+        if let Some(csrf) = csrf {
+            builder = builder.header(access::CSRF_HEADER, csrf);
+        }
+        builder
+            .body(Body::from(json!({"paused": true}).to_string()))
+            .unwrap()
+    };
+    let (status, value) = console.send_with(console.state.clone(), patch(None)).await;
+    assert_eq!(status, 403, "{value}");
+    assert!(error_message(&value).contains("CSRF"));
+    let (status, _) = console
+        .send_with(console.state.clone(), patch(Some("0".repeat(64).as_str())))
+        .await;
+    assert_eq!(status, 403, "a wrong CSRF token");
+    let (status, value) = console
+        .send_with(console.state.clone(), patch(Some(&csrf)))
+        .await;
+    assert_eq!(status, 200, "{value}");
+    assert_eq!(value["paused"], true);
+    // Persisted, not only applied.
+    let stored: i64 = console
+        .state
+        .store
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT paused FROM agent_settings WHERE agent = 'ada'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored, 1);
+
+    // Another site's page is refused even with the cookie; so is a rebinding Host.
+    let cross = browser(Method::PATCH, "/api/v1/agents/ada", Some(&cookie))
+        .header(access::CSRF_HEADER, &csrf)
+        .header(header::ORIGIN, "https://evil.example")
+        .body(Body::from("{}"))
+        .unwrap();
+    let mut cross = cross;
+    cross
+        .headers_mut()
+        .insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+    let (status, _) = console.send_with(console.state.clone(), cross).await;
+    assert_eq!(status, 403);
+    let mut rebound = browser(Method::GET, "/api/v1/overview", Some(&cookie))
+        .body(Body::empty())
+        .unwrap();
+    rebound
+        .headers_mut()
+        .insert(header::HOST, "attacker.example:7070".parse().unwrap());
+    let (status, _) = console.send_with(console.state.clone(), rebound).await;
+    assert_eq!(status, 421);
+
+    // Logging out ends the session.
+    let logout = browser(Method::POST, "/api/v1/session/logout", Some(&cookie))
+        .header(access::CSRF_HEADER, &csrf)
+        .body(Body::from("{}"))
+        .unwrap();
+    let (status, _) = console.send_with(console.state.clone(), logout).await;
+    assert_eq!(status, 200);
+    let (status, _) = console
+        .send_with(
+            console.state.clone(),
+            browser(Method::GET, "/api/v1/session", Some(&cookie))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(status, 401);
+    console.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_loopback_every_api_call_needs_the_token_but_probes_do_not() {
+    let console = Console::start().await;
+    let token = "an-access-token-of-the-operator-0123456789";
+    let mut state = console.state.clone();
+    state.access = Arc::new(access::Access::new(
+        Some(clawvisor::secrets::Secret::new(token)),
+        "0.0.0.0:7070".parse().unwrap(),
+        "https://home.example",
+    ));
+    for (method, path, _) in API_ROUTES {
+        let concrete = path
+            .replace("{name}", "ada")
+            .replace("{id}", "1")
+            .replace("{operation}", "archive");
+        let method: Method = method.to_uppercase().parse().unwrap();
+        let mut request = Console::request(method.clone(), &concrete, Some(json!({})));
+        request
+            .headers_mut()
+            .insert(header::HOST, "home.example".parse().unwrap());
+        let (status, value) = console.send_with(state.clone(), request).await;
+        assert_eq!(status, 401, "{method} {concrete}: {value}");
+        assert!(!value.to_string().contains(token));
+    }
+    let mut request = Console::request(Method::GET, "/api/v1/overview", None);
+    request
+        .headers_mut()
+        .insert(header::HOST, "home.example".parse().unwrap());
+    request.headers_mut().insert(
+        header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    let (status, value) = console.send_with(state.clone(), request).await;
+    assert_eq!(status, 200, "{value}");
+    for probe in ["/healthz", "/metrics"] {
+        let (status, _) = console
+            .send_with(state.clone(), Console::request(Method::GET, probe, None))
+            .await;
+        assert_eq!(status, 200, "{probe}");
+    }
+    // Cookies are Secure when Studio is reached over https.
+    assert!(state.access.session_cookie("x", 60).contains("Secure"));
+    console.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_streams_the_answer_and_events_stream_live() {
+    let console = Console::start().await;
+    // The live stream: a hello, then what the bus carries.
+    let response = studio::router(console.state.clone())
+        .oneshot(Console::request(Method::GET, "/api/v1/events", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    let events = tokio::spawn(read_sse(response, "the-marker-event"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    console
+        .state
+        .events
+        .publish(EventKind::Warning, "test", "the-marker-event");
+    let text = events.await.unwrap();
+    assert!(text.contains("event: hello"), "{text}");
+    assert!(
+        text.contains("event: warning") && text.contains("the-marker-event"),
+        "{text}"
+    );
+
+    // Chat: partial texts, then the final answer with its run.
+    let response = studio::router(console.state.clone())
+        .oneshot(Console::request(
+            Method::POST,
+            "/api/v1/agents/ada/chat",
+            Some(json!({"text": "hello", "chat": "console-test"})),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = read_sse(response, "event: final").await;
+    assert!(text.contains("event: final"), "{text}");
+    assert!(
+        text.contains("Hello from ada, streaming in parts."),
+        "{text}"
+    );
+    // The conversation is a real session of chat studio:console-test.
+    let (_, sessions) = console
+        .call(Method::GET, "/api/v1/sessions?agent=ada", None)
+        .await;
+    assert!(
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|session| session["chat"] == "studio:console-test"),
+        "{sessions}"
+    );
+    // A tool that needs approval shows as a tool card state before the final answer.
+    let response = studio::router(console.state.clone())
+        .oneshot(Console::request(
+            Method::POST,
+            "/api/v1/agents/ada/chat",
+            Some(json!({"text": "please write the note", "chat": "console-test"})),
+        ))
+        .await
+        .unwrap();
+    let approval = loop {
+        let (_, pending) = console
+            .call(Method::GET, "/api/v1/approvals?status=pending", None)
+            .await;
+        if let Some(id) = pending["approvals"][0]["id"].as_str() {
+            break id.to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (status, _) = console
+        .call(
+            Method::POST,
+            &format!("/api/v1/approvals/{approval}/decision"),
+            Some(json!({"decision": "approve"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let text = read_sse(response, "event: final").await;
+    assert!(
+        text.contains("event: tool") && text.contains("write_file"),
+        "{text}"
+    );
+    assert!(text.contains("Written."), "{text}");
+
+    // /metrics is Prometheus text with the runtime's figures.
+    let (status, metrics) = console.call(Method::GET, "/metrics", None).await;
+    assert_eq!(status, 200);
+    let metrics = metrics.as_str().unwrap();
+    for family in [
+        "clawvisor_messages_total{direction=\"in\"}",
+        "clawvisor_runs_total{status=\"succeeded\"}",
+        "clawvisor_tool_calls_total 1",
+        "clawvisor_approvals_pending 0",
+        "clawvisor_actor_restarts_total{actor=\"agent:ada\"} 0",
+        "clawvisor_llm_input_tokens_total{agent=\"ada\",model=\"scripted-model\"}",
+    ] {
+        assert!(metrics.contains(family), "{family} missing:\n{metrics}");
+    }
+    console.harness.stop().await;
+}

@@ -1,0 +1,81 @@
+// overview.js — health at a glance: cards (boot/database, agents, pending approvals, runs and cost
+// today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
+// error), Telegram bot polling states and MCP server states. Refreshes on actor/bot/approval/cost/mcp events.
+import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
+
+export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
+  'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
+  'approval_decided', 'cost_recorded', 'mcp_health'];
+
+export async function render(root, ctx) {
+  const box = el('div');
+  append(root, el('h1', null, 'Overview'), box);
+  const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
+  ctx.refresh = () => refresh(true);
+  await refresh(false);
+}
+
+function stat(label, value, href, attrs = {}) {
+  const body = [el('span', { class: 'value', ...attrs }, value), el('span', { class: 'label' }, label)];
+  return href ? el('a', { class: 'card stat', href }, body) : el('div', { class: 'card stat' }, body);
+}
+
+function draw(box, d) {
+  const health = d.health || {};
+  const ready = health.boot_complete && health.database;
+  append(box, 
+    (d.hints || []).map((hint) => el('div', { class: 'hint' }, el('strong', null, 'Tip: '), hint)),
+    el('div', { class: 'grid' },
+      el('div', { class: 'card stat' },
+        el('span', { class: 'value' }, badge(ready ? 'ok' : health.database === false ? 'down' : 'starting',
+          ready ? 'healthy' : health.database === false ? 'database down' : 'starting…')),
+        el('span', { class: 'label' }, `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
+        el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms))),
+      stat('agents', num(d.agents), '#/agents'),
+      stat('approvals waiting', num(d.approvals_pending ?? 0), '#/approvals', { id: 'approvals-pending' }),
+      stat('runs today', num(d.runs_today), '#/runs'),
+      stat('cost today', money(d.cost_today_usd), '#/costs')),
+    el('h2', null, 'Supervision tree'),
+    d.tree?.length ? el('div', { class: 'card' }, tree(d.tree)) : empty('No actors reported yet — the daemon may still be starting.'),
+    el('h2', null, 'Telegram bots'),
+    d.bots?.length
+      ? el('div', { class: 'card' }, d.bots.map((b) => el('div', { class: 'row', 'data-bot': b.agent },
+        el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms))))
+      : empty('No Telegram bots running. Set token_env under [telegram] in an agent file (actors/<agent>.toml) to reach an agent from your phone.'),
+    el('h2', null, 'MCP servers'),
+    d.mcp?.length
+      ? el('div', { class: 'card row' }, d.mcp.map((m) => el('a', { href: '#/mcp', class: 'row' }, m.server, badge(m.state))))
+      : empty('No MCP servers — add [[mcp.servers]] to config/clawvisor.toml'),
+  );
+}
+
+/** Nested lists: children under their parent; anything orphaned or cyclic is shown at the top level. */
+function tree(actors) {
+  const ids = new Set(actors.map((a) => a.id));
+  const kids = new Map();
+  for (const a of actors) {
+    const parent = a.parent && ids.has(a.parent) && a.parent !== a.id ? a.parent : null;
+    if (!kids.has(parent)) kids.set(parent, []);
+    kids.get(parent).push(a);
+  }
+  for (const list of kids.values()) list.sort((x, y) => (x.id === 'root' ? -1 : y.id === 'root' ? 1 : x.id.localeCompare(y.id)));
+  const seen = new Set();
+  const node = (a) => {
+    seen.add(a.id);
+    const children = (kids.get(a.id) || []).filter((c) => !seen.has(c.id));
+    const restarts = a.restarts ?? 0;
+    return el('li', { 'data-actor': a.id, 'data-status': a.status, 'data-restarts': restarts },
+      el('div', { class: 'actor-row', title: a.last_error || `${a.status} since ${fullTime(a.since_ms)}` },
+        el('span', { class: `dot t-${tone(a.status)}` }),
+        el('span', { class: 'actor-id' }, a.id),
+        badge(a.status),
+        el('span', { class: `restarts${restarts ? ' hot' : ''}`, title: 'restarts' }, `↻ ${restarts}`),
+        el('span', { class: 'muted small' }, 'since ', when(a.since_ms))),
+      a.last_error && el('details', { class: 'last-error' }, el('summary', { class: 'small muted' }, 'last error'), el('pre', null, a.last_error)),
+      children.length > 0 && el('ul', null, children.map(node)));
+  };
+  const top = (kids.get(null) || []).map(node);
+  const rest = [];
+  for (const a of actors) if (!seen.has(a.id)) rest.push(node(a));
+  return el('ul', { class: 'tree' }, top, rest);
+}

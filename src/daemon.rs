@@ -234,7 +234,8 @@ fn agent_plans(
                 .workspace
                 .clone()
                 .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
-            let skills = Arc::new(agent_skills(loaded, spec, &workspace));
+            let skill_catalogue = Arc::new(agent_skills(loaded, spec, &workspace));
+            let skills = Arc::new(crate::skills::usable(&skill_catalogue, &spec.skills));
             let (tools, unknown) = crate::tools::tools_for_agent(spec, &skills);
             for tool in unknown {
                 tracing::warn!(agent = %spec.name, %tool, "unknown tool in the agent file; ignored");
@@ -251,7 +252,7 @@ fn agent_plans(
                     events: events.clone(),
                     limits: config.runtime_limits(),
                     all_agents: all_agents.clone(),
-                    skills,
+                    skill_catalogue,
                 }),
                 tools,
             }
@@ -277,15 +278,13 @@ pub fn skill_levels(
     levels
 }
 
-/// The agent's enabled skills that it can use; the others are logged with the reason.
+/// Every skill the agent could see, each with whether it can use it (the reasons are logged for
+/// the skills its file enables).
 fn agent_skills(
     loaded: &LoadedConfig,
     spec: &crate::config::AgentSpec,
     workspace: &std::path::Path,
-) -> Vec<crate::skills::Skill> {
-    if spec.skills.is_empty() {
-        return Vec::new();
-    }
+) -> Vec<crate::skills::AgentSkill> {
     let catalogue = crate::skills::discover(&skill_levels(loaded, workspace));
     let servers: Vec<String> = loaded
         .config
@@ -303,25 +302,15 @@ fn agent_skills(
         env: &has_env,
         bin: &crate::skills::on_path,
     };
-    let mut usable = Vec::new();
-    for name in &spec.skills {
-        let Some(entry) = catalogue.iter().find(|entry| entry.name == *name) else {
-            tracing::warn!(agent = %spec.name, skill = %name, "skill not found in any skills folder; unavailable");
-            continue;
-        };
-        match &entry.skill {
-            Err(error) => {
-                tracing::warn!(agent = %spec.name, skill = %name, %error, "skill is invalid; unavailable")
-            }
-            Ok(skill) => match crate::skills::availability(skill, &context) {
-                Ok(()) => usable.push(skill.clone()),
-                Err(reason) => {
-                    tracing::warn!(agent = %spec.name, skill = %name, %reason, "skill unavailable")
-                }
-            },
+    let skills = crate::skills::for_agent(catalogue, &spec.skills, &context);
+    for skill in &skills {
+        if let Err(reason) = &skill.available
+            && spec.skills.contains(&skill.entry.name)
+        {
+            tracing::warn!(agent = %spec.name, skill = %skill.entry.name, %reason, "skill unavailable");
         }
     }
-    usable
+    skills
 }
 
 /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.

@@ -293,6 +293,80 @@ pub fn availability(skill: &Skill, context: &AgentContext<'_>) -> Result<(), Str
     Ok(())
 }
 
+/// A skill as one agent sees it: the catalogue entry and whether this agent can use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSkill {
+    pub entry: Entry,
+    /// `Err(reason)` when the skill is invalid or needs what the agent lacks.
+    pub available: Result<(), String>,
+}
+
+impl AgentSkill {
+    pub fn description(&self) -> &str {
+        self.entry
+            .skill
+            .as_ref()
+            .map_or("", |skill| skill.description.as_str())
+    }
+}
+
+/// The catalogue as `context`'s agent sees it, plus an unavailable entry for every name in
+/// `configured` that no folder has (so a typo in `skills = [...]` is shown, not silently lost).
+pub fn for_agent(
+    catalogue: Vec<Entry>,
+    configured: &[String],
+    context: &AgentContext<'_>,
+) -> Vec<AgentSkill> {
+    let mut skills: Vec<AgentSkill> = catalogue
+        .into_iter()
+        .map(|entry| {
+            let available = match &entry.skill {
+                Ok(skill) => availability(skill, context),
+                Err(error) => Err(format!("the skill is invalid: {error}")),
+            };
+            AgentSkill { entry, available }
+        })
+        .collect();
+    for name in configured {
+        if !skills.iter().any(|skill| skill.entry.name == *name) {
+            skills.push(AgentSkill {
+                entry: Entry {
+                    name: name.clone(),
+                    dir: PathBuf::new(),
+                    level: Level::Workspace,
+                    skill: Err("no skills folder has it".into()),
+                },
+                available: Err(
+                    "not found in the bundled, installed or workspace skills folders".into(),
+                ),
+            });
+        }
+    }
+    skills
+}
+
+/// The names enabled for an agent: its file's `skills = [...]` with the operator's toggles
+/// (skill, enabled) applied over it.
+pub fn enabled_names(configured: &[String], toggles: &[(String, bool)]) -> Vec<String> {
+    let mut enabled: Vec<String> = configured.to_vec();
+    for (name, on) in toggles {
+        enabled.retain(|other| other != name);
+        if *on {
+            enabled.push(name.clone());
+        }
+    }
+    enabled
+}
+
+/// The skills an agent can load now: enabled and available.
+pub fn usable(skills: &[AgentSkill], enabled: &[String]) -> Vec<Skill> {
+    skills
+        .iter()
+        .filter(|skill| enabled.contains(&skill.entry.name) && skill.available.is_ok())
+        .filter_map(|skill| skill.entry.skill.as_ref().ok().cloned())
+        .collect()
+}
+
 /// Is `name` an executable on PATH?
 pub fn on_path(name: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| {

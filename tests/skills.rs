@@ -256,3 +256,190 @@ async fn the_model_loads_an_enabled_skill_and_uses_its_tool_but_nothing_more() {
     }
     harness.stop().await;
 }
+
+/// Studio's per-agent toggles: turning a skill on or off is applied to the next turn at once and
+/// survives a restart; a skill the agent cannot use cannot be turned on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn studio_toggles_skills_live_and_they_persist() {
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    let dir = ScratchDir::new("clawvisor-skill-toggles").unwrap();
+    let bundled = dir.path().join("skills");
+    for (name, description, extra, body) in [
+        (
+            "journal",
+            "Keeps a dated journal file.",
+            "tools: [write_file]\n",
+            "JOURNAL-INSTRUCTIONS",
+        ),
+        (
+            "shouting",
+            "Answers in capitals.",
+            "",
+            "SHOUTING-INSTRUCTIONS",
+        ),
+        (
+            "runner",
+            "Needs the shell.",
+            "tools: [shell]\n",
+            "RUNNER-INSTRUCTIONS",
+        ),
+    ] {
+        write_skill(&bundled, name, &skill_md(name, description, extra, body));
+    }
+    let script = Script::new()
+        .rule(
+            Rule::text("LOUD AND CLEAR.")
+                .when_after_tool_result("use_skill")
+                .when_any_message_contains("SHOUTING-INSTRUCTIONS"),
+        )
+        .rule(Rule::text("That skill is not available.").when_after_tool_result("use_skill"))
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "journal"}"#)
+                .when_last_user_contains("journal"),
+        )
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "shouting"}"#)
+                .when_last_user_contains("shout"),
+        );
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "ada",
+        "tools = [\"write_file\"]\nskills = [\"journal\"]\nautonomy = \"trust_first\"",
+    )];
+    let harness = Harness::start_in(dir, options.clone()).await.unwrap();
+    let patch = |state: clawvisor::studio::StudioState, skill: &str, enabled: bool| {
+        let request = axum::http::Request::builder()
+            .method("PATCH")
+            .uri(format!("/api/v1/agents/ada/skills/{skill}"))
+            .header("host", "127.0.0.1")
+            .header("content-type", "application/json")
+            .body(Body::from(
+                serde_json::json!({"enabled": enabled}).to_string(),
+            ))
+            .unwrap();
+        async move {
+            let response = clawvisor::studio::router(state)
+                .oneshot(request)
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+            )
+        }
+    };
+    let state = harness.daemon().studio_state();
+
+    // Turned on in Studio: the next turn lists it and can load it.
+    let (status, agent) = patch(state.clone(), "shouting", true).await;
+    assert_eq!(status, 200, "{agent}");
+    let shouting = agent["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "shouting")
+        .unwrap()
+        .clone();
+    assert_eq!(shouting["enabled"], true, "{agent}");
+    let reply = harness
+        .ask("ada", &ChatKey::cli("s"), "shout it")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "LOUD AND CLEAR.");
+    assert!(
+        llm.requests()
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("shouting: Answers in capitals.")
+    );
+
+    // Turned off: gone from the prompt, and use_skill refuses it.
+    let (status, _) = patch(state.clone(), "journal", false).await;
+    assert_eq!(status, 200);
+    let reply = harness
+        .ask("ada", &ChatKey::cli("j"), "journal this")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "That skill is not available.");
+    let requests = llm.requests();
+    let last = requests.last().unwrap().to_string();
+    assert!(
+        last.contains("the skill `journal` is not enabled"),
+        "{last}"
+    );
+    assert!(
+        !requests[requests.len() - 2]
+            .to_string()
+            .contains("journal: Keeps"),
+        "no longer listed"
+    );
+
+    // What cannot be used cannot be turned on; unknown skills are 404.
+    let (status, body) = patch(state.clone(), "runner", true).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("shell"),
+        "{body}"
+    );
+    let (status, _) = patch(state.clone(), "nothing-like-it", true).await;
+    assert_eq!(status, 404);
+
+    // The catalogue shows each agent's enablement and why a skill is unavailable.
+    let response = clawvisor::studio::router(state.clone())
+        .oneshot(
+            axum::http::Request::builder()
+                .uri("/api/v1/skills")
+                .header("host", "127.0.0.1")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let catalogue: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let find = |name: &str| {
+        catalogue["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        find("journal")["agents"][0]["enabled"],
+        false,
+        "{catalogue}"
+    );
+    assert_eq!(
+        find("shouting")["agents"][0]["enabled"],
+        true,
+        "{catalogue}"
+    );
+    assert_eq!(find("runner")["available"], false, "{catalogue}");
+
+    // The toggles survive a restart.
+    let dir = harness.stop().await;
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let reply = harness
+        .ask("ada", &ChatKey::cli("s2"), "shout again")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "LOUD AND CLEAR.");
+    let reply = harness
+        .ask("ada", &ChatKey::cli("j2"), "journal again")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "That skill is not available.");
+    harness.stop().await;
+}

@@ -299,6 +299,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         ),
         (
             "get",
+            "/api/v1/skills",
+            Method::GET,
+            "/api/v1/skills".into(),
+            None,
+        ),
+        (
+            "get",
             "/api/v1/handoffs",
             Method::GET,
             "/api/v1/handoffs".into(),
@@ -347,6 +354,7 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/session/logout",
         "/api/v1/events",
         "/api/v1/agents/{name}/chat",
+        "/api/v1/agents/{name}/skills/{skill}",
         "/api/v1/approvals/{id}/decision",
         "/api/v1/grants/{id}/revoke",
         "/api/v1/policy/rules/{id}/disable",
@@ -458,9 +466,11 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         (Method::POST, "/api/v1/policy/rules/987654/disable"),
         (Method::POST, "/api/v1/memory/987654/archive"),
         (Method::POST, "/api/v1/agents/nobody/chat"),
+        (Method::PATCH, "/api/v1/agents/ada/skills/no-such-skill"),
         (Method::GET, "/api/v1/no-such-thing"),
     ] {
         let body = match method {
+            Method::PATCH if path.contains("/skills/") => Some(json!({"enabled": true})),
             Method::PATCH => Some(json!({"paused": true})),
             Method::POST if path.ends_with("/decision") => Some(json!({"decision": "approve"})),
             Method::POST if path.ends_with("/chat") => Some(json!({"text": "hi"})),

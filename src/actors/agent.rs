@@ -22,6 +22,7 @@ use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPo
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, SessionCommand};
+use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
 use crate::tools::Tool;
@@ -41,6 +42,12 @@ pub enum AgentMsg {
     /// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
     SetTools(String, Vec<Arc<dyn Tool>>),
     UpdateSettings(SettingsChange, RpcReplyPort<Result<AgentView, String>>),
+    /// The operator turns a skill on or off for this agent (stored, applied at once).
+    SetSkill {
+        skill: String,
+        enabled: bool,
+        reply: RpcReplyPort<Result<AgentView, String>>,
+    },
     View(RpcReplyPort<AgentView>),
 }
 
@@ -70,8 +77,21 @@ pub struct AgentView {
     pub tools: Vec<String>,
     pub sessions: usize,
     pub has_telegram: bool,
-    /// The skills it may load.
-    pub skills: Vec<String>,
+    /// Every skill it could see: enabled or not, usable or why not.
+    pub skills: Vec<SkillView>,
+}
+
+/// One skill as an agent has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillView {
+    pub name: String,
+    pub description: String,
+    /// bundled | installed | workspace
+    pub level: &'static str,
+    pub path: String,
+    pub enabled: bool,
+    /// Why it cannot be used, when it cannot.
+    pub unavailable: Option<String>,
 }
 
 #[derive(Clone)]
@@ -88,6 +108,8 @@ pub struct AgentState {
     settings: AgentSettings,
     base_tools: Vec<Arc<dyn Tool>>,
     extra_tools: BTreeMap<String, Vec<Arc<dyn Tool>>>,
+    /// The enabled skill names (the agent file's list with the operator's toggles over it).
+    enabled_skills: Vec<String>,
     sessions: Children,
     session_policy: RestartPolicy,
     routed: HashMap<ChatKey, u64>,
@@ -110,10 +132,15 @@ impl Actor for AgentActor {
         args: AgentArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let name = args.runtime.spec.name.clone();
-        let overrides = args
+        let (overrides, toggles) = args
             .runtime
             .store
-            .read(move |conn| runs::settings(conn, &name))
+            .read(move |conn| {
+                Ok((
+                    runs::settings(conn, &name)?,
+                    crate::store::studio::skill_toggles(conn, &name)?,
+                ))
+            })
             .await?;
         std::fs::create_dir_all(&args.runtime.workspace).map_err(|error| {
             format!(
@@ -122,6 +149,12 @@ impl Actor for AgentActor {
             )
         })?;
         let spec = &args.runtime.spec;
+        let enabled_skills = skills::enabled_names(&spec.skills, &toggles);
+        let skill_set = Arc::new(skills::usable(
+            &args.runtime.skill_catalogue,
+            &enabled_skills,
+        ));
+        let base_tools = crate::tools::with_skills(&args.tools, spec, &skill_set);
         let settings = AgentSettings {
             autonomy: overrides
                 .autonomy
@@ -133,15 +166,17 @@ impl Actor for AgentActor {
                 .clone()
                 .unwrap_or_else(|| spec.model.clone()),
             paused: overrides.paused,
-            tools: Arc::new(args.tools.clone()),
+            tools: Arc::new(base_tools.clone()),
+            skills: skill_set,
         };
         let owner = format!("agent:{}", spec.name);
         Ok(AgentState {
             sessions: Children::new(owner, args.runtime.events.clone()),
             runtime: args.runtime,
             settings,
-            base_tools: args.tools,
+            base_tools,
             extra_tools: BTreeMap::new(),
+            enabled_skills,
             session_policy: args.session_policy,
             routed: HashMap::new(),
         })
@@ -227,12 +262,19 @@ impl Actor for AgentActor {
                 } else {
                     state.extra_tools.insert(source, tools);
                 }
-                let mut all = state.base_tools.clone();
-                for tools in state.extra_tools.values() {
-                    all.extend(tools.iter().cloned());
-                }
-                state.settings.tools = Arc::new(all);
+                rebuild_tools(state);
                 push_settings(state);
+            }
+            AgentMsg::SetSkill {
+                skill,
+                enabled,
+                reply,
+            } => {
+                let result = set_skill(state, skill, enabled).await;
+                if result.is_ok() {
+                    push_settings(state);
+                }
+                let _ = reply.send(result.map(|()| view(state)));
             }
             AgentMsg::UpdateSettings(change, reply) => {
                 let result = update_settings(state, change).await;
@@ -322,6 +364,57 @@ fn session_ref(state: &AgentState, chat: &ChatKey) -> Option<ActorRef<SessionMsg
         .map(|cell| ActorRef::from(cell.clone()))
 }
 
+/// The tools sessions see: the agent's own, then each source's (MCP links, the scheduler).
+fn rebuild_tools(state: &mut AgentState) {
+    let mut all = state.base_tools.clone();
+    for tools in state.extra_tools.values() {
+        all.extend(tools.iter().cloned());
+    }
+    state.settings.tools = Arc::new(all);
+}
+
+async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Result<(), String> {
+    let Some(entry) = state
+        .runtime
+        .skill_catalogue
+        .iter()
+        .find(|entry| entry.entry.name == skill)
+    else {
+        return Err(format!(
+            "no skill named `{skill}` in this agent's skills folders"
+        ));
+    };
+    if enabled && let Err(reason) = &entry.available {
+        return Err(format!("`{skill}` cannot be enabled: {reason}"));
+    }
+    let (agent, name, now) = (
+        state.runtime.spec.name.clone(),
+        skill.clone(),
+        crate::clock::now_ms(),
+    );
+    state
+        .runtime
+        .store
+        .write(move |conn| {
+            crate::store::studio::set_skill_toggle(conn, &agent, &name, enabled, now)
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+    state.enabled_skills.retain(|other| *other != skill);
+    if enabled {
+        state.enabled_skills.push(skill);
+    }
+    let skill_set = Arc::new(skills::usable(
+        &state.runtime.skill_catalogue,
+        &state.enabled_skills,
+    ));
+    state.base_tools =
+        crate::tools::with_skills(&state.base_tools, &state.runtime.spec, &skill_set);
+    state.settings.skills = skill_set;
+    rebuild_tools(state);
+    Ok(())
+}
+
 fn push_settings(state: &AgentState) {
     for id in state.sessions.ids() {
         if let Some(cell) = state.sessions.cell(&id) {
@@ -384,9 +477,16 @@ fn view(state: &AgentState) -> AgentView {
         has_telegram: spec.telegram.is_some(),
         skills: state
             .runtime
-            .skills
+            .skill_catalogue
             .iter()
-            .map(|skill| skill.name.clone())
+            .map(|skill| SkillView {
+                name: skill.entry.name.clone(),
+                description: skill.description().to_string(),
+                level: skill.entry.level.as_str(),
+                path: skill.entry.dir.display().to_string(),
+                enabled: state.enabled_skills.contains(&skill.entry.name),
+                unavailable: skill.available.as_ref().err().cloned(),
+            })
             .collect(),
     }
 }

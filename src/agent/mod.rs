@@ -70,8 +70,9 @@ pub struct AgentRuntime {
     pub limits: RuntimeLimits,
     /// Every agent's spec, for delegation rules and the read model of memory.
     pub all_agents: Arc<Vec<AgentSpec>>,
-    /// The agent's enabled and available skills (listed in the prompt; loaded by `use_skill`).
-    pub skills: Arc<Vec<crate::skills::Skill>>,
+    /// Every skill the agent could see, with whether it can use it. Which are enabled is a
+    /// runtime setting ([`AgentSettings::skills`]).
+    pub skill_catalogue: Arc<Vec<crate::skills::AgentSkill>>,
 }
 
 impl AgentRuntime {
@@ -88,6 +89,8 @@ pub struct AgentSettings {
     pub model: String,
     pub paused: bool,
     pub tools: Arc<Vec<Arc<dyn Tool>>>,
+    /// The enabled and available skills (listed in the prompt; loaded by `use_skill`).
+    pub skills: Arc<Vec<crate::skills::Skill>>,
 }
 
 impl AgentSettings {

@@ -533,9 +533,9 @@ async fn layers(ctx: &RunCtx, recap: Option<&str>, conversation: &[ChatMessage])
             ),
         ));
     }
-    if !ctx.runtime.skills.is_empty() {
+    if !ctx.settings.skills.is_empty() {
         let list: Vec<String> = ctx
-            .runtime
+            .settings
             .skills
             .iter()
             .map(|skill| format!("- {}: {}", skill.name, skill.description))

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::actors::agent::{AgentMsg, AgentView, SettingsChange};
+use crate::actors::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
 use crate::actors::local_channel;
 use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender};
@@ -50,7 +50,15 @@ fn agent_json(view: &AgentView) -> Value {
         "name": view.name, "description": view.description, "provider": view.provider,
         "model": view.model, "autonomy": view.autonomy.as_str(), "paused": view.paused,
         "tools": view.tools, "sessions_open": view.sessions, "telegram": view.has_telegram,
-        "skills": view.skills,
+        "skills": view.skills.iter().map(skill_json).collect::<Vec<_>>(),
+    })
+}
+
+pub fn skill_json(skill: &SkillView) -> Value {
+    json!({
+        "name": skill.name, "description": skill.description, "level": skill.level,
+        "path": skill.path, "enabled": skill.enabled, "available": skill.unavailable.is_none(),
+        "reason": skill.unavailable,
     })
 }
 
@@ -121,6 +129,66 @@ pub async fn update(
         .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
     let view = result.map_err(ApiError::bad_request)?;
     Ok(Json(agent_json(&view)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillToggle {
+    enabled: bool,
+}
+
+/// `PATCH /api/v1/agents/{name}/skills/{skill}` with `{"enabled": bool}`: stored and applied to
+/// the agent's next turns at once (the prompt's skill list and `use_skill`).
+pub async fn toggle_skill(
+    State(state): State<StudioState>,
+    Path((name, skill)): Path<(String, String)>,
+    body: Result<Json<SkillToggle>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    let agent = agent_ref(&state, &name)?;
+    let result = ractor::call_t!(
+        agent,
+        |reply| AgentMsg::SetSkill {
+            skill,
+            enabled: body.enabled,
+            reply,
+        },
+        10_000
+    )
+    .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
+    match result {
+        Ok(view) => Ok(Json(agent_json(&view))),
+        Err(message) if message.starts_with("no skill named") => Err(ApiError::not_found(message)),
+        Err(message) => Err(ApiError::bad_request(message)),
+    }
+}
+
+/// `GET /api/v1/skills`: the catalogue across agents, each skill with who has it enabled.
+pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let mut catalogue: std::collections::BTreeMap<String, Value> = Default::default();
+    for agent in state.agents.iter() {
+        let view = view(&state, &agent.name).await?;
+        for skill in &view.skills {
+            let entry = catalogue.entry(skill.name.clone()).or_insert_with(|| {
+                let mut value = skill_json(skill);
+                value["agents"] = json!([]);
+                value
+            });
+            if skill.unavailable.is_none() {
+                entry["available"] = json!(true);
+                entry["reason"] = Value::Null;
+            }
+            if let Some(agents) = entry["agents"].as_array_mut() {
+                agents.push(json!({
+                    "agent": agent.name, "enabled": skill.enabled,
+                    "available": skill.unavailable.is_none(), "reason": skill.unavailable,
+                }));
+            }
+        }
+    }
+    Ok(Json(
+        json!({"skills": catalogue.into_values().collect::<Vec<_>>()}),
+    ))
 }
 
 #[derive(Deserialize)]

@@ -83,6 +83,8 @@ api! {
     get "/api/v1/agents" => agents::list, "Every agent with its runtime settings";
     get "/api/v1/agents/{name}" => agents::detail, "One agent and its sessions";
     patch "/api/v1/agents/{name}" => agents::update, "Changes autonomy, model or paused (stored, applied live)";
+    patch "/api/v1/agents/{name}/skills/{skill}" => agents::toggle_skill, "Turns a skill on or off for the agent (stored, applied live)";
+    get "/api/v1/skills" => agents::skills, "The skills catalogue with each agent's enablement and availability";
     post "/api/v1/agents/{name}/chat" => agents::chat, "Talks to the agent; the answer streams as Server-Sent Events";
     get "/api/v1/sessions" => agents::list_sessions, "Sessions, newest first";
     get "/api/v1/sessions/{id}" => agents::session_detail, "A session's transcript";

@@ -53,6 +53,7 @@ impl Drop for ScratchDir {
 }
 
 /// What the harness starts.
+#[derive(Clone)]
 pub struct HarnessOptions {
     /// The model server's base URL (ending in `/v1`).
     pub model_url: String,

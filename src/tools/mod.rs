@@ -234,10 +234,25 @@ pub fn tools_for_agent(
             },
         }
     }
+    (with_skills(&tools, spec, skills), unknown)
+}
+
+/// `tools` with a `use_skill` tool for exactly these skills: present when the agent lists it or
+/// has skills enabled (an operator's toggle replaces it without touching the other tools).
+pub fn with_skills(
+    tools: &[Arc<dyn Tool>],
+    spec: &crate::config::AgentSpec,
+    skills: &Arc<Vec<crate::skills::Skill>>,
+) -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = tools
+        .iter()
+        .filter(|tool| tool.name() != "use_skill")
+        .cloned()
+        .collect();
     if spec.tools.iter().any(|tool| tool == "use_skill") || !skills.is_empty() {
         tools.push(Arc::new(skill::UseSkillTool::new(skills.clone())));
     }
-    (tools, unknown)
+    tools
 }
 
 /// The arguments of one call, checked against the fields the tool declares.

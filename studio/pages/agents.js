@@ -19,8 +19,9 @@ export async function render(root, ctx) {
 
 /** A card with the agent's settings and an edit form; replaces itself with the saved result. */
 function agentCard(a, saved = null) {
-  // Keep an autonomy value the UI does not know as an option, so saving never changes it silently.
-  const levels = ['readonly', 'supervised', 'full'];
+  // The daemon's autonomy modes (most free first). A value the UI does not know is kept as an
+  // option, so saving never changes it silently.
+  const levels = ['trust_first', 'require_approval', 'supervised'];
   if (a.autonomy && !levels.includes(a.autonomy)) levels.push(a.autonomy);
   const autonomy = el('select', { name: 'autonomy', value: a.autonomy }, levels.map((v) => el('option', { value: v }, v)));
   const model = el('input', { name: 'model', value: a.model ?? '', placeholder: 'model id' });
@@ -32,7 +33,7 @@ function agentCard(a, saved = null) {
     a.description && el('p', { class: 'muted small' }, a.description),
     kv([
       ['Model', [a.provider ? `${a.provider} / ` : '', a.model ?? '—']],
-      ['Autonomy', badge(a.autonomy === 'full' ? 'warn' : 'idle', a.autonomy)],
+      ['Autonomy', badge(a.autonomy === 'trust_first' ? 'warn' : 'idle', a.autonomy)],
       ['Tools', a.tools?.length ? a.tools.map((t) => el('span', { class: 'chip' }, t)) : 'none'],
       ['Sessions', `${a.sessions_open ?? 0} open`],
       ['Telegram', a.telegram ? 'yes' : 'no'],

@@ -1,0 +1,2 @@
+#[test]
+fn chaos_stub() {}

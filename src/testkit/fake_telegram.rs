@@ -19,8 +19,8 @@
 //!   "message is not modified"; `editMessageReplyMarkup`, `deleteMessage`, `sendChatAction`,
 //!   `answerCallbackQuery`, `setMyCommands` / `getMyCommands`, `getFile` with downloads at
 //!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto`;
-//! - fault injection per bot: 409 conflicts, 429 with `retry_after`, polls that hang, a revoked
-//!   token, connections closed without an answer;
+//! - fault injection per bot: 409 conflicts, 429 with `retry_after`, 502s, polls that hang, a
+//!   revoked token, connections closed without an answer;
 //! - Telegram's flood limits, counted but not enforced (see [`Violations`]).
 //!
 //! What it does not model: channels, inline mode, payments, forum topics, webhooks (setWebhook
@@ -647,6 +647,18 @@ impl FakeTelegram {
         });
     }
 
+    /// The next `n` calls of `method` (case-insensitive) get 502 Bad Gateway, as Telegram's
+    /// front end answers when its back end is down.
+    pub fn server_error_next(&self, bot: BotId, method: &str, n: u32) {
+        self.with_bot_mut(bot, |state| {
+            *state
+                .faults
+                .server_errors
+                .entry(method.to_ascii_lowercase())
+                .or_default() += n;
+        });
+    }
+
     /// Every `getUpdates` of the bot that arrives within `duration` from now gets no answer
     /// until `duration` has passed (then it is served normally), like a stalled network.
     pub fn hang_polls(&self, bot: BotId, duration: Duration) {
@@ -800,6 +812,12 @@ impl Shared {
             {
                 fault.remaining -= 1;
                 return Some(Reply::too_many_requests(fault.retry_after_secs));
+            }
+            if let Some(remaining) = state.faults.server_errors.get_mut(method_key)
+                && *remaining > 0
+            {
+                *remaining -= 1;
+                return Some(Reply::bad_gateway());
             }
             if method_key == "getupdates" && state.faults.conflicts > 0 {
                 state.faults.conflicts -= 1;

@@ -149,6 +149,8 @@ pub(super) struct Faults {
     pub(super) hang_until: Option<Instant>,
     pub(super) revoked: bool,
     pub(super) resets: u32,
+    /// Keyed by lowercase method name: how many calls still get 502 Bad Gateway.
+    pub(super) server_errors: HashMap<String, u32>,
 }
 
 pub(super) struct BotState {

@@ -285,6 +285,14 @@ impl Reply {
         }
     }
 
+    pub(super) fn bad_gateway() -> Reply {
+        Reply::Failed {
+            status: StatusCode::BAD_GATEWAY,
+            description: "Bad Gateway".to_string(),
+            retry_after: None,
+        }
+    }
+
     pub(super) fn too_many_requests(retry_after_secs: u64) -> Reply {
         Reply::Failed {
             status: StatusCode::TOO_MANY_REQUESTS,

@@ -155,7 +155,7 @@ pub async fn start_with(
     let registry = Registry::new();
     let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
-    let agents = agent_plans(&loaded, &store, &registry, &events);
+    let agents = agent_plans(&loaded, &store, &registry, &events, options.scheduler);
     let context = RootContext {
         loaded: loaded.clone(),
         registry: registry.clone(),
@@ -221,6 +221,7 @@ fn agent_plans(
     store: &Store,
     registry: &Registry,
     events: &EventBus,
+    scheduler: bool,
 ) -> Vec<AgentPlan> {
     let config = &loaded.config;
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
@@ -236,7 +237,12 @@ fn agent_plans(
                 .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
             let skill_catalogue = Arc::new(agent_skills(loaded, spec, &workspace));
             let skills = Arc::new(crate::skills::usable(&skill_catalogue, &spec.skills));
-            let (tools, unknown) = crate::tools::tools_for_agent(spec, &skills);
+            let (mut tools, unknown) = crate::tools::tools_for_agent(spec, &skills);
+            if !scheduler {
+                // Without the scheduler (a terminal chat beside a running daemon) its tools could
+                // only fail.
+                tools.retain(|tool| !crate::tools::schedule::TOOL_NAMES.contains(&tool.name()));
+            }
             for tool in unknown {
                 tracing::warn!(agent = %spec.name, %tool, "unknown tool in the agent file; ignored");
             }

@@ -2,8 +2,9 @@
 //!
 //! Responsibility: the `jobs` and `job_runs` tables, one timer for the earliest thing due, the
 //! scheduled runs' messages to agents (chat `sched:<job>`, a session isolated from user chats),
-//! their answers' delivery to the job's target chat, retries, and the schedule tools of agents
-//! whose file lists them (published with `AgentMsg::SetTools`).
+//! their answers' delivery to the job's target chat, and retries. The schedule tools are built
+//! with each agent's other tools (`tools::tools_for_agent`) and ask this actor by name, so a run
+//! that starts the moment the daemon is back already has them.
 //!
 //! Fire protocol (the fire is durable before anything leaves):
 //! 1. Due: in one transaction the fire is recorded as a `job_runs` row (`queued`; its key
@@ -42,12 +43,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 use super::agent::AgentMsg;
@@ -62,9 +62,6 @@ use crate::store::Store;
 use crate::store::runs::{self, RunStatus};
 use crate::store::schedules::{self as queries, JobRow, JobRunRow, NewJobRun};
 
-/// The source name the schedule tools are published under (`AgentMsg::SetTools`).
-pub const TOOL_SOURCE: &str = "scheduler";
-
 /// Longest prompt a job may carry.
 pub const MAX_PROMPT_CHARS: usize = 8_000;
 /// Longest job name.
@@ -72,10 +69,6 @@ pub const MAX_NAME_CHARS: usize = 80;
 /// How many upcoming fire times a job view shows.
 pub const PREVIEW_COUNT: usize = 5;
 
-/// How often agents are checked for a restart that lost their schedule tools.
-const TOOLS_CHECK_EVERY: i64 = 30_000;
-/// How soon to look again while an agent that needs the tools is not running yet.
-const TOOLS_RETRY: i64 = 100;
 /// How soon to try again to dispatch to an agent that is not running (booting, restarting).
 const AGENT_RETRY: i64 = 500;
 /// Fires handled per transaction in one tick.
@@ -434,9 +427,6 @@ pub struct SchedulerState {
     timer: Option<(i64, Timer)>,
     /// When this scheduler started: a fire time before it passed while the scheduler was down.
     started_ms: i64,
-    /// The agent actor each agent's tools were published to (a restarted agent lost them).
-    published: HashMap<String, ActorId>,
-    next_tools_check_ms: i64,
     ticks: u64,
     dispatched: u64,
 }
@@ -468,8 +458,6 @@ impl Actor for Scheduler {
             heap: BinaryHeap::with_capacity(rows.len()),
             timer: None,
             started_ms,
-            published: HashMap::new(),
-            next_tools_check_ms: started_ms,
             ticks: 0,
             dispatched: 0,
         };
@@ -635,10 +623,7 @@ fn earliest(state: &mut SchedulerState) -> Option<i64> {
 fn arm(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
     let now = state.now();
     let max_sleep = i64::try_from(state.args.config.max_sleep.0.as_millis()).unwrap_or(60_000);
-    let wake = earliest(state)
-        .unwrap_or(i64::MAX)
-        .min(state.next_tools_check_ms)
-        .min(now + max_sleep);
+    let wake = earliest(state).unwrap_or(i64::MAX).min(now + max_sleep);
     arm_by(myself, state, wake);
 }
 
@@ -679,9 +664,6 @@ fn take_due(state: &mut SchedulerState, now: i64) -> Vec<i64> {
 async fn on_tick(state: &mut SchedulerState) -> Result<(), ActorProcessingErr> {
     state.ticks += 1;
     let now = state.now();
-    if now >= state.next_tools_check_ms {
-        publish_tools(state, now);
-    }
     loop {
         let due = take_due(state, now);
         if due.is_empty() {
@@ -2053,49 +2035,6 @@ async fn pause_broken(
         })
         .await?;
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tools.
-
-/// Publishes the schedule tools to every running agent whose file lists some of them and that
-/// has not got them yet (an agent that restarted lost them).
-fn publish_tools(state: &mut SchedulerState, now: i64) {
-    let mut waiting = false;
-    let mut any = false;
-    for spec in &state.args.agents {
-        let tools = crate::tools::schedule::tools_for(&spec.tools);
-        if tools.is_empty() {
-            continue;
-        }
-        any = true;
-        let Some(agent) = state
-            .args
-            .registry
-            .lookup::<AgentMsg>(&names::agent(&spec.name))
-        else {
-            waiting = true;
-            continue;
-        };
-        if state.published.get(&spec.name) == Some(&agent.get_id()) {
-            continue;
-        }
-        let tools: Vec<Arc<dyn crate::tools::Tool>> = tools;
-        if agent
-            .cast(AgentMsg::SetTools(TOOL_SOURCE.to_string(), tools))
-            .is_ok()
-        {
-            state.published.insert(spec.name.clone(), agent.get_id());
-        } else {
-            waiting = true;
-        }
-    }
-    // With no agent listing the tools there is nothing to check: no periodic wake-up.
-    state.next_tools_check_ms = match (any, waiting) {
-        (false, _) => i64::MAX,
-        (true, true) => now + TOOLS_RETRY,
-        (true, false) => now + TOOLS_CHECK_EVERY,
-    };
 }
 
 // ---------------------------------------------------------------------------------------------

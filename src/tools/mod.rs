@@ -199,8 +199,8 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
 /// slots, its skills) rather than shared from [`builtin_tools`].
 pub const PER_AGENT_TOOLS: &[&str] = &["send_message", "spawn_subagent", "use_skill"];
 
-/// Is `name` a tool an agent file may list: a built-in, a per-agent tool, a scheduler tool
-/// (published by the scheduler), or an MCP tool (`mcp:<server>`, `<server>__<tool>`)?
+/// Is `name` a tool an agent file may list: a built-in, a per-agent tool, a schedule tool, or an
+/// MCP tool (`mcp:<server>`, `<server>__<tool>`)?
 pub fn is_known_tool(name: &str) -> bool {
     PER_AGENT_TOOLS.contains(&name)
         || schedule::TOOL_NAMES.contains(&name)
@@ -209,8 +209,8 @@ pub fn is_known_tool(name: &str) -> bool {
         || builtin_tools().iter().any(|tool| tool.name() == name)
 }
 
-/// The tools one agent starts with: the shared built-ins it lists, and its own instances of the
-/// per-agent tools. Scheduler and MCP tools arrive later from their owners (`SetTools`); names
+/// The tools one agent starts with: the shared built-ins and schedule tools it lists, and its own
+/// instances of the per-agent tools. MCP tools arrive later from their links (`SetTools`); names
 /// that are none of these are returned for the caller to report.
 pub fn tools_for_agent(
     spec: &crate::config::AgentSpec,
@@ -234,6 +234,7 @@ pub fn tools_for_agent(
             },
         }
     }
+    tools.extend(schedule::tools_for(&spec.tools));
     (with_skills(&tools, spec, skills), unknown)
 }
 

@@ -93,6 +93,18 @@ struct FrontMatter {
 
 const RISKS: &[&str] = &["low", "medium", "high"];
 
+impl Skill {
+    /// The autonomy a run that loaded this skill may have at most: its `risk` hint only
+    /// tightens (`medium`: every write asks, `high`: every call asks; `low` or none: unchanged).
+    pub fn autonomy_ceiling(&self) -> Option<crate::config::Autonomy> {
+        match self.risk.as_deref() {
+            Some("medium") => Some(crate::config::Autonomy::RequireApproval),
+            Some("high") => Some(crate::config::Autonomy::Supervised),
+            _ => None,
+        }
+    }
+}
+
 /// Parses a `SKILL.md`. The error says what to fix.
 pub fn parse(text: &str, dir: &Path, level: Level) -> Result<Skill, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

@@ -363,6 +363,26 @@ fn off_loopback_studio_requires_a_token_variable() {
         error.contains("[studio].token_env") && error.contains("not loopback"),
         "{error}"
     );
+    // The variable named but not set: no token, so no start either.
+    let setup = Setup::new(
+        &format!("{GOOD_CONFIG}\n[studio]\nbind = \"0.0.0.0:7070\"\ntoken_env = \"STUDIO_T\""),
+        &[("helper.toml", GOOD_AGENT)],
+    );
+    let error = setup
+        .load(&[], Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("[studio].token_env") && error.contains("`STUDIO_T`"),
+        "{error}"
+    );
+    let loaded = setup
+        .load(
+            &[("STUDIO_T", "a-long-enough-operator-token")],
+            Overrides::default(),
+        )
+        .expect("with the token set it loads");
+    assert_eq!(loaded.config.studio.bind, "0.0.0.0:7070");
 }
 
 #[test]

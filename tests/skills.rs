@@ -443,3 +443,102 @@ async fn studio_toggles_skills_live_and_they_persist() {
     assert_eq!(reply.text, "That skill is not available.");
     harness.stop().await;
 }
+
+/// A skill's `risk` hint tightens the run that loaded it and never loosens anything: with a
+/// `risk: high` skill loaded, a trust_first agent's write asks first (and, left unanswered until
+/// it expires, does not run); with a `risk: low` skill the same write runs freely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_risky_skill_makes_the_run_that_loaded_it_ask_before_acting() {
+    let dir = ScratchDir::new("clawvisor-skills-risk").unwrap();
+    let bundled = dir.path().join("skills");
+    for (name, risk, marker) in [
+        ("careful", "high", "CAREFUL-INSTRUCTIONS"),
+        ("easy", "low", "EASY-INSTRUCTIONS"),
+    ] {
+        write_skill(
+            &bundled,
+            name,
+            &skill_md(
+                name,
+                "Writes a file.",
+                &format!("tools: [write_file]\nrisk: {risk}\n"),
+                marker,
+            ),
+        );
+    }
+    let script = Script::new()
+        .rule(Rule::text("Write attempted.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call("write_file", r#"{"path": "careful.md", "content": "x"}"#)
+                .when_after_tool_result("use_skill")
+                .when_any_message_contains("CAREFUL-INSTRUCTIONS"),
+        )
+        .rule(
+            Rule::tool_call("write_file", r#"{"path": "easy.md", "content": "x"}"#)
+                .when_after_tool_result("use_skill")
+                .when_any_message_contains("EASY-INSTRUCTIONS"),
+        )
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "careful"}"#)
+                .when_last_user_contains("carefully"),
+        )
+        .rule(
+            Rule::tool_call("use_skill", r#"{"name": "easy"}"#).when_last_user_contains("easily"),
+        );
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "ada",
+        "tools = [\"write_file\"]\nskills = [\"careful\", \"easy\"]\nautonomy = \"trust_first\"\napproval_ttl = \"1s\"",
+    )];
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let workspace = harness.dir.path().join("data/workspaces/ada");
+
+    let reply = harness
+        .ask("ada", &ChatKey::cli("easy"), "write it easily")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Write attempted.");
+    assert!(
+        workspace.join("easy.md").exists(),
+        "a low-risk skill changes nothing"
+    );
+
+    let reply = harness
+        .ask("ada", &ChatKey::cli("careful"), "write it carefully")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Write attempted.");
+    assert!(
+        !workspace.join("careful.md").exists(),
+        "the write waited for an approval that never came"
+    );
+    let (approvals, tightened): (Vec<(String, String)>, String) = harness
+        .store()
+        .read(|conn| {
+            let mut statement =
+                conn.prepare("SELECT tool, status FROM approvals ORDER BY rowid")?;
+            let approvals = statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let tightened = conn.query_row(
+                "SELECT json_extract(detail, '$.tightened_by_skills') FROM run_steps \
+                 WHERE kind = 'decision' AND name = 'write_file' ORDER BY id DESC LIMIT 1",
+                [],
+                |row| row.get(0),
+            )?;
+            Ok((approvals, tightened))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        approvals,
+        vec![("write_file".to_string(), "denied_timeout".to_string())],
+        "only the careful run asked"
+    );
+    assert_eq!(
+        tightened, r#"["careful"]"#,
+        "the decision says why it asked"
+    );
+    harness.stop().await;
+}

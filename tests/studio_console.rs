@@ -788,6 +788,20 @@ async fn off_loopback_every_api_call_needs_the_token_but_probes_do_not() {
     }
     // Cookies are Secure when Studio is reached over https.
     assert!(state.access.session_cookie("x", 60).contains("Secure"));
+    // Off loopback with no token at all (config refuses this; the guard does not rely on it), a
+    // local-looking client without a session still gets nothing.
+    state.access = Arc::new(access::Access::new(
+        None,
+        "0.0.0.0:7070".parse().unwrap(),
+        "",
+    ));
+    let (status, value) = console
+        .send_with(
+            state.clone(),
+            Console::request(Method::GET, "/api/v1/overview", None),
+        )
+        .await;
+    assert_eq!(status, 401, "{value}");
     console.harness.stop().await;
 }
 

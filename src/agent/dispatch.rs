@@ -179,7 +179,29 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
     let target = tool.target(&args);
-    let (grant, rule) = policy_lookup(ctx, &call.name, &action, &target).await;
+    let PolicyLookup {
+        grant,
+        rule,
+        skills_loaded,
+    } = policy_lookup(ctx, &call.name, &action, &target).await;
+    // A skill loaded in this run tightens it by its `risk` hint (never loosens).
+    let tightening: Vec<(&str, crate::config::Autonomy)> = ctx
+        .settings
+        .skills
+        .iter()
+        .filter(|skill| skills_loaded.contains(&skill.name))
+        .filter_map(|skill| {
+            skill
+                .autonomy_ceiling()
+                .map(|ceiling| (skill.name.as_str(), ceiling))
+        })
+        .filter(|(_, ceiling)| *ceiling > ctx.settings.autonomy)
+        .collect();
+    let autonomy = tightening
+        .iter()
+        .map(|(_, ceiling)| *ceiling)
+        .fold(ctx.settings.autonomy, std::cmp::max);
+    let tightened_by: Vec<&str> = tightening.iter().map(|(name, _)| *name).collect();
     let rate_limited = limiter.try_acquire(Instant::now()).err().map(|wait| {
         format!(
             "rate limit reached ({}); try again in {} s",
@@ -189,7 +211,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     });
     let request = GateRequest {
         tool: &call.name,
-        autonomy: ctx.settings.autonomy,
+        autonomy,
         effect: tool.effect_for(&args, &ctx.tools),
         assessment: &assessment,
         rate_limited,
@@ -206,6 +228,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
             "action": action,
             "envelope": envelope.to_json(),
             "assessment": assessment.reasons,
+            "tightened_by_skills": tightened_by,
         }),
         ..NewStep::default()
     })
@@ -246,12 +269,16 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
 
 /// The live grant and the strictest stored rule for this call. In a delegate's conversation the
 /// contract's tool list (when it has one) is a rule too: a tool outside it is denied.
-async fn policy_lookup(
-    ctx: &RunCtx,
-    tool: &str,
-    action: &str,
-    target: &str,
-) -> (Option<String>, Option<(String, Decision, String)>) {
+/// What the store says about one call: a live grant, the strictest matching rule (or the
+/// contract's tool limit as a deny rule), and the skills this run has loaded.
+#[derive(Default)]
+struct PolicyLookup {
+    grant: Option<String>,
+    rule: Option<(String, Decision, String)>,
+    skills_loaded: Vec<String>,
+}
+
+async fn policy_lookup(ctx: &RunCtx, tool: &str, action: &str, target: &str) -> PolicyLookup {
     let (agent, chat, tool, action, target) = (
         ctx.agent().to_string(),
         ctx.chat.as_str().to_string(),
@@ -267,10 +294,15 @@ async fn policy_lookup(
     };
     let contract = ctx.chat.handoff_contract().map(str::to_string);
     let now = crate::clock::now_ms();
+    let run_id = ctx.run_id;
     let found = ctx
         .runtime
         .store
         .read(move |conn| {
+            let skills_loaded = crate::store::runs::skills_used(conn, &[run_id])?
+                .into_iter()
+                .map(|(_, skill)| skill)
+                .collect();
             if let Some(contract) = contract
                 .map(|id| crate::store::handoff::get(conn, &id))
                 .transpose()?
@@ -287,10 +319,11 @@ async fn policy_lookup(
                     "contract {} allows only these tools: {listed}; `{tool}` was not run",
                     contract.id
                 );
-                return Ok((
-                    None,
-                    Some((format!("contract:{}", contract.id), Decision::Deny, reason)),
-                ));
+                return Ok(PolicyLookup {
+                    grant: None,
+                    rule: Some((format!("contract:{}", contract.id), Decision::Deny, reason)),
+                    skills_loaded,
+                });
             }
             let grant =
                 crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &target, now)?;
@@ -319,10 +352,14 @@ async fn policy_lookup(
                         rule.description.clone(),
                     )
                 });
-            Ok((grant.map(|id| format!("grant:{id}")), rule))
+            Ok(PolicyLookup {
+                grant: grant.map(|id| format!("grant:{id}")),
+                rule,
+                skills_loaded,
+            })
         })
         .await;
-    found.unwrap_or((None, None))
+    found.unwrap_or_default()
 }
 
 async fn execute(

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::layers::{describe_toml_error, display_key, friendly};
 use super::{Config, ConfigError, Dur};
 
-/// How much an agent may do without asking (DESIGN.md, "Policy and risk").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// How much an agent may do without asking (DESIGN.md, "Policy and risk"). Ordered from the most
+/// permissive to the strictest, so `max` of two is the tighter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Autonomy {
     /// Everything but destructive (L2+) writes runs freely. Loop limit 50 turns.

@@ -404,6 +404,19 @@ pub(super) fn load(
             secrets.insert(var.to_string(), crate::secrets::Secret::new(value));
         }
     }
+    if let Ok(bind) = config.studio.bind.parse::<std::net::SocketAddr>()
+        && !bind.ip().is_loopback()
+        && !secrets.contains_key(config.studio.token_env.as_str())
+    {
+        return Err(ConfigError::key(
+            override_origin("studio.bind").unwrap_or_else(|| origin.clone()),
+            "[studio].token_env",
+            format!(
+                "Studio binds to {bind}, which is not loopback, so it needs an access token: set the environment variable `{}` (or bind to 127.0.0.1)",
+                config.studio.token_env
+            ),
+        ));
+    }
     let hints = next_steps(&config, &agents, &source, &secrets);
     Ok(LoadedConfig {
         config,

@@ -409,3 +409,29 @@ pub fn save_settings(
     )?;
     Ok(())
 }
+
+/// The skills each of these runs used (`use_skill` calls), by run id.
+pub fn skills_used(conn: &Connection, run_ids: &[i64]) -> Result<Vec<(i64, String)>> {
+    if run_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = run_ids
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut statement = conn.prepare(&format!(
+        "SELECT DISTINCT run_id, json_extract(detail, '$.arguments.name') FROM run_steps
+         WHERE kind = 'tool_call' AND name = 'use_skill' AND run_id IN ({list})"
+    ))?;
+    let rows = statement.query_map([], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?))
+    })?;
+    let mut used = Vec::new();
+    for row in rows {
+        if let (run_id, Some(skill)) = row? {
+            used.push((run_id, skill));
+        }
+    }
+    Ok(used)
+}

@@ -42,6 +42,9 @@ pub struct Access {
     pub hosts: Vec<String>,
     /// Studio is reached over https (`public_url`): cookies are marked `Secure`.
     pub secure_cookies: bool,
+    /// Studio listens on loopback only: without a token, local non-browser clients may call
+    /// the API. Off loopback every call needs the token or a session, whatever the config says.
+    pub loopback_bind: bool,
 }
 
 /// Who a request comes from (put in the request's extensions by the guard).
@@ -83,6 +86,7 @@ impl Access {
             token,
             hosts,
             secure_cookies: public.is_some_and(|url| url.scheme() == "https"),
+            loopback_bind: bind.ip().is_loopback(),
         }
     }
 
@@ -207,7 +211,9 @@ pub async fn guard(State(state): State<StudioState>, mut request: Request, next:
         }
         None => match session(&state, headers).await {
             Ok(Some(csrf)) => Caller::Session { csrf },
-            Ok(None) if access.token.is_none() && !from_browser => Caller::Open,
+            Ok(None) if access.token.is_none() && access.loopback_bind && !from_browser => {
+                Caller::Open
+            }
             Ok(None) if from_browser => return refuse(StatusCode::UNAUTHORIZED, LOG_IN),
             Ok(None) => {
                 return refuse(

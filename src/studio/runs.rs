@@ -72,7 +72,7 @@ pub async fn list(
         .read(move |conn| {
             let rows = queries::list(conn, agent.as_deref(), status.as_deref(), before, limit)?;
             let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
-            Ok((rows, studio_queries::skills_used(conn, &ids)?))
+            Ok((rows, queries::skills_used(conn, &ids)?))
         })
         .await?;
     let mut skills: BTreeMap<i64, Vec<String>> = BTreeMap::new();
@@ -102,7 +102,7 @@ pub async fn detail(
             Ok(Some((
                 row,
                 queries::steps(conn, id)?,
-                studio_queries::skills_used(conn, &[id])?,
+                queries::skills_used(conn, &[id])?,
             )))
         })
         .await?

@@ -232,6 +232,14 @@ async fn eval(
             toml::Value::try_from(config).unwrap_or(toml::Value::Table(toml::Table::new())),
         );
         table.insert("providers".into(), toml::Value::Table(providers));
+        // The model's price comes along, so that costs and daily budgets work live as configured.
+        if let Some(price) = loaded.config.pricing.get(&model)
+            && let Ok(price) = toml::Value::try_from(price)
+        {
+            let mut pricing = toml::Table::new();
+            pricing.insert(model.clone(), price);
+            table.insert("pricing".into(), toml::Value::Table(pricing));
+        }
         let env = loaded
             .secrets
             .iter()

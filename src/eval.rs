@@ -7,8 +7,8 @@
 //! its answers and by what the database recorded.
 //!
 //! With `--live`, the same scenarios run against a configured provider and model instead of the
-//! script; only the expectations that a real model can be held to are checked (those not marked
-//! `scripted_only`), and a pass rate is printed.
+//! script; only the expectations that a real model can be held to are checked (a turn's `expect`,
+//! unless marked `scripted_only`; never its `scripted`), and a pass rate is printed.
 //!
 //! ```toml
 //! name = "tool use"
@@ -16,7 +16,7 @@
 //! agent = 'tools = ["current_time"]'
 //!
 //! [[script.rules]]
-//! when = { after_tool_result = "current_time" }
+//! when = { after_tool_result = "current_time", last_tool_result_contains = "Europe/Berlin" }
 //! text = "It is 10:00 in Berlin."
 //!
 //! [[script.rules]]
@@ -26,6 +26,7 @@
 //! [[turns]]
 //! user = "What time is it in Berlin?"
 //! expect = { tools = ["current_time"], status = "succeeded", reply_contains = ["Berlin"] }
+//! scripted = { reply_contains = ["10:00"], max_model_calls = 2 }
 //! ```
 //!
 //! Every key (an unknown key is an error that names it):
@@ -41,12 +42,15 @@
 //! - `[files]`: `"path" = "contents"`, written into `agent`'s (default) workspace before the
 //!   daemon starts: documents to read, workspace skills (`"skills/x/SKILL.md"`).
 //! - `[script]`: the scripted model's rules (see `testkit::scripted_llm`); rules are shared by all
-//!   agents.
+//!   agents. Make answers depend on what a tool returned (`after_tool_result` with
+//!   `last_tool_result_contains`), so that a broken tool shows in the reply.
 //! - `[[turns]]`: at least one.
 //!
-//! Placeholders, expanded when the scenario starts, in `agent`, `[[agents]] file`, `config`,
-//! `[files]` contents and the script's texts and tool-call arguments:
-//! - `{{now+5s}}` (any duration, or `{{now}}`): that moment as RFC 3339 UTC (for `at` tasks);
+//! Placeholders, in `agent`, `[[agents]] file`, `config`, `[files]` contents and the script's
+//! texts and tool-call arguments:
+//! - `{{now+5s}}` (any duration, or `{{now}}`): that moment as RFC 3339 UTC (for `at` tasks). In
+//!   the script, now is when the first turn starts (the daemon is up and its tools are ready);
+//!   elsewhere, when the scenario starts;
 //! - `{{mcp_test_server}}`: the path of `clawvisor-mcp-test-server` beside this binary.
 //!
 //! Before the first turn the runner waits (up to 15 s) until every agent is offered the tools its
@@ -56,7 +60,8 @@
 //! Turn
 //! - `user`: the message; or `wait = "10s"`: send nothing and wait at most that long for the
 //!   agent's next message in the chat (a scheduled task's answer, shown as a notice, or a late
-//!   answer). A user turn ignores what the chat showed before its message; a wait does not.
+//!   answer). A user turn ignores what the chat showed before its message; a wait does not. A
+//!   scheduled task's answer comes without its run: check it with `jobs` and `job_runs`.
 //! - `to`: the agent (default `agent`). `chat`: the conversation, a terminal chat `cli:<chat>`
 //!   (default `eval`).
 //! - `approval`: `approve`, `deny` or `expire` (leave it until its `approval_ttl` passes): what the
@@ -64,7 +69,10 @@
 //!   denied at once and the turn fails.
 //! - `settings`: `{ paused = true, autonomy = "trust_first" }`: an operator's change to the
 //!   agent's runtime settings, applied before the message.
-//! - `expect`: below.
+//! - `expect`: below; what any capable model must bring about (tools run or refused, files,
+//!   recorded statuses, memories, and the facts the reply must state).
+//! - `scripted`: more expectations, with the same keys, checked only against the scripted model:
+//!   the exact texts its script makes it say, model call counts.
 //!
 //! Expect (all optional; texts compare case-insensitively)
 //! - `reply_contains`, `reply_not_contains`: the answer's text.
@@ -165,6 +173,9 @@ pub struct Turn {
     pub settings: Option<Settings>,
     #[serde(default)]
     pub expect: Expect,
+    /// Expectations checked only against the scripted model (its exact texts).
+    #[serde(default)]
+    pub scripted: Expect,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -319,13 +330,10 @@ impl Scenario {
             {
                 return Err(format!("turn {number}: `chat` is empty"));
             }
-            for path in turn
-                .expect
-                .files
-                .keys()
-                .chain(turn.expect.files_absent.iter())
-            {
-                workspace_path(path).map_err(|error| format!("turn {number}: {error}"))?;
+            for expect in [&turn.expect, &turn.scripted] {
+                for path in expect.files.keys().chain(expect.files_absent.iter()) {
+                    workspace_path(path).map_err(|error| format!("turn {number}: {error}"))?;
+                }
             }
         }
         Ok(())
@@ -441,9 +449,8 @@ fn mcp_test_server() -> Result<String, String> {
         })
 }
 
-/// The scenario with its placeholders expanded.
-fn expanded(scenario: &Scenario) -> Result<Scenario, String> {
-    let now = chrono::Utc::now();
+/// The scenario with its placeholders expanded at `now`.
+fn expanded(scenario: &Scenario, now: chrono::DateTime<chrono::Utc>) -> Result<Scenario, String> {
     let mut copy = scenario.clone();
     copy.agent = expand(&copy.agent, now)?;
     copy.config = expand(&copy.config, now)?;
@@ -453,7 +460,14 @@ fn expanded(scenario: &Scenario) -> Result<Scenario, String> {
     for contents in copy.files.values_mut() {
         *contents = expand(contents, now)?;
     }
-    for rule in &mut copy.script.rules {
+    copy.script = expanded_script(&scenario.script, now)?;
+    Ok(copy)
+}
+
+/// The script's texts and tool-call arguments with their placeholders expanded at `now`.
+fn expanded_script(script: &Script, now: chrono::DateTime<chrono::Utc>) -> Result<Script, String> {
+    let mut copy = script.clone();
+    for rule in &mut copy.rules {
         if let Some(text) = &rule.text {
             rule.text = Some(expand(text, now)?);
         }
@@ -496,7 +510,8 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         name: scenario.name.clone(),
         failures,
     };
-    let scenario = match expanded(scenario) {
+    let script = scenario.script.clone();
+    let scenario = match expanded(scenario, chrono::Utc::now()) {
         Ok(scenario) => scenario,
         Err(error) => return outcome(vec![error]),
     };
@@ -508,13 +523,14 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(harness) => harness,
         Err(error) => return outcome(vec![format!("the daemon did not start: {error}")]),
     };
-    let failures = converse_all(&scenario, &harness, llm.as_ref(), &options, source).await;
+    let failures = converse_all(&scenario, &script, &harness, llm.as_ref(), &options, source).await;
     harness.stop().await;
     outcome(failures)
 }
 
 async fn converse_all(
     scenario: &Scenario,
+    script: &Script,
     harness: &Harness,
     llm: Option<&ScriptedLlm>,
     options: &HarnessOptions,
@@ -523,6 +539,15 @@ async fn converse_all(
     let live = matches!(source, ModelSource::Live { .. });
     if let Err(error) = tools_ready(harness, scenario, options).await {
         return vec![error];
+    }
+    // The script's `{{now+…}}` count from here, when the conversation starts, not from before the
+    // daemon booted (slower on a busy machine). No model call has been made yet, so replacing the
+    // script loses no rule's uses.
+    if let Some(llm) = llm {
+        match expanded_script(script, chrono::Utc::now()) {
+            Ok(script) => llm.set_script(script),
+            Err(error) => return vec![error],
+        }
     }
     // One listener per chat for the whole scenario, so that nothing said between turns is lost.
     let mut listeners: BTreeMap<ChatKey, UnboundedReceiver<Outbound>> = BTreeMap::new();
@@ -587,8 +612,12 @@ async fn converse_all(
             }
         };
         let calls = llm.map(|llm| llm.request_count() - calls_before);
+        let mut found = judge(&turn.expect, &heard, &recorded, calls, &workspace);
+        if !live {
+            found.extend(judge(&turn.scripted, &heard, &recorded, calls, &workspace));
+        }
         failures.extend(
-            judge(&turn.expect, &heard, &recorded, calls, &workspace)
+            found
                 .into_iter()
                 .map(|failure| format!("{prefix}: {failure}")),
         );
@@ -1042,7 +1071,14 @@ async fn setup(
             model,
             env,
         } => {
-            // The scripted provider entry stays (unused); the agents use the live one.
+            // The scripted provider entry stays (unused); the agents use the live one, whose
+            // table is appended to the config: it must not use the scripted entry's names.
+            if provider == "scripted" || model == "scripted-model" {
+                return Err(format!(
+                    "--live: the provider name `scripted` and the model name `scripted-model` are \
+                     the eval runner's own; give the live ones other names (got {provider}/{model})"
+                ));
+            }
             let mut options = HarnessOptions::new("http://127.0.0.1:9/v1");
             options.agents = named
                 .map(|(name, extra)| {
@@ -1080,6 +1116,11 @@ mod tests {
         assert!(error.contains("either `user`"), "{error}");
         let error =
             parse("name = \"x\"\n[files]\n\"../x\" = \"\"\n[[turns]]\nuser = \"hi\"").unwrap_err();
+        assert!(error.contains("relative path"), "{error}");
+        let error = parse(
+            "name = \"x\"\n[[turns]]\nuser = \"hi\"\nscripted = { files_absent = [\"/etc/x\"] }",
+        )
+        .unwrap_err();
         assert!(error.contains("relative path"), "{error}");
         let error =
             parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\napproval = \"maybe\"").unwrap_err();

@@ -22,7 +22,7 @@
 //! tool_calls = [{ name = "get_weather", arguments = '{"city":"Paris"}' }]
 //!
 //! [[rules]]
-//! when = { after_tool_result = "get_weather" }
+//! when = { after_tool_result = "get_weather", last_tool_result_contains = "sunny" }
 //! text = "It is sunny in Paris."
 //!
 //! [[rules]]
@@ -94,6 +94,11 @@ pub struct Matcher {
     /// The last message is the result of a call to this tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_tool_result: Option<String>,
+    /// The conversation ends with tool results (the answers to the model's last tool calls) and
+    /// one of them contains this text. Unlike `any_message_contains`, text from earlier turns of
+    /// the conversation does not count, so a rule can depend on what a tool just returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tool_result_contains: Option<String>,
     /// The requested model is this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -275,6 +280,11 @@ impl Rule {
 
     pub fn when_after_tool_result(mut self, tool: impl Into<String>) -> Rule {
         self.when.after_tool_result = Some(tool.into());
+        self
+    }
+
+    pub fn when_last_tool_result_contains(mut self, text: impl Into<String>) -> Rule {
+        self.when.last_tool_result_contains = Some(text.into());
         self
     }
 
@@ -744,6 +754,18 @@ fn matches(matcher: &Matcher, request: &Value) -> bool {
     {
         return false;
     }
+    if let Some(needle) = &matcher.last_tool_result_contains {
+        let found = messages(request)
+            .iter()
+            .rev()
+            .take_while(|message| role(message) == "tool")
+            .any(|message| {
+                content_text(message).is_some_and(|text| text.contains(needle.as_str()))
+            });
+        if !found {
+            return false;
+        }
+    }
     true
 }
 
@@ -1090,6 +1112,44 @@ mod tests {
                 )
         );
         assert!(Script::from_toml("[[rules]]\nwhen = { nonsense = 1 }").is_err());
+    }
+
+    #[test]
+    fn last_tool_result_contains_looks_only_at_the_latest_results() {
+        let matcher = Matcher {
+            last_tool_result_contains: Some("created".into()),
+            ..Matcher::default()
+        };
+        let call = |id: &str| json!({"role":"assistant","content":null,"tool_calls":[{"id":id,"type":"function","function":{"name":"f","arguments":"{}"}}]});
+        let fresh = json!({"messages":[
+            {"role":"user","content":"go"},
+            call("a"),
+            {"role":"tool","tool_call_id":"a","content":"created `x`"}
+        ]});
+        assert!(matches(&matcher, &fresh));
+        let stale = json!({"messages":[
+            {"role":"user","content":"go"},
+            call("a"),
+            {"role":"tool","tool_call_id":"a","content":"created `x`"},
+            {"role":"assistant","content":"done"},
+            {"role":"user","content":"again"},
+            call("b"),
+            {"role":"tool","tool_call_id":"b","content":"refused"}
+        ]});
+        assert!(
+            !matches(&matcher, &stale),
+            "an earlier turn's result does not count"
+        );
+        let answered = json!({"messages":[
+            {"role":"user","content":"go"},
+            call("a"),
+            {"role":"tool","tool_call_id":"a","content":"created `x`"},
+            {"role":"assistant","content":"done"}
+        ]});
+        assert!(
+            !matches(&matcher, &answered),
+            "only while the results end the conversation"
+        );
     }
 
     #[test]

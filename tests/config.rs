@@ -76,6 +76,14 @@ fn a_good_file_loads_with_its_agents_and_relative_paths_resolved_against_it() {
     assert_eq!(loaded.agents[0].name, "helper");
     assert_eq!(loaded.config.studio.bind, "127.0.0.1:7070");
     assert_eq!(loaded.config.supervision.max_restarts, 5);
+    // Without `[agents] dir`, the agents are `actors/` next to the config file, wherever the
+    // daemon is started from.
+    let without_dir = GOOD_CONFIG.replace("[agents]\ndir = \"actors\"\n", "");
+    assert_ne!(without_dir, GOOD_CONFIG);
+    let setup = Setup::new(&without_dir, &[("helper.toml", GOOD_AGENT)]);
+    let loaded = setup.load(&[], Overrides::default()).unwrap();
+    assert_eq!(loaded.config.agents.dir, setup.path().join("actors"));
+    assert_eq!(loaded.agents[0].name, "helper");
 }
 
 #[test]

@@ -187,25 +187,7 @@ impl Actor for AgentActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let agent = state.runtime.spec.name.clone();
-        let pending = state
-            .runtime
-            .store
-            .read(sessions::with_pending_work)
-            .await?
-            .into_iter()
-            .filter(|(owner, _)| *owner == agent)
-            .filter_map(|(_, chat)| ChatKey::parse(&chat))
-            .collect::<Vec<_>>();
-        if !pending.is_empty() {
-            tracing::info!(agent = %state.runtime.spec.name, sessions = pending.len(), "resuming sessions with unfinished work");
-        }
-        for chat in pending {
-            if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
-                return Err(reason.into());
-            }
-        }
-        Ok(())
+        resume_unfinished(&myself, state).await
     }
 
     async fn handle(
@@ -277,11 +259,16 @@ impl Actor for AgentActor {
                 let _ = reply.send(result.map(|()| view(state)));
             }
             AgentMsg::UpdateSettings(change, reply) => {
+                let was_paused = state.settings.paused;
                 let result = update_settings(state, change).await;
                 if result.is_ok() {
                     push_settings(state);
                 }
                 let _ = reply.send(result.map(|()| view(state)));
+                if was_paused && !state.settings.paused {
+                    // Conversations whose session stopped while paused get theirs back too.
+                    resume_unfinished(&myself, state).await?;
+                }
             }
             AgentMsg::View(reply) => {
                 let _ = reply.send(view(state));
@@ -412,6 +399,36 @@ async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Resu
         crate::tools::with_skills(&state.base_tools, &state.runtime.spec, &skill_set);
     state.settings.skills = skill_set;
     rebuild_tools(state);
+    Ok(())
+}
+
+/// Starts (or wakes) the session of every conversation with unfinished work in the database:
+/// pending messages or open runs. At start, and when the agent is resumed after a pause.
+async fn resume_unfinished(
+    myself: &ActorRef<AgentMsg>,
+    state: &mut AgentState,
+) -> Result<(), ActorProcessingErr> {
+    let agent = state.runtime.spec.name.clone();
+    let pending = state
+        .runtime
+        .store
+        .read(sessions::with_pending_work)
+        .await?
+        .into_iter()
+        .filter(|(owner, _)| *owner == agent)
+        .filter_map(|(_, chat)| ChatKey::parse(&chat))
+        .collect::<Vec<_>>();
+    if !pending.is_empty() {
+        tracing::info!(agent = %state.runtime.spec.name, sessions = pending.len(), "resuming sessions with unfinished work");
+    }
+    for chat in pending {
+        if let Action::Escalate(reason) = ensure_session(myself, state, &chat).await {
+            return Err(reason.into());
+        }
+        if let Some(session) = session_ref(state, &chat) {
+            session.cast(SessionMsg::Wake)?;
+        }
+    }
     Ok(())
 }
 

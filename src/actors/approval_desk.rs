@@ -564,9 +564,14 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
 }
 
 fn request_text(row: &ApprovalRow, again: bool) -> String {
-    let minutes = ((row.expires_ms - crate::clock::now_ms()).max(0) / 60_000).max(1);
+    let seconds = ((row.expires_ms - crate::clock::now_ms()).max(0) + 999) / 1000;
+    let expires = if seconds < 120 {
+        format!("{} s", seconds.max(1))
+    } else {
+        format!("{} min", seconds / 60)
+    };
     format!(
-        "{}**Approval needed** ({})\n{} wants to run:\n`{}`\nRisk {}: {}\nExpires in {} min. Reply /approve {} or /deny {}.",
+        "{}**Approval needed** ({})\n{} wants to run:\n`{}`\nRisk {}: {}\nExpires in {}. Reply /approve {} or /deny {}.",
         if again {
             "(posted again after a restart) "
         } else {
@@ -577,7 +582,7 @@ fn request_text(row: &ApprovalRow, again: bool) -> String {
         row.action.chars().take(500).collect::<String>(),
         row.risk,
         row.reason.chars().take(300).collect::<String>(),
-        minutes,
+        expires,
         row.id,
         row.id
     )

@@ -1399,6 +1399,7 @@ async fn finish(
             &state.args.registry,
             &job.row.agent,
             &target,
+            run_id,
             text,
             outbox_id,
         );
@@ -1430,13 +1431,14 @@ async fn tell(state: &SchedulerState, agent: &str, target: Option<&str>, text: S
     } else {
         None
     };
-    deliver(&state.args.registry, agent, &target, text, outbox_id);
+    deliver(&state.args.registry, agent, &target, None, text, outbox_id);
 }
 
 fn deliver(
     registry: &Registry,
     agent: &str,
     target: &ChatKey,
+    run_id: Option<i64>,
     text: String,
     outbox_id: Option<i64>,
 ) {
@@ -1449,7 +1451,7 @@ fn deliver(
         Outbound {
             agent: agent.to_string(),
             chat: target.clone(),
-            run_id: None,
+            run_id,
             correlation: None,
             event,
         },

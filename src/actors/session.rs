@@ -163,6 +163,21 @@ impl Actor for Session {
                     state.stateless.push_back(inbound);
                 } else {
                     store_inbound(state, &inbound).await?;
+                    if holds_for_pause(state) {
+                        // The turn's answer for now (no run, nothing claimed); the real one
+                        // follows when the agent is resumed.
+                        deliver(
+                            state,
+                            None,
+                            OutEvent::Final {
+                                text: format!(
+                                    "{} is paused by the operator; your message is kept and will be answered when it resumes.",
+                                    state.runtime.spec.name
+                                ),
+                                outbox_id: None,
+                            },
+                        );
+                    }
                 }
                 advance(&myself, state).await?;
             }
@@ -208,7 +223,16 @@ impl Actor for Session {
                     "Started a new conversation. Earlier messages are kept in the history but no longer in context.",
                 );
             }
-            SessionMsg::Settings(settings) => state.settings = settings,
+            SessionMsg::Settings(settings) => {
+                let resumed = state.settings.paused && !settings.paused;
+                state.settings = settings;
+                if resumed {
+                    // What was kept while paused is answered now.
+                    cancel_idle(state);
+                    state.has_pending = true;
+                    advance(&myself, state).await?;
+                }
+            }
             SessionMsg::RunFinished(report) => {
                 if state
                     .active
@@ -315,6 +339,14 @@ impl Actor for Session {
     }
 }
 
+/// While its agent is paused, a conversation with a person keeps its messages (stored, unclaimed)
+/// and interrupted runs for later instead of answering "paused" and dropping them; the agent
+/// wakes it when resumed. Scheduled, handoff and stateless requests still get a run that says
+/// the agent is paused (their callers wait for an outcome).
+fn holds_for_pause(state: &SessionState) -> bool {
+    state.settings.paused && matches!(state.chat.kind(), ChatKind::Telegram | ChatKind::Local)
+}
+
 fn is_idle(state: &SessionState) -> bool {
     state.active.is_none()
         && !state.has_pending
@@ -394,7 +426,12 @@ async fn advance(
     if state.active.is_some() {
         return Ok(());
     }
-    if let Some(run_id) = state.resume.pop_front() {
+    let paused = holds_for_pause(state);
+    if paused {
+        // The messages stay pending in the database; the agent wakes this chat when resumed.
+        state.has_pending = false;
+    }
+    if !paused && let Some(run_id) = state.resume.pop_front() {
         return start_run(myself, state, run_id, None, true).await;
     }
     if let Some(inbound) = state.stateless.pop_front() {

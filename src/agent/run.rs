@@ -187,7 +187,7 @@ async fn drive(
         return Ok(Ending::Stopped(
             RunStatus::Cancelled,
             format!(
-                "{} is paused by the operator; your message is kept and will be answered when it resumes.",
+                "{} is paused by the operator, so nothing was run; try again when it is resumed.",
                 spec.name
             ),
         ));

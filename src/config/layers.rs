@@ -344,10 +344,16 @@ pub(super) fn load(
     let agents_dir_explicit = (agents_dir_from_file && source != ConfigSource::BuiltIn)
         || origins.contains_key("agents.dir")
         || env_actors_dir.is_some();
-    config.agents.dir = resolve(
-        if agents_dir_from_file { &file_dir } else { cwd },
-        &config.agents.dir,
-    );
+    // Not set anywhere: `actors/` next to the config file (with no file: in the working
+    // directory, where `config/` is looked for too).
+    let agents_dir_default = !agents_dir_from_file && !agents_dir_explicit;
+    let next_to_file = agents_dir_default && matches!(source, ConfigSource::File(_));
+    let agents_dir_base = if agents_dir_from_file || next_to_file {
+        &file_dir
+    } else {
+        cwd
+    };
+    config.agents.dir = resolve(agents_dir_base, &config.agents.dir);
 
     for server in &mut config.mcp.servers {
         if let Some(dir) = &server.cwd {

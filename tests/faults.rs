@@ -8,13 +8,17 @@
 //! - the disk full while writing (a 6 MiB tmpfs under the data directory; skipped with a printed
 //!   reason where mounting is not permitted).
 //!
-//! MCP servers killed or hung are exercised against real MCP servers in `tests/mcp.rs`.
+//! - MCP: the server process dying in the middle of a call, and a call that hangs past its
+//!   timeout (the repository's MCP test server; `tests/mcp.rs` has more: SIGKILL, servers that
+//!   never initialize or answer garbage, no orphans after a daemon kill).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use clawvisor::actors::agent::AgentMsg;
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
+use clawvisor::registry::names;
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
@@ -138,6 +142,9 @@ async fn bot_api_faults_lose_nothing() {
             "429 retry_after=1 ×2 on sendMessage",
             Box::new(|fake, bot| fake.rate_limit_next(bot, "sendMessage", 1, 2)),
         ),
+        // teloxide waits 10 s after any 5xx before it returns; with the tests' 2 s long poll that
+        // outlasts the stuck-poll deadline (poll timeout + grace), so the bot is restarted. With
+        // the default 30 s poll it is a 10 s pause.
         (
             "502 Bad Gateway ×2 on getUpdates and ×2 on sendMessage",
             Box::new(|fake, bot| {
@@ -167,11 +174,25 @@ async fn bot_api_faults_lose_nothing() {
             })
             .collect();
         world.replies(&chats, Duration::from_secs(60)).await;
+        // The fault is over (every injected answer served) and the bot polls again, so what it
+        // did about this fault (backing off, restarting) is counted here, not in the next one.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while world.fake.faults_pending(world.bot) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            world
+                .fake
+                .wait_for_poll(world.bot, Duration::from_secs(60))
+                .await,
+            "{injected}: the bot never polled again"
+        );
+        let took = started.elapsed();
         // Anything sent twice would have arrived by now.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let replies = world.replies(&chats, Duration::ZERO).await;
         let reactions = world.reactions();
-        verdict(injected, &reactions, &replies, started.elapsed());
+        verdict(injected, &reactions, &replies, took);
     }
     world.harness.stop().await;
 }
@@ -438,4 +459,131 @@ async fn a_full_disk_delays_but_loses_nothing() {
         .unwrap();
     assert_eq!(integrity, "ok");
     world.harness.stop().await;
+}
+
+/// The agent's tool names as offered to the model right now.
+async fn agent_tools(harness: &Harness, agent: &str) -> Vec<String> {
+    let Some(agent) = harness
+        .daemon()
+        .registry
+        .lookup::<AgentMsg>(&names::agent(agent))
+    else {
+        return Vec::new();
+    };
+    ractor::call!(agent, AgentMsg::View)
+        .map(|view| view.tools)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
+    const SERVER: &str = env!("CARGO_BIN_EXE_clawvisor-mcp-test-server");
+    let script = Script::new()
+        .rule(Rule::text("The tool failed; I said so.").when_after_tool_result("local__crash"))
+        .rule(Rule::text("The tool hung; I said so.").when_after_tool_result("local__sleep"))
+        .rule(Rule::text("Echo worked.").when_after_tool_result("local__echo"))
+        .rule(Rule::tool_call("local__crash", "{}").when_last_user_contains("crash"))
+        .rule(Rule::tool_call("local__sleep", r#"{"ms": 30000}"#).when_last_user_contains("hang"))
+        .rule(
+            Rule::tool_call("local__echo", r#"{"text": "still here"}"#)
+                .when_last_user_contains("echo"),
+        );
+    let llm = ScriptedLlm::start(script).await.expect("model");
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml("ada", "autonomy = \"trust_first\"")];
+    options.config_extra = format!(
+        "[mcp]\nconnect_timeout = \"2s\"\nping_every = \"300ms\"\n\
+         [[mcp.servers]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = \"{SERVER}\"\n\
+         trust = \"trusted\"\nagents = [\"*\"]\ntimeout = \"1s\"\n"
+    );
+    let harness = Harness::start(options).await.expect("daemon");
+    let mut events = harness.daemon().events.subscribe();
+    for (index, (injected, ask, answer)) in [
+        (
+            "the server process exits in the middle of a call",
+            "crash it",
+            "The tool failed; I said so.",
+        ),
+        (
+            "a call hangs past the server's 1 s timeout",
+            "hang it",
+            "The tool hung; I said so.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !agent_tools(&harness, "ada")
+            .await
+            .iter()
+            .any(|tool| tool == "local__echo")
+        {
+            assert!(Instant::now() < deadline, "{injected}: the link is not up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        while events.try_recv().is_ok() {}
+        let started = Instant::now();
+        let chat = ChatKey::cli(&format!("mcp-{index}"));
+        let reply = harness.ask("ada", &chat, ask).await.expect("an answer");
+        // What the model got back for the failed call: the last tool message of its request.
+        let told: String = llm
+            .requests()
+            .last()
+            .and_then(|request| {
+                request["messages"].as_array().and_then(|messages| {
+                    messages
+                        .iter()
+                        .rev()
+                        .find(|message| message["role"] == "tool")
+                        .and_then(|message| message["content"].as_str().map(str::to_string))
+                })
+            })
+            .unwrap_or_default()
+            .chars()
+            .take(160)
+            .collect();
+        // The agent answers again afterwards, through the same server (restarted if it died).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let again = loop {
+            let again = harness
+                .ask("ada", &chat, "echo please")
+                .await
+                .expect("an answer");
+            if again.text == "Echo worked." || Instant::now() > deadline {
+                break again;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let mut reactions = BTreeSet::new();
+        while let Ok(event) = events.try_recv() {
+            if matches!(
+                event.kind,
+                EventKind::McpHealth | EventKind::ActorRestarting
+            ) {
+                reactions.insert(format!("{}: {}", event.kind.as_str(), event.detail));
+            }
+        }
+        println!(
+            "fault: MCP {injected}\n    reaction: the model was told {told:?}; {}\n    answer: {:?} in {:?}; afterwards: {:?}; lost 0",
+            reactions.into_iter().collect::<Vec<_>>().join("; "),
+            reply.text,
+            started.elapsed(),
+            again.text
+        );
+        assert_eq!(reply.text, answer, "{injected}: {reply:?}");
+        assert!(
+            reply.tools.iter().any(|tool| tool.ends_with("failed")),
+            "{injected}: {reply:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(25),
+            "{injected}: not waited out for the call's 30 s"
+        );
+        assert_eq!(
+            again.text, "Echo worked.",
+            "{injected}: the server is usable again"
+        );
+    }
+    harness.stop().await;
 }

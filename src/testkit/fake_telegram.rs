@@ -659,6 +659,27 @@ impl FakeTelegram {
         });
     }
 
+    /// Injected faults of the bot that have not happened yet (409s, 429s, 502s and resets still
+    /// to be served, plus one while polls hang). A revoked token does not count: it never ends.
+    pub fn faults_pending(&self, bot: BotId) -> u32 {
+        self.with_bot(bot, |state| {
+            let faults = &state.faults;
+            faults.conflicts
+                + faults
+                    .rate_limits
+                    .values()
+                    .map(|fault| fault.remaining)
+                    .sum::<u32>()
+                + faults.server_errors.values().sum::<u32>()
+                + faults.resets
+                + u32::from(
+                    faults
+                        .hang_until
+                        .is_some_and(|until| until > Instant::now()),
+                )
+        })
+    }
+
     /// Every `getUpdates` of the bot that arrives within `duration` from now gets no answer
     /// until `duration` has passed (then it is served normally), like a stalled network.
     pub fn hang_polls(&self, bot: BotId, duration: Duration) {

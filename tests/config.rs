@@ -121,6 +121,12 @@ fn bad_inputs_name_the_file_the_key_and_what_is_expected() {
             &["[telegram].boot_stagger", "duration"],
         ),
         (
+            "duration beyond the clock",
+            "[telegram]\nboot_stagger = \"500000000y\"",
+            &[],
+            &["[telegram].boot_stagger", "100-year maximum"],
+        ),
+        (
             "bad socket address",
             "[studio]\nbind = \"localhost-7070\"",
             &[],
@@ -239,6 +245,19 @@ fn bad_agent_files_are_named_with_their_key() {
                 "name = \"a\"\nprovider = \"local\"\nmodel = \"m\"",
             )],
             &["instructions", "persona"],
+        ),
+        (
+            "instructions from a device",
+            &[(
+                "a.toml",
+                "name = \"a\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions_file = \"/dev/zero\"",
+            )],
+            &[
+                "a.toml",
+                "instructions_file",
+                "/dev/zero",
+                "not a regular file",
+            ],
         ),
         (
             "reports_to nobody",

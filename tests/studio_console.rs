@@ -567,6 +567,16 @@ async fn bad_input_gets_a_400_that_says_what_to_fix() {
         .await;
     assert_eq!(status, 400, "{value}");
     assert!(error_message(&value).contains("succeeded"));
+    // What axum refuses before a handler runs answers in the same shape.
+    for (method, path, status, expect) in [
+        (Method::GET, "/api/v1/runs/abc", 400, "abc"),
+        (Method::GET, "/api/v1/audit?before=soon", 400, "before"),
+        (Method::PUT, "/api/v1/agents", 405, "PUT"),
+    ] {
+        let (got, value) = console.call(method.clone(), path, None).await;
+        assert_eq!(got, status, "{method} {path}: {value}");
+        assert!(error_message(&value).contains(expect), "{path}: {value}");
+    }
     // Not JSON at all.
     let request = Request::builder()
         .method(Method::POST)

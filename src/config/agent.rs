@@ -332,11 +332,11 @@ pub fn load_agents(dir: &Path, config: &Config) -> Result<Vec<AgentSpec>, Config
                 .parent()
                 .map(|dir| dir.join(&relative))
                 .unwrap_or(relative);
-            spec.instructions = std::fs::read_to_string(&path).map_err(|error| {
+            spec.instructions = read_instructions(&path).map_err(|problem| {
                 ConfigError::key(
                     &origin,
                     "instructions_file",
-                    format!("cannot read {}: {error}", path.display()),
+                    format!("cannot read {}: {problem}", path.display()),
                 )
             })?;
         }
@@ -344,6 +344,29 @@ pub fn load_agents(dir: &Path, config: &Config) -> Result<Vec<AgentSpec>, Config
         agents.push(spec);
     }
     Ok(agents)
+}
+
+/// The largest `instructions_file` read: a persona, not a data set.
+const MAX_INSTRUCTIONS_BYTES: u64 = 1024 * 1024;
+
+/// Reads an `instructions_file`: a regular file of at most [`MAX_INSTRUCTIONS_BYTES`], so that
+/// a device (`/dev/zero`), a FIFO or a huge log named by mistake gives an error instead of
+/// blocking or filling memory.
+fn read_instructions(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let metadata = std::fs::metadata(path).map_err(|error| error.to_string())?;
+    if !metadata.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
+    let mut text = String::new();
+    file.take(MAX_INSTRUCTIONS_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| error.to_string())?;
+    if text.len() as u64 > MAX_INSTRUCTIONS_BYTES {
+        return Err("larger than the 1 MiB limit".to_string());
+    }
+    Ok(text)
 }
 
 /// Checks that hold between agents: `reports_to` names an agent and has no cycle;

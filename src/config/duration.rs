@@ -9,6 +9,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Dur(pub Duration);
 
 impl Dur {
+    /// The longest duration a config accepts: a century. The daemon adds durations to the clock
+    /// (deadlines, staggered starts, retry times) and multiplies them; anything longer would
+    /// overflow that arithmetic, and means "never" anyway. (`100y`: humantime's years have
+    /// 365.25 days.)
+    pub const MAX: Duration = Duration::from_secs(100 * 31_557_600);
+
     pub const fn secs(secs: u64) -> Dur {
         Dur(Duration::from_secs(secs))
     }
@@ -18,9 +24,15 @@ impl Dur {
         if trimmed == "0" {
             return Ok(Dur(Duration::ZERO));
         }
-        humantime::parse_duration(trimmed).map(Dur).map_err(|_| {
+        let duration = humantime::parse_duration(trimmed).map_err(|_| {
             format!("invalid duration `{text}` (expected a duration such as `30s`, `5m`, `1h30m` or `250ms`)")
-        })
+        })?;
+        if duration > Dur::MAX {
+            return Err(format!(
+                "duration `{text}` is longer than the 100-year maximum"
+            ));
+        }
+        Ok(Dur(duration))
     }
 }
 
@@ -70,6 +82,16 @@ mod tests {
         assert_eq!(Dur::parse("0").unwrap(), Dur::secs(0));
         assert!(Dur::parse("soon").unwrap_err().contains("`soon`"));
         assert!(Dur::parse("-5s").is_err());
+        assert_eq!(
+            Dur::parse("100y").unwrap(),
+            Dur(Duration::from_secs(3_155_760_000))
+        );
+        assert!(
+            Dur::parse("500000000y")
+                .unwrap_err()
+                .contains("100-year maximum")
+        );
+        assert!(Dur::parse("18446744073709551615s").is_err());
         assert_eq!(Dur::secs(90).to_string(), "1m 30s");
         assert_eq!(
             Dur::parse(&Dur::secs(90).to_string()).unwrap(),

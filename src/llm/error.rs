@@ -201,7 +201,8 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
         && seconds.is_finite()
         && seconds >= 0.0
     {
-        return Some(Duration::from_secs_f64(seconds));
+        // More seconds than a `Duration` holds (`1e30`): longer than any caller waits.
+        return Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     // A date in the past means "now".
@@ -228,6 +229,7 @@ mod tests {
         );
         assert_eq!(parse_retry_after("soon"), None);
         assert_eq!(parse_retry_after("-3"), None);
+        assert_eq!(parse_retry_after("1e30"), Some(Duration::MAX));
     }
 
     #[test]

@@ -1076,6 +1076,16 @@ impl Word {
                 .is_some_and(|open| pattern[open..].contains(']'))
     }
 
+    /// The word as a wrapped program (`env`, `nice`, `xargs`, `find -exec`, …) receives it in
+    /// its argv: the shell has removed the quotes, so quoting decides nothing any more —
+    /// `env 'LD_PRELOAD=x' ls` sets `LD_PRELOAD` just as `env LD_PRELOAD=x ls` does.
+    fn as_argument(&self) -> Word {
+        Word {
+            first_quoted_at: None,
+            ..self.clone()
+        }
+    }
+
     /// Whether the word holds a brace expansion (`{a,b}`).
     fn has_brace_expansion(&self) -> bool {
         let pattern = &self.unquoted_pattern_characters;
@@ -2308,8 +2318,10 @@ fn classify_declaration(program: &str, arguments: &[Word]) -> Verdict {
         RiskLevel::L0,
         format!("`{program}` only sets shell variables"),
     );
+    // The builtin reads `NAME=value` from its arguments after quote removal:
+    // `export 'LD_PRELOAD=x'` sets `LD_PRELOAD` as surely as `export LD_PRELOAD=x`.
     for word in arguments {
-        if let Some((level, reason)) = assignment_risk(word) {
+        if let Some((level, reason)) = assignment_risk(&word.as_argument()) {
             verdict.raise_to(level, reason);
         }
     }
@@ -2365,7 +2377,12 @@ fn classify_wrapper(
     }
     // `env NAME=value cmd`: the assignments are checked by `classify_words`.
     let start = index + wrapper.leading_operands;
-    let wrapped = arguments.get(start..).unwrap_or(&[]);
+    let wrapped: Vec<Word> = arguments
+        .get(start..)
+        .unwrap_or(&[])
+        .iter()
+        .map(Word::as_argument)
+        .collect();
     if wrapped.iter().all(|word| split_assignment(word).is_some()) && name == "env" {
         return Verdict::new(
             RiskLevel::L1,
@@ -2378,7 +2395,7 @@ fn classify_wrapper(
             format!("`{name}` without a command only prints information"),
         );
     }
-    classify_words(wrapped, input, depth + 1)
+    classify_words(&wrapped, input, depth + 1)
 }
 
 fn classify_xargs(arguments: &[Word], depth: usize) -> Verdict {
@@ -2398,11 +2415,16 @@ fn classify_xargs(arguments: &[Word], depth: usize) -> Verdict {
             1
         };
     }
-    let wrapped = arguments.get(index..).unwrap_or(&[]);
+    let wrapped: Vec<Word> = arguments
+        .get(index..)
+        .unwrap_or(&[])
+        .iter()
+        .map(Word::as_argument)
+        .collect();
     let mut verdict = if wrapped.is_empty() {
         Verdict::new(RiskLevel::L0, "`xargs` without a command prints its input")
     } else {
-        classify_words(wrapped, StandardInput::Inherited, depth + 1)
+        classify_words(&wrapped, StandardInput::Inherited, depth + 1)
     };
     verdict.raise_to(
         RiskLevel::L1,
@@ -2424,14 +2446,19 @@ fn classify_find(arguments: &[Word], depth: usize) -> Verdict {
                     .iter()
                     .position(|word| word.text == ";" || word.text == "+")
                     .map_or(arguments.len(), |offset| start + offset);
-                let executed = arguments.get(start..end).unwrap_or(&[]);
+                let executed: Vec<Word> = arguments
+                    .get(start..end)
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(Word::as_argument)
+                    .collect();
                 let executed_verdict =
-                    classify_words(executed, StandardInput::Inherited, depth + 1);
+                    classify_words(&executed, StandardInput::Inherited, depth + 1);
                 verdict.raise_to(
                     executed_verdict.level.max(RiskLevel::L1),
                     format!(
                         "`find {flag}` runs `{}` on every match: {}",
-                        display_words(executed),
+                        display_words(&executed),
                         executed_verdict.reasons.join("; ")
                     ),
                 );
@@ -4180,6 +4207,12 @@ mod tests {
         ("iptables -F", L3),
         ("LD_PRELOAD=./evil.so ls", L3),
         ("export LD_PRELOAD=./evil.so", L3),
+        // A wrapper's operands are argv: quoting does not hide an assignment from `env`.
+        ("env 'LD_PRELOAD=./evil.so' ls", L3),
+        ("env \"LD_PRELOAD=./evil.so\" ls", L3),
+        ("ls | xargs 'LD_PRELOAD=./evil.so' ls", L3),
+        ("export 'LD_PRELOAD=./evil.so'", L3),
+        ("declare -x \"PATH=/tmp\"", L2),
         ("x='a[$(id)]'; echo $((x))", L3),
         ("$CMD -rf /", L3),
         ("\"$X\" file", L3),

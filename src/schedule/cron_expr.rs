@@ -28,7 +28,8 @@
 //! changes cannot make the schedule drift. It is strictly increasing: the result is always later
 //! than the argument. Fire times are whole seconds and at least one second apart.
 //!
-//! The crate knows the years 1970–2100; after 2100 there is no next fire time (`None`).
+//! The crate knows the years 1970–2100; after 2100 (in the job's local time) there is no next
+//! fire time (`None`).
 
 use std::fmt::Write as _;
 use std::str::FromStr;
@@ -302,9 +303,12 @@ impl CronExpr {
         self.clock_change_rule
     }
 
-    /// The first fire time strictly after `after`, or `None` when there is none before 2101.
+    /// The first fire time strictly after `after`, or `None` when there is none in a local
+    /// year up to 2100.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        if after.year() > LAST_SUPPORTED_YEAR {
+        // Local time is within a day of UTC: early in UTC 2101 it can still be 2100 where the
+        // job runs (`next_local_match` stops after that), and later nothing can match.
+        if after.year() > LAST_SUPPORTED_YEAR + 1 {
             return None;
         }
         // The crate knows nothing before 1970, so an earlier start gives the same answer; it also

@@ -2,7 +2,9 @@
 //! the message says what happened and what to do.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -44,4 +46,45 @@ impl From<crate::store::StoreError> for ApiError {
             "the database could not answer; see the daemon's log".into(),
         )
     }
+}
+
+/// Puts every error answer of the API into the one shape. Handlers answer with [`ApiError`];
+/// what would otherwise reach a client are axum's own refusals — a path segment, query string
+/// or body it cannot read (plain text) and a method a route does not take (an empty 405). They
+/// keep their status (and `Allow` header) and say what was wrong in `error.message`.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let allow = parts.headers.get(header::ALLOW).cloned();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+        .unwrap_or_default();
+    let message = match (&allow, text.is_empty()) {
+        (Some(allowed), _) if status == StatusCode::METHOD_NOT_ALLOWED => format!(
+            "{method} is not allowed on `{path}` (it takes {}); see /api/v1/openapi.json",
+            allowed.to_str().unwrap_or_default()
+        ),
+        (_, false) => text,
+        (_, true) => format!(
+            "{method} `{path}`: {}",
+            status.canonical_reason().unwrap_or("refused")
+        ),
+    };
+    let mut answer = ApiError(status, message).into_response();
+    if let Some(allow) = allow {
+        answer.headers_mut().insert(header::ALLOW, allow);
+    }
+    answer
 }

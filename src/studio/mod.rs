@@ -120,10 +120,12 @@ api! {
 }
 
 pub fn router(state: StudioState) -> Router {
-    let api = api_routes().route_layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        access::guard,
-    ));
+    let api = api_routes()
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::guard,
+        ))
+        .layer(axum::middleware::from_fn(error::json_errors));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -118,17 +118,19 @@ fn read_message(message: &teloxide::types::Message, bot_id: i64, bot_username: &
         .unwrap_or_default()
         .to_string();
     let mention = format!("@{bot_username}");
+    // Not teloxide's `parse_entities`: it panics on offsets inside a character or past the end.
+    let entities = match (message.text(), message.entities()) {
+        (Some(text), Some(entities)) => Some((text, entities)),
+        _ => message.caption().zip(message.caption_entities()),
+    };
     let mentioned = !bot_username.is_empty()
-        && (message
-            .parse_entities()
-            .or_else(|| message.parse_caption_entities())
-            .unwrap_or_default()
-            .iter()
-            .any(|entity| {
-                matches!(entity.kind(), MessageEntityKind::Mention)
-                    && entity.text().eq_ignore_ascii_case(&mention)
+        && (entities.is_some_and(|(text, entities)| {
+            entities.iter().any(|entity| {
+                matches!(entity.kind, MessageEntityKind::Mention)
+                    && utf16_slice(text, entity.offset, entity.length)
+                        .is_some_and(|named| named.eq_ignore_ascii_case(&mention))
             })
-            || raw_text.to_lowercase().contains(&mention.to_lowercase()));
+        }) || raw_text.to_lowercase().contains(&mention.to_lowercase()));
     let reply_to_bot = message
         .reply_to_message()
         .and_then(|reply| reply.from.as_ref())
@@ -155,13 +157,40 @@ fn read_message(message: &teloxide::types::Message, bot_id: i64, bot_username: &
     })
 }
 
+/// `text[offset..offset + length]`, both counted in UTF-16 code units as Telegram counts them;
+/// `None` when either falls inside a character or past the end.
+fn utf16_slice(text: &str, offset: usize, length: usize) -> Option<&str> {
+    let end = offset.checked_add(length)?;
+    let mut start = None;
+    let mut units = 0;
+    let boundaries = text
+        .char_indices()
+        .chain(std::iter::once((text.len(), '\0')));
+    for (byte, character) in boundaries {
+        if units == offset {
+            start = Some(byte);
+        }
+        if units == end {
+            return text.get(start?..byte);
+        }
+        if units > end {
+            return None;
+        }
+        units += character.len_utf16();
+    }
+    None
+}
+
+/// Removes a leading `@botname`. Compared byte for byte ignoring ASCII case: lowercasing the
+/// whole text could change its length (a KELVIN SIGN becomes `k`), moving the cut.
 fn strip_mention(text: &str, mention: &str) -> String {
     if mention.len() <= 1 {
         return text.trim().to_string();
     }
-    let lower = text.to_lowercase();
-    match lower.find(&mention.to_lowercase()) {
-        Some(0) => text[mention.len()..].trim().to_string(),
+    match text.get(..mention.len()) {
+        Some(head) if head.eq_ignore_ascii_case(mention) => {
+            text[mention.len()..].trim().to_string()
+        }
         _ => text.trim().to_string(),
     }
 }
@@ -191,7 +220,7 @@ fn files(message: &teloxide::types::Message) -> Vec<RemoteFile> {
         MediaKind::Photo(photo) => photo
             .photo
             .iter()
-            .max_by_key(|size| size.width * size.height)
+            .max_by_key(|size| u64::from(size.width) * u64::from(size.height))
             .map(|size| RemoteFile {
                 file_id: size.file.id.0.clone(),
                 kind: AttachmentKind::Image,
@@ -251,6 +280,26 @@ mod tests {
         assert_eq!(parse_command("hello /stop", "ada_bot"), None);
         assert_eq!(parse_command("/", "ada_bot"), None);
         assert_eq!(parse_command("/päir x", "ada_bot"), None);
+    }
+
+    #[test]
+    fn utf16_slices_refuse_offsets_inside_characters_or_past_the_end() {
+        assert_eq!(utf16_slice("👍 @ab", 3, 3), Some("@ab"));
+        assert_eq!(utf16_slice("👍 @ab", 0, 2), Some("👍"));
+        assert_eq!(utf16_slice("👍 @ab", 1, 2), None);
+        assert_eq!(utf16_slice("👍 @ab", 3, 4), None);
+        assert_eq!(utf16_slice("👍 @ab", 6, 0), Some(""));
+        assert_eq!(utf16_slice("👍 @ab", usize::MAX, 2), None);
+    }
+
+    #[test]
+    fn a_mention_that_only_matches_when_case_folded_is_kept() {
+        // KELVIN SIGN lowercases to `k`: it is not the bot's name, and not three bytes to cut.
+        assert_eq!(
+            strip_mention("@\u{212A}\u{212A} hi", "@kk"),
+            "@\u{212A}\u{212A} hi"
+        );
+        assert_eq!(strip_mention("@KK hi", "@kk"), "hi");
     }
 
     #[test]

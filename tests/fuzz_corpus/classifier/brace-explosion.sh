@@ -1,0 +1,1 @@
+ls {a,b,c,d}{a,b,c,d}{a,b,c,d}{a,b,c,d}

@@ -1,0 +1,5 @@
+--- same
+env LD_PRELOAD=./evil.so ls
+env 'LD_PRELOAD=./evil.so' ls
+env "LD_PRELOAD=./evil.so" ls
+env LD_PRELOAD\=./evil.so ls

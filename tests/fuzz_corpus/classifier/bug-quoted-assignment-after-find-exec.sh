@@ -1,0 +1,3 @@
+--- same
+find . -exec LD_PRELOAD=./evil.so rm {} +
+find . -exec 'LD_PRELOAD=./evil.so' rm {} +

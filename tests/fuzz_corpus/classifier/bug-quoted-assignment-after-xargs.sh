@@ -1,0 +1,3 @@
+--- same
+ls | xargs LD_PRELOAD=./evil.so ls
+ls | xargs $'LD_PRELOAD=./evil.so' ls

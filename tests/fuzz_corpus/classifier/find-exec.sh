@@ -1,0 +1,1 @@
+find . -name "*.rs" -exec sed -i "s/a/b/" {} +

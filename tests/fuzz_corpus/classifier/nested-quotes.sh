@@ -1,0 +1,1 @@
+echo "it's $(whoami)" 'single "double"' $'ansi\x41\n' back\ slash

@@ -1,0 +1,4 @@
+--- parts
+cd /
+--- &&
+touch notes.txt

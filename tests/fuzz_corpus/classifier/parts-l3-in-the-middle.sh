@@ -1,0 +1,6 @@
+--- parts
+ls -la
+--- ;
+rm -rf /
+--- |
+cat

@@ -1,0 +1,1 @@
+env LD_PRELOAD=/tmp/x.so FOO=1 nice -n 5 timeout 10 xargs -0 rm -rf

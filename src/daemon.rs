@@ -267,17 +267,31 @@ fn agent_plans(
 }
 
 /// The skill folders of an agent, lowest precedence first: bundled (`skills/` beside the config
-/// file), installed (`<data dir>/skills`), the agent's workspace `skills/`.
+/// file, else the ones built into the binary, written to `<data dir>/bundled-skills`), installed
+/// (`<data dir>/skills`), the agent's workspace `skills/`.
 pub fn skill_levels(
     loaded: &LoadedConfig,
     workspace: &std::path::Path,
 ) -> Vec<(std::path::PathBuf, crate::skills::Level)> {
     use crate::skills::Level;
     let mut levels = Vec::new();
-    if let crate::config::ConfigSource::File(path) = &loaded.source
-        && let Some(dir) = path.parent()
-    {
-        levels.push((dir.join("skills"), Level::Bundled));
+    let beside_config = match &loaded.source {
+        crate::config::ConfigSource::File(path) => path
+            .parent()
+            .map(|dir| dir.join("skills"))
+            .filter(|dir| dir.is_dir()),
+        crate::config::ConfigSource::BuiltIn => None,
+    };
+    let bundled = beside_config.or_else(|| {
+        let dir = loaded.config.data_dir.join("bundled-skills");
+        crate::skills::extract_bundled(&dir)
+            .map_err(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "could not write the built-in skills");
+            })
+            .ok()
+    });
+    if let Some(dir) = bundled {
+        levels.push((dir, Level::Bundled));
     }
     levels.push((loaded.config.data_dir.join("skills"), Level::Installed));
     levels.push((workspace.join("skills"), Level::Workspace));

@@ -19,6 +19,31 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// The bundled skills (`config/skills/` of the repository), built into the binary so that a
+/// daemon started without the repository's `config/` still has them.
+#[derive(rust_embed::Embed)]
+#[folder = "config/skills/"]
+struct BundledSkills;
+
+/// Writes the built-in bundled skills into `dir` (only files whose content differs) and returns
+/// it, for use as the bundled level when no `skills/` folder is beside the config file.
+pub fn extract_bundled(dir: &Path) -> std::io::Result<PathBuf> {
+    for name in BundledSkills::iter() {
+        let Some(file) = BundledSkills::get(&name) else {
+            continue;
+        };
+        let path = dir.join(name.as_ref());
+        if std::fs::read(&path).is_ok_and(|existing| existing == file.data.as_ref()) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, file.data.as_ref())?;
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// Where a skill was found; a later level overrides an earlier one of the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {

@@ -1,21 +1,27 @@
 //! Studio's approvals, grants and policy-rules API against the real daemon over loopback HTTP:
 //! an approval requested by a run is decided from the inbox, a grant is listed and revoked, a
 //! stored rule tightens policy, and the guard refuses foreign hosts, cross-site mutations and
-//! missing tokens. Every change lands in the audit log.
+//! missing tokens. Every change lands in the audit log, and every audit row is announced on the
+//! event bus (Studio's Audit page refreshes on it).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clawvisor::domain::ChatKey;
+use clawvisor::events::{EventKind, RuntimeEvent};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 struct Studio {
     harness: Harness,
     _llm: ScriptedLlm,
     base: String,
     http: reqwest::Client,
+    /// Every runtime event since the daemon started (subscribed before any request).
+    events: broadcast::Receiver<RuntimeEvent>,
+    seen: Vec<RuntimeEvent>,
 }
 
 impl Studio {
@@ -38,6 +44,7 @@ impl Studio {
         options.config_extra = config_extra.to_string();
         options.env = env;
         let harness = Harness::start(options).await.expect("daemon");
+        let events = harness.daemon().events.subscribe();
         let addr = harness
             .daemon()
             .studio_addr(Duration::from_secs(10))
@@ -48,6 +55,50 @@ impl Studio {
             _llm: llm,
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
+            events,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The events of `kind` published so far.
+    fn published(&mut self, kind: EventKind) -> Vec<RuntimeEvent> {
+        while let Ok(event) = self.events.try_recv() {
+            self.seen.push(event);
+        }
+        self.seen
+            .iter()
+            .filter(|event| event.kind == kind)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until every audit row in the database has been announced as `audit_appended`
+    /// (announcements follow the commit, so the last one may still be on its way).
+    async fn assert_every_audit_row_announced(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut stored = self.audit_actions().await;
+            let mut announced: Vec<String> = self
+                .published(EventKind::AuditAppended)
+                .iter()
+                .map(|event| {
+                    event.data["action"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+            stored.sort();
+            announced.sort();
+            if stored == announced {
+                assert!(!stored.is_empty(), "nothing was audited");
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "audit rows {stored:?} but announced {announced:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -108,7 +159,7 @@ impl Studio {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked() {
-    let studio = Studio::start("", BTreeMap::new()).await;
+    let mut studio = Studio::start("", BTreeMap::new()).await;
     let chat = ChatKey::studio("inbox");
     let mut outputs = studio.harness.listen(&chat).await.unwrap();
     studio.harness.send("ada", &chat, "write the note").unwrap();
@@ -202,12 +253,16 @@ async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked(
             "{expected} in {actions:?}"
         );
     }
+    studio.assert_every_audit_row_announced().await;
+    let policy = studio.published(EventKind::PolicyChanged);
+    assert_eq!(policy.len(), 1, "the revocation, once: {policy:?}");
+    assert_eq!(policy[0].subject, format!("grant:{grant}"));
     studio.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
-    let studio = Studio::start("", BTreeMap::new()).await;
+    let mut studio = Studio::start("", BTreeMap::new()).await;
     let (status, body) = studio
         .post(
             "/api/v1/policy/rules",
@@ -261,6 +316,18 @@ async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
         actions.iter().any(|a| a == "policy.rule_disabled"),
         "{actions:?}"
     );
+    studio.assert_every_audit_row_announced().await;
+    let changes: Vec<String> = studio
+        .published(EventKind::PolicyChanged)
+        .iter()
+        .map(|event| {
+            event.data["change"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(changes, ["rule_added", "rule_disabled"]);
     studio.harness.stop().await;
 }
 
@@ -365,4 +432,36 @@ async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens
         assert_eq!(response.status().as_u16(), expected, "{token}");
     }
     studio.harness.stop().await;
+}
+
+/// Every file that appends to the audit log also announces it (`audit::announce`), so that a new
+/// audited action cannot silently leave Studio's Audit page stale.
+#[test]
+fn every_writer_of_the_audit_log_announces_its_rows() {
+    let mut pending = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut writers = 0;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "rs") || path.ends_with("src/audit.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let appends = text.matches("audit::append(").count();
+            if appends == 0 {
+                continue;
+            }
+            writers += 1;
+            assert!(
+                text.contains("audit::announce("),
+                "{} appends audit rows but never calls crate::audit::announce after its commit",
+                path.display()
+            );
+        }
+    }
+    assert!(writers >= 3, "the audit writers were not found under src/");
 }

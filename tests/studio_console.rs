@@ -907,3 +907,110 @@ async fn chat_streams_the_answer_and_events_stream_live() {
     }
     console.harness.stop().await;
 }
+
+/// The changes the Memory and Handoffs pages show are announced once stored: a memory saved and
+/// archived (the archive also as an audit row), a contract through its lifecycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_handoff_changes_are_announced_for_live_pages() {
+    use clawvisor::actors::handoff_supervisor::{HandoffMsg, NewContract};
+    use clawvisor::actors::memory::{MemoryMsg, SaveOutcome, SaveRequest};
+    use clawvisor::events::RuntimeEvent;
+    use clawvisor::registry::names;
+
+    let console = Console::start().await;
+    let mut bus = console.state.events.subscribe();
+    let registry = &console.harness.daemon().registry;
+    let memory = registry.lookup::<MemoryMsg>(names::MEMORY).expect("memory");
+    let saved = ractor::call_t!(
+        memory,
+        MemoryMsg::Save,
+        10_000,
+        SaveRequest {
+            owner: "ada".into(),
+            class: "durable".into(),
+            sensitivity: "normal".into(),
+            source: "user_said".into(),
+            chat: None,
+            text: "The operator prefers mornings.".into(),
+            run_id: None,
+            message_id: None,
+        }
+    )
+    .unwrap()
+    .unwrap();
+    let SaveOutcome::Saved { id, .. } = saved else {
+        panic!("not saved: {saved:?}");
+    };
+    let (status, body) = console
+        .call(
+            Method::POST,
+            &format!("/api/v1/memory/{id}/archive"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let handoffs = registry
+        .lookup::<HandoffMsg>(names::HANDOFFS)
+        .expect("handoffs");
+    let contract = ractor::call_t!(
+        handoffs,
+        HandoffMsg::Create,
+        10_000,
+        NewContract {
+            owner: "ada".into(),
+            owner_chat: "cli:op".into(),
+            owner_run_id: None,
+            delegate: "ada".into(),
+            subtask: "Say hello".into(),
+            expected: String::new(),
+            validator: None,
+            deadline: Duration::from_secs(60),
+            tools: None,
+        }
+    )
+    .unwrap()
+    .unwrap();
+
+    // Collect until the contract was delivered (or 20 s pass).
+    let mut seen: Vec<RuntimeEvent> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen
+        .iter()
+        .any(|event| event.kind == EventKind::HandoffChanged && event.detail == "delivered")
+    {
+        match tokio::time::timeout_at(deadline, bus.recv()).await {
+            Ok(Ok(event)) => seen.push(event),
+            _ => panic!("no delivered contract in {seen:#?}"),
+        }
+    }
+    let of = |kind: EventKind| -> Vec<(String, String)> {
+        seen.iter()
+            .filter(|event| event.kind == kind)
+            .map(|event| (event.subject.clone(), event.detail.clone()))
+            .collect()
+    };
+    let subject = format!("memory:{id}");
+    assert_eq!(
+        of(EventKind::MemoryChanged),
+        [
+            (subject.clone(), "saved".to_string()),
+            (subject.clone(), "memory.archive".to_string())
+        ]
+    );
+    assert!(
+        of(EventKind::AuditAppended).contains(&(subject, "memory.archive".to_string())),
+        "{seen:#?}"
+    );
+    let changes: Vec<String> = of(EventKind::HandoffChanged)
+        .into_iter()
+        .filter(|(subject, _)| *subject == format!("contract:{contract}"))
+        .map(|(_, change)| change)
+        .collect();
+    assert_eq!(
+        changes,
+        ["created", "in_progress", "returned", "delivered"],
+        "{seen:#?}"
+    );
+    console.harness.stop().await;
+}

@@ -1,6 +1,6 @@
 //! Agent(name): one per agent definition. Routes inbound messages to its sessions (spawning them on
 //! demand), owns the agent's runtime settings (autonomy, model, paused, tools) and pushes every
-//! change to its sessions.
+//! change to its sessions, then announces it as `agent_changed` (settings, skill toggles, tools).
 //!
 //! Invariants:
 //! - One session per chat; a session is stopped for idleness only when every message routed to it
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::json;
 
 use super::root::spawn_child;
 use super::session::{Session, SessionArgs, SessionMsg};
@@ -22,6 +23,7 @@ use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPo
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, SessionCommand};
+use crate::events::EventKind;
 use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
@@ -257,22 +259,36 @@ impl Actor for AgentActor {
                 }
             }
             AgentMsg::SetTools(source, tools) => {
+                let before = tool_names(state);
                 if tools.is_empty() {
                     state.extra_tools.remove(&source);
                 } else {
-                    state.extra_tools.insert(source, tools);
+                    state.extra_tools.insert(source.clone(), tools);
                 }
                 rebuild_tools(state);
                 push_settings(state);
+                if tool_names(state) != before {
+                    announce(
+                        state,
+                        &format!("tools from {source} changed"),
+                        json!({"change": "tools", "source": source}),
+                    );
+                }
             }
             AgentMsg::SetSkill {
                 skill,
                 enabled,
                 reply,
             } => {
-                let result = set_skill(state, skill, enabled).await;
+                let result = set_skill(state, skill.clone(), enabled).await;
                 if result.is_ok() {
                     push_settings(state);
+                    let verb = if enabled { "enabled" } else { "disabled" };
+                    announce(
+                        state,
+                        &format!("skill {skill} {verb}"),
+                        json!({"change": "skill", "skill": skill, "enabled": enabled}),
+                    );
                 }
                 let _ = reply.send(result.map(|()| view(state)));
             }
@@ -280,6 +296,18 @@ impl Actor for AgentActor {
                 let result = update_settings(state, change).await;
                 if result.is_ok() {
                     push_settings(state);
+                    let settings = &state.settings;
+                    announce(
+                        state,
+                        &format!(
+                            "settings: autonomy {}, model {}, {}",
+                            settings.autonomy.as_str(),
+                            settings.model,
+                            if settings.paused { "paused" } else { "running" }
+                        ),
+                        json!({"change": "settings", "autonomy": settings.autonomy.as_str(),
+                               "model": settings.model, "paused": settings.paused}),
+                    );
                 }
                 let _ = reply.send(result.map(|()| view(state)));
             }
@@ -413,6 +441,27 @@ async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Resu
     state.settings.skills = skill_set;
     rebuild_tools(state);
     Ok(())
+}
+
+fn tool_names(state: &AgentState) -> Vec<String> {
+    state
+        .settings
+        .tools
+        .iter()
+        .map(|tool| tool.name().to_string())
+        .collect()
+}
+
+/// `agent_changed` once a change is stored and applied (Studio's Agents, Skills and Chat pages).
+fn announce(state: &AgentState, detail: &str, mut data: serde_json::Value) {
+    let agent = &state.runtime.spec.name;
+    data["agent"] = json!(agent);
+    state.runtime.events.publish_data(
+        EventKind::AgentChanged,
+        &format!("agent:{agent}"),
+        detail,
+        data,
+    );
 }
 
 fn push_settings(state: &AgentState) {

@@ -40,7 +40,8 @@ function draw(box, d) {
     el('h2', null, 'Telegram bots'),
     d.bots?.length
       ? el('div', { class: 'card' }, d.bots.map((b) => el('div', { class: 'row', 'data-bot': b.agent },
-        el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms))))
+        el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms),
+        b.last_poll_ms != null && el('span', { class: 'muted small', 'data-last-poll': '' }, '· last poll ', when(b.last_poll_ms)))))
       : empty('No Telegram bots running. Set token_env under [telegram] in an agent file (actors/<agent>.toml) to reach an agent from your phone.'),
     el('h2', null, 'MCP servers'),
     d.mcp?.length

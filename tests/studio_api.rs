@@ -2,14 +2,16 @@
 //! an approval requested by a run is decided from the inbox, a grant is listed and revoked, a
 //! stored rule tightens policy, and the guard refuses foreign hosts, cross-site mutations and
 //! missing tokens. Every change lands in the audit log, and every audit row is announced on the
-//! event bus (Studio's Audit page refreshes on it).
+//! event bus (Studio's Audit page refreshes on it). The skills catalogue says, per agent, whether
+//! a skill is enabled, usable and why not, with the front matter `skills show` prints, and an
+//! agent that does not answer never makes it (or the agents list) fail.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
-use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, wait_reply};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -464,4 +466,207 @@ fn every_writer_of_the_audit_log_announces_its_rows() {
         }
     }
     assert!(writers >= 3, "the audit writers were not found under src/");
+}
+
+fn write_skill(root: &std::path::Path, folder: &str, text: &str) {
+    let dir = root.join("skills").join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), text).unwrap();
+}
+
+/// Calls the API in-process with `state` (to give Studio an agent that does not run).
+async fn call(state: clawvisor::studio::StudioState, path: &str) -> (u16, Value) {
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder()
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = clawvisor::studio::router(state)
+        .oneshot(request)
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys() {
+    let dir = ScratchDir::new("studio-skills").unwrap();
+    write_skill(
+        dir.path(),
+        "journal",
+        "---\nname: journal\ndescription: Keeps a dated journal.\ntools: [write_file]\nrisk: medium\nrequires:\n  bins: [sh]\nlicense: MIT\nx-origin: another-runtime\n---\nWrite it down.\n",
+    );
+    write_skill(
+        dir.path(),
+        "bobs",
+        "---\nname: bobs\ndescription: Only for bob.\nagents: [bob]\n---\nHi.\n",
+    );
+    write_skill(
+        dir.path(),
+        "mailer",
+        "---\nname: mailer\ndescription: Sends mail.\nmcp: [mail]\n---\nMail.\n",
+    );
+    write_skill(
+        dir.path(),
+        "broken",
+        "---\nname: broken\n---\nno description\n",
+    );
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("ok")))
+        .await
+        .unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![
+        agent_toml("ada", "tools = [\"write_file\"]"),
+        agent_toml("bob", ""),
+    ];
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let mut bus = harness.daemon().events.subscribe();
+    let state = harness.daemon().studio_state();
+    let (status, body) = call(state.clone(), "/api/v1/skills").await;
+    assert_eq!(status, 200, "{body}");
+    let skill = |body: &Value, name: &str| {
+        body["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|skill| skill["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    let of = |skill: &Value, agent: &str| {
+        skill["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["agent"] == agent)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {agent} in {skill}"))
+    };
+
+    // What `clawvisor skills show` prints: needs, risk, limits, and the keys kept but unused.
+    let journal = skill(&body, "journal");
+    assert_eq!(journal["valid"], true, "{journal}");
+    assert_eq!(journal["tools"], json!(["write_file"]));
+    assert_eq!(journal["risk"], "medium");
+    assert_eq!(journal["requires"]["bins"], json!(["sh"]));
+    assert_eq!(journal["unknown_keys"]["license"], "MIT", "{journal}");
+    assert_eq!(journal["unknown_keys"]["x-origin"], "another-runtime");
+    assert_eq!(skill(&body, "bobs")["limited_to"], json!(["bob"]));
+    assert_eq!(skill(&body, "mailer")["mcp"], json!(["mail"]));
+
+    // Per agent: ada can use the journal, bob cannot — and says why even though ada can.
+    assert_eq!(journal["available"], true);
+    let (ada, bob) = (of(&journal, "ada"), of(&journal, "bob"));
+    assert_eq!(
+        (
+            &ada["enabled"],
+            &ada["available"],
+            &ada["usable"],
+            &ada["reason"]
+        ),
+        (&json!(false), &json!(true), &json!(false), &Value::Null),
+        "{ada}"
+    );
+    assert_eq!(bob["available"], false, "{bob}");
+    assert!(
+        bob["reason"].as_str().unwrap().contains("write_file"),
+        "{bob}"
+    );
+    let bobs = skill(&body, "bobs");
+    assert!(
+        of(&bobs, "ada")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("limited to agents bob"),
+        "{bobs}"
+    );
+    assert_eq!(of(&bobs, "bob")["available"], true, "{bobs}");
+    assert!(
+        of(&skill(&body, "mailer"), "ada")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("mail"),
+    );
+    // An invalid skill says what to fix, for the catalogue and for every agent.
+    let broken = skill(&body, "broken");
+    assert_eq!(broken["valid"], false, "{broken}");
+    assert!(
+        broken["error"].as_str().unwrap().contains("description"),
+        "{broken}"
+    );
+    assert!(
+        of(&broken, "bob")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid"),
+        "{broken}"
+    );
+
+    // Enabling it makes it usable for ada, and is announced (Studio's pages refresh on it).
+    use tower::ServiceExt;
+    let response = clawvisor::studio::router(state.clone())
+        .oneshot(
+            axum::http::Request::builder()
+                .method("PATCH")
+                .uri("/api/v1/agents/ada/skills/journal")
+                .header("host", "127.0.0.1")
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(r#"{"enabled": true}"#))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (_, body) = call(state.clone(), "/api/v1/skills").await;
+    assert_eq!(
+        of(&skill(&body, "journal"), "ada")["usable"],
+        true,
+        "{body}"
+    );
+    let announced = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = bus.recv().await.unwrap();
+            if event.kind == EventKind::AgentChanged {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("agent_changed after a skill toggle");
+    assert_eq!(announced.subject, "agent:ada");
+    assert_eq!(
+        (&announced.data["skill"], &announced.data["enabled"]),
+        (&json!("journal"), &json!(true))
+    );
+
+    // An agent that does not answer is listed as such; the catalogue and the list still answer.
+    let mut with_ghost = state.clone();
+    let mut agents = (*state.agents).clone();
+    agents.push(clawvisor::studio::AgentEntry {
+        name: "ghost".into(),
+        telegram: false,
+    });
+    with_ghost.agents = std::sync::Arc::new(agents);
+    let (status, body) = call(with_ghost.clone(), "/api/v1/skills").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["unreachable"][0]["agent"], "ghost", "{body}");
+    let ghost = of(&skill(&body, "journal"), "ghost");
+    assert_eq!(ghost["reachable"], false, "{ghost}");
+    assert!(
+        ghost["reason"].as_str().unwrap().contains("ghost"),
+        "{ghost}"
+    );
+    assert_eq!(of(&skill(&body, "journal"), "ada")["usable"], true);
+    let (status, body) = call(with_ghost, "/api/v1/agents").await;
+    assert_eq!(status, 200, "{body}");
+    let listed = body["agents"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{body}");
+    assert_eq!(listed[2]["reachable"], false, "{body}");
+    assert_eq!(listed[0]["reachable"], true, "{body}");
+    harness.stop().await;
 }

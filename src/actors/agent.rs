@@ -83,7 +83,8 @@ pub struct AgentView {
     pub skills: Vec<SkillView>,
 }
 
-/// One skill as an agent has it.
+/// One skill as an agent has it: its catalogue entry (what `clawvisor skills show` prints) and
+/// whether this agent has it enabled and can use it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillView {
     pub name: String,
@@ -92,8 +93,21 @@ pub struct SkillView {
     pub level: &'static str,
     pub path: String,
     pub enabled: bool,
-    /// Why it cannot be used, when it cannot.
+    /// Why this agent cannot use it, when it cannot (an invalid skill says so here too).
     pub unavailable: Option<String>,
+    /// Why its `SKILL.md` does not load (what to fix), when it does not.
+    pub invalid: Option<String>,
+    /// Front matter: required tools, MCP servers, the risk hint, the agents it is limited to, and
+    /// the variables and programs it needs.
+    pub tools: Vec<String>,
+    pub mcp: Vec<String>,
+    pub risk: Option<String>,
+    pub agents: Option<Vec<String>>,
+    pub requires: skills::Requires,
+    /// Front-matter keys this runtime does not use, as text.
+    pub unknown: BTreeMap<String, String>,
+    /// Other files of the skill's folder.
+    pub files: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -516,26 +530,34 @@ fn view(state: &AgentState) -> AgentView {
         model: state.settings.model.clone(),
         autonomy: state.settings.autonomy,
         paused: state.settings.paused,
-        tools: state
-            .settings
-            .tools
-            .iter()
-            .map(|tool| tool.name().to_string())
-            .collect(),
+        tools: tool_names(state),
         sessions: state.sessions.ids().len(),
         has_telegram: spec.telegram.is_some(),
         skills: state
             .runtime
             .skill_catalogue
             .iter()
-            .map(|skill| SkillView {
-                name: skill.entry.name.clone(),
-                description: skill.description().to_string(),
-                level: skill.entry.level.as_str(),
-                path: skill.entry.dir.display().to_string(),
-                enabled: state.enabled_skills.contains(&skill.entry.name),
-                unavailable: skill.available.as_ref().err().cloned(),
-            })
+            .map(|skill| skill_view(skill, &state.enabled_skills))
             .collect(),
+    }
+}
+
+fn skill_view(skill: &skills::AgentSkill, enabled: &[String]) -> SkillView {
+    let parsed = skill.entry.skill.as_ref().ok();
+    SkillView {
+        name: skill.entry.name.clone(),
+        description: skill.description().to_string(),
+        level: skill.entry.level.as_str(),
+        path: skill.entry.dir.display().to_string(),
+        enabled: enabled.contains(&skill.entry.name),
+        unavailable: skill.available.as_ref().err().cloned(),
+        invalid: skill.entry.skill.as_ref().err().cloned(),
+        tools: parsed.map(|s| s.tools.clone()).unwrap_or_default(),
+        mcp: parsed.map(|s| s.mcp.clone()).unwrap_or_default(),
+        risk: parsed.and_then(|s| s.risk.clone()),
+        agents: parsed.and_then(|s| s.agents.clone()),
+        requires: parsed.map(|s| s.requires.clone()).unwrap_or_default(),
+        unknown: parsed.map(|s| s.unknown.clone()).unwrap_or_default(),
+        files: parsed.map(|s| s.files.clone()).unwrap_or_default(),
     }
 }

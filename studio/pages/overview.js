@@ -1,11 +1,12 @@
 // overview.js — health at a glance: cards (boot/database, agents, pending approvals, runs and cost
 // today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
-// error), Telegram bot polling states and MCP server states. Refreshes on actor/bot/approval/cost/mcp events.
+// error), Telegram bot polling states (with the last completed poll) and MCP server states.
+// Refreshes on actor, bot, approval, run-start, cost and MCP events.
 import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
-  'approval_decided', 'cost_recorded', 'mcp_health'];
+  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health'];
 
 export async function render(root, ctx) {
   const box = el('div');

@@ -190,8 +190,15 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
     }
 
-    async fn close(mut self) {
+    async fn close(self) {
         let _ = self.client.clone().close().await;
+    }
+}
+
+/// ChromeDriver (and the browser it started) ends with the test, also when an assertion fails
+/// before `close`: a dropped `Child` is not killed by itself.
+impl Drop for Browser {
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

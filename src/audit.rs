@@ -5,7 +5,8 @@
 //! transaction as the action they record (an approval decision, a tool execution, a grant, a policy
 //! change), so the log never claims something that did not happen, nor misses something that did.
 //! Triggers refuse UPDATE and DELETE; editing the file by other means breaks the chain, and
-//! [`verify`] names the first row whose hash does not follow.
+//! [`verify`] names the first row whose hash does not follow. Once committed, the writer
+//! [`announce`]s the row on the event bus so live views refresh.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -44,6 +45,19 @@ fn chain_hash(prev: &str, canonical: &str) -> String {
     hasher.update(prev.as_bytes());
     hasher.update(canonical.as_bytes());
     hex::encode(hasher.finalize())
+}
+
+/// Tells live viewers (Studio's Audit page) that a row `action` about `subject` was appended.
+/// Every caller of [`append`] calls this once its transaction committed — never inside it, so a
+/// rolled-back row is never announced (`tests/studio_api.rs` checks that each file appending also
+/// announces).
+pub fn announce(events: &crate::events::EventBus, action: &str, subject: &str) {
+    events.publish_data(
+        crate::events::EventKind::AuditAppended,
+        subject,
+        action,
+        serde_json::json!({"action": action, "subject": subject}),
+    );
 }
 
 /// Appends a row in the caller's transaction. `details` is a JSON value.

@@ -44,6 +44,12 @@ pub enum EventKind {
     ScheduleOutcome,
     HandoffChanged,
     MemoryChanged,
+    /// An agent's runtime settings (autonomy, model, paused), skill toggles or tool list changed.
+    AgentChanged,
+    /// Operator policy changed outside an approval: a grant revoked, a rule added or disabled.
+    PolicyChanged,
+    /// Rows were appended to the audit log (published after their transaction committed).
+    AuditAppended,
     Warning,
 }
 
@@ -73,6 +79,9 @@ impl EventKind {
             EventKind::ScheduleOutcome => "schedule_outcome",
             EventKind::HandoffChanged => "handoff_changed",
             EventKind::MemoryChanged => "memory_changed",
+            EventKind::AgentChanged => "agent_changed",
+            EventKind::PolicyChanged => "policy_changed",
+            EventKind::AuditAppended => "audit_appended",
             EventKind::Warning => "warning",
         }
     }

@@ -1,7 +1,9 @@
 // app.js — the Studio shell: session check and login screen, hash router, JSON API client with
 // CSRF, the live event stream (SSE) with its status dot, and small shared helpers (DOM builder that
 // always escapes text, time / money / duration formatting, loading + error + retry sections).
-// Pages live in /pages/<name>.js and export `render(root, ctx)` and optionally `events`.
+// Pages live in /pages/<name>.js and export `render(root, ctx)` and `events`: the runtime event
+// kinds that change what they show. A page may set `ctx.refresh` (redraw its data in place, keeping
+// what the operator is typing) and `ctx.accept(kind, event)` (skip events about something else).
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'schedules', 'memory', 'mcp',
   'handoffs', 'audit', 'costs', 'skills'];
@@ -9,7 +11,8 @@ const ALIASES = { sessions: 'agents' }; // #/sessions/ID is drawn by the agents 
 const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',
   'run_step', 'run_finished', 'approval_requested', 'approval_decided', 'cost_recorded', 'bot_status',
-  'mcp_health', 'schedule_fired', 'schedule_outcome', 'handoff_changed', 'memory_changed', 'warning'];
+  'mcp_health', 'schedule_fired', 'schedule_outcome', 'handoff_changed', 'memory_changed', 'agent_changed',
+  'policy_changed', 'audit_appended', 'warning'];
 const SESSION = '/api/v1/session';
 const TIMEOUT_MS = 20000;
 
@@ -324,10 +327,10 @@ async function renderPage(root, mod, ctx) {
 
 // At most one refresh per 300 ms, even under a steady stream of events.
 let pending = null; // { timer, target }
-function pageEvent(kind) {
+function pageEvent(kind, event) {
   const kinds = current?.mod?.events || [];
-  // Pages without `events` (Chat, Agents, Skills, Audit) are never redrawn behind the operator's back.
   if (!kinds.length || (kind !== 'resync' && !kinds.includes(kind))) return;
+  if (kind !== 'resync' && current.ctx.accept && !current.ctx.accept(kind, event)) return;
   if (pending?.target === current) return;
   if (pending) clearTimeout(pending.timer);
   const target = current;
@@ -375,7 +378,14 @@ function connectEvents() {
       }, 5000);
     } else setLive('connecting');
   };
-  for (const kind of EVENT_KINDS) es.addEventListener(kind, () => { pageEvent(kind); navEvent(kind); });
+  for (const kind of EVENT_KINDS) {
+    es.addEventListener(kind, (message) => {
+      let event = null;
+      try { event = JSON.parse(message.data); } catch { /* a page then decides on the kind alone */ }
+      pageEvent(kind, event);
+      navEvent(kind);
+    });
+  }
   es.addEventListener('resync', () => pageEvent('resync'));
 }
 

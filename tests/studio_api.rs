@@ -1,21 +1,29 @@
 //! Studio's approvals, grants and policy-rules API against the real daemon over loopback HTTP:
 //! an approval requested by a run is decided from the inbox, a grant is listed and revoked, a
 //! stored rule tightens policy, and the guard refuses foreign hosts, cross-site mutations and
-//! missing tokens. Every change lands in the audit log.
+//! missing tokens. Every change lands in the audit log, and every audit row is announced on the
+//! event bus (Studio's Audit page refreshes on it). The skills catalogue says, per agent, whether
+//! a skill is enabled, usable and why not, with the front matter `skills show` prints, and an
+//! agent that does not answer never makes it (or the agents list) fail.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clawvisor::domain::ChatKey;
-use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, wait_reply};
+use clawvisor::events::{EventKind, RuntimeEvent};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 struct Studio {
     harness: Harness,
     _llm: ScriptedLlm,
     base: String,
     http: reqwest::Client,
+    /// Every runtime event since the daemon started (subscribed before any request).
+    events: broadcast::Receiver<RuntimeEvent>,
+    seen: Vec<RuntimeEvent>,
 }
 
 impl Studio {
@@ -38,6 +46,7 @@ impl Studio {
         options.config_extra = config_extra.to_string();
         options.env = env;
         let harness = Harness::start(options).await.expect("daemon");
+        let events = harness.daemon().events.subscribe();
         let addr = harness
             .daemon()
             .studio_addr(Duration::from_secs(10))
@@ -48,6 +57,50 @@ impl Studio {
             _llm: llm,
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
+            events,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The events of `kind` published so far.
+    fn published(&mut self, kind: EventKind) -> Vec<RuntimeEvent> {
+        while let Ok(event) = self.events.try_recv() {
+            self.seen.push(event);
+        }
+        self.seen
+            .iter()
+            .filter(|event| event.kind == kind)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until every audit row in the database has been announced as `audit_appended`
+    /// (announcements follow the commit, so the last one may still be on its way).
+    async fn assert_every_audit_row_announced(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut stored = self.audit_actions().await;
+            let mut announced: Vec<String> = self
+                .published(EventKind::AuditAppended)
+                .iter()
+                .map(|event| {
+                    event.data["action"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+            stored.sort();
+            announced.sort();
+            if stored == announced {
+                assert!(!stored.is_empty(), "nothing was audited");
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "audit rows {stored:?} but announced {announced:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -108,7 +161,7 @@ impl Studio {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked() {
-    let studio = Studio::start("", BTreeMap::new()).await;
+    let mut studio = Studio::start("", BTreeMap::new()).await;
     let chat = ChatKey::studio("inbox");
     let mut outputs = studio.harness.listen(&chat).await.unwrap();
     studio.harness.send("ada", &chat, "write the note").unwrap();
@@ -202,12 +255,16 @@ async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked(
             "{expected} in {actions:?}"
         );
     }
+    studio.assert_every_audit_row_announced().await;
+    let policy = studio.published(EventKind::PolicyChanged);
+    assert_eq!(policy.len(), 1, "the revocation, once: {policy:?}");
+    assert_eq!(policy[0].subject, format!("grant:{grant}"));
     studio.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
-    let studio = Studio::start("", BTreeMap::new()).await;
+    let mut studio = Studio::start("", BTreeMap::new()).await;
     let (status, body) = studio
         .post(
             "/api/v1/policy/rules",
@@ -261,6 +318,18 @@ async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
         actions.iter().any(|a| a == "policy.rule_disabled"),
         "{actions:?}"
     );
+    studio.assert_every_audit_row_announced().await;
+    let changes: Vec<String> = studio
+        .published(EventKind::PolicyChanged)
+        .iter()
+        .map(|event| {
+            event.data["change"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(changes, ["rule_added", "rule_disabled"]);
     studio.harness.stop().await;
 }
 
@@ -365,4 +434,239 @@ async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens
         assert_eq!(response.status().as_u16(), expected, "{token}");
     }
     studio.harness.stop().await;
+}
+
+/// Every file that appends to the audit log also announces it (`audit::announce`), so that a new
+/// audited action cannot silently leave Studio's Audit page stale.
+#[test]
+fn every_writer_of_the_audit_log_announces_its_rows() {
+    let mut pending = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut writers = 0;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "rs") || path.ends_with("src/audit.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let appends = text.matches("audit::append(").count();
+            if appends == 0 {
+                continue;
+            }
+            writers += 1;
+            assert!(
+                text.contains("audit::announce("),
+                "{} appends audit rows but never calls crate::audit::announce after its commit",
+                path.display()
+            );
+        }
+    }
+    assert!(writers >= 3, "the audit writers were not found under src/");
+}
+
+fn write_skill(root: &std::path::Path, folder: &str, text: &str) {
+    let dir = root.join("skills").join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), text).unwrap();
+}
+
+/// Calls the API in-process with `state` (to give Studio an agent that does not run).
+async fn call(state: clawvisor::studio::StudioState, path: &str) -> (u16, Value) {
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder()
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = clawvisor::studio::router(state)
+        .oneshot(request)
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys() {
+    let dir = ScratchDir::new("studio-skills").unwrap();
+    write_skill(
+        dir.path(),
+        "journal",
+        "---\nname: journal\ndescription: Keeps a dated journal.\ntools: [write_file]\nrisk: medium\nrequires:\n  bins: [sh]\nlicense: MIT\nx-origin: another-runtime\n---\nWrite it down.\n",
+    );
+    write_skill(
+        dir.path(),
+        "bobs",
+        "---\nname: bobs\ndescription: Only for bob.\nagents: [bob]\n---\nHi.\n",
+    );
+    write_skill(
+        dir.path(),
+        "mailer",
+        "---\nname: mailer\ndescription: Sends mail.\nmcp: [mail]\n---\nMail.\n",
+    );
+    write_skill(
+        dir.path(),
+        "broken",
+        "---\nname: broken\n---\nno description\n",
+    );
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("ok")))
+        .await
+        .unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![
+        agent_toml("ada", "tools = [\"write_file\"]"),
+        agent_toml("bob", ""),
+    ];
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let mut bus = harness.daemon().events.subscribe();
+    let state = harness.daemon().studio_state();
+    let (status, body) = call(state.clone(), "/api/v1/skills").await;
+    assert_eq!(status, 200, "{body}");
+    let skill = |body: &Value, name: &str| {
+        body["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|skill| skill["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    let of = |skill: &Value, agent: &str| {
+        skill["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["agent"] == agent)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {agent} in {skill}"))
+    };
+
+    // What `clawvisor skills show` prints: needs, risk, limits, and the keys kept but unused.
+    let journal = skill(&body, "journal");
+    assert_eq!(journal["valid"], true, "{journal}");
+    assert_eq!(journal["tools"], json!(["write_file"]));
+    assert_eq!(journal["risk"], "medium");
+    assert_eq!(journal["requires"]["bins"], json!(["sh"]));
+    assert_eq!(journal["unknown_keys"]["license"], "MIT", "{journal}");
+    assert_eq!(journal["unknown_keys"]["x-origin"], "another-runtime");
+    assert_eq!(skill(&body, "bobs")["limited_to"], json!(["bob"]));
+    assert_eq!(skill(&body, "mailer")["mcp"], json!(["mail"]));
+
+    // Per agent: ada can use the journal, bob cannot — and says why even though ada can.
+    assert_eq!(journal["available"], true);
+    let (ada, bob) = (of(&journal, "ada"), of(&journal, "bob"));
+    assert_eq!(
+        (
+            &ada["enabled"],
+            &ada["available"],
+            &ada["usable"],
+            &ada["reason"]
+        ),
+        (&json!(false), &json!(true), &json!(false), &Value::Null),
+        "{ada}"
+    );
+    assert_eq!(bob["available"], false, "{bob}");
+    assert!(
+        bob["reason"].as_str().unwrap().contains("write_file"),
+        "{bob}"
+    );
+    let bobs = skill(&body, "bobs");
+    assert!(
+        of(&bobs, "ada")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("limited to agents bob"),
+        "{bobs}"
+    );
+    assert_eq!(of(&bobs, "bob")["available"], true, "{bobs}");
+    assert!(
+        of(&skill(&body, "mailer"), "ada")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("mail"),
+    );
+    // An invalid skill says what to fix, for the catalogue and for every agent.
+    let broken = skill(&body, "broken");
+    assert_eq!(broken["valid"], false, "{broken}");
+    assert!(
+        broken["error"].as_str().unwrap().contains("description"),
+        "{broken}"
+    );
+    assert!(
+        of(&broken, "bob")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid"),
+        "{broken}"
+    );
+
+    // Enabling it makes it usable for ada, and is announced (Studio's pages refresh on it).
+    use tower::ServiceExt;
+    let response = clawvisor::studio::router(state.clone())
+        .oneshot(
+            axum::http::Request::builder()
+                .method("PATCH")
+                .uri("/api/v1/agents/ada/skills/journal")
+                .header("host", "127.0.0.1")
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(r#"{"enabled": true}"#))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (_, body) = call(state.clone(), "/api/v1/skills").await;
+    assert_eq!(
+        of(&skill(&body, "journal"), "ada")["usable"],
+        true,
+        "{body}"
+    );
+    let announced = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = bus.recv().await.unwrap();
+            if event.kind == EventKind::AgentChanged {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("agent_changed after a skill toggle");
+    assert_eq!(announced.subject, "agent:ada");
+    assert_eq!(
+        (&announced.data["skill"], &announced.data["enabled"]),
+        (&json!("journal"), &json!(true))
+    );
+
+    // An agent that does not answer is listed as such; the catalogue and the list still answer.
+    let mut with_ghost = state.clone();
+    let mut agents = (*state.agents).clone();
+    agents.push(clawvisor::studio::AgentEntry {
+        name: "ghost".into(),
+        telegram: false,
+    });
+    with_ghost.agents = std::sync::Arc::new(agents);
+    let (status, body) = call(with_ghost.clone(), "/api/v1/skills").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["unreachable"][0]["agent"], "ghost", "{body}");
+    let ghost = of(&skill(&body, "journal"), "ghost");
+    assert_eq!(ghost["reachable"], false, "{ghost}");
+    assert!(
+        ghost["reason"].as_str().unwrap().contains("ghost"),
+        "{ghost}"
+    );
+    assert_eq!(of(&skill(&body, "journal"), "ada")["usable"], true);
+    let (status, body) = call(with_ghost, "/api/v1/agents").await;
+    assert_eq!(status, 200, "{body}");
+    let listed = body["agents"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{body}");
+    assert_eq!(listed[2]["reachable"], false, "{body}");
+    assert_eq!(listed[0]["reachable"], true, "{body}");
+    harness.stop().await;
 }

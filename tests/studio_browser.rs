@@ -1,8 +1,12 @@
 //! Studio in a real headless Chromium (driven through ChromeDriver) against the real daemon on
 //! loopback: logging in with the one-time link, the Overview tree updating live when a bot is
-//! made to crash, Chat streaming an answer from the scripted model, an approval appearing in the
-//! inbox without a reload and approving it completing the run, and a schedule created with its
-//! preview. A screenshot of every page is written to `<target>/tmp/studio-screenshots/`.
+//! made to crash, Chat streaming an answer from the scripted model (and showing what another
+//! device said in the same conversation), an approval appearing in the inbox without a reload and
+//! approving it completing the run, and a schedule created with its preview; pages refreshing live on changes made elsewhere (an agent's settings changed through
+//! the API while the Agents page is open, without losing what the operator typed; a skill toggled
+//! while the Skills page is open; an audit row appended while the Audit page is open); and, on a
+//! phone-sized viewport (390×844), no page wider than the screen. A screenshot of every page is
+//! written to `<target>/tmp/studio-screenshots/` (`phone-*.png` for the phone viewport).
 //!
 //! Chromium and ChromeDriver come from Debian's `chromium` and `chromium-driver` packages;
 //! `.ci/run` installs them, and so does this test when it runs as root and they are missing.
@@ -142,24 +146,96 @@ impl Browser {
             .await;
     }
 
+    /// Fails when the page is wider than the viewport (it would scroll sideways) or content sticks
+    /// out of a card.
+    async fn assert_no_sideways_scroll(&self, page: &str) {
+        let sizes = self
+            .client
+            .execute(
+                "return [document.documentElement.scrollWidth, window.innerWidth];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let (scroll, inner) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
+        if scroll > inner {
+            let culprits = self
+                .client
+                .execute(
+                    "return [...document.querySelectorAll('body *')].filter((n) => n.getBoundingClientRect().right > window.innerWidth + 0.5).slice(0, 8).map((n) => n.tagName + '.' + n.className + ' ' + Math.round(n.getBoundingClientRect().right));",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            panic!("{page}: {scroll} px wide on a {inner} px screen; too wide: {culprits}");
+        }
+        // Nor does anything stick out of its card (squeezed content that still fits the screen).
+        let squeezed = self
+            .client
+            .execute(
+                "return [...document.querySelectorAll('.card')].filter((c) => c.scrollWidth > c.clientWidth + 1).map((c) => c.outerHTML.slice(0, 120));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            squeezed,
+            json!([]),
+            "{page}: content sticks out of these cards"
+        );
+    }
+
     async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap();
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
     }
 
-    async fn close(mut self) {
+    async fn close(self) {
         let _ = self.client.clone().close().await;
+    }
+}
+
+/// ChromeDriver (and the browser it started) ends with the test, also when an assertion fails
+/// before `close`: a dropped `Child` is not killed by itself.
+impl Drop for Browser {
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
 }
 
-/// The daemon: agent `ada` with a bot on the fake Telegram, a scripted model, Studio on loopback.
+/// The daemon: agent `ada` with a bot on the fake Telegram, a scripted model, two bundled skills
+/// (`journal`, usable by ada; `runner`, which needs the shell ada lacks), Studio on loopback.
 struct World {
     harness: Harness,
     _llm: ScriptedLlm,
     _telegram: FakeTelegram,
     base: String,
+    http: reqwest::Client,
+}
+
+impl World {
+    /// A change made outside the browser (as a script or another tab would).
+    async fn patch(&self, path: &str, body: serde_json::Value) {
+        let response = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "PATCH {path}");
+    }
+}
+
+fn write_skill(root: &std::path::Path, name: &str, front_matter: &str) {
+    let dir = root.join("skills").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\n{front_matter}---\nInstructions of {name}.\n"),
+    )
+    .unwrap();
 }
 
 async fn world() -> World {
@@ -189,7 +265,18 @@ async fn world() -> World {
         ),
     )];
     options.env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
-    let harness = Harness::start(options).await.expect("daemon");
+    let dir = ScratchDir::new("studio-browser-daemon").unwrap();
+    write_skill(
+        dir.path(),
+        "journal",
+        "description: Keeps a dated journal.\ntools: [write_file]\nrisk: medium\nlicense: MIT\n",
+    );
+    write_skill(
+        dir.path(),
+        "runner",
+        "description: Runs commands.\ntools: [shell]\n",
+    );
+    let harness = Harness::start_in(dir, options).await.expect("daemon");
     let addr = harness
         .daemon()
         .studio_addr(Duration::from_secs(10))
@@ -200,6 +287,7 @@ async fn world() -> World {
         _llm: llm,
         _telegram: telegram,
         base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
     }
 }
 
@@ -285,6 +373,25 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         done.text().await.unwrap()
     );
     browser.screenshot("chat").await;
+    // Said in the same conversation elsewhere (another device): shown without a reload, and the
+    // answer after it too.
+    world
+        .harness
+        .send(
+            "ada",
+            &clawvisor::domain::ChatKey::studio("operator"),
+            "hello from my phone",
+        )
+        .unwrap();
+    browser
+        .wait_until(
+            "the other device's message and its answer are shown",
+            "[...document.querySelectorAll('.chat-log .msg')].map((m) => m.textContent).join('|').match(/hello from my phone.*\\|.*streamed answer/)",
+        )
+        .await;
+    browser
+        .wait_until("no reload happened", "window.__no_reload === 1")
+        .await;
 
     // An approval requested by a run appears in the inbox without a reload; approving it
     // completes the run.
@@ -407,6 +514,188 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         .await
         .unwrap();
     assert_eq!(errors, json!(0), "a page shows an error");
+
+    // Agents: a change made through the API shows without a reload; an untouched card is redrawn
+    // (its form too), a card being edited keeps what the operator typed.
+    browser.open("agents").await;
+    browser
+        .client
+        .execute("window.__no_reload = 2; return 1;", vec![])
+        .await
+        .unwrap();
+    world
+        .patch("/api/v1/agents/ada", json!({"model": "other-model"}))
+        .await;
+    browser
+        .wait_until(
+            "the new model is shown in the untouched card",
+            "document.querySelector('[data-agent=\"ada\"] input[name=\"model\"]').value === 'other-model'",
+        )
+        .await;
+    let model = browser
+        .wait_for("[data-agent=\"ada\"] input[name=\"model\"]")
+        .await;
+    model.clear().await.unwrap();
+    model.send_keys("typed-by-the-operator").await.unwrap();
+    world
+        .patch("/api/v1/agents/ada", json!({"autonomy": "supervised"}))
+        .await;
+    browser
+        .wait_until(
+            "the new autonomy is shown",
+            "document.querySelector('[data-agent=\"ada\"] [data-field=\"autonomy\"]').textContent === 'supervised'",
+        )
+        .await;
+    let typed = browser
+        .client
+        .execute(
+            "return document.querySelector('[data-agent=\"ada\"] input[name=\"model\"]').value;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        typed,
+        json!("typed-by-the-operator"),
+        "the typed text was lost"
+    );
+    browser
+        .wait_until("no reload happened", "window.__no_reload === 2")
+        .await;
+    browser.screenshot("agents-live").await;
+    world
+        .patch(
+            "/api/v1/agents/ada",
+            json!({"model": "scripted-model", "autonomy": "require_approval"}),
+        )
+        .await;
+
+    // Skills: validation status, what a skill needs, the reason beside a disabled checkbox, the
+    // front-matter keys clawvisor keeps; a toggle made through the API shows without a reload.
+    browser.open("skills").await;
+    let runner = browser
+        .wait_for("[data-skill=\"runner\"] [data-skill-agent=\"ada\"]")
+        .await;
+    assert!(
+        runner
+            .find(Locator::Css("input[data-skill-toggle]"))
+            .await
+            .unwrap()
+            .prop("disabled")
+            .await
+            .unwrap()
+            .as_deref()
+            == Some("true"),
+        "a skill ada cannot use has a disabled checkbox"
+    );
+    let reason = runner
+        .find(Locator::Css(".skill-reason"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        reason.contains("shell"),
+        "the reason is beside it: {reason}"
+    );
+    let journal = browser.wait_for("[data-skill=\"journal\"]").await;
+    let text = journal.text().await.unwrap();
+    for shown in ["license: MIT", "write_file", "medium", "valid"] {
+        assert!(text.contains(shown), "`{shown}` missing from: {text}");
+    }
+    world
+        .patch(
+            "/api/v1/agents/ada/skills/journal",
+            json!({"enabled": true}),
+        )
+        .await;
+    browser
+        .wait_for(
+            "[data-skill=\"journal\"] [data-skill-agent=\"ada\"][data-usable=\"true\"] input[data-skill-toggle]:checked",
+        )
+        .await;
+    browser
+        .wait_until("no reload happened", "window.__no_reload === 2")
+        .await;
+    browser.screenshot("skills-live").await;
+
+    // Audit: a row appended by a run shows on top without a reload.
+    browser.open("audit").await;
+    let newest = browser
+        .client
+        .execute(
+            "return Number(document.querySelector('[data-entry]').dataset.entry);",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_i64()
+        .unwrap();
+    let chat = clawvisor::domain::ChatKey::cli("phone");
+    world
+        .harness
+        .send("ada", &chat, "write the shopping note again")
+        .unwrap();
+    browser
+        .wait_until(
+            "the approval request is on top of the audit log",
+            &format!(
+                "Number(document.querySelector('[data-entry]').dataset.entry) > {newest} && document.querySelector('[data-entry]').textContent.includes('approval.requested')"
+            ),
+        )
+        .await;
+    browser
+        .wait_until("no reload happened", "window.__no_reload === 2")
+        .await;
+
+    // A phone: no page is wider than the screen.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let width = browser
+        .client
+        .execute("return window.innerWidth;", vec![])
+        .await
+        .unwrap();
+    assert!(
+        width.as_i64().unwrap() <= 400,
+        "the viewport is phone-sized: {width}"
+    );
+    browser.open("overview").await;
+    browser.assert_no_sideways_scroll("overview").await;
+    browser.screenshot("phone-overview").await;
+    browser.open("approvals").await;
+    browser.wait_for("[data-approval]").await;
+    browser.assert_no_sideways_scroll("approvals").await;
+    browser.screenshot("phone-approvals").await;
+    for page in [
+        "agents",
+        "chat",
+        "runs",
+        "schedules",
+        "memory",
+        "mcp",
+        "handoffs",
+        "audit",
+        "costs",
+        "skills",
+    ] {
+        browser.open(page).await;
+        browser.assert_no_sideways_scroll(page).await;
+        browser.screenshot(&format!("phone-{page}")).await;
+    }
+    browser.open("approvals").await;
+    browser
+        .wait_for("[data-approval] button[data-action=\"deny\"]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "the inbox empties",
+            "!document.querySelector('[data-approval]')",
+        )
+        .await;
 
     browser.close().await;
     world.harness.stop().await;

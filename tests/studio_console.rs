@@ -912,8 +912,213 @@ async fn chat_streams_the_answer_and_events_stream_live() {
         "clawvisor_approvals_pending 0",
         "clawvisor_actor_restarts_total{actor=\"agent:ada\"} 0",
         "clawvisor_llm_input_tokens_total{agent=\"ada\",model=\"scripted-model\"}",
+        "# TYPE clawvisor_bot_poll_lag_seconds gauge",
+        "# TYPE clawvisor_bot_last_update_age_seconds gauge",
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }
+    // No bot here: no polling lag to report (rather than a made-up one).
+    assert!(
+        !metrics.contains("clawvisor_bot_poll_lag_seconds{"),
+        "{metrics}"
+    );
+    console.harness.stop().await;
+}
+
+/// `name{agent="ada"}`'s value in a Prometheus text, if it is there.
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    let prefix = format!("{name}{{agent=\"ada\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// Scrapes `/metrics` until `check` holds (or fails after `seconds`); the last scrape.
+async fn metrics_until(
+    state: &StudioState,
+    what: &str,
+    seconds: u64,
+    check: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let response = studio::router(state.clone())
+            .oneshot(Console::request(Method::GET, "/metrics", None))
+            .await
+            .unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        if check(&text) {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never: {what}\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Polling lag is the time since the bot's last completed `getUpdates` (empty or not): it stays
+/// below the long-poll timeout (2 s in the harness) for an idle, healthy bot while the newest
+/// update only gets older, and grows when polls stop coming back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bot_polling_lag_counts_from_the_last_completed_poll() {
+    let telegram = clawvisor::testkit::fake_telegram::FakeTelegram::start().await;
+    let token = "4343:AAH-metrics-test-token-0001";
+    let bot = telegram.add_bot(token, "ada_bot");
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("Hello.")))
+        .await
+        .expect("model");
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "ada",
+        &format!(
+            "[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [42]\n",
+            telegram.base_url()
+        ),
+    )];
+    options.env = [("ADA_TOKEN".to_string(), token.to_string())].into();
+    let harness = Harness::start(options).await.expect("daemon");
+    let state = harness.daemon().studio_state();
+
+    // One update arrives; then the bot idles, its long polls coming back empty.
+    telegram.push_message(bot, 42, 42, "hello");
+    let text = metrics_until(&state, "the newest update is 5 s old", 30, |text| {
+        sample(text, "clawvisor_bot_last_update_age_seconds").is_some_and(|age| age >= 5.0)
+    })
+    .await;
+    let lag = sample(&text, "clawvisor_bot_poll_lag_seconds").expect("a polling lag");
+    assert!(
+        lag <= 3.5,
+        "an idle healthy bot lags at most a poll: {lag}\n{text}"
+    );
+
+    // Polls stop coming back: the lag grows; once they do again, it falls.
+    telegram.hang_polls(bot, Duration::from_secs(5));
+    metrics_until(
+        &state,
+        "the polling lag grows while polls hang",
+        20,
+        |text| sample(text, "clawvisor_bot_poll_lag_seconds").is_some_and(|lag| lag >= 3.0),
+    )
+    .await;
+    metrics_until(
+        &state,
+        "the polling lag falls once polls return",
+        30,
+        |text| sample(text, "clawvisor_bot_poll_lag_seconds").is_some_and(|lag| lag < 2.5),
+    )
+    .await;
+    harness.stop().await;
+}
+
+/// The changes the Memory and Handoffs pages show are announced once stored: a memory saved and
+/// archived (the archive also as an audit row), a contract through its lifecycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_handoff_changes_are_announced_for_live_pages() {
+    use clawvisor::actors::handoff_supervisor::{HandoffMsg, NewContract};
+    use clawvisor::actors::memory::{MemoryMsg, SaveOutcome, SaveRequest};
+    use clawvisor::events::RuntimeEvent;
+    use clawvisor::registry::names;
+
+    let console = Console::start().await;
+    let mut bus = console.state.events.subscribe();
+    let registry = &console.harness.daemon().registry;
+    let memory = registry.lookup::<MemoryMsg>(names::MEMORY).expect("memory");
+    let saved = ractor::call_t!(
+        memory,
+        MemoryMsg::Save,
+        10_000,
+        SaveRequest {
+            owner: "ada".into(),
+            class: "durable".into(),
+            sensitivity: "normal".into(),
+            source: "user_said".into(),
+            chat: None,
+            text: "The operator prefers mornings.".into(),
+            run_id: None,
+            message_id: None,
+        }
+    )
+    .unwrap()
+    .unwrap();
+    let SaveOutcome::Saved { id, .. } = saved else {
+        panic!("not saved: {saved:?}");
+    };
+    let (status, body) = console
+        .call(
+            Method::POST,
+            &format!("/api/v1/memory/{id}/archive"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let handoffs = registry
+        .lookup::<HandoffMsg>(names::HANDOFFS)
+        .expect("handoffs");
+    let contract = ractor::call_t!(
+        handoffs,
+        HandoffMsg::Create,
+        10_000,
+        NewContract {
+            owner: "ada".into(),
+            owner_chat: "cli:op".into(),
+            owner_run_id: None,
+            delegate: "ada".into(),
+            subtask: "Say hello".into(),
+            expected: String::new(),
+            validator: None,
+            deadline: Duration::from_secs(60),
+            tools: None,
+        }
+    )
+    .unwrap()
+    .unwrap();
+
+    // Collect until the contract was delivered (or 20 s pass).
+    let mut seen: Vec<RuntimeEvent> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen
+        .iter()
+        .any(|event| event.kind == EventKind::HandoffChanged && event.detail == "delivered")
+    {
+        match tokio::time::timeout_at(deadline, bus.recv()).await {
+            Ok(Ok(event)) => seen.push(event),
+            _ => panic!("no delivered contract in {seen:#?}"),
+        }
+    }
+    let of = |kind: EventKind| -> Vec<(String, String)> {
+        seen.iter()
+            .filter(|event| event.kind == kind)
+            .map(|event| (event.subject.clone(), event.detail.clone()))
+            .collect()
+    };
+    let subject = format!("memory:{id}");
+    assert_eq!(
+        of(EventKind::MemoryChanged),
+        [
+            (subject.clone(), "saved".to_string()),
+            (subject.clone(), "memory.archive".to_string())
+        ]
+    );
+    assert!(
+        of(EventKind::AuditAppended).contains(&(subject, "memory.archive".to_string())),
+        "{seen:#?}"
+    );
+    let changes: Vec<String> = of(EventKind::HandoffChanged)
+        .into_iter()
+        .filter(|(subject, _)| *subject == format!("contract:{contract}"))
+        .map(|(_, change)| change)
+        .collect();
+    assert_eq!(
+        changes,
+        ["created", "in_progress", "returned", "delivered"],
+        "{seen:#?}"
+    );
     console.harness.stop().await;
 }

@@ -1,6 +1,6 @@
 //! Agent(name): one per agent definition. Routes inbound messages to its sessions (spawning them on
 //! demand), owns the agent's runtime settings (autonomy, model, paused, tools) and pushes every
-//! change to its sessions.
+//! change to its sessions, then announces it as `agent_changed` (settings, skill toggles, tools).
 //!
 //! Invariants:
 //! - One session per chat; a session is stopped for idleness only when every message routed to it
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::json;
 
 use super::root::spawn_child;
 use super::session::{Session, SessionArgs, SessionMsg};
@@ -22,6 +23,7 @@ use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPo
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, SessionCommand};
+use crate::events::EventKind;
 use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
@@ -81,7 +83,8 @@ pub struct AgentView {
     pub skills: Vec<SkillView>,
 }
 
-/// One skill as an agent has it.
+/// One skill as an agent has it: its catalogue entry (what `clawvisor skills show` prints) and
+/// whether this agent has it enabled and can use it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillView {
     pub name: String,
@@ -90,8 +93,21 @@ pub struct SkillView {
     pub level: &'static str,
     pub path: String,
     pub enabled: bool,
-    /// Why it cannot be used, when it cannot.
+    /// Why this agent cannot use it, when it cannot (an invalid skill says so here too).
     pub unavailable: Option<String>,
+    /// Why its `SKILL.md` does not load (what to fix), when it does not.
+    pub invalid: Option<String>,
+    /// Front matter: required tools, MCP servers, the risk hint, the agents it is limited to, and
+    /// the variables and programs it needs.
+    pub tools: Vec<String>,
+    pub mcp: Vec<String>,
+    pub risk: Option<String>,
+    pub agents: Option<Vec<String>>,
+    pub requires: skills::Requires,
+    /// Front-matter keys this runtime does not use, as text.
+    pub unknown: BTreeMap<String, String>,
+    /// Other files of the skill's folder.
+    pub files: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -239,22 +255,36 @@ impl Actor for AgentActor {
                 }
             }
             AgentMsg::SetTools(source, tools) => {
+                let before = tool_names(state);
                 if tools.is_empty() {
                     state.extra_tools.remove(&source);
                 } else {
-                    state.extra_tools.insert(source, tools);
+                    state.extra_tools.insert(source.clone(), tools);
                 }
                 rebuild_tools(state);
                 push_settings(state);
+                if tool_names(state) != before {
+                    announce(
+                        state,
+                        &format!("tools from {source} changed"),
+                        json!({"change": "tools", "source": source}),
+                    );
+                }
             }
             AgentMsg::SetSkill {
                 skill,
                 enabled,
                 reply,
             } => {
-                let result = set_skill(state, skill, enabled).await;
+                let result = set_skill(state, skill.clone(), enabled).await;
                 if result.is_ok() {
                     push_settings(state);
+                    let verb = if enabled { "enabled" } else { "disabled" };
+                    announce(
+                        state,
+                        &format!("skill {skill} {verb}"),
+                        json!({"change": "skill", "skill": skill, "enabled": enabled}),
+                    );
                 }
                 let _ = reply.send(result.map(|()| view(state)));
             }
@@ -263,6 +293,18 @@ impl Actor for AgentActor {
                 let result = update_settings(state, change).await;
                 if result.is_ok() {
                     push_settings(state);
+                    let settings = &state.settings;
+                    announce(
+                        state,
+                        &format!(
+                            "settings: autonomy {}, model {}, {}",
+                            settings.autonomy.as_str(),
+                            settings.model,
+                            if settings.paused { "paused" } else { "running" }
+                        ),
+                        json!({"change": "settings", "autonomy": settings.autonomy.as_str(),
+                               "model": settings.model, "paused": settings.paused}),
+                    );
                 }
                 let _ = reply.send(result.map(|()| view(state)));
                 if was_paused && !state.settings.paused {
@@ -432,6 +474,27 @@ async fn resume_unfinished(
     Ok(())
 }
 
+fn tool_names(state: &AgentState) -> Vec<String> {
+    state
+        .settings
+        .tools
+        .iter()
+        .map(|tool| tool.name().to_string())
+        .collect()
+}
+
+/// `agent_changed` once a change is stored and applied (Studio's Agents, Skills and Chat pages).
+fn announce(state: &AgentState, detail: &str, mut data: serde_json::Value) {
+    let agent = &state.runtime.spec.name;
+    data["agent"] = json!(agent);
+    state.runtime.events.publish_data(
+        EventKind::AgentChanged,
+        &format!("agent:{agent}"),
+        detail,
+        data,
+    );
+}
+
 fn push_settings(state: &AgentState) {
     for id in state.sessions.ids() {
         if let Some(cell) = state.sessions.cell(&id) {
@@ -484,26 +547,34 @@ fn view(state: &AgentState) -> AgentView {
         model: state.settings.model.clone(),
         autonomy: state.settings.autonomy,
         paused: state.settings.paused,
-        tools: state
-            .settings
-            .tools
-            .iter()
-            .map(|tool| tool.name().to_string())
-            .collect(),
+        tools: tool_names(state),
         sessions: state.sessions.ids().len(),
         has_telegram: spec.telegram.is_some(),
         skills: state
             .runtime
             .skill_catalogue
             .iter()
-            .map(|skill| SkillView {
-                name: skill.entry.name.clone(),
-                description: skill.description().to_string(),
-                level: skill.entry.level.as_str(),
-                path: skill.entry.dir.display().to_string(),
-                enabled: state.enabled_skills.contains(&skill.entry.name),
-                unavailable: skill.available.as_ref().err().cloned(),
-            })
+            .map(|skill| skill_view(skill, &state.enabled_skills))
             .collect(),
+    }
+}
+
+fn skill_view(skill: &skills::AgentSkill, enabled: &[String]) -> SkillView {
+    let parsed = skill.entry.skill.as_ref().ok();
+    SkillView {
+        name: skill.entry.name.clone(),
+        description: skill.description().to_string(),
+        level: skill.entry.level.as_str(),
+        path: skill.entry.dir.display().to_string(),
+        enabled: enabled.contains(&skill.entry.name),
+        unavailable: skill.available.as_ref().err().cloned(),
+        invalid: skill.entry.skill.as_ref().err().cloned(),
+        tools: parsed.map(|s| s.tools.clone()).unwrap_or_default(),
+        mcp: parsed.map(|s| s.mcp.clone()).unwrap_or_default(),
+        risk: parsed.and_then(|s| s.risk.clone()),
+        agents: parsed.and_then(|s| s.agents.clone()),
+        requires: parsed.map(|s| s.requires.clone()).unwrap_or_default(),
+        unknown: parsed.map(|s| s.unknown.clone()).unwrap_or_default(),
+        files: parsed.map(|s| s.files.clone()).unwrap_or_default(),
     }
 }

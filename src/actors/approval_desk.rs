@@ -353,6 +353,16 @@ impl Actor for ApprovalDesk {
                         Ok(revoked)
                     })
                     .await?;
+                if revoked {
+                    let subject = format!("grant:{id}");
+                    crate::audit::announce(&state.args.events, "grant.revoked", &subject);
+                    state.args.events.publish_data(
+                        EventKind::PolicyChanged,
+                        &subject,
+                        "grant revoked",
+                        json!({"grant": id, "change": "grant_revoked"}),
+                    );
+                }
                 let _ = reply.send(revoked);
             }
             ApprovalDeskMsg::AddRule { rule, by, reply } => {
@@ -382,6 +392,14 @@ impl Actor for ApprovalDesk {
                         Ok(id)
                     })
                     .await?;
+                let subject = format!("rule:{id}");
+                crate::audit::announce(&state.args.events, "policy.rule_added", &subject);
+                state.args.events.publish_data(
+                    EventKind::PolicyChanged,
+                    &subject,
+                    "rule added",
+                    json!({"rule": id, "change": "rule_added"}),
+                );
                 let _ = reply.send(id);
             }
             ApprovalDeskMsg::DisableRule { id, by, reply } => {
@@ -402,6 +420,16 @@ impl Actor for ApprovalDesk {
                         Ok(disabled)
                     })
                     .await?;
+                if disabled {
+                    let subject = format!("rule:{id}");
+                    crate::audit::announce(&state.args.events, "policy.rule_disabled", &subject);
+                    state.args.events.publish_data(
+                        EventKind::PolicyChanged,
+                        &subject,
+                        "rule disabled",
+                        json!({"rule": id, "change": "rule_disabled"}),
+                    );
+                }
                 let _ = reply.send(disabled);
             }
             ApprovalDeskMsg::ExpireDue => {
@@ -516,7 +544,16 @@ async fn on_request(
             Ok(())
         })
         .await?;
+    crate::audit::announce(&state.args.events, "approval.requested", &row.id);
     let Some(_paths) = reachable else {
+        crate::audit::announce(&state.args.events, "approval.denied", &row.id);
+        // Decided at once: the inbox's "recently decided" list shows it.
+        state.args.events.publish_data(
+            EventKind::ApprovalDecided,
+            &format!("approval:{id}"),
+            "denied: no approver reachable",
+            json!({"id": id, "status": row.status, "by": "system", "agent": row.agent}),
+        );
         let _ = reply.send(ApprovalVerdict::Denied {
             id,
             reason: "no approver is reachable for this chat (no Telegram approver online and no Studio), so it was denied at once".into(),
@@ -696,12 +733,13 @@ async fn on_decide(
             _ => None,
         },
     );
-    let changed = state
+    // None: it was no longer pending; Some(grant): decided, with the grant it created if any.
+    let decided = state
         .args
         .store
         .write(move |conn| {
             if !queries::decide(conn, &stored.id, status, &decided_by, now)? {
-                return Ok(false);
+                return Ok(None);
             }
             crate::audit::append(
                 conn,
@@ -710,25 +748,34 @@ async fn on_decide(
                 &stored.id,
                 &json!({"decision": status, "action_hash": stored.action_hash, "tool": stored.tool, "run_id": stored.run_id}),
             )?;
-            if let Some(duration) = grant_for {
-                let expires = now + duration.as_millis() as i64;
-                let grant = queries::create_grant(conn, &stored.agent, &stored.chat, &stored.tool, &stored.target, expires, &decided_by, Some(&stored.id), now)?;
-                crate::audit::append(
-                    conn,
-                    &decided_by,
-                    "grant.created",
-                    &format!("grant:{grant}"),
-                    &json!({"tool": stored.tool, "target": stored.target, "chat": stored.chat, "expires_ms": expires}),
-                )?;
-            }
-            Ok(true)
+            let Some(duration) = grant_for else {
+                return Ok(Some(None));
+            };
+            let expires = now + duration.as_millis() as i64;
+            let grant = queries::create_grant(conn, &stored.agent, &stored.chat, &stored.tool, &stored.target, expires, &decided_by, Some(&stored.id), now)?;
+            crate::audit::append(
+                conn,
+                &decided_by,
+                "grant.created",
+                &format!("grant:{grant}"),
+                &json!({"tool": stored.tool, "target": stored.target, "chat": stored.chat, "expires_ms": expires}),
+            )?;
+            Ok(Some(Some(grant)))
         })
         .await?;
-    if !changed {
+    let Some(grant) = decided else {
         return Ok(DecideOutcome::NotPending {
             id: key,
             status: None,
         });
+    };
+    crate::audit::announce(&state.args.events, "approval.decided", &row.id);
+    if let Some(grant) = grant {
+        crate::audit::announce(
+            &state.args.events,
+            "grant.created",
+            &format!("grant:{grant}"),
+        );
     }
     let verdict = match status {
         "approved" => ApprovalVerdict::Approved {
@@ -838,6 +885,7 @@ async fn expire_due(
             })
             .await?;
         for row in expired {
+            crate::audit::announce(&state.args.events, "approval.expired", &row.id);
             for waiter in state.waiters.remove(&row.id).unwrap_or_default() {
                 let _ = waiter.send(ApprovalVerdict::Denied {
                     id: row.id.clone(),

@@ -22,6 +22,8 @@
 //! Background job: the deadline timer (owner: this actor; `send_after`; recomputed from
 //! `deadline_ms` at start; expiring an ended contract is a no-op).
 //!
+//! Every stored change is announced as `handoff_changed` once committed (Studio's Handoffs page).
+//!
 //! Restart policy: transient under the HandoffSupervisor (it stops normally when delivered).
 
 use std::time::Duration;
@@ -30,6 +32,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::agent::AgentMsg;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
+use crate::events::{EventBus, EventKind};
 use crate::registry::{Registry, names};
 use crate::store::Store;
 use crate::store::handoff::{self as queries, ContractRow};
@@ -80,6 +83,7 @@ pub struct ContractArgs {
     pub id: String,
     pub store: Store,
     pub registry: Registry,
+    pub events: EventBus,
 }
 
 pub struct Contract;
@@ -168,6 +172,7 @@ impl Actor for Contract {
                     .store
                     .write(move |conn| queries::timeline(conn, &id, "progress", &note, now))
                     .await?;
+                announce(state, "progress");
             }
             ContractMsg::Return(result) => state.explicit_result = Some(result),
             ContractMsg::Cancel { by, reply } => {
@@ -181,6 +186,17 @@ impl Actor for Contract {
         }
         Ok(())
     }
+}
+
+/// Announces a stored change of this contract (call it after the write committed).
+fn announce(state: &ContractState, change: &str) {
+    state.args.events.publish_data(
+        EventKind::HandoffChanged,
+        &format!("contract:{}", state.row.id),
+        change,
+        serde_json::json!({"id": state.row.id, "status": state.row.status, "change": change,
+                           "owner": state.row.owner, "delegate": state.row.delegate}),
+    );
 }
 
 fn agent(state: &ContractState, name: &str) -> Option<ActorRef<AgentMsg>> {
@@ -224,6 +240,7 @@ async fn send_subtask(
         })
         .await?;
     state.row.status = "in_progress".into();
+    announce(state, "in_progress");
     let Some(delegate) = agent(state, &state.row.delegate) else {
         return Err(format!("the delegate `{}` is not running", state.row.delegate).into());
     };
@@ -327,6 +344,7 @@ async fn on_result(
             queries::timeline(conn, &id, "review", "sent to the validator", now)
         })
         .await?;
+    announce(state, "review");
     let Some(reviewer) = agent(state, &validator) else {
         return end(
             myself,
@@ -388,6 +406,7 @@ async fn on_review(
             queries::count_attempt(conn, &id, now)
         })
         .await?;
+    announce(state, "rejected");
     if rejections >= MAX_REJECTIONS {
         end(
             myself,
@@ -434,6 +453,7 @@ async fn finish(
     } else {
         state.row.reason = Some(text);
     }
+    announce(state, status);
     deliver(myself, state).await
 }
 
@@ -506,6 +526,7 @@ async fn deliver(
         }
     }
     state.row.delivered_ms = Some(now);
+    announce(state, "delivered");
     myself.stop(None);
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! Events: persists runtime events and keeps the live view of the supervision tree.
+//! Events: persists runtime events and keeps the live view of the supervision tree, and each
+//! bot's last completed poll (told directly by the bots, in memory only: no write per poll).
 //!
 //! A task owned by this actor drains the [`EventBus`] into `runtime_events` in batches (every
 //! 500 ms or 256 events) and trims the table to `[store] events_retention` rows. Lifecycle events
@@ -6,7 +7,8 @@
 //!
 //! Background job: the persister task (owner: this actor; stopped in `post_stop` after a final
 //! flush; on restart it resubscribes — events published while it was down are not persisted,
-//! which is acceptable for a history table and said here so nobody relies on it).
+//! which is acceptable for a history table and said here so nobody relies on it). After a restart
+//! of this actor, a bot's last poll is unknown until its next poll completes.
 //!
 //! Restart policy: permanent.
 
@@ -24,6 +26,12 @@ const FLUSH_BATCH: usize = 256;
 
 pub enum EventsMsg {
     Observed(RuntimeEvent),
+    /// A bot's `getUpdates` call completed at `at_ms` (sent by its TelegramBot on every poll;
+    /// kept in memory only, never stored).
+    BotPolled {
+        agent: String,
+        at_ms: i64,
+    },
     Snapshot(RpcReplyPort<TreeSnapshot>),
 }
 
@@ -41,6 +49,8 @@ pub struct ActorView {
 pub struct TreeSnapshot {
     pub boot_complete: bool,
     pub actors: Vec<ActorView>,
+    /// Each bot's last completed `getUpdates` (agent → ms), since this actor started.
+    pub bot_polls: BTreeMap<String, i64>,
 }
 
 #[derive(Clone)]
@@ -54,6 +64,7 @@ pub struct EventsActor;
 
 pub struct EventsState {
     actors: BTreeMap<String, ActorView>,
+    bot_polls: BTreeMap<String, i64>,
     boot_complete: bool,
     stop_persister: Option<oneshot::Sender<()>>,
     persister: Option<tokio::task::JoinHandle<()>>,
@@ -80,6 +91,7 @@ impl Actor for EventsActor {
         ));
         Ok(EventsState {
             actors: BTreeMap::new(),
+            bot_polls: BTreeMap::new(),
             boot_complete: false,
             stop_persister: Some(stop_tx),
             persister: Some(persister),
@@ -94,10 +106,15 @@ impl Actor for EventsActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             EventsMsg::Observed(event) => observe(state, event),
+            EventsMsg::BotPolled { agent, at_ms } => {
+                let last = state.bot_polls.entry(agent).or_insert(at_ms);
+                *last = (*last).max(at_ms);
+            }
             EventsMsg::Snapshot(reply) => {
                 let _ = reply.send(TreeSnapshot {
                     boot_complete: state.boot_complete,
                     actors: state.actors.values().cloned().collect(),
+                    bot_polls: state.bot_polls.clone(),
                 });
             }
         }

@@ -300,6 +300,13 @@ async fn create(
         .write(move |conn| queries::insert(conn, &stored))
         .await
         .map_err(|error| format!("the contract could not be stored: {error}"))?;
+    state.args.events.publish_data(
+        crate::events::EventKind::HandoffChanged,
+        &format!("contract:{}", row.id),
+        "created",
+        serde_json::json!({"id": row.id, "status": row.status, "change": "created",
+                           "owner": row.owner, "delegate": row.delegate}),
+    );
     start_contract(myself, state, &row.id)
         .await
         .map_err(|error| error.to_string())?;
@@ -328,6 +335,7 @@ async fn start_contract(
             id: id.to_string(),
             store: state.args.store.clone(),
             registry: state.args.registry.clone(),
+            events: state.args.events.clone(),
         };
         let registry = state.args.registry.clone();
         let local_name = format!("contract:{id}");

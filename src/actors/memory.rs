@@ -31,6 +31,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
+use crate::events::{EventBus, EventKind};
 use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
 use crate::memory::index::{
     ChunkVector, IndexParams, LoadOutcome, OwnerFilter, VectorIndex, Watermark,
@@ -185,6 +186,8 @@ pub struct MemoryArgs {
     pub surprise_threshold: f32,
     /// Each agent and the agent it reports to.
     pub hierarchy: BTreeMap<String, Option<String>>,
+    /// `memory_changed` after a save or a governance operation (and the audit row's announcement).
+    pub events: EventBus,
 }
 
 pub struct MemoryActor;
@@ -328,6 +331,7 @@ impl Actor for MemoryActor {
                     }
                     None => {
                         let outcome = save_full_text(state, request).await;
+                        announce_saved(&state.args, &outcome);
                         let _ = reply.send(outcome);
                     }
                 }
@@ -339,6 +343,7 @@ impl Actor for MemoryActor {
                         "the memory was not saved: the embeddings provider failed ({error})"
                     )),
                 };
+                announce_saved(&state.args, &outcome);
                 let _ = reply.send(outcome);
             }
             MemoryMsg::Search(request, reply) => {
@@ -386,7 +391,19 @@ impl Actor for MemoryActor {
                 by,
                 reply,
             } => {
+                let name = operation.name();
                 let result = govern(state, id, operation, by).await;
+                if result.is_ok() {
+                    let subject = format!("memory:{id}");
+                    let action = format!("memory.{name}");
+                    crate::audit::announce(&state.args.events, &action, &subject);
+                    state.args.events.publish_data(
+                        EventKind::MemoryChanged,
+                        &subject,
+                        &action,
+                        json!({"id": id, "change": name}),
+                    );
+                }
                 let _ = reply.send(result);
             }
             MemoryMsg::ReadableOwners(agent, reply) => {
@@ -582,6 +599,18 @@ async fn save_embedded(
     };
     log_outcome(&request, &outcome);
     Ok(outcome)
+}
+
+/// `memory_changed` for a memory that was saved (a skipped duplicate changes nothing).
+fn announce_saved(args: &MemoryArgs, outcome: &Result<SaveOutcome, String>) {
+    if let Ok(SaveOutcome::Saved { id, .. }) = outcome {
+        args.events.publish_data(
+            EventKind::MemoryChanged,
+            &format!("memory:{id}"),
+            "saved",
+            json!({"id": id, "change": "saved"}),
+        );
+    }
 }
 
 fn log_outcome(request: &SaveRequest, outcome: &SaveOutcome) {

@@ -122,6 +122,7 @@ pub fn memory_args(context: &RootContext) -> MemoryArgs {
             .iter()
             .map(|agent| (agent.name.clone(), agent.reports_to.clone()))
             .collect(),
+        events: context.events.clone(),
     }
 }
 

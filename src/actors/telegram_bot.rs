@@ -32,6 +32,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::agent::AgentMsg;
 use super::approval_desk::{ApprovalDeskMsg, Decider, Decision};
+use super::events::EventsMsg;
 use crate::config::{AgentSpec, TelegramConfig};
 use crate::domain::{
     Attachment, ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
@@ -268,6 +269,15 @@ impl Actor for TelegramBot {
                 dispatch(&myself, state, early).await?;
                 // Right after start nothing is in flight: recover everything left from before.
                 sweep(&myself, state, Recovery::Everything).await?;
+            }
+            TelegramMsg::Poll(PollEvent::Polled { at_ms }) => {
+                // Kept by the Events actor in memory, for `/metrics`' polling lag.
+                if let Some(events) = state.args.registry.lookup::<EventsMsg>(names::EVENTS) {
+                    let _ = events.cast(EventsMsg::BotPolled {
+                        agent: state.args.spec.name.clone(),
+                        at_ms,
+                    });
+                }
             }
             TelegramMsg::Poll(PollEvent::Stored(updates)) => {
                 if state.username.is_none() {

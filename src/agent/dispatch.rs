@@ -436,8 +436,21 @@ async fn execute(
             append_results(conn, session_id, run_id, &rows, now)
         })
         .await;
-    if let Err(error) = written {
-        tracing::warn!(run_id, %error, "could not record a tool result");
+    match written {
+        Ok(()) => {
+            crate::audit::announce(
+                &ctx.runtime.events,
+                "tool.executed",
+                &format!("run:{run_id}"),
+            );
+            ctx.runtime.events.publish_data(
+                crate::events::EventKind::RunStep,
+                &format!("run:{run_id}"),
+                &format!("tool_result {}", call.name),
+                json!({"run_id": run_id, "agent": ctx.agent(), "kind": "tool_result", "name": call.name}),
+            );
+        }
+        Err(error) => tracing::warn!(run_id, %error, "could not record a tool result"),
     }
     ctx.deliver(OutEvent::Tool {
         name: call.name.clone(),

@@ -47,19 +47,35 @@ pub async fn view(state: &StudioState, name: &str) -> Result<AgentView, ApiError
 
 fn agent_json(view: &AgentView) -> Value {
     json!({
-        "name": view.name, "description": view.description, "provider": view.provider,
+        "name": view.name, "reachable": true, "description": view.description, "provider": view.provider,
         "model": view.model, "autonomy": view.autonomy.as_str(), "paused": view.paused,
         "tools": view.tools, "sessions_open": view.sessions, "telegram": view.has_telegram,
         "skills": view.skills.iter().map(skill_json).collect::<Vec<_>>(),
     })
 }
 
+/// A skill as one agent has it: the catalogue entry with its validation status (`valid`,
+/// `error`), its front matter (`tools`, `mcp`, `risk`, `requires`, `limited_to` — the front
+/// matter's `agents` — and `unknown_keys`, kept and shown, never used), and this agent's
+/// `enabled`, `available` (it could use it), `usable` (enabled and available: its runs load it)
+/// and `reason` (why it is not available).
 pub fn skill_json(skill: &SkillView) -> Value {
     json!({
         "name": skill.name, "description": skill.description, "level": skill.level,
-        "path": skill.path, "enabled": skill.enabled, "available": skill.unavailable.is_none(),
-        "reason": skill.unavailable,
+        "path": skill.path, "valid": skill.invalid.is_none(), "error": skill.invalid,
+        "tools": skill.tools, "mcp": skill.mcp, "risk": skill.risk,
+        "requires": {"env": skill.requires.env, "bins": skill.requires.bins},
+        "limited_to": skill.agents, "unknown_keys": skill.unknown, "files": skill.files,
+        "enabled": skill.enabled, "available": skill.unavailable.is_none(),
+        "usable": skill.enabled && skill.unavailable.is_none(), "reason": skill.unavailable,
     })
+}
+
+/// What is said of an agent whose actor does not answer (restarting, or stopped for good).
+fn unreachable_reason(name: &str) -> String {
+    format!(
+        "agent `{name}` is not answering right now (it may be restarting); try again in a moment"
+    )
 }
 
 fn session_json(row: &SessionRow) -> Value {
@@ -69,12 +85,18 @@ fn session_json(row: &SessionRow) -> Value {
     })
 }
 
-/// `GET /api/v1/agents`
+/// `GET /api/v1/agents`: every configured agent; one that does not answer is listed with
+/// `reachable: false` and the reason instead of failing the whole list.
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let mut agents = Vec::new();
     for agent in state.agents.iter() {
-        let view = view(&state, &agent.name).await?;
-        agents.push(agent_json(&view));
+        agents.push(match view(&state, &agent.name).await {
+            Ok(view) => agent_json(&view),
+            Err(_) => json!({
+                "name": agent.name, "telegram": agent.telegram, "reachable": false,
+                "reason": unreachable_reason(&agent.name),
+            }),
+        });
     }
     Ok(Json(json!({"agents": agents})))
 }
@@ -163,32 +185,72 @@ pub async fn toggle_skill(
     }
 }
 
-/// `GET /api/v1/skills`: the catalogue across agents, each skill with who has it enabled.
+/// `GET /api/v1/skills`: the catalogue across agents. Each skill carries its catalogue entry
+/// (see [`skill_json`]; `available` there: some agent can use it) and `agents`: per configured
+/// agent `enabled`, `available`, `usable` and `reason` — also for an agent whose workspace lacks
+/// the skill (`present: false`) or that does not answer (`reachable: false`; such agents are
+/// also listed under `unreachable`, and never make the whole catalogue fail).
 pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
-    let mut catalogue: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut views = Vec::new();
+    let mut unreachable = Vec::new();
     for agent in state.agents.iter() {
-        let view = view(&state, &agent.name).await?;
-        for skill in &view.skills {
-            let entry = catalogue.entry(skill.name.clone()).or_insert_with(|| {
-                let mut value = skill_json(skill);
-                value["agents"] = json!([]);
-                value
-            });
-            if skill.unavailable.is_none() {
-                entry["available"] = json!(true);
-                entry["reason"] = Value::Null;
-            }
-            if let Some(agents) = entry["agents"].as_array_mut() {
-                agents.push(json!({
-                    "agent": agent.name, "enabled": skill.enabled,
-                    "available": skill.unavailable.is_none(), "reason": skill.unavailable,
-                }));
-            }
+        match view(&state, &agent.name).await {
+            Ok(view) => views.push(view),
+            Err(_) => unreachable.push(agent.name.clone()),
         }
     }
-    Ok(Json(
-        json!({"skills": catalogue.into_values().collect::<Vec<_>>()}),
-    ))
+    // Catalogue entries from the first agent that sees each skill (bundled and installed skills
+    // are the same for all; a workspace skill is its agent's own).
+    let mut catalogue: std::collections::BTreeMap<String, Value> = Default::default();
+    for view in &views {
+        for skill in &view.skills {
+            catalogue
+                .entry(skill.name.clone())
+                .or_insert_with(|| skill_json(skill));
+        }
+    }
+    for (name, entry) in catalogue.iter_mut() {
+        let mut agents = Vec::new();
+        for agent in state.agents.iter() {
+            let seen = views.iter().find(|view| view.name == agent.name);
+            let skill = seen.and_then(|view| view.skills.iter().find(|s| &s.name == name));
+            agents.push(match (seen, skill) {
+                (Some(_), Some(skill)) => json!({
+                    "agent": agent.name, "reachable": true, "present": true,
+                    "enabled": skill.enabled, "available": skill.unavailable.is_none(),
+                    "usable": skill.enabled && skill.unavailable.is_none(),
+                    "reason": skill.unavailable, "level": skill.level,
+                }),
+                (Some(_), None) => json!({
+                    "agent": agent.name, "reachable": true, "present": false,
+                    "enabled": false, "available": false, "usable": false,
+                    "reason": "not in this agent's skills folders (it is another agent's workspace skill)",
+                }),
+                (None, _) => json!({
+                    "agent": agent.name, "reachable": false, "present": null,
+                    "enabled": null, "available": false, "usable": false,
+                    "reason": unreachable_reason(&agent.name),
+                }),
+            });
+        }
+        let any = agents.iter().any(|agent| agent["available"] == true);
+        entry["available"] = json!(any);
+        if any {
+            entry["reason"] = Value::Null;
+        }
+        // Enablement is per agent only.
+        if let Some(object) = entry.as_object_mut() {
+            object.remove("enabled");
+            object.remove("usable");
+        }
+        entry["agents"] = Value::Array(agents);
+    }
+    Ok(Json(json!({
+        "skills": catalogue.into_values().collect::<Vec<_>>(),
+        "unreachable": unreachable.iter().map(|name| json!({
+            "agent": name, "reason": unreachable_reason(name),
+        })).collect::<Vec<_>>(),
+    })))
 }
 
 #[derive(Deserialize)]

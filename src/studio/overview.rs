@@ -179,6 +179,7 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
         "tree": tree_json(&tree),
         "bots": figures.bots.iter().map(|(agent, (status, detail, at_ms))| json!({
             "agent": agent, "status": status, "detail": detail, "at_ms": at_ms,
+            "last_poll_ms": tree.bot_polls.get(agent),
         })).collect::<Vec<_>>(),
         "agents": state.agents.len(),
         "approvals_pending": figures.approvals_pending,
@@ -389,9 +390,23 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
             .collect(),
     );
     family(
+        "clawvisor_bot_poll_lag_seconds",
+        "gauge",
+        "Seconds since the bot's last completed getUpdates long poll (empty or not); grows only when polling stalls.",
+        tree.bot_polls
+            .iter()
+            .map(|(agent, at)| {
+                (
+                    format!("{{agent=\"{}\"}}", label(agent)),
+                    format!("{:.1}", (now - at).max(0) as f64 / 1000.0),
+                )
+            })
+            .collect(),
+    );
+    family(
         "clawvisor_bot_last_update_age_seconds",
         "gauge",
-        "Seconds since the bot's newest received update (polling lag upper bound).",
+        "Seconds since the bot's newest received update (grows while nobody writes; for polling health see clawvisor_bot_poll_lag_seconds).",
         counters
             .last_update
             .iter()

@@ -32,6 +32,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 pub enum PollEvent {
     /// Newly stored updates (already committed with their offset).
     Stored(Vec<StoredUpdate>),
+    /// A `getUpdates` call completed successfully (empty or not) at `at_ms`: the bot's polling
+    /// lag is the time since the last one. Sent on every poll, so it stays in memory (no write).
+    Polled {
+        at_ms: i64,
+    },
     /// The polling status changed: `polling`, `conflict`, `rate_limited`, `network_error`, `store_error`.
     Status {
         state: &'static str,
@@ -150,6 +155,9 @@ impl Poller {
                 }
             };
             backoff = BACKOFF_MIN;
+            (self.report)(PollEvent::Polled {
+                at_ms: crate::clock::now_ms(),
+            });
             set_status("polling", String::new(), self.report.as_ref());
             if updates.is_empty() {
                 continue;

@@ -1,24 +1,96 @@
 // agents.js — agent cards (model, autonomy, paused, tools) with an edit form that PATCHes
 // /api/v1/agents/{name}; #/agents/NAME shows one agent with its sessions; #/sessions/ID shows a
-// session's transcript. No live refresh (nothing here changes without the operator).
+// session's transcript. Refreshes live: cards on agent_changed (a change made elsewhere — another
+// tab, Telegram, a script) and on session actors starting or stopping (open sessions), the
+// session list and transcripts on message and run events of that agent / chat. A card whose form
+// the operator is editing keeps the form as typed; only its facts are redrawn.
 import { api, load, el, append, enc, badge, when, empty, table, kv, act, transcriptItem, code, toast } from '/app.js';
 
+export const events = ['agent_changed', 'actor_started', 'actor_stopped', 'message_in', 'message_out',
+  'run_finished'];
+
+const data = (event) => event?.data || {};
+const isSessionActor = (kind, event, agent) => kind.startsWith('actor_')
+  && (agent ? (event?.subject ?? '').startsWith(`session:${agent}:`) : /^(agent|session):/.test(event?.subject ?? ''));
+
 export async function render(root, ctx) {
-  if (ctx.section === 'sessions' && ctx.params[0]) return sessionView(root, ctx.params[0]);
-  if (ctx.params[0]) return agentView(root, ctx.params[0]);
+  if (ctx.section === 'sessions' && ctx.params[0]) return sessionView(root, ctx, ctx.params[0]);
+  if (ctx.params[0]) return agentView(root, ctx, ctx.params[0]);
   const box = el('div');
   append(root, el('h1', null, 'Agents'), box);
-  return load(box, () => api('/api/v1/agents'), (d) => {
-    if (!d.agents?.length) {
-      append(box, empty('No agents yet. Add an agent file under actors/ (for example actors/assistant.toml) and restart the daemon.'));
-      return;
-    }
-    append(box, el('div', { class: 'grid' }, d.agents.map((a) => agentCard(a))));
-  }, { root });
+  ctx.accept = (kind, event) => kind === 'agent_changed' || isSessionActor(kind, event);
+  const refresh = (quiet) => {
+    let kept = new Map();
+    return load(box, async () => {
+      const d = await api('/api/v1/agents');
+      kept = cardsIn(box); // taken just before the box is cleared, so nothing typed is lost
+      return d;
+    }, (d) => {
+      if (!d.agents?.length) {
+        append(box, empty('No agents yet. Add an agent file under actors/ (for example actors/assistant.toml) and restart the daemon.'));
+        return;
+      }
+      append(box, el('div', { class: 'grid agents' }, d.agents.map((a) => redrawn(a, kept.get(a.name)))));
+    }, { root, quiet });
+  };
+  ctx.refresh = () => refresh(true);
+  return refresh(false);
+}
+
+function cardsIn(box) {
+  return new Map([...box.querySelectorAll('.card[data-agent]')].map((card) => [card.dataset.agent, card]));
+}
+
+/** Is the operator working in this card's form (changed something, or the focus is in it)? */
+function editing(card) {
+  const form = card?.querySelector('form');
+  return !!form && (form.dataset.dirty === 'true' || form.contains(document.activeElement));
+}
+
+/** The card for `a`: the old one with fresh facts while it is being edited, else a new one. */
+function redrawn(a, old) {
+  if (old && a.reachable !== false && editing(old)) {
+    old.querySelector('.facts')?.replaceWith(facts(a));
+    return old;
+  }
+  // Keep the "Saved ✓" line while it still describes what the agent has.
+  const saved = old?.savedSettings;
+  const still = saved && saved.autonomy === a.autonomy && saved.model === a.model && saved.paused === a.paused;
+  return agentCard(a, still ? saved : null);
+}
+
+function facts(a) {
+  return el('div', { class: 'facts' },
+    el('div', { class: 'row spread' }, el('h3', null, a.name),
+      a.paused ? badge('paused') : badge('active')),
+    a.description && el('p', { class: 'muted small' }, a.description),
+    kv([
+      ['Model', [a.provider ? `${a.provider} / ` : '', a.model ?? '—']],
+      ['Autonomy', el('span', { 'data-field': 'autonomy' }, badge(a.autonomy === 'trust_first' ? 'warn' : 'idle', a.autonomy))],
+      ['Tools', a.tools?.length ? a.tools.map((t) => el('span', { class: 'chip' }, t)) : 'none'],
+      ['Sessions', `${a.sessions_open ?? 0} open`],
+      ['Telegram', a.telegram ? 'yes' : 'no'],
+      ['Skills', a.skills ? el('a', { href: '#/skills' }, `${a.skills.filter((s) => s.usable ?? s.enabled).length} in use`) : null],
+    ]));
+}
+
+function links(name) {
+  return el('div', { class: 'row small' },
+    el('a', { href: `#/agents/${enc(name)}` }, 'Sessions →'),
+    el('a', { href: `#/chat/${enc(name)}` }, 'Chat →'),
+    el('a', { href: `#/runs?agent=${enc(name)}` }, 'Runs →'));
 }
 
 /** A card with the agent's settings and an edit form; replaces itself with the saved result. */
 function agentCard(a, saved = null) {
+  if (a.reachable === false) {
+    return el('div', { class: 'card', 'data-agent': a.name, 'data-reachable': 'false' },
+      el('div', { class: 'row spread' }, el('h3', null, a.name), badge('down', 'not answering')),
+      el('p', { class: 'field-error' }, a.reason || 'This agent is not answering right now.'),
+      el('p', { class: 'muted small' }, 'Its settings show again once it is back; the supervision tree on the ',
+        el('a', { href: '#/overview' }, 'Overview'), ' shows whether it is restarting.'),
+      links(a.name));
+  }
   // The daemon's autonomy modes (most free first). A value the UI does not know is kept as an
   // option, so saving never changes it silently.
   const levels = ['trust_first', 'require_approval', 'supervised'];
@@ -27,80 +99,88 @@ function agentCard(a, saved = null) {
   const model = el('input', { name: 'model', value: a.model ?? '', placeholder: 'model id' });
   const paused = el('input', { type: 'checkbox', name: 'paused', checked: !!a.paused });
   const save = el('button', { type: 'submit', class: 'primary' }, 'Save');
+  const form = el('form', { class: 'row', onsubmit: async (e) => {
+    e.preventDefault();
+    // Send only what changed since the form was drawn.
+    const body = {};
+    if (autonomy.value !== a.autonomy) body.autonomy = autonomy.value;
+    if (model.value.trim() && model.value.trim() !== a.model) body.model = model.value.trim();
+    if (paused.checked !== !!a.paused) body.paused = paused.checked;
+    if (!Object.keys(body).length) { toast('Nothing changed.'); return; }
+    const updated = await act(save, () => api(`/api/v1/agents/${enc(a.name)}`, { method: 'PATCH', body }));
+    if (updated) card.replaceWith(agentCard({ ...a, ...updated }, updated));
+  } },
+  el('label', null, 'Autonomy', autonomy),
+  el('label', null, 'Model', model),
+  el('label', { class: 'inline' }, paused, 'Paused'),
+  save);
+  const dirty = () => { form.dataset.dirty = 'true'; };
+  form.addEventListener('input', dirty);
+  form.addEventListener('change', dirty);
   const card = el('div', { class: 'card', 'data-agent': a.name },
-    el('div', { class: 'row spread' }, el('h3', null, a.name),
-      a.paused ? badge('paused') : badge('active')),
-    a.description && el('p', { class: 'muted small' }, a.description),
-    kv([
-      ['Model', [a.provider ? `${a.provider} / ` : '', a.model ?? '—']],
-      ['Autonomy', badge(a.autonomy === 'trust_first' ? 'warn' : 'idle', a.autonomy)],
-      ['Tools', a.tools?.length ? a.tools.map((t) => el('span', { class: 'chip' }, t)) : 'none'],
-      ['Sessions', `${a.sessions_open ?? 0} open`],
-      ['Telegram', a.telegram ? 'yes' : 'no'],
-      ['Skills', a.skills ? `${a.skills.filter((s) => s.enabled).length} enabled` : null],
-    ]),
-    el('form', { class: 'row', onsubmit: async (e) => {
-      e.preventDefault();
-      // Send only what changed.
-      const body = {};
-      if (autonomy.value !== a.autonomy) body.autonomy = autonomy.value;
-      if (model.value.trim() && model.value.trim() !== a.model) body.model = model.value.trim();
-      if (paused.checked !== !!a.paused) body.paused = paused.checked;
-      if (!Object.keys(body).length) { toast('Nothing changed.'); return; }
-      const updated = await act(save, () => api(`/api/v1/agents/${enc(a.name)}`, { method: 'PATCH', body }));
-      if (updated) card.replaceWith(agentCard({ ...a, ...updated }, updated));
-    } },
-    el('label', null, 'Autonomy', autonomy),
-    el('label', null, 'Model', model),
-    el('label', { class: 'inline' }, paused, 'Paused'),
-    save),
+    facts(a),
+    form,
     saved && el('p', { class: 'saved', role: 'status' },
       `Saved ✓ autonomy ${saved.autonomy}, model ${saved.model}, ${saved.paused ? 'paused' : 'running'}.`),
-    el('div', { class: 'row small' },
-      el('a', { href: `#/agents/${enc(a.name)}` }, 'Sessions →'),
-      el('a', { href: `#/chat/${enc(a.name)}` }, 'Chat →'),
-      el('a', { href: `#/runs?agent=${enc(a.name)}` }, 'Runs →')));
+    links(a.name));
+  card.savedSettings = saved;
   return card;
 }
 
-function agentView(root, name) {
+function agentView(root, ctx, name) {
+  const cardSlot = el('div');
   const box = el('div');
-  append(root, el('p', null, el('a', { href: '#/agents' }, '← All agents')), el('h1', null, name), box);
-  return load(box, async () => {
-    const agent = await api(`/api/v1/agents/${enc(name)}`);
-    if (!agent.sessions) agent.sessions = (await api(`/api/v1/sessions?agent=${enc(name)}`)).sessions || [];
-    return agent;
-  }, (a) => {
-    append(box, agentCard(a), el('h2', null, 'Sessions'));
-    if (!a.sessions.length) {
-      append(box, empty('No conversations yet. Start one on the ', el('a', { href: `#/chat/${enc(name)}` }, 'Chat page'), '.'));
-      return;
-    }
-    const sessions = [...a.sessions].sort((x, y) => (y.updated_ms ?? 0) - (x.updated_ms ?? 0));
-    append(box, table([
-      { label: 'Session', cell: (s) => el('a', { href: `#/sessions/${enc(s.id)}` }, `#${s.id}`) },
-      { label: 'Chat', cell: (s) => code(s.chat) },
-      { label: 'Status', cell: (s) => badge(s.status) },
-      { label: 'Started', cell: (s) => when(s.created_ms) },
-      { label: 'Last activity', cell: (s) => when(s.updated_ms) },
-    ], sessions, (s) => ({ 'data-session': s.id, class: 'clickable', onclick: (e) => {
-      if (e.target.tagName !== 'A') location.hash = `#/sessions/${enc(s.id)}`;
-    } })));
-  }, { root });
+  append(root, el('p', null, el('a', { href: '#/agents' }, '← All agents')), el('h1', null, name), cardSlot,
+    el('h2', null, 'Sessions'), box);
+  ctx.accept = (kind, event) => (kind === 'agent_changed' ? data(event).agent === name
+    : kind.startsWith('actor_') ? isSessionActor(kind, event, name) : data(event).agent === name);
+  const refresh = (quiet) => {
+    let kept;
+    return load(box, async () => {
+      const agent = await api(`/api/v1/agents/${enc(name)}`);
+      if (!agent.sessions) agent.sessions = (await api(`/api/v1/sessions?agent=${enc(name)}`)).sessions || [];
+      kept = cardSlot.querySelector('.card[data-agent]');
+      return agent;
+    }, (a) => {
+      cardSlot.replaceChildren(redrawn(a, kept));
+      if (!a.sessions.length) {
+        append(box, empty('No conversations yet. Start one on the ', el('a', { href: `#/chat/${enc(name)}` }, 'Chat page'), '.'));
+        return;
+      }
+      const sessions = [...a.sessions].sort((x, y) => (y.updated_ms ?? 0) - (x.updated_ms ?? 0));
+      append(box, table([
+        { label: 'Session', cell: (s) => el('a', { href: `#/sessions/${enc(s.id)}` }, `#${s.id}`) },
+        { label: 'Chat', cell: (s) => code(s.chat) },
+        { label: 'Status', cell: (s) => badge(s.status) },
+        { label: 'Started', cell: (s) => when(s.created_ms) },
+        { label: 'Last activity', cell: (s) => when(s.updated_ms) },
+      ], sessions, (s) => ({ 'data-session': s.id, class: 'clickable', onclick: (e) => {
+        if (e.target.tagName !== 'A') location.hash = `#/sessions/${enc(s.id)}`;
+      } })));
+    }, { root, quiet });
+  };
+  ctx.refresh = () => refresh(true);
+  return refresh(false);
 }
 
-function sessionView(root, id) {
+function sessionView(root, ctx, id) {
   const box = el('div');
   append(root, el('p', null, el('a', { href: '#/agents' }, '← Agents')), el('h1', null, `Session #${id}`), box);
-  return load(box, () => api(`/api/v1/sessions/${enc(id)}`), (s) => {
+  let shown = null; // { agent, chat } once loaded
+  ctx.accept = (kind, event) => !shown || (kind !== 'agent_changed' && !kind.startsWith('actor_')
+    && data(event).agent === shown.agent && data(event).chat === shown.chat);
+  const refresh = (quiet) => load(box, () => api(`/api/v1/sessions/${enc(id)}`), (s) => {
+    shown = { agent: s.agent, chat: s.chat };
     append(box, el('div', { class: 'card' }, kv([
       ['Agent', el('a', { href: `#/agents/${enc(s.agent)}` }, s.agent)],
       ['Chat', code(s.chat)], ['Status', badge(s.status)],
       ['Started', when(s.created_ms)], ['Last activity', when(s.updated_ms)],
     ])));
-    const events = s.events || [];
-    append(box, events.length
-      ? el('div', { class: 'chat-log' }, events.map((ev) => transcriptItem(ev)))
+    const items = s.events || [];
+    append(box, items.length
+      ? el('div', { class: 'chat-log' }, items.map((ev) => transcriptItem(ev)))
       : empty('This session has no messages yet.'));
-  }, { root });
+  }, { root, quiet });
+  ctx.refresh = () => refresh(true);
+  return refresh(false);
 }

@@ -1,9 +1,10 @@
 // approvals.js — the operator's inbox: pending approvals (exact action in a monospace block, agent,
 // tool, risk, reason, expiry countdown) with Approve / Deny / Approve for 30 min; below, recently
-// decided approvals, active grants (with Revoke) and recent policy decisions. Refreshes on approval_*.
+// decided approvals, active grants (with Revoke) and recent policy decisions. Refreshes on approval_*,
+// policy_changed (a grant revoked or a rule changed elsewhere) and decision steps of runs.
 import { api, load, el, append, enc, badge, when, expires, empty, table, kv, act, code, toast } from '/app.js';
 
-export const events = ['approval_requested', 'approval_decided'];
+export const events = ['approval_requested', 'approval_decided', 'policy_changed', 'run_step'];
 
 export async function render(root, ctx) {
   const pending = el('div');
@@ -26,6 +27,8 @@ export async function render(root, ctx) {
   ]);
   const refreshAll = () => refresh(true);
   ctx.refresh = refreshAll;
+  // Of the run steps, only the policy gate's decisions are shown here.
+  ctx.accept = (kind, event) => kind !== 'run_step' || event?.data?.kind === 'decision';
   await refresh(false);
 }
 

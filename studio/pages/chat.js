@@ -2,8 +2,14 @@
 // we read with fetch + getReader: `partial` (whole answer so far) grows the assistant bubble, `tool`
 // events become tool cards, `notice` a muted line, `final` ends the turn. One conversation id per
 // agent lives in localStorage (default "operator"); "New conversation" picks a fresh one. Earlier
-// messages of that conversation are shown when the session can be found. Never re-rendered by events.
+// messages of that conversation are shown when the session can be found. Live: agent_changed
+// updates the agent picker (paused or not); message and run events of this conversation bring in
+// what was said in it elsewhere (another tab or device on the same conversation) — never while a
+// turn of this tab streams, never touching the text being typed, and this tab's own turns are not
+// redrawn.
 import { api, load, el, append, enc, badge, empty, mutationHeaders, transcriptItem, errorBox, clear } from '/app.js';
+
+export const events = ['agent_changed', 'message_in', 'message_out', 'run_finished'];
 
 const AGENT_KEY = 'clawvisor.chat.agent';
 const convKey = (agent) => `clawvisor.chat.conversation.${agent}`;
@@ -17,18 +23,26 @@ export async function render(root, ctx) {
       append(box, empty('No agents to talk to yet. Add an agent file under actors/ (for example actors/assistant.toml) and restart the daemon.'));
       return;
     }
-    chatUi(box, d.agents, ctx.params[0]);
+    chatUi(box, d.agents, ctx);
   }, { root });
 }
 
-function chatUi(box, agents, wanted) {
+const textOf = (ev) => (typeof ev.content === 'string' ? ev.content : JSON.stringify(ev.content ?? '')).trim();
+
+function chatUi(box, agents, ctx) {
   const names = agents.map((a) => a.name);
-  let agent = [wanted, localStorage.getItem(AGENT_KEY)].find((n) => n && names.includes(n)) || names[0];
+  let agent = [ctx.params[0], localStorage.getItem(AGENT_KEY)].find((n) => n && names.includes(n)) || names[0];
   let busy = false;
   let historySeq = 0;
+  // What the history shows, to tell this tab's own turns from what was said elsewhere.
+  let shownIds = new Set();
+  let ownTexts = [];
+  const ownRuns = new Set();
+  let syncLater = false;
 
+  const label = (a) => (a.reachable === false ? `${a.name} (not answering)` : a.paused ? `${a.name} (paused)` : a.name);
   const picker = el('select', { id: 'chat-agent', value: agent, 'aria-label': 'Agent' },
-    agents.map((a) => el('option', { value: a.name }, a.paused ? `${a.name} (paused)` : a.name)));
+    agents.map((a) => el('option', { value: a.name }, label(a))));
   const convLabel = el('span', { class: 'muted small' });
   const newBtn = el('button', { id: 'chat-new', type: 'button' }, 'New conversation');
   const history = el('div', { class: 'history' });
@@ -47,19 +61,29 @@ function chatUi(box, agents, wanted) {
     loadHistory();
   }
 
+  async function transcript(name, conv) {
+    const { sessions = [] } = await api(`/api/v1/sessions?agent=${enc(name)}`);
+    const match = sessions.filter((s) => s.chat === `studio:${conv}` || s.chat === conv)
+      .sort((x, y) => (y.updated_ms ?? 0) - (x.updated_ms ?? 0))[0];
+    return match ? (await api(`/api/v1/sessions/${enc(match.id)}`)).events || [] : [];
+  }
+
+  function showHistory(events) {
+    history.replaceChildren(...events.map((ev) => transcriptItem(ev, 'history')));
+    shownIds = new Set(events.map((ev) => ev.id));
+    ownTexts = [];
+  }
+
   async function loadHistory() {
     const seq = ++historySeq;
     const conv = conversation(agent);
     history.replaceChildren(el('p', { class: 'notice' }, 'Loading earlier messages…'));
     history.dataset.loading = 'true';
     try {
-      const { sessions = [] } = await api(`/api/v1/sessions?agent=${enc(agent)}`);
-      const match = sessions.filter((s) => s.chat === `studio:${conv}` || s.chat === conv)
-        .sort((x, y) => (y.updated_ms ?? 0) - (x.updated_ms ?? 0))[0];
-      const events = match ? (await api(`/api/v1/sessions/${enc(match.id)}`)).events || [] : [];
+      const events = await transcript(agent, conv);
       if (seq !== historySeq) return;
       delete history.dataset.loading;
-      history.replaceChildren(...events.map((ev) => transcriptItem(ev, 'history')));
+      showHistory(events);
       if (!events.length && !live.firstChild) append(history, el('p', { class: 'notice hello' }, `Say hello to ${agent}.`));
       scroll();
     } catch (e) {
@@ -69,6 +93,38 @@ function chatUi(box, agents, wanted) {
     }
   }
 
+  /** Brings in what was said in this conversation elsewhere; this tab's own turns stay as drawn. */
+  async function syncHistory() {
+    if (history.dataset.loading) return; // that load brings the newest anyway
+    if (busy) { syncLater = true; return; }
+    const seq = historySeq;
+    let events;
+    try { events = await transcript(agent, conversation(agent)); } catch { return; }
+    if (seq !== historySeq || busy) return;
+    const foreign = events.filter((ev) => !shownIds.has(ev.id)
+      && !(ev.run_id != null && ownRuns.has(ev.run_id))
+      && !(ev.kind === 'user' && ownTexts.includes(textOf(ev))));
+    if (!foreign.length) return;
+    // The stored transcript is the whole truth: it replaces this tab's live bubbles too.
+    live.replaceChildren();
+    showHistory(events);
+    scroll();
+  }
+
+  async function refreshAgents() {
+    try {
+      const { agents: now = [] } = await api('/api/v1/agents');
+      for (const a of now) {
+        const option = [...picker.options].find((o) => o.value === a.name);
+        if (option) option.textContent = label(a);
+      }
+    } catch { /* the picker keeps its labels; sending still says what is wrong */ }
+  }
+
+  ctx.accept = (kind, event) => kind === 'agent_changed'
+    || (event?.data?.agent === agent && event?.data?.chat === `studio:${conversation(agent)}`);
+  ctx.refresh = () => { refreshAgents(); syncHistory(); };
+
   async function submit(text) {
     if (!text || busy) return;
     // Earlier messages still loading would now include this turn too: drop that load.
@@ -76,6 +132,7 @@ function chatUi(box, agents, wanted) {
     history.querySelector('.hello')?.remove();
     busy = true;
     send.disabled = true;
+    ownTexts.push(text.trim());
     const turn = { agent, conv: conversation(agent) };
     const mine = el('div', { class: 'msg user' }, text);
     append(live, mine);
@@ -104,7 +161,10 @@ function chatUi(box, agents, wanted) {
         else if (kind === 'notice') append(notices, el('p', { class: 'notice' }, data.text ?? ''));
         else if (kind === 'final') {
           if (data.text != null) body.textContent = data.text;
-          if (data.run_id != null) foot.append(el('a', { href: `#/runs/${enc(data.run_id)}` }, `run ${data.run_id}`));
+          if (data.run_id != null) {
+            ownRuns.add(data.run_id);
+            foot.append(el('a', { href: `#/runs/${enc(data.run_id)}` }, `run ${data.run_id}`));
+          }
           finish();
           bubble.setAttribute('data-done', 'true');
           done = true;
@@ -120,6 +180,7 @@ function chatUi(box, agents, wanted) {
       busy = false;
       send.disabled = false;
       scroll();
+      if (syncLater) { syncLater = false; syncHistory(); }
     }
   }
 

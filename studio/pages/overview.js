@@ -1,11 +1,12 @@
 // overview.js — health at a glance: cards (boot/database, agents, pending approvals, runs and cost
 // today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
-// error), Telegram bot polling states and MCP server states. Refreshes on actor/bot/approval/cost/mcp events.
+// error), Telegram bot polling states (with the last completed poll) and MCP server states.
+// Refreshes on actor, bot, approval, run-start, cost and MCP events.
 import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
-  'approval_decided', 'cost_recorded', 'mcp_health'];
+  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health'];
 
 export async function render(root, ctx) {
   const box = el('div');
@@ -40,7 +41,8 @@ function draw(box, d) {
     el('h2', null, 'Telegram bots'),
     d.bots?.length
       ? el('div', { class: 'card' }, d.bots.map((b) => el('div', { class: 'row', 'data-bot': b.agent },
-        el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms))))
+        el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms),
+        b.last_poll_ms != null && el('span', { class: 'muted small', 'data-last-poll': '' }, '· last poll ', when(b.last_poll_ms)))))
       : empty('No Telegram bots running. Set token_env under [telegram] in an agent file (actors/<agent>.toml) to reach an agent from your phone.'),
     el('h2', null, 'MCP servers'),
     d.mcp?.length

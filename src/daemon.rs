@@ -431,18 +431,24 @@ impl Daemon {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+pub fn shutdown_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(stream) => stream,
-        Err(error) => {
-            tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C will stop the daemon");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+    // Registered now, before the daemon starts, so that a SIGTERM arriving during boot stops it
+    // cleanly instead of killing it with the default action.
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (terminate, interrupt) {
+            (Ok(mut terminate), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                    _ = terminate.recv() => tracing::info!("SIGTERM received"),
+                }
+            }
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::error!(%error, "cannot listen for SIGTERM/SIGINT; only Ctrl-C will stop the daemon");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-        _ = terminate.recv() => tracing::info!("SIGTERM received"),
     }
 }

@@ -24,6 +24,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+/// Prints a figure straight to stderr: libtest captures `println!` of passing tests, and these
+/// figures belong in CI's log whether the test passes or not.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
 const BOTS: usize = 5;
 /// The approver: actions and reminders are asked for in this private chat of every bot.
@@ -361,7 +370,7 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         .ok()
         .and_then(|kills| kills.parse().ok())
         .unwrap_or(20);
-    println!("chaos: seed {seed} (CLAWVISOR_CHAOS_SEED={seed} replays it), {kills} kills");
+    report!("chaos: seed {seed} (CLAWVISOR_CHAOS_SEED={seed} replays it), {kills} kills");
     let started = Instant::now();
     let mut chaos = Chaos::new(seed).await;
     // Kept for a post-mortem unless every check passes.
@@ -403,7 +412,7 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         let restarting = Instant::now();
         daemon = chaos.start().await;
         restart_times.push(restarting.elapsed());
-        println!(
+        report!(
             "chaos: kill {} after {uptime:?} up, {down:?} down, back in {:?}; {} messages so far",
             kill + 1,
             restarting.elapsed(),
@@ -634,23 +643,23 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         .iter()
         .filter(|item| matches!(item, Sent::Question { .. }))
         .count();
-    println!(
+    report!(
         "chaos: {kills} SIGKILLs over {:?}; settled {settled_in:?} after the last restart",
         chaos_over - started
     );
-    println!(
+    report!(
         "chaos: restart to 'up' p50 {} ms, max {} ms",
         restart_ms[restart_ms.len() / 2],
         restart_ms.last().unwrap()
     );
-    println!(
+    report!(
         "chaos: updates pushed {pushed}, confirmed by the daemon {confirmed}; messages {} ({questions} questions, {} notes, {reminder_count} reminders); answered {}; lost {}; duplicate replies {duplicates} (budget {kills})",
         chaos.sent.len(),
         notes.0 + notes.1,
         chaos.sent.len() - lost.len(),
         lost.len()
     );
-    println!(
+    report!(
         "chaos: approvals {approvals_total}; executed tool calls {}; executed without a stored consumed approval {}; notes approved {} / denied {}, wrong {}",
         executed.len(),
         unapproved.len(),
@@ -658,12 +667,12 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         notes.1,
         notes_wrong.len()
     );
-    println!(
+    report!(
         "chaos: reminders {reminder_count}, wrong {}; heartbeat fires {heartbeat_fires} (delivered {heartbeat_delivered}), lost or doubled {}",
         reminders_wrong.len(),
         heartbeat_wrong.len()
     );
-    println!("chaos: {verify_out}; integrity_check {integrity}");
+    report!("chaos: {verify_out}; integrity_check {integrity}");
 
     let failed = !lost.is_empty()
         || duplicates > kills
@@ -675,7 +684,7 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         || !verify.status.success()
         || integrity != "ok";
     if failed {
-        println!("chaos: data kept in {}", chaos.dir.path().display());
+        report!("chaos: data kept in {}", chaos.dir.path().display());
     } else {
         let _ = std::fs::remove_dir_all(chaos.dir.path());
     }

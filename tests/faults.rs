@@ -24,6 +24,15 @@ use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_tom
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use tokio::sync::broadcast;
 
+/// Prints a figure straight to stderr: libtest captures `println!` of passing tests, and these
+/// figures belong in CI's log whether the test passes or not.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 const USER: i64 = 42;
 
 /// Puts one fault into the fake Bot API.
@@ -115,7 +124,7 @@ fn verdict(injected: &str, reactions: &[String], replies: &BTreeMap<i64, usize>,
     } else {
         reactions.join("; ")
     };
-    println!(
+    report!(
         "fault: {injected}\n    reaction: {reaction}\n    answered {} of {} in {took:?}; lost {lost}; duplicated {duplicated}",
         replies.len() - lost,
         replies.len()
@@ -273,7 +282,7 @@ async fn model_faults_end_in_an_answer_or_a_clear_notice() {
             })
             .await
             .unwrap();
-        println!(
+        report!(
             "fault: model {injected}\n    reaction: run {run} {status}: {}\n    answer: {:?} in {:?}; lost 0",
             outcome
                 .as_deref()
@@ -385,14 +394,14 @@ async fn a_full_disk_delays_but_loses_nothing() {
     match mounted {
         Ok(output) if output.status.success() => {}
         Ok(output) => {
-            println!(
+            report!(
                 "fault: disk full — not available here (mount: {}); skipped",
                 String::from_utf8_lossy(&output.stderr).trim()
             );
             return;
         }
         Err(error) => {
-            println!("fault: disk full — not available here (mount: {error}); skipped");
+            report!("fault: disk full — not available here (mount: {error}); skipped");
             return;
         }
     }
@@ -564,7 +573,7 @@ async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
                 reactions.insert(format!("{}: {}", event.kind.as_str(), event.detail));
             }
         }
-        println!(
+        report!(
             "fault: MCP {injected}\n    reaction: the model was told {told:?}; {}\n    answer: {:?} in {:?}; afterwards: {:?}; lost 0",
             reactions.into_iter().collect::<Vec<_>>().join("; "),
             reply.text,

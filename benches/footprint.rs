@@ -20,16 +20,7 @@ const COLD_STARTS: usize = 5;
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
 
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1))
-                .and_then(|kib| kib.parse().ok())
-        })
-        .unwrap_or(0)
+    support::rss_kib_of(&pid.to_string())
 }
 
 async fn ready(base: &str) {

@@ -1,7 +1,9 @@
 //! Issue 9: 100 concurrent handoff contracts, round trip through the real daemon with an instant
 //! scripted model: each owner conversation delegates once and answers with the merged result.
 //! Prints the round-trip p50/p99, the same for a plain answer (no delegation) as the baseline,
-//! and the overhead a handoff adds (target: all returned, p99 overhead under 50 ms).
+//! and the overhead a handoff adds (target: all returned, p99 overhead under 50 ms); then the
+//! same one contract at a time, which separates what a handoff costs from the queueing of 100
+//! contracts' extra turns on two cores.
 
 mod support;
 
@@ -87,6 +89,31 @@ fn handoff(_c: &mut Criterion) {
             "    returned and delivered: {returned}/{CONTRACTS} (target: all); overhead of a handoff: \
              median {:?}, p99 {:?} (target p99 < 50 ms; it includes the delegate's own model call \
              and run, i.e. a second full turn)",
+            median.saturating_sub(plain_median),
+            p99.saturating_sub(plain_p99)
+        );
+        // One at a time: what a handoff adds to one conversation, without the queueing of 100
+        // contracts' extra turns on two cores.
+        let mut plain_alone = Vec::new();
+        let mut delegated_alone = Vec::new();
+        for i in 0..CONTRACTS {
+            for (samples, prefix, text) in [
+                (&mut plain_alone, "plain-alone", "just answer"),
+                (&mut delegated_alone, "handoff-alone", "delegate it"),
+            ] {
+                let chat = ChatKey::cli(&format!("{prefix}-{i}"));
+                let started = Instant::now();
+                let reply = harness.ask("lead", &chat, text).await.expect("an answer");
+                assert!(reply.text.starts_with("Merged") || reply.text == "plain");
+                samples.push(started.elapsed());
+            }
+        }
+        let (plain_median, plain_p99) =
+            support::report("handoff: plain answer, one at a time", &mut plain_alone);
+        let (median, p99) =
+            support::report("handoff: one contract at a time", &mut delegated_alone);
+        println!(
+            "    overhead of a handoff alone: median {:?}, p99 {:?} (target p99 < 50 ms)",
             median.saturating_sub(plain_median),
             p99.saturating_sub(plain_p99)
         );

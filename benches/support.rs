@@ -18,7 +18,12 @@ pub fn report(name: &str, samples: &mut [Duration]) -> (Duration, Duration) {
 
 /// Resident set size of this process in KiB (Linux), for memory figures.
 pub fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    rss_kib_of("self")
+}
+
+/// Resident set size in KiB of the process `/proc/<pid>` names (`self`, or a child's pid).
+pub fn rss_kib_of(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
             status

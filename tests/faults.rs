@@ -97,6 +97,41 @@ impl World {
         }
     }
 
+    /// A storage fault already in place: three messages arrive, the fault lasts 3 s, `release`
+    /// ends it; then nothing may be lost or doubled, and the database file must be intact.
+    async fn storage_fault(&mut self, injected: &str, first_chat: i64, release: impl FnOnce()) {
+        self.reactions();
+        let started = Instant::now();
+        let chats: Vec<(i64, String)> = (0..3)
+            .map(|k| {
+                let chat = first_chat + k;
+                let text = format!("during the fault {k}");
+                self.fake.push_message(self.bot, chat, USER, &text);
+                (chat, text)
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let during = self.replies(&chats, Duration::ZERO).await;
+        release();
+        self.replies(&chats, Duration::from_secs(60)).await;
+        let took = started.elapsed();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let replies = self.replies(&chats, Duration::ZERO).await;
+        let mut reactions = self.reactions();
+        reactions.push(format!(
+            "{} answered during the fault",
+            during.values().filter(|count| **count > 0).count()
+        ));
+        verdict(injected, &reactions, &replies, took);
+        let integrity: String = self
+            .harness
+            .store()
+            .read(|conn| Ok(conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(integrity, "ok", "{injected}");
+    }
+
     /// What the daemon said about itself since the last call (bot status, warnings, failures).
     fn reactions(&mut self) -> Vec<String> {
         let mut seen = BTreeSet::new();
@@ -340,45 +375,16 @@ async fn a_database_locked_by_another_process_delays_but_loses_nothing() {
     // six times the daemon's busy_timeout.
     let locker = rusqlite::Connection::open(&path).expect("open the daemon's database");
     locker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
-    world.reactions();
-    let started = Instant::now();
-    let chats: Vec<(i64, String)> = (0..3)
-        .map(|k| {
-            let chat = 2_000 + k;
-            let text = format!("while locked {k}");
-            world.fake.push_message(world.bot, chat, USER, &text);
-            (chat, text)
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let during = world.replies(&chats, Duration::ZERO).await;
-    locker.execute_batch("COMMIT").expect("unlock");
-    drop(locker);
-    world.replies(&chats, Duration::from_secs(60)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let replies = world
-        .replies(&chats, Duration::ZERO)
-        .await
-        .into_iter()
-        .collect();
-    let mut reactions = world.reactions();
-    reactions.push(format!(
-        "{} answered while locked",
-        during.values().filter(|count| **count > 0).count()
-    ));
-    verdict(
-        "the SQLite file locked by another process for 3 s (busy_timeout 500 ms)",
-        &reactions,
-        &replies,
-        started.elapsed(),
-    );
-    let integrity: String = world
-        .harness
-        .store()
-        .read(|conn| Ok(conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?))
-        .await
-        .unwrap();
-    assert_eq!(integrity, "ok");
+    world
+        .storage_fault(
+            "the SQLite file locked by another process for 3 s (busy_timeout 500 ms)",
+            2_000,
+            move || {
+                locker.execute_batch("COMMIT").expect("unlock");
+                drop(locker);
+            },
+        )
+        .await;
     world.harness.stop().await;
 }
 
@@ -433,40 +439,13 @@ async fn a_full_disk_delays_but_loses_nothing() {
         while file.write_all(&small).is_ok() {}
         let _ = file.sync_all();
     }
-    world.reactions();
-    let started = Instant::now();
-    let chats: Vec<(i64, String)> = (0..3)
-        .map(|k| {
-            let chat = 3_000 + k;
-            let text = format!("disk full {k}");
-            world.fake.push_message(world.bot, chat, USER, &text);
-            (chat, text)
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let during = world.replies(&chats, Duration::ZERO).await;
-    std::fs::remove_file(&filler).unwrap();
-    world.replies(&chats, Duration::from_secs(60)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let replies = world.replies(&chats, Duration::ZERO).await;
-    let mut reactions = world.reactions();
-    reactions.push(format!(
-        "{} answered while full",
-        during.values().filter(|count| **count > 0).count()
-    ));
-    verdict(
-        "the disk full (6 MiB tmpfs filled to the last byte) for 3 s",
-        &reactions,
-        &replies,
-        started.elapsed(),
-    );
-    let integrity: String = world
-        .harness
-        .store()
-        .read(|conn| Ok(conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?))
-        .await
-        .unwrap();
-    assert_eq!(integrity, "ok");
+    world
+        .storage_fault(
+            "the disk full (6 MiB tmpfs filled to the last byte) for 3 s",
+            3_000,
+            || std::fs::remove_file(&filler).unwrap(),
+        )
+        .await;
     world.harness.stop().await;
 }
 

@@ -77,15 +77,7 @@ pub async fn list_approvals(
     State(state): State<StudioState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let status = query.status.filter(|status| !status.is_empty());
-    if let Some(status) = &status
-        && !STATUSES.contains(&status.as_str())
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown status `{status}` (one of: {})",
-            STATUSES.join(", ")
-        )));
-    }
+    let status = super::status_filter(query.status, STATUSES)?;
     let limit = query.limit.unwrap_or(100).clamp(1, 1_000);
     let rows = state
         .store

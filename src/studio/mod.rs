@@ -136,6 +136,21 @@ pub fn router(state: StudioState) -> Router {
         .with_state(state)
 }
 
+/// A `?status=` filter: absent or empty means all; otherwise one of `allowed`, or a 400 naming
+/// them.
+pub fn status_filter(status: Option<String>, allowed: &[&str]) -> Result<Option<String>, ApiError> {
+    let status = status.filter(|status| !status.is_empty());
+    if let Some(status) = &status
+        && !allowed.contains(&status.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown status `{status}` (one of: {})",
+            allowed.join(", ")
+        )));
+    }
+    Ok(status)
+}
+
 /// The JSON body, or a 400 that says what is wrong with it.
 pub fn json_body<T>(
     body: Result<Json<T>, axum::extract::rejection::JsonRejection>,

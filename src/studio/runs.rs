@@ -55,15 +55,7 @@ pub async fn list(
     State(state): State<StudioState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let status = query.status.filter(|status| !status.is_empty());
-    if let Some(status) = &status
-        && !STATUSES.contains(&status.as_str())
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown status `{status}` (one of: {})",
-            STATUSES.join(", ")
-        )));
-    }
+    let status = super::status_filter(query.status, STATUSES)?;
     let agent = query.agent.filter(|agent| !agent.is_empty());
     let limit = query.limit.unwrap_or(50).clamp(1, 500);
     let before = query.before;

@@ -715,6 +715,21 @@ async fn a_login_link_opens_one_session_whose_mutations_need_the_csrf_token() {
         .await
         .unwrap();
     assert_eq!(stored, 1);
+    // And audited: who may act without asking is policy.
+    let audited: String = console
+        .state
+        .store
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT details FROM audit_log WHERE action = 'agent.settings_changed' AND subject = 'agent:ada'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    let audited: Value = serde_json::from_str(&audited).unwrap();
+    assert_eq!(audited["paused"], json!({"from": false, "to": true}));
 
     // Another site's page is refused even with the cookie; so is a rebinding Host.
     let cross = browser(Method::PATCH, "/api/v1/agents/ada", Some(&cookie))

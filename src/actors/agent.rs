@@ -528,12 +528,31 @@ async fn update_settings(state: &mut AgentState, change: SettingsChange) -> Resu
     };
     let name = spec.name.clone();
     let now = crate::clock::now_ms();
+    // Who may do what without asking is policy: the change is audited with the settings row.
+    let details = json!({
+        "autonomy": {"from": state.settings.autonomy.as_str(), "to": next.autonomy.as_str()},
+        "model": {"from": state.settings.model, "to": next.model},
+        "paused": {"from": state.settings.paused, "to": next.paused},
+    });
+    let subject = format!("agent:{name}");
+    let audited_subject = subject.clone();
     state
         .runtime
         .store
-        .write(move |conn| runs::save_settings(conn, &name, &row, now))
+        .write(move |conn| {
+            runs::save_settings(conn, &name, &row, now)?;
+            crate::audit::append(
+                conn,
+                "operator",
+                "agent.settings_changed",
+                &audited_subject,
+                &details,
+            )?;
+            Ok(())
+        })
         .await
         .map_err(|error| error.to_string())?;
+    crate::audit::announce(&state.runtime.events, "agent.settings_changed", &subject);
     state.settings = next;
     Ok(())
 }

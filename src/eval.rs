@@ -644,16 +644,8 @@ async fn tools_ready(
         if wanted.is_empty() {
             continue;
         }
-        let mut offered = Vec::new();
         loop {
-            if let Some(agent) = harness
-                .daemon()
-                .registry
-                .lookup::<AgentMsg>(&names::agent(name))
-                && let Ok(view) = ractor::call_t!(agent, AgentMsg::View, 2_000)
-            {
-                offered = view.tools;
-            }
+            let offered = harness.agent_tools(name).await;
             let missing: Vec<&String> = wanted
                 .iter()
                 .filter(|tool| !offered.contains(tool))

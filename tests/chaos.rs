@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, SentMessage};
-use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml};
+use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml, telegram_toml};
 use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use rand::rngs::StdRng;
@@ -87,10 +87,7 @@ impl Chaos {
         let dir = ScratchDir::new("clawvisor-chaos").unwrap();
         let fake = FakeTelegram::start().await;
         let llm = ScriptedLlm::start(Script::new()).await.unwrap();
-        let users: Vec<String> = std::iter::once(APPROVER)
-            .chain(ASKERS)
-            .map(|user| user.to_string())
-            .collect();
+        let users: Vec<i64> = std::iter::once(APPROVER).chain(ASKERS).collect();
         let mut env = BTreeMap::new();
         let mut agents = Vec::new();
         let mut bots = Vec::new();
@@ -103,11 +100,8 @@ impl Chaos {
             agents.push(agent_toml(
                 &name,
                 &format!(
-                    "tools = [\"write_file\", \"schedule_task\"]\nautonomy = \"require_approval\"\n\
-                     [telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\n\
-                     allow_users = [{}]\napprovers = [{APPROVER}]\n",
-                    fake.base_url(),
-                    users.join(", ")
+                    "tools = [\"write_file\", \"schedule_task\"]\nautonomy = \"require_approval\"\n{}",
+                    telegram_toml(&variable, &fake.base_url(), &users, &[APPROVER])
                 ),
             ));
         }

@@ -15,12 +15,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use clawvisor::actors::agent::AgentMsg;
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
-use clawvisor::registry::names;
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
-use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, telegram_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use tokio::sync::broadcast;
 
@@ -57,10 +55,7 @@ async fn world(dir: ScratchDir, config_extra: &str) -> World {
     let mut options = HarnessOptions::new(llm.base_url());
     options.agents = vec![agent_toml(
         "ada",
-        &format!(
-            "[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [{USER}]\n",
-            fake.base_url()
-        ),
+        &telegram_toml("ADA_TOKEN", &fake.base_url(), &[USER], &[]),
     )];
     options.env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
     options.config_extra = config_extra.to_string();
@@ -449,20 +444,6 @@ async fn a_full_disk_delays_but_loses_nothing() {
     world.harness.stop().await;
 }
 
-/// The agent's tool names as offered to the model right now.
-async fn agent_tools(harness: &Harness, agent: &str) -> Vec<String> {
-    let Some(agent) = harness
-        .daemon()
-        .registry
-        .lookup::<AgentMsg>(&names::agent(agent))
-    else {
-        return Vec::new();
-    };
-    ractor::call!(agent, AgentMsg::View)
-        .map(|view| view.tools)
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
     const SERVER: &str = env!("CARGO_BIN_EXE_clawvisor-mcp-test-server");
@@ -502,7 +483,8 @@ async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
     .enumerate()
     {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !agent_tools(&harness, "ada")
+        while !harness
+            .agent_tools("ada")
             .await
             .iter()
             .any(|tool| tool == "local__echo")

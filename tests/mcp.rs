@@ -7,7 +7,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clawvisor::actors::agent::AgentMsg;
 use clawvisor::actors::mcp_supervisor::{McpHealth, McpSupervisorMsg};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::EventKind;
@@ -102,24 +101,11 @@ async fn health(harness: &Harness) -> Vec<McpHealth> {
     ractor::call!(supervisor, McpSupervisorMsg::Health).unwrap()
 }
 
-async fn agent_tools(harness: &Harness) -> Vec<String> {
-    let Some(agent) = harness
-        .daemon()
-        .registry
-        .lookup::<AgentMsg>(&names::agent("ada"))
-    else {
-        return Vec::new();
-    };
-    ractor::call!(agent, AgentMsg::View)
-        .map(|view| view.tools)
-        .unwrap_or_default()
-}
-
 /// Waits until `check` holds for the agent's tool list.
 async fn wait_tools(harness: &Harness, what: &str, check: impl Fn(&[String]) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let tools = agent_tools(harness).await;
+        let tools = harness.agent_tools("ada").await;
         if check(&tools) {
             return;
         }
@@ -180,7 +166,7 @@ async fn tools_are_called_over_stdio_and_http_and_published_namespaced() {
             && tools.iter().any(|tool| tool == "remote__add")
     })
     .await;
-    let tools = agent_tools(&harness).await;
+    let tools = harness.agent_tools("ada").await;
     for tool in ["echo", "add", "write_note", "sleep", "crash", "pid"] {
         assert!(tools.contains(&format!("local__{tool}")), "{tools:?}");
     }
@@ -367,7 +353,7 @@ async fn hung_garbage_and_slow_servers_block_neither_other_links_nor_the_agent()
         },
     )
     .await;
-    let tools = agent_tools(&harness).await;
+    let tools = harness.agent_tools("ada").await;
     assert!(
         !tools
             .iter()

@@ -43,16 +43,15 @@ fn scheduler_of(harness: &Harness) -> ActorRef<SchedulerMsg> {
         .expect("the scheduler runs")
 }
 
-/// Waits until the scheduler has published its tools to `agent`.
+/// Waits until `agent` runs and offers the schedule tools.
 async fn wait_for_tools(harness: &Harness, agent: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(actor) = harness
-            .daemon()
-            .registry
-            .lookup::<AgentMsg>(&names::agent(agent))
-            && let Ok(view) = ractor::call_t!(actor, AgentMsg::View, 2_000)
-            && view.tools.iter().any(|tool| tool == "schedule_task")
+        if harness
+            .agent_tools(agent)
+            .await
+            .iter()
+            .any(|tool| tool == "schedule_task")
         {
             return;
         }

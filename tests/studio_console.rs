@@ -991,10 +991,7 @@ async fn bot_polling_lag_counts_from_the_last_completed_poll() {
     let mut options = HarnessOptions::new(llm.base_url());
     options.agents = vec![agent_toml(
         "ada",
-        &format!(
-            "[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [42]\n",
-            telegram.base_url()
-        ),
+        &clawvisor::testkit::harness::telegram_toml("ADA_TOKEN", &telegram.base_url(), &[42], &[]),
     )];
     options.env = [("ADA_TOKEN".to_string(), token.to_string())].into();
     let harness = Harness::start(options).await.expect("daemon");

@@ -354,12 +354,10 @@ impl Actor for ApprovalDesk {
                     })
                     .await?;
                 if revoked {
-                    let subject = format!("grant:{id}");
-                    crate::audit::announce(&state.args.events, "grant.revoked", &subject);
-                    state.args.events.publish_data(
-                        EventKind::PolicyChanged,
-                        &subject,
-                        "grant revoked",
+                    policy_changed(
+                        state,
+                        "grant.revoked",
+                        &format!("grant:{id}"),
                         json!({"grant": id, "change": "grant_revoked"}),
                     );
                 }
@@ -392,12 +390,10 @@ impl Actor for ApprovalDesk {
                         Ok(id)
                     })
                     .await?;
-                let subject = format!("rule:{id}");
-                crate::audit::announce(&state.args.events, "policy.rule_added", &subject);
-                state.args.events.publish_data(
-                    EventKind::PolicyChanged,
-                    &subject,
-                    "rule added",
+                policy_changed(
+                    state,
+                    "policy.rule_added",
+                    &format!("rule:{id}"),
                     json!({"rule": id, "change": "rule_added"}),
                 );
                 let _ = reply.send(id);
@@ -421,12 +417,10 @@ impl Actor for ApprovalDesk {
                     })
                     .await?;
                 if disabled {
-                    let subject = format!("rule:{id}");
-                    crate::audit::announce(&state.args.events, "policy.rule_disabled", &subject);
-                    state.args.events.publish_data(
-                        EventKind::PolicyChanged,
-                        &subject,
-                        "rule disabled",
+                    policy_changed(
+                        state,
+                        "policy.rule_disabled",
+                        &format!("rule:{id}"),
                         json!({"rule": id, "change": "rule_disabled"}),
                     );
                 }
@@ -598,6 +592,17 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
     bot_online(&state.args, &request.agent)
         .await
         .then_some("telegram")
+}
+
+/// A policy change outside an approval (a grant revoked, a rule added or disabled), once its
+/// audited write committed: the audit row is announced, and `policy_changed` tells live views.
+fn policy_changed(state: &DeskState, action: &str, subject: &str, data: serde_json::Value) {
+    crate::audit::announce(&state.args.events, action, subject);
+    let detail = data["change"].as_str().unwrap_or(action).replace('_', " ");
+    state
+        .args
+        .events
+        .publish_data(EventKind::PolicyChanged, subject, &detail, data);
 }
 
 fn request_text(row: &ApprovalRow, again: bool) -> String {

@@ -172,7 +172,7 @@ impl Actor for Contract {
                     .store
                     .write(move |conn| queries::timeline(conn, &id, "progress", &note, now))
                     .await?;
-                announce(state, "progress");
+                announce(&state.args.events, &state.row, "progress");
             }
             ContractMsg::Return(result) => state.explicit_result = Some(result),
             ContractMsg::Cancel { by, reply } => {
@@ -188,14 +188,15 @@ impl Actor for Contract {
     }
 }
 
-/// Announces a stored change of this contract (call it after the write committed).
-fn announce(state: &ContractState, change: &str) {
-    state.args.events.publish_data(
+/// `handoff_changed` for a stored change of a contract (call it after the write committed); the
+/// HandoffSupervisor announces a contract's creation the same way.
+pub fn announce(events: &EventBus, row: &ContractRow, change: &str) {
+    events.publish_data(
         EventKind::HandoffChanged,
-        &format!("contract:{}", state.row.id),
+        &format!("contract:{}", row.id),
         change,
-        serde_json::json!({"id": state.row.id, "status": state.row.status, "change": change,
-                           "owner": state.row.owner, "delegate": state.row.delegate}),
+        serde_json::json!({"id": row.id, "status": row.status, "change": change,
+                           "owner": row.owner, "delegate": row.delegate}),
     );
 }
 
@@ -240,7 +241,7 @@ async fn send_subtask(
         })
         .await?;
     state.row.status = "in_progress".into();
-    announce(state, "in_progress");
+    announce(&state.args.events, &state.row, "in_progress");
     let Some(delegate) = agent(state, &state.row.delegate) else {
         return Err(format!("the delegate `{}` is not running", state.row.delegate).into());
     };
@@ -344,7 +345,7 @@ async fn on_result(
             queries::timeline(conn, &id, "review", "sent to the validator", now)
         })
         .await?;
-    announce(state, "review");
+    announce(&state.args.events, &state.row, "review");
     let Some(reviewer) = agent(state, &validator) else {
         return end(
             myself,
@@ -406,7 +407,7 @@ async fn on_review(
             queries::count_attempt(conn, &id, now)
         })
         .await?;
-    announce(state, "rejected");
+    announce(&state.args.events, &state.row, "rejected");
     if rejections >= MAX_REJECTIONS {
         end(
             myself,
@@ -453,7 +454,7 @@ async fn finish(
     } else {
         state.row.reason = Some(text);
     }
-    announce(state, status);
+    announce(&state.args.events, &state.row, status);
     deliver(myself, state).await
 }
 
@@ -526,7 +527,7 @@ async fn deliver(
         }
     }
     state.row.delivered_ms = Some(now);
-    announce(state, "delivered");
+    announce(&state.args.events, &state.row, "delivered");
     myself.stop(None);
     Ok(())
 }

@@ -300,13 +300,7 @@ async fn create(
         .write(move |conn| queries::insert(conn, &stored))
         .await
         .map_err(|error| format!("the contract could not be stored: {error}"))?;
-    state.args.events.publish_data(
-        crate::events::EventKind::HandoffChanged,
-        &format!("contract:{}", row.id),
-        "created",
-        serde_json::json!({"id": row.id, "status": row.status, "change": "created",
-                           "owner": row.owner, "delegate": row.delegate}),
-    );
+    super::contract::announce(&state.args.events, &row, "created");
     start_contract(myself, state, &row.id)
         .await
         .map_err(|error| error.to_string())?;

@@ -295,7 +295,7 @@ pub struct SchedulerArgs {
     pub registry: Registry,
     pub events: EventBus,
     pub config: SchedulerConfig,
-    /// Every configured agent (who exists, who lists the schedule tools).
+    /// Every configured agent (jobs for an agent that does not exist are refused).
     pub agents: Vec<AgentSpec>,
     pub clock: SchedulerClock,
 }

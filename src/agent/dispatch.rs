@@ -179,23 +179,24 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
     let target = tool.target(&args);
+    // A skill loaded in this run tightens it by its `risk` hint (never loosens). Only when the
+    // agent has such a skill does the lookup also read which skills the run loaded.
+    let could_tighten: Vec<(&str, crate::config::Autonomy)> = ctx
+        .settings
+        .skills
+        .iter()
+        .filter_map(|skill| Some((skill.name.as_str(), skill.autonomy_ceiling()?)))
+        .filter(|(_, ceiling)| *ceiling > ctx.settings.autonomy)
+        .collect();
+    let skills_of_run = (!could_tighten.is_empty()).then_some(ctx.run_id);
     let PolicyLookup {
         grant,
         rule,
         skills_loaded,
-    } = policy_lookup(ctx, &call.name, &action, &target).await;
-    // A skill loaded in this run tightens it by its `risk` hint (never loosens).
-    let tightening: Vec<(&str, crate::config::Autonomy)> = ctx
-        .settings
-        .skills
-        .iter()
-        .filter(|skill| skills_loaded.contains(&skill.name))
-        .filter_map(|skill| {
-            skill
-                .autonomy_ceiling()
-                .map(|ceiling| (skill.name.as_str(), ceiling))
-        })
-        .filter(|(_, ceiling)| *ceiling > ctx.settings.autonomy)
+    } = policy_lookup(ctx, &call.name, &action, &target, skills_of_run).await;
+    let tightening: Vec<(&str, crate::config::Autonomy)> = could_tighten
+        .into_iter()
+        .filter(|(name, _)| skills_loaded.iter().any(|loaded| loaded == name))
         .collect();
     let autonomy = tightening
         .iter()
@@ -267,10 +268,9 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     }
 }
 
-/// The live grant and the strictest stored rule for this call. In a delegate's conversation the
-/// contract's tool list (when it has one) is a rule too: a tool outside it is denied.
-/// What the store says about one call: a live grant, the strictest matching rule (or the
-/// contract's tool limit as a deny rule), and the skills this run has loaded.
+/// What the store says about one call: the live grant, the strictest stored rule (in a
+/// delegate's conversation the contract's tool list, when it has one, is a deny rule too), and
+/// the skills the run loaded (read only when asked for: `skills_of_run`).
 #[derive(Default)]
 struct PolicyLookup {
     grant: Option<String>,
@@ -278,7 +278,13 @@ struct PolicyLookup {
     skills_loaded: Vec<String>,
 }
 
-async fn policy_lookup(ctx: &RunCtx, tool: &str, action: &str, target: &str) -> PolicyLookup {
+async fn policy_lookup(
+    ctx: &RunCtx,
+    tool: &str,
+    action: &str,
+    target: &str,
+    skills_of_run: Option<i64>,
+) -> PolicyLookup {
     let (agent, chat, tool, action, target) = (
         ctx.agent().to_string(),
         ctx.chat.as_str().to_string(),
@@ -294,15 +300,17 @@ async fn policy_lookup(ctx: &RunCtx, tool: &str, action: &str, target: &str) -> 
     };
     let contract = ctx.chat.handoff_contract().map(str::to_string);
     let now = crate::clock::now_ms();
-    let run_id = ctx.run_id;
     let found = ctx
         .runtime
         .store
         .read(move |conn| {
-            let skills_loaded = crate::store::runs::skills_used(conn, &[run_id])?
-                .into_iter()
-                .map(|(_, skill)| skill)
-                .collect();
+            let skills_loaded = match skills_of_run {
+                Some(run_id) => crate::store::runs::skills_used(conn, &[run_id])?
+                    .into_iter()
+                    .map(|(_, skill)| skill)
+                    .collect(),
+                None => Vec::new(),
+            };
             if let Some(contract) = contract
                 .map(|id| crate::store::handoff::get(conn, &id))
                 .transpose()?
@@ -427,6 +435,7 @@ async fn execute(
     let audit = json!({"tool": call.name, "call_id": call.id, "action_hash": hash, "approval": approval,
                        "is_error": output.is_error, "duration_ms": duration_ms});
     let (actor, subject) = (format!("agent:{}", ctx.agent()), format!("run:{run_id}"));
+    let announced = subject.clone();
     let written = ctx
         .runtime
         .store
@@ -438,14 +447,10 @@ async fn execute(
         .await;
     match written {
         Ok(()) => {
-            crate::audit::announce(
-                &ctx.runtime.events,
-                "tool.executed",
-                &format!("run:{run_id}"),
-            );
+            crate::audit::announce(&ctx.runtime.events, "tool.executed", &announced);
             ctx.runtime.events.publish_data(
                 crate::events::EventKind::RunStep,
-                &format!("run:{run_id}"),
+                &announced,
                 &format!("tool_result {}", call.name),
                 json!({"run_id": run_id, "agent": ctx.agent(), "kind": "tool_result", "name": call.name}),
             );

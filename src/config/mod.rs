@@ -718,7 +718,8 @@ pub fn parse_file(text: &str, origin: &str) -> Result<Config, ConfigError> {
 
 /// Semantic checks that types alone cannot express.
 pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError> {
-    let addr: SocketAddr = config.studio.bind.parse().map_err(|_| {
+    // Off loopback Studio also needs its token; that is checked once the secrets are read.
+    config.studio.bind.parse::<SocketAddr>().map_err(|_| {
         ConfigError::key(
             origin,
             "[studio].bind",
@@ -728,15 +729,6 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         )
     })?;
-    if !addr.ip().is_loopback() && config.studio.token_env.trim().is_empty() {
-        return Err(ConfigError::key(
-            origin,
-            "[studio].token_env",
-            format!(
-                "Studio binds to {addr}, which is not loopback: name the environment variable holding its access token"
-            ),
-        ));
-    }
     let memory = &config.memory;
     if !(0.0..=1.0).contains(&memory.surprise_threshold) {
         return Err(ConfigError::key(

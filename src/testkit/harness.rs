@@ -89,6 +89,27 @@ pub fn agent_toml(name: &str, extra: &str) -> String {
     )
 }
 
+/// An agent file's `[telegram]` table for a bot whose token is in `token_env`, served by the Bot
+/// API at `api_url` (a fake's base URL). Goes last in an agent file (after `tools`, `autonomy`).
+pub fn telegram_toml(
+    token_env: &str,
+    api_url: &str,
+    allow_users: &[i64],
+    approvers: &[i64],
+) -> String {
+    let list = |ids: &[i64]| {
+        ids.iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "[telegram]\ntoken_env = \"{token_env}\"\napi_url = \"{api_url}\"\nallow_users = [{}]\napprovers = [{}]\n",
+        list(allow_users),
+        list(approvers)
+    )
+}
+
 /// The daemon's config for a harness run. `extra` may bring its own `[telegram]` table.
 pub fn config_toml(model_url: &str, extra: &str) -> String {
     let telegram = if extra.contains("[telegram]") {
@@ -244,6 +265,21 @@ impl Harness {
         local_channel::subscribe(&self.daemon().registry, chat)
             .await
             .ok_or_else(|| "the local channel is not running".into())
+    }
+
+    /// The names of the tools `agent` offers its model right now (empty while it is not running
+    /// or does not answer within 2 s).
+    pub async fn agent_tools(&self, agent: &str) -> Vec<String> {
+        let Some(actor) = self
+            .daemon()
+            .registry
+            .lookup::<AgentMsg>(&names::agent(agent))
+        else {
+            return Vec::new();
+        };
+        ractor::call_t!(actor, AgentMsg::View, 2_000)
+            .map(|view| view.tools)
+            .unwrap_or_default()
     }
 
     /// Sends a message and waits for the final answer.

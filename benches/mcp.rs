@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clawvisor::actors::mcp_link::{McpLink, McpLinkArgs, McpLinkMsg};
 use clawvisor::config::{Dur, McpServerConfig, McpTransportKind, McpTrustConfig};
 use clawvisor::mcp::tool::call_through_link;
-use clawvisor::registry::{Registry, names};
+use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions, Synchronous};
 use criterion::{Criterion, criterion_group, criterion_main};
 use ractor::{Actor, ActorRef};
@@ -61,7 +61,7 @@ async fn start_link(
         ping_every: Duration::from_secs(30),
     };
     let (link, _) = Actor::spawn(
-        Some(registry.name(&names::mcp_link(&server.name))),
+        Some(registry.name(clawvisor::protocol::mcp::link(&server.name).local())),
         McpLink,
         args,
     )

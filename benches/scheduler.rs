@@ -16,7 +16,7 @@ use clawvisor::actors::scheduler::{
 use clawvisor::config::{self, SchedulerConfig};
 use clawvisor::domain::{ChatKey, InboundSource, OutEvent, Outbound};
 use clawvisor::events::EventBus;
-use clawvisor::registry::{Registry, names};
+use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::harness::{agent_toml, config_toml};
@@ -70,7 +70,7 @@ impl Actor for EchoAgent {
             .lock()
             .unwrap()
             .push((job_id, clawvisor::clock::now_ms()));
-        if let Some(scheduler) = state.registry.lookup::<SchedulerMsg>(names::SCHEDULER) {
+        if let Some(scheduler) = state.registry.lookup(&clawvisor::protocol::scheduler::NAME) {
             let _ = scheduler.cast(SchedulerMsg::Deliver(Outbound {
                 agent: inbound.agent,
                 chat: inbound.chat,
@@ -166,7 +166,7 @@ fn measure(rt: &tokio::runtime::Runtime, agent: &config::AgentSpec, spread: i64)
             .await
             .unwrap();
         Actor::spawn(
-            Some(registry.name(&names::agent("bench"))),
+            Some(registry.name(clawvisor::protocol::agent::name("bench").local())),
             EchoAgent,
             EchoState {
                 registry: registry.clone(),
@@ -177,7 +177,7 @@ fn measure(rt: &tokio::runtime::Runtime, agent: &config::AgentSpec, spread: i64)
         .unwrap();
         let rss_before = support::rss_kib();
         let (scheduler, _) = Actor::spawn(
-            Some(registry.name(names::SCHEDULER)),
+            Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
             Scheduler,
             SchedulerArgs {
                 store: store.clone(),
@@ -262,7 +262,7 @@ fn scheduler_bench(c: &mut Criterion) {
     let registry = Registry::new();
     let scheduler = rt.block_on(async {
         Actor::spawn(
-            Some(registry.name(names::SCHEDULER)),
+            Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
             Scheduler,
             SchedulerArgs {
                 store: store.clone(),

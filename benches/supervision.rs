@@ -10,7 +10,7 @@ use clawvisor::actors::root::spawn_child;
 use clawvisor::actors::supervise::{ChildSpec, RestartPolicy};
 use clawvisor::actors::supervisor::{StartMode, Supervisor, SupervisorArgs};
 use clawvisor::events::EventBus;
-use clawvisor::registry::Registry;
+use clawvisor::registry::{Registry, ServiceName};
 use criterion::{Criterion, criterion_group, criterion_main};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
@@ -148,7 +148,9 @@ fn restart(c: &mut Criterion) {
         let spec = ChildSpec::new("echo", policy, move |supervisor| {
             let registry = spec_registry.clone();
             let args = args.clone();
-            async move { spawn_child(&registry, "echo", Echo, args, supervisor).await }
+            async move {
+                spawn_child(&registry, &ServiceName::new("echo"), Echo, args, supervisor).await
+            }
         });
         let args = SupervisorArgs {
             name: "bench".into(),
@@ -166,7 +168,7 @@ fn restart(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iterations {
                     let child: ActorRef<EchoMsg> = registry
-                        .wait_for("echo", Duration::from_secs(5))
+                        .wait_for(&ServiceName::<EchoMsg>::new("echo"), Duration::from_secs(5))
                         .await
                         .unwrap();
                     let start = Instant::now();
@@ -176,7 +178,9 @@ fn restart(c: &mut Criterion) {
                     samples.push(took);
                     total += took;
                     // Let the registry see the new incarnation before the next crash.
-                    while registry.lookup::<EchoMsg>("echo").map(|c| c.get_id())
+                    while registry
+                        .lookup(&ServiceName::<EchoMsg>::new("echo"))
+                        .map(|c| c.get_id())
                         == Some(child.get_id())
                     {
                         tokio::task::yield_now().await;

@@ -1,4 +1,4 @@
-//! Where an agent's output goes: the one place that maps a chat to the actor that shows it.
+//! Where an agent's output goes: the one place that maps a chat to the service that shows it.
 //!
 //! Sessions and runs call [`deliver`] with a plain [`Outbound`]; the chat key's kind names the
 //! channel: `tg:` → the agent's Telegram bot, `cli:`/`studio:`/`api:` → the local channel,
@@ -6,34 +6,18 @@
 //! misses the message: what must not be lost (final replies to Telegram) is in the outbox table and
 //! is delivered when the channel is back.
 
-use crate::actors::handoff_supervisor::HandoffMsg;
-use crate::actors::local_channel::LocalChannelMsg;
-use crate::actors::scheduler::SchedulerMsg;
-use crate::actors::telegram_bot::TelegramMsg;
 use crate::domain::{ChatKind, Outbound};
-use crate::registry::{Registry, names};
+use crate::protocol::handoff::Handoffs;
+use crate::protocol::local::LocalChannel;
+use crate::protocol::scheduler::Scheduler;
+use crate::protocol::telegram::Bot;
+use crate::registry::Registry;
 
 pub fn deliver(registry: &Registry, outbound: Outbound) {
     match outbound.chat.kind() {
-        ChatKind::Local => {
-            if let Some(local) = registry.lookup::<LocalChannelMsg>(names::LOCAL_CHANNEL) {
-                let _ = local.cast(LocalChannelMsg::Deliver(outbound));
-            }
-        }
-        ChatKind::Telegram => {
-            if let Some(bot) = registry.lookup::<TelegramMsg>(&names::bot(&outbound.agent)) {
-                let _ = bot.cast(TelegramMsg::Deliver(outbound));
-            }
-        }
-        ChatKind::Schedule => {
-            if let Some(scheduler) = registry.lookup::<SchedulerMsg>(names::SCHEDULER) {
-                let _ = scheduler.cast(SchedulerMsg::Deliver(outbound));
-            }
-        }
-        ChatKind::Handoff => {
-            if let Some(handoffs) = registry.lookup::<HandoffMsg>(names::HANDOFFS) {
-                let _ = handoffs.cast(HandoffMsg::Deliver(outbound));
-            }
-        }
+        ChatKind::Local => LocalChannel::new(registry).deliver(outbound),
+        ChatKind::Telegram => Bot::new(registry, &outbound.agent).deliver(outbound),
+        ChatKind::Schedule => Scheduler::new(registry).deliver(outbound),
+        ChatKind::Handoff => Handoffs::new(registry).deliver(outbound),
     }
 }

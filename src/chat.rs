@@ -10,12 +10,11 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::actors::agent::AgentMsg;
-use crate::actors::local_channel;
 use crate::config::LoadedConfig;
 use crate::daemon::{self, StartOptions};
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender, SessionCommand};
-use crate::registry::names;
+use crate::protocol::agent::Agent;
+use crate::protocol::local::LocalChannel;
 
 pub async fn run(loaded: LoadedConfig, agent: &str) -> ExitCode {
     let Some(spec) = loaded.agent(agent).cloned() else {
@@ -32,7 +31,7 @@ pub async fn run(loaded: LoadedConfig, agent: &str) -> ExitCode {
     };
     let user = std::env::var("USER").unwrap_or_else(|_| "operator".into());
     let chat = ChatKey::cli(&user);
-    let Some(mut outputs) = local_channel::subscribe(&daemon.registry, &chat).await else {
+    let Some(mut outputs) = LocalChannel::new(&daemon.registry).subscribe(&chat).await else {
         eprintln!("the local channel did not start");
         daemon.stop().await;
         return ExitCode::FAILURE;
@@ -49,18 +48,15 @@ pub async fn run(loaded: LoadedConfig, agent: &str) -> ExitCode {
             line = lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 let line = line.trim().to_string();
-                let Some(actor) = daemon.registry.lookup::<AgentMsg>(&names::agent(&spec.name)) else {
-                    println!("(the agent is restarting; try again in a moment)");
-                    continue;
-                };
-                match line.as_str() {
-                    "" => prompt(),
+                let agent = Agent::new(&daemon.registry, &spec.name);
+                let sent = match line.as_str() {
+                    "" => { prompt(); Ok(()) }
                     "/quit" | "/exit" => break,
-                    "/stop" => { let _ = actor.cast(AgentMsg::Command(chat.clone(), SessionCommand::Stop)); }
-                    "/new" => { let _ = actor.cast(AgentMsg::Command(chat.clone(), SessionCommand::New)); }
+                    "/stop" => agent.command(chat.clone(), SessionCommand::Stop),
+                    "/new" => agent.command(chat.clone(), SessionCommand::New),
                     text => {
                         printed.clear();
-                        let _ = actor.cast(AgentMsg::Inbound(Inbound {
+                        agent.inbound(Inbound {
                             agent: spec.name.clone(),
                             chat: chat.clone(),
                             sender: Sender::new(format!("cli:{user}"), user.clone()),
@@ -70,8 +66,11 @@ pub async fn run(loaded: LoadedConfig, agent: &str) -> ExitCode {
                             received_ms: crate::clock::now_ms(),
                             context: None,
                             correlation: None,
-                        }));
+                        })
                     }
+                };
+                if sent.is_err() {
+                    println!("(the agent is restarting; try again in a moment)");
                 }
             }
             output = outputs.recv() => {

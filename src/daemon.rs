@@ -176,7 +176,7 @@ pub async fn start_with(
         DaemonError::Boot(format!("the root supervisor did not start: {error}"))
     })?;
     // The same holds one level down: once the agent supervisor answers, every agent has started.
-    if let Some(agents) = registry.lookup::<AgentSupervisorMsg>(crate::registry::names::AGENTS) {
+    if let Some(agents) = registry.lookup(&crate::actors::agent_supervisor::NAME) {
         ractor::call!(agents, AgentSupervisorMsg::Children).map_err(|error| {
             DaemonError::Boot(format!("the agent supervisor did not start: {error}"))
         })?;

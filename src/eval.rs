@@ -99,12 +99,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::actors::agent::{AgentMsg, SettingsChange};
-use crate::actors::approval_desk::{ApprovalDeskMsg, DecideOutcome, Decider, Decision};
 use crate::config::{Autonomy, Dur};
 use crate::daemon::StartOptions;
 use crate::domain::{ChatKey, OutEvent, Outbound};
-use crate::registry::names;
+use crate::protocol::agent::{Agent, AgentError, SettingsChange};
+use crate::protocol::approvals::{Approvals, DecideOutcome, Decider, Decision};
 use crate::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use crate::testkit::scripted_llm::{Script, ScriptedLlm};
 
@@ -666,22 +665,20 @@ async fn tools_ready(
 }
 
 async fn apply_settings(harness: &Harness, agent: &str, settings: &Settings) -> Result<(), String> {
-    let actor = harness
-        .daemon()
-        .registry
-        .lookup::<AgentMsg>(&names::agent(agent))
-        .ok_or_else(|| format!("agent `{agent}` is not running"))?;
     let change = SettingsChange {
         autonomy: settings.autonomy,
         model: None,
         paused: settings.paused,
     };
-    match ractor::call_t!(actor, AgentMsg::UpdateSettings, 5_000, change) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => Err(format!("the settings change was refused: {error}")),
-        Err(error) => Err(format!(
+    match Agent::new(&harness.daemon().registry, agent)
+        .update_settings(change)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(AgentError::Unavailable(error)) => Err(format!(
             "the settings change did not reach {agent}: {error}"
         )),
+        Err(error) => Err(format!("the settings change was refused: {error}")),
     }
 }
 
@@ -790,23 +787,11 @@ async fn decide_pending(
             }
         };
         decided.insert(id.clone());
-        let Some(desk) = harness
-            .daemon()
-            .registry
-            .lookup::<ApprovalDeskMsg>(names::APPROVALS)
-        else {
-            failures.push(format!("{prefix}: the approval desk is not running"));
-            return;
-        };
         let decider = Decider::Local { chat: chat.clone() };
-        match ractor::call_t!(
-            desk,
-            ApprovalDeskMsg::Decide,
-            10_000,
-            id.clone(),
-            decision,
-            decider
-        ) {
+        match Approvals::new(&harness.daemon().registry)
+            .decide(&id, decision, decider)
+            .await
+        {
             Ok(DecideOutcome::Approved { .. } | DecideOutcome::Denied { .. }) => {}
             Ok(other) => failures.push(format!(
                 "{prefix}: deciding approval {id}: {}",

@@ -2,43 +2,67 @@
 //!
 //! Actors find each other by registered name (DESIGN.md, "Beyond one machine"), through ractor's
 //! registry. That registry is process-wide, and the test suite runs several daemons in one process,
-//! so every name carries its daemon's prefix: `cv3/agent:assistant`. Lookups check the actor's
-//! message type at run time, so a name can never hand out a reference of the wrong type.
+//! so every name carries its daemon's prefix: `cv3/agent:assistant`. Names are [`ServiceName`]s,
+//! typed with their actor's message: each service declares its name once (`protocol/<service>.rs`),
+//! and the compiler pairs name and type at every lookup and spawn.
 
+use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ractor::{ActorRef, Message};
 
-/// Well-known local names.
-pub mod names {
-    pub const STORE: &str = "store";
-    pub const EVENTS: &str = "events";
-    pub const APPROVALS: &str = "approvals";
-    pub const MEMORY: &str = "memory";
-    pub const SCHEDULER: &str = "scheduler";
-    pub const MCP: &str = "mcp";
-    pub const AGENTS: &str = "agents";
-    pub const HANDOFFS: &str = "handoffs";
-    pub const CHANNELS: &str = "channels";
-    pub const STUDIO: &str = "studio";
-    pub const LOCAL_CHANNEL: &str = "local";
+/// A registered name typed with the messages its actor takes: looking it up can only give an
+/// `ActorRef` of that type, and spawning under it only accepts an actor of that type, so a name and
+/// its message type are paired once, where the name is declared (in `protocol/<service>.rs`).
+pub struct ServiceName<M> {
+    local: Cow<'static, str>,
+    messages: PhantomData<fn() -> M>,
+}
 
-    pub fn agent(name: &str) -> String {
-        format!("agent:{name}")
+impl<M> ServiceName<M> {
+    /// A fixed name (`approvals`, `scheduler`).
+    pub const fn fixed(local: &'static str) -> Self {
+        Self {
+            local: Cow::Borrowed(local),
+            messages: PhantomData,
+        }
     }
 
-    pub fn bot(agent: &str) -> String {
-        format!("bot:{agent}")
+    /// A name built at run time (`agent:<name>`, `bot:<agent>`).
+    pub fn new(local: impl Into<String>) -> Self {
+        Self {
+            local: Cow::Owned(local.into()),
+            messages: PhantomData,
+        }
     }
 
-    pub fn mcp_link(server: &str) -> String {
-        format!("mcp:{server}")
+    /// The name within one daemon (without its prefix).
+    pub fn local(&self) -> &str {
+        &self.local
     }
+}
 
-    pub fn contract(id: &str) -> String {
-        format!("contract:{id}")
+impl<M> Clone for ServiceName<M> {
+    fn clone(&self) -> Self {
+        Self {
+            local: self.local.clone(),
+            messages: PhantomData,
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for ServiceName<M> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.local)
+    }
+}
+
+impl<M> std::fmt::Display for ServiceName<M> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.local)
     }
 }
 
@@ -75,9 +99,10 @@ impl Registry {
             .and_then(|rest| rest.strip_prefix('/'))
     }
 
-    /// The actor registered under `local`, if it is running and takes messages of type `M`.
-    pub fn lookup<M: Message>(&self, local: &str) -> Option<ActorRef<M>> {
-        let cell = ractor::registry::where_is(self.name(local))?;
+    /// The actor registered under `name`, if it is running (and takes messages of type `M`, which
+    /// holds unless two kinds of actor were spawned under one name).
+    pub fn lookup<M: Message>(&self, name: &ServiceName<M>) -> Option<ActorRef<M>> {
+        let cell = ractor::registry::where_is(self.name(name.local()))?;
         if cell.is_message_type_of::<M>() == Some(false) {
             return None;
         }
@@ -88,12 +113,12 @@ impl Registry {
     /// e.g. while its supervisor restarts it.
     pub async fn wait_for<M: Message>(
         &self,
-        local: &str,
+        name: &ServiceName<M>,
         timeout: Duration,
     ) -> Option<ActorRef<M>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if let Some(actor) = self.lookup(local) {
+            if let Some(actor) = self.lookup(name) {
                 return Some(actor);
             }
             if tokio::time::Instant::now() >= deadline {

@@ -11,7 +11,6 @@ use clawvisor::actors::mcp_supervisor::{McpHealth, McpSupervisorMsg};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::EventKind;
 use clawvisor::mcp::process::members_of_group;
-use clawvisor::registry::names;
 use clawvisor::store::runs;
 use clawvisor::testkit::harness::{
     Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, wait_reply,
@@ -96,7 +95,7 @@ async fn health(harness: &Harness) -> Vec<McpHealth> {
     let supervisor = harness
         .daemon()
         .registry
-        .lookup::<McpSupervisorMsg>(names::MCP)
+        .lookup(&clawvisor::protocol::mcp::NAME)
         .expect("the MCP supervisor runs");
     ractor::call!(supervisor, McpSupervisorMsg::Health).unwrap()
 }

@@ -7,7 +7,6 @@ use clawvisor::actors::memory::{
     Governance, MemoryMsg, MemoryStats, SaveOutcome, SaveRequest, SearchRequest, SearchResult,
 };
 use clawvisor::domain::ChatKey;
-use clawvisor::registry::names;
 use clawvisor::testkit::fake_embeddings::FakeEmbeddings;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
@@ -59,7 +58,7 @@ impl World {
         self.harness
             .daemon()
             .registry
-            .lookup::<MemoryMsg>(names::MEMORY)
+            .lookup(&clawvisor::protocol::memory::NAME)
             .expect("the memory actor runs")
     }
 
@@ -80,7 +79,9 @@ impl World {
             run_id: None,
             message_id: None,
         };
-        ractor::call_t!(self.memory(), MemoryMsg::Save, 30_000, request).unwrap()
+        ractor::call_t!(self.memory(), MemoryMsg::Save, 30_000, request)
+            .unwrap()
+            .map_err(|error| error.to_string())
     }
 
     async fn saved(&self, owner: &str, text: &str) -> i64 {
@@ -124,6 +125,7 @@ impl World {
             10_000
         )
         .unwrap()
+        .map_err(|error| error.to_string())
     }
 
     async fn stats(&self) -> MemoryStats {

@@ -16,7 +16,7 @@ use clawvisor::actors::scheduler::{
 use clawvisor::config::{self, AgentSpec, Autonomy, Dur, SchedulerConfig};
 use clawvisor::domain::{ChatKey, OutEvent, Outbound};
 use clawvisor::events::EventBus;
-use clawvisor::registry::{Registry, names};
+use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow, JobRunRow};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::fake_telegram::FakeTelegram;
@@ -39,7 +39,7 @@ fn scheduler_of(harness: &Harness) -> ActorRef<SchedulerMsg> {
     harness
         .daemon()
         .registry
-        .lookup::<SchedulerMsg>(names::SCHEDULER)
+        .lookup(&clawvisor::protocol::scheduler::NAME)
         .expect("the scheduler runs")
 }
 
@@ -909,7 +909,7 @@ impl Actor for EchoAgent {
                 .lock()
                 .unwrap()
                 .push((job_id, job_run_id, state.clock.now_ms()));
-            if let Some(scheduler) = state.registry.lookup::<SchedulerMsg>(names::SCHEDULER) {
+            if let Some(scheduler) = state.registry.lookup(&clawvisor::protocol::scheduler::NAME) {
                 scheduler.cast(SchedulerMsg::Deliver(Outbound {
                     agent: inbound.agent,
                     chat: inbound.chat,
@@ -964,7 +964,7 @@ async fn standalone(jobs: Vec<JobRow>) -> Bench {
     let seen: Seen = Arc::default();
     let (sender, arrivals) = tokio::sync::mpsc::unbounded_channel();
     let (agent, _) = Actor::spawn(
-        Some(registry.name(&names::agent("ada"))),
+        Some(registry.name(clawvisor::protocol::agent::name("ada").local())),
         EchoAgent,
         EchoArgs {
             registry: registry.clone(),
@@ -981,7 +981,7 @@ async fn standalone(jobs: Vec<JobRow>) -> Bench {
     };
     let events = EventBus::new();
     let (scheduler, _) = Actor::spawn(
-        Some(registry.name(names::SCHEDULER)),
+        Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
         Scheduler,
         SchedulerArgs {
             store: store.clone(),

@@ -335,7 +335,7 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         .harness
         .daemon()
         .registry
-        .lookup::<TelegramMsg>("bot:ada")
+        .lookup(&clawvisor::protocol::telegram::name("ada"))
         .expect("the bot")
         .cast(TelegramMsg::Panic("browser test".into()))
         .unwrap();

@@ -1035,12 +1035,13 @@ async fn memory_and_handoff_changes_are_announced_for_live_pages() {
     use clawvisor::actors::handoff_supervisor::{HandoffMsg, NewContract};
     use clawvisor::actors::memory::{MemoryMsg, SaveOutcome, SaveRequest};
     use clawvisor::events::RuntimeEvent;
-    use clawvisor::registry::names;
 
     let console = Console::start().await;
     let mut bus = console.state.events.subscribe();
     let registry = &console.harness.daemon().registry;
-    let memory = registry.lookup::<MemoryMsg>(names::MEMORY).expect("memory");
+    let memory = registry
+        .lookup(&clawvisor::protocol::memory::NAME)
+        .expect("memory");
     let saved = ractor::call_t!(
         memory,
         MemoryMsg::Save,
@@ -1071,7 +1072,7 @@ async fn memory_and_handoff_changes_are_announced_for_live_pages() {
     assert_eq!(status, 200, "{body}");
 
     let handoffs = registry
-        .lookup::<HandoffMsg>(names::HANDOFFS)
+        .lookup(&clawvisor::protocol::handoff::NAME)
         .expect("handoffs");
     let contract = ractor::call_t!(
         handoffs,

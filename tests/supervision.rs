@@ -7,7 +7,7 @@ use clawvisor::actors::root::spawn_child;
 use clawvisor::actors::supervise::{ChildSpec, OnExhausted, Restart, RestartPolicy};
 use clawvisor::actors::supervisor::{StartMode, Supervisor, SupervisorArgs, SupervisorMsg};
 use clawvisor::events::{EventBus, EventKind};
-use clawvisor::registry::Registry;
+use clawvisor::registry::{Registry, ServiceName};
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -90,7 +90,7 @@ fn worker_spec(
         id: id.to_string(),
         started: started.clone(),
     };
-    let name = id.to_string();
+    let name = ServiceName::<WorkerMsg>::new(id);
     ChildSpec::new(id, policy, move |supervisor| {
         let registry = registry.clone();
         let args = args.clone();
@@ -130,7 +130,7 @@ async fn harness(children: &[(&str, Restart, u32)], start: StartMode) -> Harness
 impl Harness {
     fn worker(&self, id: &str) -> ActorRef<WorkerMsg> {
         self.registry
-            .lookup(id)
+            .lookup(&ServiceName::new(id))
             .unwrap_or_else(|| panic!("worker {id} is registered"))
     }
 
@@ -310,7 +310,11 @@ async fn a_degrading_child_does_not_take_its_supervisor_down() {
         .await
         .unwrap();
     started.recv().await.unwrap();
-    let worker = |registry: &Registry| registry.lookup::<WorkerMsg>("bot").expect("bot registered");
+    let worker = |registry: &Registry| {
+        registry
+            .lookup(&ServiceName::<WorkerMsg>::new("bot"))
+            .expect("bot registered")
+    };
     worker(&registry).cast(WorkerMsg::Panic).unwrap();
     started.recv().await.unwrap();
     worker(&registry).cast(WorkerMsg::Panic).unwrap();

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clawvisor::registry::names;
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, IncomingMessage};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
@@ -317,7 +316,7 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
         w.harness
             .daemon()
             .registry
-            .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("beta"))
+            .lookup(&clawvisor::protocol::telegram::name("beta"))
             .is_none()
     );
     assert!(
@@ -330,7 +329,7 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
         .harness
         .daemon()
         .registry
-        .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("alpha"))
+        .lookup(&clawvisor::protocol::telegram::name("alpha"))
         .unwrap();
     let old_id = alpha_ref.get_id();
     alpha_ref
@@ -351,7 +350,7 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let current = registry
-            .lookup::<clawvisor::actors::telegram_bot::TelegramMsg>(&names::bot("alpha"))
+            .lookup(&clawvisor::protocol::telegram::name("alpha"))
             .map(|actor| actor.get_id());
         if current.is_some_and(|id| id != old_id) {
             break;

@@ -14,101 +14,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
 
 use super::root::spawn_child;
 use super::session::{Session, SessionArgs, SessionMsg};
-use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPolicy};
+use super::supervise::{Action, ChildSpec, Children, Restart, RestartPolicy};
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
-use crate::domain::{ChatKey, Inbound, SessionCommand};
+use crate::domain::ChatKey;
 use crate::events::EventKind;
+use crate::protocol::agent::AgentError;
+pub use crate::protocol::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
+use crate::registry::ServiceName;
 use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
 use crate::tools::Tool;
-
-pub enum AgentMsg {
-    Inbound(Inbound),
-    Command(ChatKey, SessionCommand),
-    /// Something was stored in this chat's transcript for the agent (a handoff's outcome): the
-    /// session starts a run for it.
-    Wake(ChatKey),
-    Child(ChildCmd),
-    /// A session has nothing to do; `handled` is how many messages it handled.
-    SessionIdle {
-        chat: ChatKey,
-        handled: u64,
-    },
-    /// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
-    SetTools(String, Vec<Arc<dyn Tool>>),
-    UpdateSettings(SettingsChange, RpcReplyPort<Result<AgentView, String>>),
-    /// The operator turns a skill on or off for this agent (stored, applied at once).
-    SetSkill {
-        skill: String,
-        enabled: bool,
-        reply: RpcReplyPort<Result<AgentView, String>>,
-    },
-    View(RpcReplyPort<AgentView>),
-}
-
-impl From<ChildCmd> for AgentMsg {
-    fn from(cmd: ChildCmd) -> Self {
-        AgentMsg::Child(cmd)
-    }
-}
-
-/// An operator's change to runtime settings (each `None` leaves the setting as it is).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SettingsChange {
-    pub autonomy: Option<Autonomy>,
-    pub model: Option<String>,
-    pub paused: Option<bool>,
-}
-
-/// What Studio shows about an agent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentView {
-    pub name: String,
-    pub description: String,
-    pub provider: String,
-    pub model: String,
-    pub autonomy: Autonomy,
-    pub paused: bool,
-    pub tools: Vec<String>,
-    pub sessions: usize,
-    pub has_telegram: bool,
-    /// Every skill it could see: enabled or not, usable or why not.
-    pub skills: Vec<SkillView>,
-}
-
-/// One skill as an agent has it: its catalogue entry (what `clawvisor skills show` prints) and
-/// whether this agent has it enabled and can use it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SkillView {
-    pub name: String,
-    pub description: String,
-    /// bundled | installed | workspace
-    pub level: &'static str,
-    pub path: String,
-    pub enabled: bool,
-    /// Why this agent cannot use it, when it cannot (an invalid skill says so here too).
-    pub unavailable: Option<String>,
-    /// Why its `SKILL.md` does not load (what to fix), when it does not.
-    pub invalid: Option<String>,
-    /// Front matter: required tools, MCP servers, the risk hint, the agents it is limited to, and
-    /// the variables and programs it needs.
-    pub tools: Vec<String>,
-    pub mcp: Vec<String>,
-    pub risk: Option<String>,
-    pub agents: Option<Vec<String>>,
-    pub requires: skills::Requires,
-    /// Front-matter keys this runtime does not use, as text.
-    pub unknown: BTreeMap<String, String>,
-    /// Other files of the skill's folder.
-    pub files: Vec<String>,
-}
 
 #[derive(Clone)]
 pub struct AgentArgs {
@@ -306,7 +228,7 @@ impl Actor for AgentActor {
                                "model": settings.model, "paused": settings.paused}),
                     );
                 }
-                let _ = reply.send(result.map(|()| view(state)));
+                let _ = reply.send(result.map(|()| view(state)).map_err(AgentError::Refused));
                 if was_paused && !state.settings.paused {
                     // Conversations whose session stopped while paused get theirs back too.
                     resume_unfinished(&myself, state).await?;
@@ -355,7 +277,7 @@ async fn ensure_session(
     if !state.sessions.contains(&id) {
         let runtime = state.runtime.clone();
         let registry = runtime.registry.clone();
-        let local_name = id.clone();
+        let local_name = ServiceName::<SessionMsg>::new(id.clone());
         let args = SessionArgs {
             runtime,
             settings: state.settings.clone(),
@@ -402,19 +324,19 @@ fn rebuild_tools(state: &mut AgentState) {
     state.settings.tools = Arc::new(all);
 }
 
-async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Result<(), String> {
+async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Result<(), AgentError> {
     let Some(entry) = state
         .runtime
         .skill_catalogue
         .iter()
         .find(|entry| entry.entry.name == skill)
     else {
-        return Err(format!(
-            "no skill named `{skill}` in this agent's skills folders"
-        ));
+        return Err(AgentError::NoSkill(skill));
     };
     if enabled && let Err(reason) = &entry.available {
-        return Err(format!("`{skill}` cannot be enabled: {reason}"));
+        return Err(AgentError::Refused(format!(
+            "`{skill}` cannot be enabled: {reason}"
+        )));
     }
     let (agent, name, now) = (
         state.runtime.spec.name.clone(),
@@ -428,7 +350,7 @@ async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Resu
             crate::store::studio::set_skill_toggle(conn, &agent, &name, enabled, now)
         })
         .await
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| AgentError::Refused(error.to_string()))?;
     state.enabled_skills.retain(|other| *other != skill);
     if enabled {
         state.enabled_skills.push(skill);

@@ -16,7 +16,7 @@ use super::root::spawn_child;
 use super::supervise::{Action, ChildCmd, ChildInfo, ChildSpec, Children, RestartPolicy};
 use crate::agent::AgentRuntime;
 use crate::events::EventBus;
-use crate::registry::names;
+use crate::registry::ServiceName;
 use crate::tools::Tool;
 
 pub enum AgentSupervisorMsg {
@@ -36,6 +36,10 @@ pub struct AgentPlan {
     pub runtime: Arc<AgentRuntime>,
     pub tools: Vec<Arc<dyn Tool>>,
 }
+
+/// Where the agent supervisor is registered (the daemon asks it once every agent has started).
+pub const NAME: ServiceName<AgentSupervisorMsg> =
+    ServiceName::fixed(crate::protocol::agent::SUPERVISOR);
 
 #[derive(Clone)]
 pub struct AgentSupervisorArgs {
@@ -60,16 +64,17 @@ impl Actor for AgentSupervisor {
         _myself: ActorRef<Self::Msg>,
         args: AgentSupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let mut children = Children::new(names::AGENTS, args.events);
+        let mut children = Children::new(crate::protocol::agent::SUPERVISOR, args.events);
         for plan in args.agents {
             let registry = plan.runtime.registry.clone();
-            let local_name = names::agent(&plan.runtime.spec.name);
+            let local_name = crate::protocol::agent::name(&plan.runtime.spec.name);
             let agent_args = AgentArgs {
                 runtime: plan.runtime,
                 tools: plan.tools,
                 session_policy: args.policy.clone(),
             };
-            let spec = ChildSpec::new(local_name.clone(), args.policy.clone(), move |supervisor| {
+            let id = local_name.local().to_string();
+            let spec = ChildSpec::new(id, args.policy.clone(), move |supervisor| {
                 let registry = registry.clone();
                 let local_name = local_name.clone();
                 let agent_args = agent_args.clone();

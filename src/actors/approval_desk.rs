@@ -28,183 +28,15 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
-use super::telegram_bot::TelegramMsg;
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventBus, EventKind};
-use crate::registry::{Registry, names};
+pub use crate::protocol::approvals::{
+    ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, DecideOutcome, Decider, Decision,
+};
+use crate::protocol::telegram::TelegramMsg;
+use crate::registry::Registry;
 use crate::store::Store;
 use crate::store::approvals::{self as queries, ApprovalRow};
-
-/// What a run asks.
-#[derive(Debug, Clone)]
-pub struct ApprovalRequest {
-    pub agent: String,
-    pub chat: ChatKey,
-    pub run_id: i64,
-    pub call_id: String,
-    pub tool: String,
-    pub action: String,
-    pub action_hash: String,
-    pub target: String,
-    pub risk: String,
-    pub reason: String,
-    pub ttl: Duration,
-}
-
-/// The answer a waiting run gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApprovalVerdict {
-    Approved { id: String, by: String },
-    Denied { id: String, reason: String },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Approve,
-    /// Approve, and let the same tool on the same target run without asking for this long.
-    ApproveFor(Duration),
-    Deny,
-}
-
-/// Who decides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decider {
-    /// A Telegram user pressing a button or typing `/approve`; `approver` as the bot knows it.
-    Telegram {
-        agent: String,
-        user_id: i64,
-        name: String,
-        approver: bool,
-    },
-    /// The Studio operator.
-    Operator { name: String },
-    /// The user of a local (terminal) chat, for requests of that chat only.
-    Local { chat: ChatKey },
-}
-
-impl Decider {
-    fn label(&self) -> String {
-        match self {
-            Decider::Telegram { user_id, name, .. } => format!("telegram:{user_id} ({name})"),
-            Decider::Operator { name } => format!("operator ({name})"),
-            Decider::Local { chat } => format!("local:{chat}"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DecideOutcome {
-    Approved {
-        id: String,
-    },
-    Denied {
-        id: String,
-    },
-    /// Unknown, already decided, or expired.
-    NotPending {
-        id: String,
-        status: Option<String>,
-    },
-    NotAllowed {
-        reason: String,
-    },
-}
-
-impl DecideOutcome {
-    /// What the decider is told.
-    pub fn message(&self) -> String {
-        match self {
-            DecideOutcome::Approved { id } => format!("Approved ({id})."),
-            DecideOutcome::Denied { id } => format!("Denied ({id})."),
-            DecideOutcome::NotPending {
-                status: Some(status),
-                ..
-            } if status == "denied_timeout" => {
-                "This request has expired; it was not approved.".into()
-            }
-            DecideOutcome::NotPending {
-                status: Some(status),
-                ..
-            } => format!("This request was already decided ({status})."),
-            DecideOutcome::NotPending { .. } => {
-                "This request has expired or does not exist.".into()
-            }
-            DecideOutcome::NotAllowed { reason } => reason.clone(),
-        }
-    }
-}
-
-pub enum ApprovalDeskMsg {
-    Request(ApprovalRequest, RpcReplyPort<ApprovalVerdict>),
-    Decide(String, Decision, Decider, RpcReplyPort<DecideOutcome>),
-    /// The bot posted the buttons of a request.
-    Posted {
-        id: String,
-        chat_id: i64,
-        message_id: i32,
-    },
-    ExpireDue,
-    /// An agent's bot is online: requests carried over from before a restart are posted again.
-    BotOnline {
-        agent: String,
-    },
-    /// Revoke a scoped grant (audited); `false` when it was not live.
-    RevokeGrant {
-        id: i64,
-        by: String,
-        reply: RpcReplyPort<bool>,
-    },
-    /// Add a policy rule (audited); the id of the new rule.
-    AddRule {
-        rule: NewRule,
-        by: String,
-        reply: RpcReplyPort<i64>,
-    },
-    /// Disable a policy rule (audited); `false` when it was not active.
-    DisableRule {
-        id: i64,
-        by: String,
-        reply: RpcReplyPort<bool>,
-    },
-}
-
-/// A policy rule as an operator writes it. Rules only tighten: `deny` or `require_confirmation`
-/// (nothing can loosen an L3 block).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewRule {
-    pub effect: RuleEffect,
-    /// A tool name, or a prefix ending in `*` (`github__*`); `None`: every tool.
-    pub tool: Option<String>,
-    pub agent: Option<String>,
-    /// A channel kind (`tg`, `local`, `sched`, `handoff`).
-    pub channel: Option<String>,
-    /// A substring of the action ("rm ", "/etc/").
-    pub pattern: Option<String>,
-    pub description: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleEffect {
-    Deny,
-    RequireConfirmation,
-}
-
-impl RuleEffect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleEffect::Deny => "deny",
-            RuleEffect::RequireConfirmation => "require_confirmation",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RuleEffect> {
-        match text {
-            "deny" => Some(RuleEffect::Deny),
-            "require_confirmation" => Some(RuleEffect::RequireConfirmation),
-            _ => None,
-        }
-    }
-}
 
 /// Who may approve an agent's requests over Telegram.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -569,7 +401,10 @@ async fn on_request(
 }
 
 async fn bot_online(args: &ApprovalDeskArgs, agent: &str) -> bool {
-    let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(agent)) else {
+    let Some(bot) = args
+        .registry
+        .lookup(&crate::protocol::telegram::name(agent))
+    else {
         return false;
     };
     matches!(ractor::call_t!(bot, TelegramMsg::IsOnline, 1_000), Ok(true))
@@ -638,7 +473,10 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
     let text = request_text(row, again);
     match chat.kind() {
         ChatKind::Telegram => {
-            if let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(&row.agent)) {
+            if let Some(bot) = args
+                .registry
+                .lookup(&crate::protocol::telegram::name(&row.agent))
+            {
                 let chat_id = chat.telegram_chat_id().unwrap_or_default();
                 let grant_minutes = Some(30);
                 let _ = bot.cast(TelegramMsg::PostApproval {
@@ -823,7 +661,9 @@ async fn on_decide(
 
 fn resolve_message(args: &ApprovalDeskArgs, row: &ApprovalRow, text: &str) {
     if let (Some(chat_id), Some(message_id)) = (row.tg_chat_id, row.tg_message_id)
-        && let Some(bot) = args.registry.lookup::<TelegramMsg>(&names::bot(&row.agent))
+        && let Some(bot) = args
+            .registry
+            .lookup(&crate::protocol::telegram::name(&row.agent))
     {
         let _ = bot.cast(TelegramMsg::ResolveApproval {
             chat_id,

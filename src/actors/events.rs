@@ -15,43 +15,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::events::{EventBus, EventKind, RuntimeEvent};
+pub use crate::protocol::events::{ActorView, EventsMsg, TreeSnapshot};
 use crate::store::Store;
 
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 const FLUSH_BATCH: usize = 256;
-
-pub enum EventsMsg {
-    Observed(RuntimeEvent),
-    /// A bot's `getUpdates` call completed at `at_ms` (sent by its TelegramBot on every poll;
-    /// kept in memory only, never stored).
-    BotPolled {
-        agent: String,
-        at_ms: i64,
-    },
-    Snapshot(RpcReplyPort<TreeSnapshot>),
-}
-
-/// The latest known state of one actor.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ActorView {
-    pub id: String,
-    pub status: &'static str,
-    pub restarts: u32,
-    pub last_error: Option<String>,
-    pub since_ms: i64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TreeSnapshot {
-    pub boot_complete: bool,
-    pub actors: Vec<ActorView>,
-    /// Each bot's last completed `getUpdates` (agent → ms), since this actor started.
-    pub bot_polls: BTreeMap<String, i64>,
-}
 
 #[derive(Clone)]
 pub struct EventsArgs {

@@ -15,49 +15,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use super::contract::{Contract, ContractArgs, ContractMsg, ContractOutcome};
+use super::contract::{Contract, ContractArgs, ContractMsg};
 use super::root::spawn_child;
 use super::supervise::{
     Action, ChildCmd, ChildSpec, Children, OnExhausted, Restart, RestartPolicy,
 };
-use crate::domain::{ChatKind, Outbound};
+use crate::domain::ChatKind;
 use crate::events::EventBus;
-use crate::registry::Registry;
+pub use crate::protocol::handoff::{ContractOutcome, HandoffError, HandoffMsg, NewContract};
+use crate::registry::{Registry, ServiceName};
 use crate::store::Store;
 use crate::store::handoff::{self as queries, ContractRow};
-
-/// A delegation as the owner asks for it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewContract {
-    pub owner: String,
-    pub owner_chat: String,
-    pub owner_run_id: Option<i64>,
-    pub delegate: String,
-    pub subtask: String,
-    pub expected: String,
-    pub validator: Option<String>,
-    pub deadline: Duration,
-    /// The only tools the delegate may use for this contract (`None`: its own).
-    pub tools: Option<Vec<String>>,
-}
-
-pub enum HandoffMsg {
-    /// Output of a delegate's or validator's run (its chat is `handoff:<id>[.review]`).
-    Deliver(Outbound),
-    Create(NewContract, RpcReplyPort<Result<String, String>>),
-    /// Wait for a contract's outcome (answered at once when it already ended).
-    Await(String, RpcReplyPort<ContractOutcome>),
-    Progress(String, String),
-    Return(String, String),
-    Cancel {
-        id: String,
-        by: String,
-        reply: RpcReplyPort<Result<(), String>>,
-    },
-    Child(ChildCmd),
-}
 
 impl From<ChildCmd> for HandoffMsg {
     fn from(cmd: ChildCmd) -> Self {
@@ -144,7 +114,7 @@ impl Actor for HandoffSupervisor {
             }
             HandoffMsg::Create(request, reply) => {
                 let created = create(&myself, state, request).await;
-                let _ = reply.send(created);
+                let _ = reply.send(created.map_err(HandoffError::Refused));
             }
             HandoffMsg::Await(id, reply) => match running(state, &id) {
                 Some(contract) => {
@@ -179,7 +149,9 @@ impl Actor for HandoffSupervisor {
             }
             HandoffMsg::Cancel { id, by, reply } => {
                 let Some(contract) = running(state, &id) else {
-                    let _ = reply.send(Err(format!("contract {id} is not open")));
+                    let _ = reply.send(Err(HandoffError::Refused(format!(
+                        "contract {id} is not open"
+                    ))));
                     return Ok(());
                 };
                 let ended = ractor::call_t!(
@@ -191,7 +163,9 @@ impl Actor for HandoffSupervisor {
                 let _ = reply.send(if ended {
                     Ok(())
                 } else {
-                    Err(format!("contract {id} had already ended"))
+                    Err(HandoffError::Refused(format!(
+                        "contract {id} had already ended"
+                    )))
                 });
             }
             HandoffMsg::Child(cmd) => {
@@ -332,7 +306,7 @@ async fn start_contract(
             events: state.args.events.clone(),
         };
         let registry = state.args.registry.clone();
-        let local_name = format!("contract:{id}");
+        let local_name = ServiceName::<ContractMsg>::new(format!("contract:{id}"));
         let spec = ChildSpec::new(id, state.args.policy.clone(), move |supervisor| {
             let registry = registry.clone();
             let local_name = local_name.clone();

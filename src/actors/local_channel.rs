@@ -9,17 +9,12 @@
 
 use std::collections::HashMap;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
 use crate::domain::{ChatKey, OutEvent, Outbound};
 use crate::events::{EventBus, EventKind};
-use crate::registry::{Registry, names};
-
-pub enum LocalChannelMsg {
-    Subscribe(ChatKey, mpsc::UnboundedSender<Outbound>, RpcReplyPort<()>),
-    Deliver(Outbound),
-}
+pub use crate::protocol::local::LocalChannelMsg;
 
 #[derive(Clone)]
 pub struct LocalChannelArgs {
@@ -79,15 +74,4 @@ impl Actor for LocalChannel {
         }
         Ok(())
     }
-}
-
-/// Subscribes to a local chat's output. Returns `None` when the local channel is not running.
-pub async fn subscribe(
-    registry: &Registry,
-    chat: &ChatKey,
-) -> Option<mpsc::UnboundedReceiver<Outbound>> {
-    let channel = registry.lookup::<LocalChannelMsg>(names::LOCAL_CHANNEL)?;
-    let (sender, receiver) = mpsc::unbounded_channel();
-    ractor::call!(channel, LocalChannelMsg::Subscribe, chat.clone(), sender).ok()?;
-    Some(receiver)
 }

@@ -36,64 +36,27 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 use rmcp::service::{Peer, RoleClient};
-use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio::task::JoinHandle;
 
-use super::agent::AgentMsg;
-use super::mcp_supervisor::{LinkReport, McpSupervisorMsg};
 use crate::config::{McpServerConfig, McpTransportKind};
 use crate::mcp::process::ServerProcess;
 use crate::mcp::tool::McpTool;
-use crate::mcp::{McpError, ToolInfo, client};
-use crate::registry::{Registry, names};
+use crate::mcp::{Connection, McpError, ToolInfo, client};
+use crate::protocol::agent::AgentMsg;
+pub use crate::protocol::mcp::McpLinkMsg;
+use crate::protocol::mcp::{LinkReport, McpSupervisorMsg};
+use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
-use crate::tools::{Tool, ToolOutput};
+use crate::tools::Tool;
 
 /// How often the link checks its agents (a restarted agent lost its tools) and its ping timer.
 const TICK: Duration = Duration::from_millis(500);
 /// Lines of a server's stderr kept to explain its death.
 const STDERR_TAIL: usize = 5;
-
-pub enum McpLinkMsg {
-    /// The connect task succeeded (internal: carries the live session).
-    Connected(Box<Connection>),
-    /// The connect task failed (with the server process it started, killed with the state, so
-    /// that its death is not mistaken for the reason).
-    ConnectFailed(McpError, Option<ServerProcess>),
-    /// The server process exited or the session closed.
-    Down(String),
-    /// Calls `tool` (the server's own name) with `arguments`.
-    Call {
-        id: u64,
-        tool: String,
-        arguments: Value,
-        reply: RpcReplyPort<Result<ToolOutput, McpError>>,
-    },
-    /// The caller of call `id` went away (run cancelled): cancel it at the server.
-    Cancel(u64),
-    /// A call task finished.
-    CallDone {
-        id: u64,
-        latency: Duration,
-        transport_closed: bool,
-    },
-    Tick,
-    Pinged(Result<Duration, McpError>),
-    /// The namespaced names of the tools this link publishes (empty while not connected).
-    Tools(RpcReplyPort<Vec<String>>),
-}
-
-/// What the connect task hands over.
-pub struct Connection {
-    service: client::Service,
-    process: Option<ServerProcess>,
-    tools: Vec<ToolInfo>,
-    latency: Duration,
-}
 
 /// An agent that gets this server's tools, and which ones (`None`: all).
 #[derive(Debug, Clone, PartialEq)]
@@ -130,11 +93,13 @@ pub struct McpLinkState {
 
 impl McpLinkState {
     fn source(&self) -> String {
-        names::mcp_link(&self.args.server.name)
+        crate::protocol::mcp::link(&self.args.server.name)
+            .local()
+            .to_string()
     }
 
     fn report(&self, report: LinkReport) {
-        if let Some(supervisor) = self.args.registry.lookup::<McpSupervisorMsg>(names::MCP) {
+        if let Some(supervisor) = self.args.registry.lookup(&crate::protocol::mcp::NAME) {
             let _ = supervisor.cast(McpSupervisorMsg::Report(
                 self.args.server.name.clone(),
                 report,
@@ -146,7 +111,11 @@ impl McpLinkState {
     fn withdraw(&mut self) {
         let source = self.source();
         for (agent, _) in self.published.drain() {
-            if let Some(agent) = self.args.registry.lookup::<AgentMsg>(&names::agent(&agent)) {
+            if let Some(agent) = self
+                .args
+                .registry
+                .lookup(&crate::protocol::agent::name(&agent))
+            {
                 let _ = agent.cast(AgentMsg::SetTools(source.clone(), Vec::new()));
             }
         }
@@ -163,7 +132,7 @@ impl McpLinkState {
             let Some(agent) = self
                 .args
                 .registry
-                .lookup::<AgentMsg>(&names::agent(&target.agent))
+                .lookup(&crate::protocol::agent::name(&target.agent))
             else {
                 continue;
             };

@@ -21,9 +21,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
 
 use super::mcp_link::{AgentTarget, McpLink, McpLinkArgs};
@@ -31,49 +30,15 @@ use super::root::actor_spec;
 use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
 use crate::events::{EventBus, EventKind};
-use crate::registry::{Registry, names};
+pub use crate::protocol::mcp::{LinkReport, McpHealth, McpSupervisorMsg};
+use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
-
-pub enum McpSupervisorMsg {
-    Child(ChildCmd),
-    /// A link's news about itself.
-    Report(String, LinkReport),
-    Health(RpcReplyPort<Vec<McpHealth>>),
-    /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
-    Reload(Vec<McpServerConfig>, RpcReplyPort<()>),
-}
 
 impl From<ChildCmd> for McpSupervisorMsg {
     fn from(cmd: ChildCmd) -> Self {
         McpSupervisorMsg::Child(cmd)
     }
-}
-
-/// What a link reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LinkReport {
-    Connecting,
-    Up {
-        tools: Vec<String>,
-        latency: Duration,
-    },
-    Latency(Duration),
-    Down(String),
-}
-
-/// One server's health, as Studio and `doctor` show it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpHealth {
-    pub server: String,
-    pub transport: &'static str,
-    pub trust: &'static str,
-    /// `connecting`, `up`, `down`, `restarting`, `degraded`, `disabled`.
-    pub state: &'static str,
-    pub last_error: Option<String>,
-    pub restarts: u32,
-    pub last_latency_ms: Option<u64>,
-    pub tools: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -149,7 +114,7 @@ fn initial_health(server: &McpServerConfig) -> McpHealth {
 fn link_spec(args: &McpSupervisorArgs, server: &McpServerConfig) -> ChildSpec {
     actor_spec(
         &args.registry,
-        &names::mcp_link(&server.name),
+        &crate::protocol::mcp::link(&server.name),
         args.policy.clone(),
         || McpLink,
         McpLinkArgs {
@@ -175,7 +140,7 @@ impl McpSupervisorState {
         };
         self.args.events.publish_data(
             EventKind::McpHealth,
-            &names::mcp_link(server),
+            crate::protocol::mcp::link(server).local(),
             health.state,
             json!({
                 "server": health.server,
@@ -240,7 +205,9 @@ impl McpSupervisorState {
     }
 
     async fn stop(&mut self, server: &str) {
-        self.children.remove(&names::mcp_link(server)).await;
+        self.children
+            .remove(crate::protocol::mcp::link(server).local())
+            .await;
         self.health.remove(server);
         self.servers.remove(server);
     }
@@ -256,7 +223,7 @@ impl Actor for McpSupervisor {
         _myself: ActorRef<Self::Msg>,
         args: McpSupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let children = Children::new(names::MCP, args.events.clone());
+        let children = Children::new(crate::protocol::mcp::NAME.local(), args.events.clone());
         Ok(McpSupervisorState {
             args,
             children,

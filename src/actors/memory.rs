@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 
 use crate::events::{EventBus, EventKind};
@@ -37,143 +37,18 @@ use crate::memory::index::{
     ChunkVector, IndexParams, LoadOutcome, OwnerFilter, VectorIndex, Watermark,
 };
 use crate::memory::scoring::{self, GateDecision};
+pub use crate::protocol::memory::{
+    CLASSES, Governance, MAX_TEXT_CHARS, MemoryError, MemoryHit, MemoryMsg, MemoryStats, PLATFORM,
+    SENSITIVITIES, SaveOutcome, SaveRequest, SearchRequest, SearchResult,
+};
 use crate::store::Store;
 use crate::store::memory::{self as queries, FactRow, NewFact, Scope};
 
-/// The owner of memories every agent reads.
-pub const PLATFORM: &str = "platform";
-/// Longest memory accepted, in characters: memories are facts and notes, not documents.
-pub const MAX_TEXT_CHARS: usize = 4_000;
 /// Neighbours consulted by the surprise gate.
 const GATE_NEIGHBOURS: usize = 5;
 /// Candidates each source contributes to a hybrid search.
 const CANDIDATES: usize = 30;
 const MAINTAIN_EVERY: Duration = Duration::from_secs(300);
-
-pub const CLASSES: &[&str] = &[
-    "working",
-    "durable",
-    "shared",
-    "session_recap",
-    "restricted",
-];
-pub const SENSITIVITIES: &[&str] = &["normal", "personal", "secret"];
-
-/// A memory to save.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SaveRequest {
-    /// An agent's name, or [`PLATFORM`].
-    pub owner: String,
-    pub class: String,
-    pub sensitivity: String,
-    /// `user_said`, `agent_saved`, `imported`, `recap`.
-    pub source: String,
-    pub chat: Option<String>,
-    pub text: String,
-    pub run_id: Option<i64>,
-    pub message_id: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum SaveOutcome {
-    Saved {
-        id: i64,
-        surprise: Option<f32>,
-    },
-    /// Not saved: too close to memory `of`.
-    Duplicate {
-        of: i64,
-        similarity: Option<f32>,
-    },
-}
-
-/// Who searches, for what.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchRequest {
-    /// The reading agent (`None`: the operator, who sees every owner and chat).
-    pub agent: Option<String>,
-    pub chat: Option<String>,
-    pub query: String,
-    pub limit: usize,
-    /// Include memories marked `secret` (never for the prompt's automatic recall).
-    pub include_secret: bool,
-}
-
-/// One search result, with its scores and where it was found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryHit {
-    pub fact: FactRow,
-    /// Reciprocal-rank-fusion score.
-    pub score: f64,
-    pub full_text_rank: Option<usize>,
-    pub vector_rank: Option<usize>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchResult {
-    pub hits: Vec<MemoryHit>,
-    /// `hybrid`, or `full_text` with the reason when vectors were not used.
-    pub mode: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Governance {
-    Archive,
-    Restore,
-    Redact,
-    Purge,
-    Reclassify(String),
-}
-
-impl Governance {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Governance::Archive => "archive",
-            Governance::Restore => "restore",
-            Governance::Redact => "redact",
-            Governance::Purge => "purge",
-            Governance::Reclassify(_) => "reclassify",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryStats {
-    pub facts: queries::Stats,
-    /// `semantic (model, dimension)` or `full-text only (why)`.
-    pub mode: String,
-    pub indexed: usize,
-    pub tombstones: usize,
-}
-
-pub enum MemoryMsg {
-    Save(SaveRequest, RpcReplyPort<Result<SaveOutcome, String>>),
-    /// The embedding of a save arrived (from the spawned task).
-    SaveEmbedded(
-        SaveRequest,
-        Result<Vec<f32>, String>,
-        RpcReplyPort<Result<SaveOutcome, String>>,
-    ),
-    Search(SearchRequest, RpcReplyPort<Result<SearchResult, String>>),
-    SearchEmbedded(
-        SearchRequest,
-        Result<Vec<f32>, String>,
-        RpcReplyPort<Result<SearchResult, String>>,
-    ),
-    /// A governance operation by `by` (audited).
-    Govern {
-        id: i64,
-        operation: Governance,
-        by: String,
-        reply: RpcReplyPort<Result<(), String>>,
-    },
-    /// The owners an agent may read (the read model), for queries made outside this actor.
-    ReadableOwners(String, RpcReplyPort<Vec<String>>),
-    Stats(RpcReplyPort<MemoryStats>),
-    /// Rebuild the index from SQLite now; the number of memories indexed.
-    Reindex(RpcReplyPort<Result<usize, String>>),
-    Maintain,
-}
 
 #[derive(Clone)]
 pub struct MemoryArgs {
@@ -313,7 +188,7 @@ impl Actor for MemoryActor {
                 let request = match validate(request) {
                     Ok(request) => request,
                     Err(error) => {
-                        let _ = reply.send(Err(error));
+                        let _ = reply.send(Err(MemoryError::from(error)));
                         return Ok(());
                     }
                 };
@@ -332,7 +207,7 @@ impl Actor for MemoryActor {
                     None => {
                         let outcome = save_full_text(state, request).await;
                         announce_saved(&state.args, &outcome);
-                        let _ = reply.send(outcome);
+                        let _ = reply.send(outcome.map_err(MemoryError::from));
                     }
                 }
             }
@@ -344,11 +219,13 @@ impl Actor for MemoryActor {
                     )),
                 };
                 announce_saved(&state.args, &outcome);
-                let _ = reply.send(outcome);
+                let _ = reply.send(outcome.map_err(MemoryError::from));
             }
             MemoryMsg::Search(request, reply) => {
                 if request.query.trim().is_empty() {
-                    let _ = reply.send(Err("the search query is empty".into()));
+                    let _ = reply.send(Err(MemoryError::Refused(
+                        "the search query is empty".into(),
+                    )));
                     return Ok(());
                 }
                 match (&state.client, &state.index) {
@@ -370,7 +247,7 @@ impl Actor for MemoryActor {
                             format!("full_text ({})", state.args.full_text_reason)
                         };
                         let result = search(state, request, None, mode).await;
-                        let _ = reply.send(result);
+                        let _ = reply.send(result.map_err(MemoryError::from));
                     }
                 }
             }
@@ -383,7 +260,7 @@ impl Actor for MemoryActor {
                         search(state, request, None, mode).await
                     }
                 };
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(MemoryError::from));
             }
             MemoryMsg::Govern {
                 id,
@@ -404,7 +281,7 @@ impl Actor for MemoryActor {
                         json!({"id": id, "change": name}),
                     );
                 }
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(MemoryError::from));
             }
             MemoryMsg::ReadableOwners(agent, reply) => {
                 let _ = reply.send(state.args.readable_owners(&agent));
@@ -442,7 +319,7 @@ impl Actor for MemoryActor {
                 if result.is_ok() {
                     dump(state).await;
                 }
-                let _ = reply.send(result);
+                let _ = reply.send(result.map_err(MemoryError::from));
             }
             MemoryMsg::Maintain => {
                 if state.index.as_ref().is_some_and(VectorIndex::needs_rebuild) {

@@ -20,17 +20,22 @@ use super::handoff_supervisor::{HandoffArgs, HandoffSupervisor};
 use super::local_channel::{LocalChannel, LocalChannelArgs};
 use super::memory::{MemoryActor, MemoryArgs};
 use super::scheduler::{Scheduler, SchedulerArgs, SchedulerClock};
-use super::store::{StoreActor, StoreArgs};
-use super::studio::{StudioActor, StudioArgs};
+use super::store::{StoreActor, StoreArgs, StoreMsg};
+use super::studio::{StudioActor, StudioArgs, StudioMsg};
 use super::supervise::{ChildSpec, RestartPolicy};
 use super::supervise::{OnExhausted, Restart};
-use super::supervisor::{StartMode, Supervisor, SupervisorArgs};
+use super::supervisor::{StartMode, Supervisor, SupervisorArgs, SupervisorMsg};
 use super::telegram_bot::{TelegramBot, TelegramBotArgs};
 use crate::config::LoadedConfig;
 use crate::events::EventBus;
-use crate::registry::{Registry, names};
+use crate::protocol::{approvals, events, handoff, local, mcp, memory, scheduler, telegram};
+use crate::registry::{Registry, ServiceName};
 use crate::store::Store;
 use crate::studio::StudioState;
+
+/// The store actor's and Studio's names (nothing calls them by name).
+const STORE: &str = "store";
+const STUDIO: &str = "studio";
 
 /// Everything the root's children are built from.
 #[derive(Clone)]
@@ -50,20 +55,20 @@ pub struct RootContext {
 /// Spawns one linked actor under its registered name and returns its cell.
 pub async fn spawn_child<A: Actor>(
     registry: &Registry,
-    local_name: &str,
+    name: &ServiceName<A::Msg>,
     actor: A,
     args: A::Arguments,
     supervisor: ActorCell,
 ) -> Result<ActorCell, ractor::SpawnErr> {
     let (actor_ref, _) =
-        Actor::spawn_linked(Some(registry.name(local_name)), actor, args, supervisor).await?;
+        Actor::spawn_linked(Some(registry.name(name.local())), actor, args, supervisor).await?;
     Ok(actor_ref.get_cell())
 }
 
 /// A child spec whose actor is spawned from cloned `args` at every (re)start.
 pub fn actor_spec<A>(
     registry: &Registry,
-    local_name: &str,
+    name: &ServiceName<A::Msg>,
     policy: RestartPolicy,
     make: fn() -> A,
     args: A::Arguments,
@@ -73,8 +78,9 @@ where
     A::Arguments: Clone + Sync,
 {
     let registry = registry.clone();
-    let name = local_name.to_string();
-    ChildSpec::new(local_name, policy, move |supervisor| {
+    let name = name.clone();
+    let id = name.local().to_string();
+    ChildSpec::new(id, policy, move |supervisor| {
         let registry = registry.clone();
         let name = name.clone();
         let args = args.clone();
@@ -83,7 +89,8 @@ where
 }
 
 /// An empty one-for-one supervisor at a place of the tree whose children arrive with later work.
-fn empty_supervisor(context: &RootContext, local_name: &'static str) -> ChildSpec {
+fn empty_supervisor(context: &RootContext, local_name: &str) -> ChildSpec {
+    let name = ServiceName::<SupervisorMsg>::new(local_name);
     let registry = context.registry.clone();
     let events = context.events.clone();
     ChildSpec::new(
@@ -92,14 +99,15 @@ fn empty_supervisor(context: &RootContext, local_name: &'static str) -> ChildSpe
         move |supervisor| {
             let registry = registry.clone();
             let events = events.clone();
+            let name = name.clone();
             async move {
                 let args = SupervisorArgs {
-                    name: local_name.to_string(),
+                    name: name.local().to_string(),
                     children: Vec::new(),
                     start: StartMode::Sequential,
                     events,
                 };
-                spawn_child(&registry, local_name, Supervisor, args, supervisor).await
+                spawn_child(&registry, &name, Supervisor, args, supervisor).await
             }
         },
     )
@@ -130,11 +138,11 @@ pub fn memory_args(context: &RootContext) -> MemoryArgs {
 /// scheduler (`chat` and `eval` beside a running daemon must never fire a job twice).
 fn scheduler_spec(context: &RootContext) -> ChildSpec {
     if !context.options.scheduler {
-        return empty_supervisor(context, names::SCHEDULER);
+        return empty_supervisor(context, scheduler::NAME.local());
     }
     actor_spec(
         &context.registry,
-        names::SCHEDULER,
+        &scheduler::NAME,
         context.loaded.config.supervision.policy(),
         || Scheduler,
         SchedulerArgs {
@@ -153,7 +161,7 @@ fn mcp_supervisor(context: &RootContext) -> ChildSpec {
     let config = &context.loaded.config;
     actor_spec(
         &context.registry,
-        names::MCP,
+        &mcp::NAME,
         config.supervision.policy(),
         || super::mcp_supervisor::McpSupervisor,
         super::mcp_supervisor::McpSupervisorArgs {
@@ -178,7 +186,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
     let mut children = vec![
         actor_spec(
             registry,
-            names::STORE,
+            &ServiceName::<StoreMsg>::fixed(STORE),
             policy.clone(),
             || StoreActor,
             StoreArgs {
@@ -189,7 +197,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         .shutdown(Duration::from_secs(30)),
         actor_spec(
             registry,
-            names::EVENTS,
+            &events::NAME,
             policy.clone(),
             || EventsActor,
             EventsArgs {
@@ -200,14 +208,14 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         ),
         actor_spec(
             registry,
-            names::APPROVALS,
+            &approvals::NAME,
             policy.clone(),
             || ApprovalDesk,
             approval_args(context),
         ),
         actor_spec(
             registry,
-            names::MEMORY,
+            &memory::NAME,
             policy.clone(),
             || MemoryActor,
             memory_args(context),
@@ -216,7 +224,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         mcp_supervisor(context),
         actor_spec(
             registry,
-            names::LOCAL_CHANNEL,
+            &local::NAME,
             policy.clone(),
             || LocalChannel,
             LocalChannelArgs {
@@ -225,7 +233,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         ),
         actor_spec(
             registry,
-            names::AGENTS,
+            &super::agent_supervisor::NAME,
             policy.clone(),
             || AgentSupervisor,
             AgentSupervisorArgs {
@@ -237,7 +245,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5)),
         actor_spec(
             registry,
-            names::HANDOFFS,
+            &handoff::NAME,
             policy.clone(),
             || HandoffSupervisor,
             HandoffArgs {
@@ -260,7 +268,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
     }
     children.push(actor_spec(
         registry,
-        names::STUDIO,
+        &ServiceName::<StudioMsg>::fixed(STUDIO),
         policy,
         || StudioActor,
         StudioArgs {
@@ -353,7 +361,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
             };
             actor_spec(
                 &context.registry,
-                &names::bot(&spec.name),
+                &telegram::name(&spec.name),
                 policy.clone(),
                 || TelegramBot,
                 args,
@@ -366,18 +374,20 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
         .collect();
     let registry = context.registry.clone();
     let events = context.events.clone();
-    ChildSpec::new(names::CHANNELS, policy, move |supervisor| {
+    let name = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
+    ChildSpec::new(telegram::CHANNELS, policy, move |supervisor| {
         let registry = registry.clone();
         let events = events.clone();
         let bots = bots.clone();
+        let name = name.clone();
         async move {
             let args = SupervisorArgs {
-                name: names::CHANNELS.to_string(),
+                name: telegram::CHANNELS.to_string(),
                 children: bots,
                 start: StartMode::Staggered(stagger),
                 events,
             };
-            spawn_child(&registry, names::CHANNELS, Supervisor, args, supervisor).await
+            spawn_child(&registry, &name, Supervisor, args, supervisor).await
         }
     })
 }
@@ -421,14 +431,14 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         expect_ready: Arc::new(
             bots(context)
                 .iter()
-                .map(|(spec, _)| names::bot(&spec.name))
+                .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
                 .chain(
                     config
                         .mcp
                         .servers
                         .iter()
                         .filter(|server| server.enabled)
-                        .map(|server| names::mcp_link(&server.name)),
+                        .map(|server| mcp::link(&server.name).local().to_string()),
                 )
                 .collect(),
         ),

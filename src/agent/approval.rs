@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::run::RunCtx;
-use crate::actors::approval_desk::{ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict};
 use crate::llm::ToolCall;
 use crate::policy::gate::DecisionEnvelope;
-use crate::registry::names;
+use crate::protocol::approvals::{ApprovalRequest, ApprovalVerdict, Approvals};
 use crate::store::approvals;
 use crate::store::runs::{self, NewStep, RunStatus};
 use crate::tools::Tool;
@@ -56,36 +55,23 @@ pub async fn request(
     };
     set_status(ctx, RunStatus::WaitingApproval).await;
     let deadline = tokio::time::Instant::now() + request.ttl + Duration::from_secs(30);
+    let desk = Approvals::new(&ctx.runtime.registry);
     let verdict = loop {
-        let Some(desk) = ctx
-            .runtime
-            .registry
-            .lookup::<ApprovalDeskMsg>(names::APPROVALS)
-        else {
-            if tokio::time::Instant::now() >= deadline {
-                break ApprovalVerdict::Denied {
-                    id: String::new(),
-                    reason: "the approval service is not running".into(),
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            continue;
-        };
-        let asked = request.clone();
         let answer = tokio::select! {
-            answer = async { ractor::call!(desk, ApprovalDeskMsg::Request, asked) } => answer,
+            answer = desk.request(request.clone()) => answer,
             _ = ctx.cancel.cancelled() => break ApprovalVerdict::Denied { id: String::new(), reason: "the run was stopped".into() },
         };
         match answer {
             Ok(verdict) => break verdict,
-            // The desk restarted while we waited: ask again; the stored request is found and reused.
+            // The desk is restarting (or restarted while we waited): ask again; the stored
+            // request is found and reused.
             Err(_) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(250)).await
             }
-            Err(_) => {
+            Err(error) => {
                 break ApprovalVerdict::Denied {
                     id: String::new(),
-                    reason: "the approval service did not answer".into(),
+                    reason: error.to_string(),
                 };
             }
         }

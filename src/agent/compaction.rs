@@ -126,18 +126,8 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
 /// The recap becomes a memory of this conversation (class `session_recap`: recalled only in this
 /// chat), so that what was summarised away stays searchable. Best effort: memory may be off.
 fn remember_recap(ctx: &RunCtx, summary: &str) {
-    use crate::actors::memory::{MemoryMsg, SaveRequest};
-    let Some(memory) = ctx
-        .runtime
-        .registry
-        .lookup::<MemoryMsg>(crate::registry::names::MEMORY)
-    else {
-        return;
-    };
-    let text: String = summary
-        .chars()
-        .take(crate::actors::memory::MAX_TEXT_CHARS)
-        .collect();
+    use crate::protocol::memory::{MAX_TEXT_CHARS, Memory, SaveRequest};
+    let text: String = summary.chars().take(MAX_TEXT_CHARS).collect();
     let request = SaveRequest {
         owner: ctx.agent().to_string(),
         class: "session_recap".into(),
@@ -148,12 +138,10 @@ fn remember_recap(ctx: &RunCtx, summary: &str) {
         run_id: Some(ctx.run_id),
         message_id: None,
     };
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    if memory.cast(MemoryMsg::Save(request, reply.into())).is_ok() {
-        tokio::spawn(async move {
-            if let Ok(Err(error)) = answer.await {
-                tracing::debug!(%error, "the recap was not saved to memory");
-            }
-        });
-    }
+    let memory = Memory::new(&ctx.runtime.registry);
+    tokio::spawn(async move {
+        if let Err(error) = memory.save(request).await {
+            tracing::debug!(%error, "the recap was not saved to memory");
+        }
+    });
 }

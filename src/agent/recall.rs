@@ -5,21 +5,19 @@
 //! absent when memory is off, has nothing relevant, or does not answer quickly: a slow memory
 //! never holds up an answer.
 
-use crate::actors::memory::{MemoryMsg, SearchRequest};
 use crate::domain::ChatKey;
-use crate::registry::names;
+use crate::protocol::memory::{Memory, SearchRequest};
 
 use super::AgentRuntime;
 
 /// How long the prompt waits for memory.
-const RECALL_TIMEOUT_MS: u64 = 3_000;
+const RECALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub async fn recall(runtime: &AgentRuntime, chat: &ChatKey, query: &str) -> Option<String> {
     let limit = runtime.limits.recall_limit;
     if limit == 0 || query.trim().is_empty() {
         return None;
     }
-    let memory = runtime.registry.lookup::<MemoryMsg>(names::MEMORY)?;
     let request = SearchRequest {
         agent: Some(runtime.spec.name.clone()),
         chat: Some(chat.as_str().to_string()),
@@ -27,7 +25,9 @@ pub async fn recall(runtime: &AgentRuntime, chat: &ChatKey, query: &str) -> Opti
         limit,
         include_secret: false,
     };
-    let result = ractor::call_t!(memory, MemoryMsg::Search, RECALL_TIMEOUT_MS, request)
+    let memory = Memory::new(&runtime.registry);
+    let result = tokio::time::timeout(RECALL_TIMEOUT, memory.search(request))
+        .await
         .ok()?
         .ok()?;
     if result.hits.is_empty() {

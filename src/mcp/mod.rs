@@ -254,3 +254,11 @@ mod tests {
         assert_eq!(render_result(&result), ToolOutput::error("bad"));
     }
 }
+
+/// What the connect task hands over.
+pub struct Connection {
+    pub service: client::Service,
+    pub process: Option<process::ServerProcess>,
+    pub tools: Vec<ToolInfo>,
+    pub latency: Duration,
+}

@@ -17,10 +17,10 @@ use ractor::ActorRef;
 use serde_json::Value;
 
 use super::{McpError, ToolInfo};
-use crate::actors::mcp_link::McpLinkMsg;
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, McpTrust};
-use crate::registry::{Registry, names};
+use crate::protocol::mcp::McpLinkMsg;
+use crate::registry::Registry;
 use crate::tools::{Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Extra time the agent loop grants beyond the link's own timeout, so that the link's clearer
@@ -41,7 +41,7 @@ pub struct McpTool {
 impl McpTool {
     fn link(&self) -> Option<ActorRef<McpLinkMsg>> {
         self.registry
-            .lookup::<McpLinkMsg>(&names::mcp_link(&self.server))
+            .lookup(&crate::protocol::mcp::link(&self.server))
     }
 }
 

@@ -18,6 +18,7 @@
 
 mod cron_expr;
 mod error;
+pub mod format;
 mod missed;
 mod spec;
 mod timezone;

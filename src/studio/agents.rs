@@ -1,7 +1,7 @@
 //! Agents, their sessions and transcripts, and Studio's chat: `/api/v1/agents`,
 //! `/api/v1/sessions`.
 //!
-//! Runtime settings (autonomy, model, paused) are changed by message to the agent's actor, which
+//! Runtime settings (autonomy, model, paused) are changed through the agent's handle, which
 //! stores them before applying them to its sessions. Chat goes through the local channel like
 //! the terminal chat: the message is a real inbound of chat `studio:<id>`, and the answer streams
 //! back as Server-Sent Events (`tool`, `partial`, `notice`, `final`).
@@ -14,35 +14,40 @@ use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::actors::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
-use crate::actors::local_channel;
 use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender};
-use crate::registry::names;
+use crate::protocol::agent::{Agent, AgentError, AgentView, SettingsChange, SkillView};
+use crate::protocol::local::LocalChannel;
 use crate::store::sessions::{self, SessionRow};
 
 /// How long a Studio chat answer may take before the stream ends with a notice.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn agent_ref(state: &StudioState, name: &str) -> Result<ActorRef<AgentMsg>, ApiError> {
+fn agent(state: &StudioState, name: &str) -> Result<Agent, ApiError> {
     if !state.agents.iter().any(|agent| agent.name == name) {
         return Err(ApiError::not_found(format!("no agent is named `{name}`")));
     }
-    state
-        .registry
-        .lookup::<AgentMsg>(&names::agent(name))
-        .ok_or_else(|| ApiError::unavailable(&format!("agent `{name}`")))
+    Ok(Agent::new(&state.registry, name))
+}
+
+/// An agent's refusal is the operator's mistake; anything else: the agent is not reachable.
+fn api_error(name: &str, error: AgentError) -> ApiError {
+    match error {
+        AgentError::Unavailable(_) => ApiError::unavailable(&format!("agent `{name}`")),
+        error @ AgentError::NoSkill(_) => ApiError::not_found(error.to_string()),
+        AgentError::Refused(message) => ApiError::bad_request(message),
+    }
 }
 
 pub async fn view(state: &StudioState, name: &str) -> Result<AgentView, ApiError> {
-    let agent = agent_ref(state, name)?;
-    ractor::call_t!(agent, AgentMsg::View, 5_000)
-        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))
+    agent(state, name)?
+        .view()
+        .await
+        .map_err(|error| api_error(name, error))
 }
 
 fn agent_json(view: &AgentView) -> Value {
@@ -141,15 +146,15 @@ pub async fn update(
             ))
         })?),
     };
-    let agent = agent_ref(&state, &name)?;
     let change = SettingsChange {
         autonomy,
         model: body.model,
         paused: body.paused,
     };
-    let result = ractor::call_t!(agent, AgentMsg::UpdateSettings, 10_000, change)
-        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
-    let view = result.map_err(ApiError::bad_request)?;
+    let view = agent(&state, &name)?
+        .update_settings(change)
+        .await
+        .map_err(|error| api_error(&name, error))?;
     Ok(Json(agent_json(&view)))
 }
 
@@ -167,22 +172,11 @@ pub async fn toggle_skill(
     body: Result<Json<SkillToggle>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = json_body(body)?;
-    let agent = agent_ref(&state, &name)?;
-    let result = ractor::call_t!(
-        agent,
-        |reply| AgentMsg::SetSkill {
-            skill,
-            enabled: body.enabled,
-            reply,
-        },
-        10_000
-    )
-    .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
-    match result {
-        Ok(view) => Ok(Json(agent_json(&view))),
-        Err(message) if message.starts_with("no skill named") => Err(ApiError::not_found(message)),
-        Err(message) => Err(ApiError::bad_request(message)),
-    }
+    let view = agent(&state, &name)?
+        .set_skill(&skill, body.enabled)
+        .await
+        .map_err(|error| api_error(&name, error))?;
+    Ok(Json(agent_json(&view)))
 }
 
 /// `GET /api/v1/skills`: the catalogue across agents. Each skill carries its catalogue entry
@@ -333,9 +327,10 @@ pub async fn chat(
             "`chat` must be 1-64 letters, digits, `-` or `_`",
         ));
     }
-    let agent = agent_ref(&state, &name)?;
+    let agent = agent(&state, &name)?;
     let chat = ChatKey::studio(&id);
-    let receiver = local_channel::subscribe(&state.registry, &chat)
+    let receiver = LocalChannel::new(&state.registry)
+        .subscribe(&chat)
         .await
         .ok_or_else(|| ApiError::unavailable("the local channel"))?;
     let correlation = format!("studio-{:016x}", rand::random::<u64>());
@@ -351,7 +346,7 @@ pub async fn chat(
         correlation: Some(correlation.clone()),
     };
     agent
-        .cast(AgentMsg::Inbound(inbound))
+        .inbound(inbound)
         .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
     Ok(Sse::new(answer_stream(receiver, correlation))
         .keep_alive(KeepAlive::default())

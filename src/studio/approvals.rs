@@ -1,7 +1,7 @@
 //! The approvals inbox, scoped grants and policy rules: `/api/v1/approvals`, `/api/v1/grants`,
 //! `/api/v1/policy/rules`.
 //!
-//! Reads go to the store; every change goes to the `ApprovalDesk` by message, which stores it
+//! Reads go to the store; every change goes to the approval desk through its handle, which stores it
 //! with its audit row before answering. The operator decides as `operator (studio)`.
 
 use std::time::Duration;
@@ -9,26 +9,24 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState};
-use crate::actors::approval_desk::{
-    ApprovalDeskMsg, DecideOutcome, Decider, Decision, NewRule, RuleEffect,
+use crate::protocol::approvals::{
+    Approvals, ApprovalsError, DecideOutcome, Decider, Decision, NewRule, RuleEffect,
 };
-use crate::registry::names;
 use crate::store::approvals::{self as queries, ApprovalRow, GrantRow, RuleRow};
 
 /// Who the Studio operator is in decisions and the audit log.
 const OPERATOR: &str = "studio";
-const CALL_TIMEOUT_MS: u64 = 10_000;
 
-fn desk(state: &StudioState) -> Result<ActorRef<ApprovalDeskMsg>, ApiError> {
-    state
-        .registry
-        .lookup::<ApprovalDeskMsg>(names::APPROVALS)
-        .ok_or_else(|| ApiError::unavailable("the approval desk"))
+fn desk(state: &StudioState) -> Approvals {
+    Approvals::new(&state.registry)
+}
+
+fn unavailable(_: ApprovalsError) -> ApiError {
+    ApiError::unavailable("the approval desk")
 }
 
 fn approval_json(row: &ApprovalRow) -> Value {
@@ -127,19 +125,13 @@ pub async fn decide(
             )));
         }
     };
-    let desk = desk(&state)?;
     let decider = Decider::Operator {
         name: OPERATOR.into(),
     };
-    let outcome = ractor::call_t!(
-        desk,
-        ApprovalDeskMsg::Decide,
-        CALL_TIMEOUT_MS,
-        id.clone(),
-        decision,
-        decider
-    )
-    .map_err(|_| ApiError::unavailable("the approval desk"))?;
+    let outcome = desk(&state)
+        .decide(&id, decision, decider)
+        .await
+        .map_err(unavailable)?;
     let message = outcome.message();
     match outcome {
         DecideOutcome::Approved { id } | DecideOutcome::Denied { id } => {
@@ -179,17 +171,10 @@ pub async fn revoke_grant(
     State(state): State<StudioState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
-    let revoked = ractor::call_t!(
-        desk,
-        |reply| ApprovalDeskMsg::RevokeGrant {
-            id,
-            by: format!("operator ({OPERATOR})"),
-            reply
-        },
-        CALL_TIMEOUT_MS
-    )
-    .map_err(|_| ApiError::unavailable("the approval desk"))?;
+    let revoked = desk(&state)
+        .revoke_grant(id, &format!("operator ({OPERATOR})"))
+        .await
+        .map_err(unavailable)?;
     if !revoked {
         return Err(ApiError::not_found(format!("no live grant {id}")));
     }
@@ -261,17 +246,10 @@ pub async fn add_rule(
             "a rule needs at least one of `tool`, `agent`, `channel`, `pattern` (a rule on everything would stop every tool)",
         ));
     }
-    let desk = desk(&state)?;
-    let id = ractor::call_t!(
-        desk,
-        |reply| ApprovalDeskMsg::AddRule {
-            rule,
-            by: format!("operator ({OPERATOR})"),
-            reply
-        },
-        CALL_TIMEOUT_MS
-    )
-    .map_err(|_| ApiError::unavailable("the approval desk"))?;
+    let id = desk(&state)
+        .add_rule(rule, &format!("operator ({OPERATOR})"))
+        .await
+        .map_err(unavailable)?;
     Ok((StatusCode::CREATED, Json(json!({"id": id}))))
 }
 
@@ -280,17 +258,10 @@ pub async fn disable_rule(
     State(state): State<StudioState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    let desk = desk(&state)?;
-    let disabled = ractor::call_t!(
-        desk,
-        |reply| ApprovalDeskMsg::DisableRule {
-            id,
-            by: format!("operator ({OPERATOR})"),
-            reply
-        },
-        CALL_TIMEOUT_MS
-    )
-    .map_err(|_| ApiError::unavailable("the approval desk"))?;
+    let disabled = desk(&state)
+        .disable_rule(id, &format!("operator ({OPERATOR})"))
+        .await
+        .map_err(unavailable)?;
     if !disabled {
         return Err(ApiError::not_found(format!("no active rule {id}")));
     }

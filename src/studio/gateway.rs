@@ -19,10 +19,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::StudioState;
-use crate::actors::agent::AgentMsg;
-use crate::actors::local_channel;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender};
-use crate::registry::names;
+use crate::protocol::agent::Agent;
+use crate::protocol::local::LocalChannel;
 
 /// How long a request waits for its answer before the gateway gives up (the run goes on).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -130,18 +129,16 @@ pub async fn chat_completions(
         Ok(parsed) => parsed,
         Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", message),
     };
-    let Some(agent) = state
-        .registry
-        .lookup::<AgentMsg>(&names::agent(&parsed.agent))
-    else {
+    if !state.agents.iter().any(|agent| agent.name == parsed.agent) {
         return error(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             format!("no agent is named `{}`", parsed.agent),
         );
-    };
+    }
+    let agent = Agent::new(&state.registry, &parsed.agent);
     let chat = ChatKey::api(&parsed.user);
-    let Some(receiver) = local_channel::subscribe(&state.registry, &chat).await else {
+    let Some(receiver) = LocalChannel::new(&state.registry).subscribe(&chat).await else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "server_error",
@@ -160,7 +157,7 @@ pub async fn chat_completions(
         context: Some(parsed.context),
         correlation: Some(correlation.clone()),
     };
-    if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
+    if agent.inbound(inbound).is_err() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "server_error",

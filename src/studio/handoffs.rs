@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use super::StudioState;
-use crate::actors::handoff_supervisor::HandoffMsg;
-use crate::registry::names;
+use crate::protocol::handoff::{HandoffError, Handoffs};
 use crate::store::handoff::{self as queries, ContractRow};
 
 fn contract_json(row: &ContractRow) -> Value {
@@ -57,20 +56,12 @@ pub async fn cancel(
     State(state): State<StudioState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let handoffs = state
-        .registry
-        .lookup::<HandoffMsg>(names::HANDOFFS)
-        .ok_or_else(|| ApiError::unavailable("delegation"))?;
-    ractor::call_t!(
-        handoffs,
-        |reply| HandoffMsg::Cancel {
-            id: id.clone(),
-            by: "operator (studio)".into(),
-            reply
-        },
-        15_000
-    )
-    .map_err(|_| ApiError::unavailable("delegation"))?
-    .map_err(ApiError::not_found)?;
+    Handoffs::new(&state.registry)
+        .cancel(&id, "operator (studio)")
+        .await
+        .map_err(|error| match error {
+            HandoffError::Unavailable(_) => ApiError::unavailable("delegation"),
+            HandoffError::Refused(reason) => ApiError::not_found(reason),
+        })?;
     Ok(Json(json!({"id": id, "cancelled": true})))
 }

@@ -1,29 +1,31 @@
 //! Memory review and governance: `/api/v1/memory...`.
 //!
 //! The operator sees every owner's memories (archived and redacted included), searches them,
-//! and governs them through the memory actor, which writes the audit row with each change.
+//! and governs them through the memory service, which writes the audit row with each change.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ApiError;
 use super::StudioState;
-use crate::actors::memory::{Governance, MemoryMsg, SearchRequest};
-use crate::registry::names;
+use crate::protocol::memory::{Governance, Memory, MemoryError, SearchRequest};
 use crate::store::memory::{self as queries, FactRow};
 
-const CALL_TIMEOUT_MS: u64 = 30_000;
 const OPERATOR: &str = "operator (studio)";
 
-fn memory(state: &StudioState) -> Result<ActorRef<MemoryMsg>, ApiError> {
-    state
-        .registry
-        .lookup::<MemoryMsg>(names::MEMORY)
-        .ok_or_else(|| ApiError::unavailable("memory"))
+fn memory(state: &StudioState) -> Memory {
+    Memory::new(&state.registry)
+}
+
+/// A refusal in the words `refused` gives it; anything else: memory is not available.
+fn api_error(error: MemoryError, refused: fn(String) -> ApiError) -> ApiError {
+    match error {
+        MemoryError::Unavailable(_) => ApiError::unavailable("memory"),
+        MemoryError::Refused(reason) => refused(reason),
+    }
 }
 
 fn fact_json(fact: &FactRow) -> Value {
@@ -60,8 +62,9 @@ pub async fn review(
 
 /// `GET /api/v1/memory/stats`: counts, and whether memory is semantic or full-text only.
 pub async fn stats(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
-    let memory = memory(&state)?;
-    let stats = ractor::call_t!(memory, MemoryMsg::Stats, CALL_TIMEOUT_MS)
+    let stats = memory(&state)
+        .stats()
+        .await
         .map_err(|_| ApiError::unavailable("memory"))?;
     Ok(Json(json!({
         "mode": stats.mode, "live": stats.facts.live, "embedded": stats.facts.embedded,
@@ -82,7 +85,6 @@ pub async fn search(
     State(state): State<StudioState>,
     Query(query): Query<SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let memory = memory(&state)?;
     let request = SearchRequest {
         agent: None,
         chat: None,
@@ -90,9 +92,10 @@ pub async fn search(
         limit: query.limit.unwrap_or(20),
         include_secret: true,
     };
-    let result = ractor::call_t!(memory, MemoryMsg::Search, CALL_TIMEOUT_MS, request)
-        .map_err(|_| ApiError::unavailable("memory"))?
-        .map_err(ApiError::bad_request)?;
+    let result = memory(&state)
+        .search(request)
+        .await
+        .map_err(|error| api_error(error, ApiError::bad_request))?;
     Ok(Json(json!({
         "mode": result.mode,
         "hits": result.hits.iter().map(|hit| json!({
@@ -132,18 +135,9 @@ pub async fn govern(
         }
     };
     let name = operation.name();
-    let memory = memory(&state)?;
-    ractor::call_t!(
-        memory,
-        |reply| MemoryMsg::Govern {
-            id,
-            operation,
-            by: OPERATOR.into(),
-            reply
-        },
-        CALL_TIMEOUT_MS
-    )
-    .map_err(|_| ApiError::unavailable("memory"))?
-    .map_err(ApiError::not_found)?;
+    memory(&state)
+        .govern(id, operation, OPERATOR)
+        .await
+        .map_err(|error| api_error(error, ApiError::not_found))?;
     Ok((StatusCode::OK, Json(json!({"id": id, "done": name}))))
 }

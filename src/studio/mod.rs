@@ -31,9 +31,9 @@ use axum::{Json, Router};
 
 pub use error::ApiError;
 
-use crate::actors::events::{EventsMsg, TreeSnapshot};
 use crate::events::EventBus;
-use crate::registry::{Registry, names};
+use crate::protocol::events::{Events, TreeSnapshot};
+use crate::registry::Registry;
 use crate::store::Store;
 
 /// What every handler can reach. Cheap to clone.
@@ -160,8 +160,7 @@ pub fn json_body<T>(
 }
 
 async fn snapshot(state: &StudioState) -> Option<TreeSnapshot> {
-    let events = state.registry.lookup::<EventsMsg>(names::EVENTS)?;
-    ractor::call_t!(events, EventsMsg::Snapshot, 1_000).ok()
+    Events::new(&state.registry).snapshot().await.ok()
 }
 
 /// 200 once the tree is up and the database writer is alive.

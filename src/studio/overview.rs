@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, snapshot};
-use crate::actors::events::{ActorView, TreeSnapshot};
-use crate::actors::mcp_supervisor::{McpHealth, McpSupervisorMsg};
-use crate::registry::names;
+use crate::protocol::events::{ActorView, TreeSnapshot};
+use crate::protocol::mcp::{Mcp, McpHealth};
+use crate::protocol::{agent, handoff, local, mcp, telegram};
 
 /// The actor a node hangs under in the drawn tree.
 pub fn parent_of(id: &str) -> Option<String> {
@@ -24,20 +24,21 @@ pub fn parent_of(id: &str) -> Option<String> {
         return None;
     }
     let Some((kind, rest)) = id.split_once(':') else {
-        return Some(
-            match id {
-                names::LOCAL_CHANNEL => names::CHANNELS,
-                _ => "root",
-            }
-            .to_string(),
-        );
+        let parent = if id == local::NAME.local() {
+            telegram::CHANNELS
+        } else {
+            "root"
+        };
+        return Some(parent.to_string());
     };
     Some(match kind {
-        "agent" => names::AGENTS.to_string(),
-        "session" => names::agent(rest.split(':').next().unwrap_or(rest)),
-        "bot" => names::CHANNELS.to_string(),
-        "mcp" => names::MCP.to_string(),
-        "contract" => names::HANDOFFS.to_string(),
+        "agent" => agent::SUPERVISOR.to_string(),
+        "session" => agent::name(rest.split(':').next().unwrap_or(rest))
+            .local()
+            .to_string(),
+        "bot" => telegram::CHANNELS.to_string(),
+        "mcp" => mcp::NAME.local().to_string(),
+        "contract" => handoff::NAME.local().to_string(),
         _ => "root".to_string(),
     })
 }
@@ -79,10 +80,7 @@ pub async fn tree_view(State(state): State<StudioState>) -> Result<Json<Value>, 
 }
 
 pub async fn mcp_health(state: &StudioState) -> Vec<McpHealth> {
-    match state.registry.lookup::<McpSupervisorMsg>(names::MCP) {
-        Some(mcp) => ractor::call_t!(mcp, McpSupervisorMsg::Health, 2_000).unwrap_or_default(),
-        None => Vec::new(),
-    }
+    Mcp::new(&state.registry).health().await.unwrap_or_default()
 }
 
 /// Figures the overview and `/metrics` share, read in one store call.

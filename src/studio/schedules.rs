@@ -1,29 +1,23 @@
 //! Schedules: `/api/v1/schedules` (list, create, preview, detail with history, pause, resume,
-//! cancel). Every change goes to the Scheduler actor as the operator; the preview is the same
+//! cancel). Every change goes to the scheduler (through its handle) as the operator; the preview is the same
 //! schedule math the scheduler runs, without creating anything.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use ractor::ActorRef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::actors::scheduler::{JobScope, JobView, NewJob, SchedulerMsg};
 use crate::domain::ChatKey;
-use crate::registry::names;
+use crate::protocol::scheduler::{JobScope, JobView, NewJob, Scheduler, SchedulerError};
 use crate::schedule::ScheduleSpec;
 use crate::store::schedules::JobRunRow;
 
-const CALL_TIMEOUT_MS: u64 = 10_000;
 const PREVIEW: usize = 5;
 
-fn scheduler(state: &StudioState) -> Result<ActorRef<SchedulerMsg>, ApiError> {
-    state
-        .registry
-        .lookup::<SchedulerMsg>(names::SCHEDULER)
-        .ok_or_else(|| ApiError::unavailable("the scheduler"))
+fn scheduler(state: &StudioState) -> Scheduler {
+    Scheduler::new(&state.registry)
 }
 
 pub fn job_json(job: &JobView) -> Value {
@@ -47,32 +41,20 @@ fn history_json(row: &JobRunRow) -> Value {
     })
 }
 
-/// A scheduler answer: `Err(text)` is the operator's mistake (unknown job, bad expression).
-fn answered<T>(
-    result: Result<Result<T, String>, ractor::RactorErr<SchedulerMsg>>,
-) -> Result<T, ApiError> {
+/// A scheduler answer: a refusal is the operator's mistake (unknown job, bad expression).
+fn answered<T>(result: Result<T, SchedulerError>) -> Result<T, ApiError> {
     match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(message)) if message.contains("no task") || message.contains("not found") => {
-            Err(ApiError::not_found(message))
-        }
-        Ok(Err(message)) => Err(ApiError::bad_request(message)),
-        Err(_) => Err(ApiError::unavailable("the scheduler")),
+        Ok(value) => Ok(value),
+        Err(error @ SchedulerError::NotFound { .. }) => Err(ApiError::not_found(error.to_string())),
+        Err(SchedulerError::Refused(message)) => Err(ApiError::bad_request(message)),
+        Err(SchedulerError::Unavailable(_)) => Err(ApiError::unavailable("the scheduler")),
     }
 }
 
 /// `GET /api/v1/schedules`: every job, finished ones included.
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
-    let scheduler = scheduler(&state)?;
-    let jobs = answered(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::List {
-            scope: JobScope::Operator,
-            include_finished: true,
-            reply,
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let scheduler = scheduler(&state);
+    let jobs = answered(scheduler.list(JobScope::Operator, true).await)?;
     Ok(Json(
         json!({"jobs": jobs.iter().map(job_json).collect::<Vec<_>>()}),
     ))
@@ -157,13 +139,8 @@ pub async fn create(
         created_by: "operator".into(),
         created_in: None,
     };
-    let scheduler = scheduler(&state)?;
-    let view = answered(ractor::call_t!(
-        scheduler,
-        SchedulerMsg::Create,
-        CALL_TIMEOUT_MS,
-        job
-    ))?;
+    let scheduler = scheduler(&state);
+    let view = answered(scheduler.create(job).await)?;
     Ok((StatusCode::CREATED, Json(job_json(&view))))
 }
 
@@ -172,34 +149,16 @@ pub async fn detail(
     State(state): State<StudioState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    let scheduler = scheduler(&state)?;
-    let (view, history) = answered(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::Get {
-            scope: JobScope::Operator,
-            id,
-            history: 50,
-            reply,
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let scheduler = scheduler(&state);
+    let (view, history) = answered(scheduler.get(JobScope::Operator, id, 50).await)?;
     let mut body = job_json(&view);
     body["history"] = history.iter().map(history_json).collect();
     Ok(Json(body))
 }
 
 async fn set_paused(state: &StudioState, id: i64, paused: bool) -> Result<Json<Value>, ApiError> {
-    let scheduler = scheduler(state)?;
-    let view = answered(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::SetPaused {
-            scope: JobScope::Operator,
-            id,
-            paused,
-            reply,
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let scheduler = scheduler(state);
+    let view = answered(scheduler.set_paused(JobScope::Operator, id, paused).await)?;
     Ok(Json(job_json(&view)))
 }
 
@@ -224,15 +183,7 @@ pub async fn cancel(
     State(state): State<StudioState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    let scheduler = scheduler(&state)?;
-    let view = answered(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::Cancel {
-            scope: JobScope::Operator,
-            id,
-            reply,
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let scheduler = scheduler(&state);
+    let view = answered(scheduler.cancel(JobScope::Operator, id).await)?;
     Ok(Json(job_json(&view)))
 }

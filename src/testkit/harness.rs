@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::actors::agent::AgentMsg;
-use crate::actors::local_channel;
 use crate::config::{self, Overrides};
 use crate::daemon::{self, Daemon, DaemonError, StartOptions};
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
-use crate::registry::names;
+use crate::protocol::agent::Agent;
+use crate::protocol::local::LocalChannel;
 use crate::store::Store;
 
 /// A directory under the system temp dir, removed when dropped (unless kept for inspection).
@@ -225,24 +224,14 @@ impl Harness {
         }
     }
 
-    fn agent(&self, agent: &str) -> Result<ractor::ActorRef<AgentMsg>, String> {
-        self.daemon()
-            .registry
-            .lookup::<AgentMsg>(&names::agent(agent))
-            .ok_or_else(|| {
-                let prefix = self.daemon().registry.name("");
-                let known: Vec<String> = ractor::registry::registered()
-                    .into_iter()
-                    .filter(|name| name.starts_with(&prefix))
-                    .collect();
-                format!("agent {agent} is not running (registered: {known:?})")
-            })
+    fn agent(&self, agent: &str) -> Agent {
+        Agent::new(&self.daemon().registry, agent)
     }
 
     /// Sends a message without waiting.
     pub fn send(&self, agent: &str, chat: &ChatKey, text: &str) -> Result<(), String> {
-        self.agent(agent)?
-            .cast(AgentMsg::Inbound(Self::inbound(agent, chat, text)))
+        self.agent(agent)
+            .inbound(Self::inbound(agent, chat, text))
             .map_err(|error| error.to_string())
     }
 
@@ -252,8 +241,8 @@ impl Harness {
         chat: &ChatKey,
         command: SessionCommand,
     ) -> Result<(), String> {
-        self.agent(agent)?
-            .cast(AgentMsg::Command(chat.clone(), command))
+        self.agent(agent)
+            .command(chat.clone(), command)
             .map_err(|error| error.to_string())
     }
 
@@ -262,7 +251,8 @@ impl Harness {
         &self,
         chat: &ChatKey,
     ) -> Result<tokio::sync::mpsc::UnboundedReceiver<Outbound>, String> {
-        local_channel::subscribe(&self.daemon().registry, chat)
+        LocalChannel::new(&self.daemon().registry)
+            .subscribe(chat)
             .await
             .ok_or_else(|| "the local channel is not running".into())
     }
@@ -270,16 +260,11 @@ impl Harness {
     /// The names of the tools `agent` offers its model right now (empty while it is not running
     /// or does not answer within 2 s).
     pub async fn agent_tools(&self, agent: &str) -> Vec<String> {
-        let Some(actor) = self
-            .daemon()
-            .registry
-            .lookup::<AgentMsg>(&names::agent(agent))
-        else {
-            return Vec::new();
-        };
-        ractor::call_t!(actor, AgentMsg::View, 2_000)
-            .map(|view| view.tools)
-            .unwrap_or_default()
+        let agent = self.agent(agent);
+        match tokio::time::timeout(Duration::from_secs(2), agent.view()).await {
+            Ok(Ok(view)) => view.tools,
+            _ => Vec::new(),
+        }
     }
 
     /// Sends a message and waits for the final answer.

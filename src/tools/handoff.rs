@@ -12,11 +12,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::actors::handoff_supervisor::{HandoffMsg, NewContract};
 use crate::domain::ChatKind;
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
-use crate::registry::names;
+use crate::protocol::CallError;
+use crate::protocol::handoff::{HandoffError, Handoffs, NewContract};
 use crate::store::handoff as queries;
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
@@ -27,10 +27,17 @@ const DEFAULT_DEADLINE_MINUTES: u64 = 30;
 /// Sub-agents of one agent running at once.
 pub const SUBAGENT_CONCURRENCY: usize = 4;
 
-fn handoffs(ctx: &ToolContext) -> Result<ractor::ActorRef<HandoffMsg>, ToolError> {
-    ctx.registry
-        .lookup::<HandoffMsg>(names::HANDOFFS)
-        .ok_or_else(|| ToolError::Failed("delegation is not running right now".into()))
+/// The tools' words for a handoff service that could not help (a refusal is the model's to fix).
+fn tool_error(error: HandoffError) -> ToolError {
+    match error {
+        HandoffError::Unavailable(CallError::NotRunning { .. }) => {
+            ToolError::Failed("delegation is not running right now".into())
+        }
+        HandoffError::Unavailable(CallError::NoAnswer { .. }) => {
+            ToolError::Failed("delegation did not answer".into())
+        }
+        HandoffError::Refused(reason) => ToolError::Refused(reason),
+    }
 }
 
 fn in_handoff(ctx: &ToolContext) -> bool {
@@ -67,17 +74,9 @@ async fn delegate_and_wait(
                 .into(),
         ));
     }
-    let handoffs = handoffs(ctx)?;
-    let id = ractor::call_t!(handoffs, HandoffMsg::Create, 10_000, request)
-        .map_err(|_| ToolError::Failed("delegation did not answer".into()))?
-        .map_err(ToolError::Refused)?;
-    let waited = ractor::call_t!(
-        handoffs,
-        HandoffMsg::Await,
-        wait.as_millis() as u64,
-        id.clone()
-    );
-    match waited {
+    let handoffs = Handoffs::new(&ctx.registry);
+    let id = handoffs.create(request).await.map_err(tool_error)?;
+    match handoffs.wait(&id, wait).await {
         Ok(outcome) => Ok(ToolOutput {
             text: outcome.as_data(),
             is_error: outcome.status != "returned",
@@ -445,18 +444,13 @@ impl Tool for HandoffCancelTool {
             if row.is_none_or(|row| row.owner != ctx.agent) {
                 return Err(ToolError::Refused(format!("contract {id} is not yours")));
             }
-            let handoffs = handoffs(ctx)?;
-            ractor::call_t!(
-                handoffs,
-                |reply| HandoffMsg::Cancel {
-                    id: id.clone(),
-                    by: format!("agent:{}", ctx.agent),
-                    reply
-                },
-                15_000
-            )
-            .map_err(|_| ToolError::Failed("delegation did not answer".into()))?
-            .map_err(ToolError::Failed)?;
+            Handoffs::new(&ctx.registry)
+                .cancel(&id, &format!("agent:{}", ctx.agent))
+                .await
+                .map_err(|error| match error {
+                    HandoffError::Refused(reason) => ToolError::Failed(reason),
+                    other => tool_error(other),
+                })?;
             Ok(ToolOutput::ok(format!("Contract {id} cancelled.")))
         })
     }
@@ -499,8 +493,8 @@ impl Tool for HandoffProgressTool {
             let parsed = Args::parse("handoff_progress", &args, &["note"])?;
             let note = parsed.required_str("note")?.chars().take(2_000).collect();
             let id = own_contract(ctx)?;
-            handoffs(ctx)?
-                .cast(HandoffMsg::Progress(id, note))
+            Handoffs::new(&ctx.registry)
+                .progress(&id, note)
                 .map_err(|_| ToolError::Failed("delegation is not running".into()))?;
             Ok(ToolOutput::ok("Noted."))
         })
@@ -544,8 +538,8 @@ impl Tool for HandoffReturnTool {
             let parsed = Args::parse("handoff_return", &args, &["result"])?;
             let result = parsed.required_str("result")?.to_string();
             let id = own_contract(ctx)?;
-            handoffs(ctx)?
-                .cast(HandoffMsg::Return(id, result))
+            Handoffs::new(&ctx.registry)
+                .return_result(&id, result)
                 .map_err(|_| ToolError::Failed("delegation is not running".into()))?;
             Ok(ToolOutput::ok(
                 "Result recorded; finish with a short final answer.",

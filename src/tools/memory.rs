@@ -1,6 +1,6 @@
 //! The memory tools: `save_to_memory`, `search_memory`, `list_memory_facts`, `forget`.
 //!
-//! They ask the memory actor (`names::MEMORY`) by message. An agent saves into its own memory by
+//! They ask the memory service through its handle (`protocol::memory::Memory`). An agent saves into its own memory by
 //! default, into the platform's (read by every agent) only when asked; it reads what the read
 //! model lets it read (its own, its direct reports', the platform's; private memories only in
 //! their chat); it forgets (archives) only its own memories.
@@ -12,25 +12,26 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::actors::memory::{
-    Governance, MemoryMsg, PLATFORM, SaveOutcome, SaveRequest, SearchRequest,
-};
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
-use crate::registry::names;
+use crate::protocol::CallError;
+use crate::protocol::memory::{
+    Governance, Memory, MemoryError, PLATFORM, SaveOutcome, SaveRequest, SearchRequest,
+};
 use crate::store::memory::{self as queries, Scope};
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
-const CALL_TIMEOUT_MS: u64 = 30_000;
-
-fn memory(ctx: &ToolContext) -> Result<ractor::ActorRef<MemoryMsg>, ToolError> {
-    ctx.registry
-        .lookup::<MemoryMsg>(names::MEMORY)
-        .ok_or_else(|| ToolError::Failed("memory is not running right now; try again later".into()))
-}
-
-fn unreachable_memory<E>(_: E) -> ToolError {
-    ToolError::Failed("memory did not answer in time; try again later".into())
+/// The tools' words for a memory service that could not help.
+fn tool_error(error: MemoryError) -> ToolError {
+    match error {
+        MemoryError::Unavailable(CallError::NotRunning { .. }) => {
+            ToolError::Failed("memory is not running right now; try again later".into())
+        }
+        MemoryError::Unavailable(CallError::NoAnswer { .. }) => {
+            ToolError::Failed("memory did not answer in time; try again later".into())
+        }
+        MemoryError::Refused(reason) => ToolError::Failed(reason),
+    }
 }
 
 /// `save_to_memory`.
@@ -151,10 +152,8 @@ impl Tool for SaveToMemoryTool {
                 run_id: Some(ctx.run_id),
                 message_id: None,
             };
-            let memory = memory(ctx)?;
-            let outcome = ractor::call_t!(memory, MemoryMsg::Save, CALL_TIMEOUT_MS, request)
-                .map_err(unreachable_memory)?
-                .map_err(ToolError::Failed)?;
+            let memory = Memory::new(&ctx.registry);
+            let outcome = memory.save(request).await.map_err(tool_error)?;
             Ok(ToolOutput::ok(match outcome {
                 SaveOutcome::Saved { id, .. } => format!("Saved as memory {id}."),
                 SaveOutcome::Duplicate { of, .. } => {
@@ -228,10 +227,8 @@ impl Tool for SearchMemoryTool {
                 limit,
                 include_secret: true,
             };
-            let memory = memory(ctx)?;
-            let result = ractor::call_t!(memory, MemoryMsg::Search, CALL_TIMEOUT_MS, request)
-                .map_err(unreachable_memory)?
-                .map_err(ToolError::Failed)?;
+            let memory = Memory::new(&ctx.registry);
+            let result = memory.search(request).await.map_err(tool_error)?;
             if result.hits.is_empty() {
                 return Ok(ToolOutput::ok("Nothing in memory matches."));
             }
@@ -292,13 +289,11 @@ impl Tool for ListMemoryFactsTool {
         Box::pin(async move {
             let parsed = Args::parse("list_memory_facts", &args, &["limit"])?;
             let limit = parsed.optional_u64("limit")?.unwrap_or(20).clamp(1, 200) as u32;
-            let memory = memory(ctx)?;
-            let owners = ractor::call_t!(
-                memory,
-                |reply| MemoryMsg::ReadableOwners(ctx.agent.clone(), reply),
-                CALL_TIMEOUT_MS
-            )
-            .map_err(unreachable_memory)?;
+            let memory = Memory::new(&ctx.registry);
+            let owners = memory
+                .readable_owners(&ctx.agent)
+                .await
+                .map_err(tool_error)?;
             let scope = Scope {
                 owners,
                 chat: Some(ctx.chat.as_str().to_string()),
@@ -390,19 +385,11 @@ impl Tool for ForgetTool {
                 }
                 None => return Err(ToolError::Failed(format!("there is no memory {id}"))),
             }
-            let memory = memory(ctx)?;
-            ractor::call_t!(
-                memory,
-                |reply| MemoryMsg::Govern {
-                    id,
-                    operation: Governance::Archive,
-                    by: format!("agent:{}", ctx.agent),
-                    reply,
-                },
-                CALL_TIMEOUT_MS
-            )
-            .map_err(unreachable_memory)?
-            .map_err(ToolError::Failed)?;
+            let memory = Memory::new(&ctx.registry);
+            memory
+                .govern(id, Governance::Archive, &format!("agent:{}", ctx.agent))
+                .await
+                .map_err(tool_error)?;
             Ok(ToolOutput::ok(format!("Forgot memory {id}.")))
         })
     }

@@ -2,7 +2,7 @@
 //! `resume_task`, `cancel_task` and `preview_schedule`.
 //!
 //! They are published by the Scheduler to the agents whose file lists them, and talk to it by
-//! message (`SchedulerMsg`), always scoped to the calling agent: an agent sees and changes only
+//! its handle (`protocol::scheduler::Scheduler`), always scoped to the calling agent: an agent sees and changes only
 //! its own tasks. A new task's answers go to the conversation it was created in (or nowhere,
 //! `deliver = "silent"`). The model turns "every Monday at 9" into an expression; the tools answer
 //! with the described schedule and the next fire times so the model can confirm them to the user.
@@ -15,13 +15,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::actors::scheduler::{
-    JobChange, JobScope, JobView, NewJob, PREVIEW_COUNT, SchedulerMsg, format_local,
-};
 use crate::domain::{ChatKey, ChatKind};
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
-use crate::registry::names;
+use crate::protocol::CallError;
+use crate::protocol::scheduler::{
+    JobChange, JobScope, JobView, NewJob, PREVIEW_COUNT, Scheduler, SchedulerError,
+};
+use crate::schedule::format::format_local;
 use crate::schedule::{MAX_PREVIEW, ScheduleSpec, parse_timezone};
 use crate::store::schedules::JobRunRow;
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
@@ -312,26 +313,14 @@ impl ScheduleTool {
         let name = self.name();
         let parsed = Args::parse(name, args, ID_FIELDS)?;
         let id = required_id(name, &parsed)?;
-        let scheduler = scheduler(ctx)?;
+        let scheduler = Scheduler::new(&ctx.registry);
         let scope = JobScope::Agent(ctx.agent.clone());
         let result = match self.kind {
-            Kind::Cancel => ractor::call_t!(
-                scheduler,
-                |reply| SchedulerMsg::Cancel { scope, id, reply },
-                CALL_TIMEOUT_MS
-            ),
+            Kind::Cancel => scheduler.cancel(scope, id).await,
             _ => {
-                let paused = self.kind == Kind::Pause;
-                ractor::call_t!(
-                    scheduler,
-                    |reply| SchedulerMsg::SetPaused {
-                        scope,
-                        id,
-                        paused,
-                        reply
-                    },
-                    CALL_TIMEOUT_MS
-                )
+                scheduler
+                    .set_paused(scope, id, self.kind == Kind::Pause)
+                    .await
             }
         };
         let view = answer(result)?;
@@ -344,20 +333,15 @@ impl ScheduleTool {
     }
 }
 
-fn scheduler(ctx: &ToolContext) -> Result<ractor::ActorRef<SchedulerMsg>, ToolError> {
-    ctx.registry
-        .lookup::<SchedulerMsg>(names::SCHEDULER)
-        .ok_or_else(|| ToolError::Failed("the scheduler is not running; try again later".into()))
-}
-
 /// The scheduler's answer, or the tool error that explains it.
-fn answer<T, E: std::fmt::Display>(result: Result<Result<T, String>, E>) -> Result<T, ToolError> {
+fn answer<T>(result: Result<T, SchedulerError>) -> Result<T, ToolError> {
     match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(reason)) => Err(ToolError::Refused(reason)),
-        Err(error) => Err(ToolError::Failed(format!(
-            "the scheduler did not answer: {error}"
-        ))),
+        Ok(value) => Ok(value),
+        Err(SchedulerError::Refused(reason)) => Err(ToolError::Refused(reason)),
+        Err(SchedulerError::Unavailable(CallError::NotRunning { .. })) => Err(ToolError::Failed(
+            "the scheduler is not running; try again later".into(),
+        )),
+        Err(error) => Err(ToolError::Failed(error.to_string())),
     }
 }
 
@@ -413,13 +397,7 @@ async fn schedule(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
         created_by: "agent".to_string(),
         created_in: Some(ctx.chat.clone()),
     };
-    let scheduler = scheduler(ctx)?;
-    let view = answer(ractor::call_t!(
-        scheduler,
-        SchedulerMsg::Create,
-        CALL_TIMEOUT_MS,
-        new_job
-    ))?;
+    let view = answer(Scheduler::new(&ctx.registry).create(new_job).await)?;
     Ok(ToolOutput::ok(confirmation("Scheduled", &view)))
 }
 
@@ -435,17 +413,12 @@ async fn list(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
         }
     };
     let _ = parsed;
-    let scheduler = scheduler(ctx)?;
     let scope = JobScope::Agent(ctx.agent.clone());
-    let views = answer(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::List {
-            scope,
-            include_finished,
-            reply
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let views = answer(
+        Scheduler::new(&ctx.registry)
+            .list(scope, include_finished)
+            .await,
+    )?;
     if views.is_empty() {
         return Ok(ToolOutput::ok("You have no scheduled tasks."));
     }
@@ -459,18 +432,8 @@ async fn get(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let history = parsed
         .optional_u64("history")?
         .map_or(10, |count| count.clamp(1, 100) as u32);
-    let scheduler = scheduler(ctx)?;
     let scope = JobScope::Agent(ctx.agent.clone());
-    let (view, runs) = answer(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::Get {
-            scope,
-            id,
-            history,
-            reply
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let (view, runs) = answer(Scheduler::new(&ctx.registry).get(scope, id, history).await)?;
     let zone = parse_timezone(&view.timezone).unwrap_or(chrono_tz::Tz::UTC);
     let mut lines = vec![view.summary(), "History (newest first):".to_string()];
     if runs.is_empty() {
@@ -522,18 +485,12 @@ async fn update(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError
             "update_task: give at least one field to change besides `id`".into(),
         ));
     }
-    let scheduler = scheduler(ctx)?;
     let scope = JobScope::Agent(ctx.agent.clone());
-    let view = answer(ractor::call_t!(
-        scheduler,
-        |reply| SchedulerMsg::Update {
-            scope,
-            id,
-            change,
-            reply
-        },
-        CALL_TIMEOUT_MS
-    ))?;
+    let view = answer(
+        Scheduler::new(&ctx.registry)
+            .update(scope, id, change)
+            .await,
+    )?;
     Ok(ToolOutput::ok(confirmation("Updated", &view)))
 }
 

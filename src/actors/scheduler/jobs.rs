@@ -1,0 +1,599 @@
+//! Managing jobs: create, list, get, update, pause, resume, cancel — validated here, stored,
+//! and re-armed on the timer.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Managing jobs.
+
+/// A checked schedule: the spec, its policy, the anchor to store.
+pub(super) struct Checked {
+    pub(super) spec: ScheduleSpec,
+    pub(super) policy: MissedPolicy,
+    pub(super) timezone: String,
+    pub(super) anchor_ms: i64,
+    pub(super) next_run_ms: i64,
+}
+
+pub(super) fn check_schedule(
+    config: &SchedulerConfig,
+    kind: &str,
+    expression: &str,
+    timezone: &str,
+    missed_policy: &str,
+    now: i64,
+) -> Result<Checked, String> {
+    let timezone = if timezone.trim().is_empty() {
+        "UTC"
+    } else {
+        timezone.trim()
+    };
+    let zone = parse_timezone(timezone).map_err(|error| error.to_string())?;
+    let spec = ScheduleSpec::parse(kind, expression, timezone, crate::clock::to_datetime(now))
+        .map_err(|error| error.to_string())?;
+    let policy = if missed_policy.trim().is_empty() {
+        MissedPolicy::default()
+    } else {
+        MissedPolicy::parse(missed_policy).map_err(|error| error.to_string())?
+    };
+    let start = crate::clock::to_datetime(now);
+    let upcoming = spec.preview(start, 3);
+    let Some(first) = upcoming.first() else {
+        return Err(match spec.kind() {
+            ScheduleKind::At => format!(
+                "the time `{}` is in the past (it is now {}); give a future time",
+                expression.trim(),
+                format_local(now, zone)
+            ),
+            _ => format!("`{}` never fires after now", expression.trim()),
+        });
+    };
+    let min_gap = i64::try_from(config.min_interval.0.as_millis()).unwrap_or(60_000);
+    let gap = upcoming
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]).num_milliseconds())
+        .min();
+    if let Some(gap) = gap
+        && gap < min_gap
+    {
+        return Err(format!(
+            "`{}` fires every {} but the shortest interval allowed is {} ([scheduler] min_interval)",
+            expression.trim(),
+            humantime::format_duration(Duration::from_millis(u64::try_from(gap).unwrap_or(0))),
+            humantime::format_duration(config.min_interval.0)
+        ));
+    }
+    let anchor_ms = match &spec {
+        ScheduleSpec::Every { anchor, .. } => anchor.timestamp_millis(),
+        _ => now,
+    };
+    Ok(Checked {
+        next_run_ms: first.timestamp_millis(),
+        spec,
+        policy,
+        timezone: zone.name().to_string(),
+        anchor_ms,
+    })
+}
+
+pub(super) fn check_text(field: &str, text: &str, max: usize) -> Result<String, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(format!("`{field}` is empty"));
+    }
+    if trimmed.chars().count() > max {
+        return Err(format!(
+            "`{field}` is longer than {max} characters; shorten it"
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+pub(super) fn check_target(target: &Option<ChatKey>) -> Result<(), String> {
+    match target {
+        Some(chat) if matches!(chat.kind(), ChatKind::Schedule | ChatKind::Handoff) => Err(
+            format!("answers can go to a Telegram or local chat, not `{chat}`"),
+        ),
+        _ => Ok(()),
+    }
+}
+
+pub(super) async fn create(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    new_job: NewJob,
+) -> Result<JobView, SchedulerError> {
+    let now = state.now();
+    if !state
+        .args
+        .agents
+        .iter()
+        .any(|spec| spec.name == new_job.agent)
+    {
+        return Err(format!("no agent is named `{}`", new_job.agent).into());
+    }
+    let prompt = check_text("prompt", &new_job.prompt, MAX_PROMPT_CHARS)?;
+    let name = if new_job.name.trim().is_empty() {
+        shorten(
+            &prompt
+                .split_whitespace()
+                .take(6)
+                .collect::<Vec<_>>()
+                .join(" "),
+            MAX_NAME_CHARS,
+        )
+    } else {
+        check_text("name", &new_job.name, MAX_NAME_CHARS)?
+    };
+    check_target(&new_job.target)?;
+    let checked = check_schedule(
+        &state.args.config,
+        &new_job.kind,
+        &new_job.expression,
+        &new_job.timezone,
+        &new_job.missed_policy,
+        now,
+    )?;
+    let agent = new_job.agent.clone();
+    let live = state
+        .args
+        .store
+        .read(move |conn| queries::live_count(conn, &agent))
+        .await
+        .map_err(|error| error.to_string())?;
+    let max = u64::from(state.args.config.max_jobs_per_agent);
+    if live >= max {
+        return Err(format!(
+            "{} already has {live} tasks (the limit is {max}, [scheduler] max_jobs_per_agent); cancel one first",
+            new_job.agent
+        )
+        .into());
+    }
+    let mut row = JobRow {
+        id: 0,
+        agent: new_job.agent,
+        name,
+        prompt,
+        target_chat: new_job.target.map(|chat| chat.to_string()),
+        kind: checked.spec.kind().as_str().to_string(),
+        expression: new_job.expression.trim().to_string(),
+        timezone: checked.timezone,
+        anchor_ms: checked.anchor_ms,
+        missed_policy: checked.policy.to_string(),
+        status: "active".to_string(),
+        next_run_ms: Some(checked.next_run_ms),
+        last_run_ms: None,
+        last_outcome: None,
+        consecutive_failures: 0,
+        failing: false,
+        created_by: new_job.created_by,
+        created_in: new_job.created_in.map(|chat| chat.to_string()),
+        created_ms: now,
+        updated_ms: now,
+    };
+    let stored = row.clone();
+    arm_by(myself, state, checked.next_run_ms);
+    row.id = state
+        .args
+        .store
+        .write(move |conn| queries::insert_job(conn, &stored, now))
+        .await
+        .map_err(|error| error.to_string())?;
+    let job = Job {
+        zone: zone_of(&row.timezone),
+        row,
+        spec: checked.spec,
+        policy: checked.policy,
+        queue: Vec::new(),
+        running: None,
+    };
+    let view = job.view(now);
+    let id = job.row.id;
+    state.jobs.insert(id, job);
+    reschedule(state, id);
+    state.args.events.publish_data(
+        EventKind::ScheduleOutcome,
+        &format!("job:{id}"),
+        &format!("task #{id} created: {}", view.schedule),
+        json!({"job_id": id, "agent": view.agent, "outcome": "created"}),
+    );
+    Ok(view)
+}
+
+/// The job `id` as `scope` may see it (from memory, or the database for finished jobs).
+pub(super) async fn find(
+    state: &SchedulerState,
+    scope: &JobScope,
+    id: i64,
+) -> Result<JobRow, SchedulerError> {
+    let row = match state.jobs.get(&id) {
+        Some(job) => Some(job.row.clone()),
+        None => state
+            .args
+            .store
+            .read(move |conn| queries::job(conn, id))
+            .await
+            .map_err(|error| error.to_string())?,
+    };
+    match row {
+        Some(row) if scope.allows(&row) => Ok(row),
+        _ => Err(SchedulerError::NotFound { id }),
+    }
+}
+
+pub(super) fn view_of_row(row: JobRow, now: i64) -> Result<JobView, String> {
+    Job::from_row(row).map(|job| job.view(now))
+}
+
+pub(super) async fn list(
+    state: &SchedulerState,
+    scope: &JobScope,
+    include_finished: bool,
+) -> Result<Vec<JobView>, SchedulerError> {
+    let agent = match scope {
+        JobScope::Agent(agent) => Some(agent.clone()),
+        JobScope::Operator => None,
+    };
+    let rows = state
+        .args
+        .store
+        .read(move |conn| queries::list_jobs(conn, agent.as_deref(), include_finished, 500))
+        .await
+        .map_err(|error| error.to_string())?;
+    let now = state.now();
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| match state.jobs.get(&row.id) {
+            Some(job) => Some(job.view(now)),
+            None => view_of_row(row, now).ok(),
+        })
+        .collect())
+}
+
+pub(super) async fn get(
+    state: &SchedulerState,
+    scope: &JobScope,
+    id: i64,
+    history: u32,
+) -> Result<(JobView, Vec<JobRunRow>), SchedulerError> {
+    let row = find(state, scope, id).await?;
+    let now = state.now();
+    let view = match state.jobs.get(&id) {
+        Some(job) => job.view(now),
+        None => view_of_row(row, now)?,
+    };
+    let limit = history.clamp(1, 100);
+    let runs = state
+        .args
+        .store
+        .read(move |conn| queries::history(conn, id, limit))
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok((view, runs))
+}
+
+/// Ends the queued fires of a job as skipped (pause, cancel, a changed schedule).
+pub(super) async fn drop_queue(
+    state: &mut SchedulerState,
+    id: i64,
+    reason: &str,
+) -> Result<(), String> {
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return Ok(());
+    };
+    let queued: Vec<i64> = job
+        .queue
+        .drain(..)
+        .map(|queued| queued.job_run_id)
+        .collect();
+    if queued.is_empty() {
+        return Ok(());
+    }
+    let reason = reason.to_string();
+    let now = state.now();
+    state
+        .args
+        .store
+        .write(move |conn| {
+            for job_run_id in &queued {
+                queries::finish_run(conn, *job_run_id, "skipped", None, Some(&reason), now)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|error| error.to_string())
+}
+
+pub(super) async fn save(state: &SchedulerState, row: &JobRow) -> Result<(), String> {
+    let (row, now) = (row.clone(), state.now());
+    state
+        .args
+        .store
+        .write(move |conn| queries::save_job(conn, &row, now))
+        .await
+        .map_err(|error| error.to_string())
+}
+
+pub(super) fn live_job<'a>(
+    state: &'a mut SchedulerState,
+    row: &JobRow,
+) -> Result<&'a mut Job, String> {
+    match row.status.as_str() {
+        "done" | "cancelled" => Err(format!(
+            "task #{} is {} and cannot be changed; schedule a new one",
+            row.id, row.status
+        )),
+        _ => state
+            .jobs
+            .get_mut(&row.id)
+            .ok_or_else(|| format!("task #{} is not loaded (its schedule is broken)", row.id)),
+    }
+}
+
+pub(super) async fn update(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    scope: &JobScope,
+    id: i64,
+    change: JobChange,
+) -> Result<JobView, SchedulerError> {
+    let row = find(state, scope, id).await?;
+    let now = state.now();
+    let config = state.args.config.clone();
+    let job = live_job(state, &row)?;
+    let mut next = job.row.clone();
+    if let Some(name) = &change.name {
+        next.name = check_text("name", name, MAX_NAME_CHARS)?;
+    }
+    if let Some(prompt) = &change.prompt {
+        next.prompt = check_text("prompt", prompt, MAX_PROMPT_CHARS)?;
+    }
+    if let Some(target) = &change.target {
+        check_target(target)?;
+        next.target_chat = target.as_ref().map(ChatKey::to_string);
+    }
+    let schedule_changed = change.kind.is_some()
+        || change.expression.is_some()
+        || change.timezone.is_some()
+        || change.missed_policy.is_some();
+    let mut checked = None;
+    if schedule_changed {
+        let kind = change.kind.clone().unwrap_or_else(|| next.kind.clone());
+        let expression = change
+            .expression
+            .clone()
+            .unwrap_or_else(|| next.expression.clone());
+        let timezone = change
+            .timezone
+            .clone()
+            .unwrap_or_else(|| next.timezone.clone());
+        let policy = change
+            .missed_policy
+            .clone()
+            .unwrap_or_else(|| next.missed_policy.clone());
+        let result = check_schedule(&config, &kind, &expression, &timezone, &policy, now)?;
+        let only_policy =
+            change.kind.is_none() && change.expression.is_none() && change.timezone.is_none();
+        next.kind = result.spec.kind().as_str().to_string();
+        next.expression = expression.trim().to_string();
+        next.timezone = result.timezone.clone();
+        next.missed_policy = result.policy.to_string();
+        if !only_policy {
+            next.anchor_ms = result.anchor_ms;
+            if next.status == "active" {
+                next.next_run_ms = Some(result.next_run_ms);
+            }
+        }
+        checked = Some((result, only_policy));
+    }
+    if let Some(next_run_ms) = next.next_run_ms {
+        arm_by(myself, state, next_run_ms);
+    }
+    save(state, &next).await?;
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return Err(format!("task #{id} disappeared").into());
+    };
+    if let Some((result, only_policy)) = checked {
+        job.policy = result.policy;
+        if !only_policy {
+            job.spec = result.spec;
+            job.zone = zone_of(&result.timezone);
+        }
+    }
+    job.row = next;
+    let view = job.view(now);
+    reschedule(state, id);
+    Ok(view)
+}
+
+pub(super) async fn set_paused(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    scope: &JobScope,
+    id: i64,
+    paused: bool,
+) -> Result<JobView, SchedulerError> {
+    let row = find(state, scope, id).await?;
+    let now = state.now();
+    let job = live_job(state, &row)?;
+    let mut next = job.row.clone();
+    let mut missed_notice = None;
+    if paused {
+        if next.status == "paused" {
+            return Ok(job.view(now));
+        }
+        next.status = "paused".into();
+        next.next_run_ms = None;
+    } else {
+        if next.status == "active" {
+            return Ok(job.view(now));
+        }
+        next.status = "active".into();
+        next.next_run_ms = job
+            .spec
+            .next_after(crate::clock::to_datetime(now))
+            .map(|time| time.timestamp_millis());
+        if next.next_run_ms.is_none() {
+            // A one-shot whose time passed while it was paused: recorded, never silent.
+            next.status = "done".into();
+            next.last_outcome = Some("missed".into());
+            missed_notice =
+                Some("its time passed while it was paused; recorded as missed".to_string());
+        }
+    }
+    if paused {
+        drop_queue(state, id, "the task was paused").await?;
+    }
+    if let Some(next_run_ms) = next.next_run_ms {
+        arm_by(myself, state, next_run_ms);
+    }
+    let stored = next.clone();
+    let record = missed_notice.clone();
+    let anchor = stored.anchor_ms;
+    let fire_ms = match &state.jobs.get(&id).map(|job| &job.spec) {
+        Some(ScheduleSpec::At(at)) => at.timestamp_millis(),
+        _ => anchor,
+    };
+    state
+        .args
+        .store
+        .write(move |conn| {
+            if let Some(detail) = &record {
+                queries::insert_run(
+                    conn,
+                    &NewJobRun {
+                        job_id: stored.id,
+                        fire_ms,
+                        attempt: 0,
+                        trigger: "record",
+                        status: "missed",
+                        due_ms: fire_ms,
+                        missed_count: Some(1),
+                        detail: Some(detail),
+                    },
+                    now,
+                )?;
+            }
+            queries::save_job(conn, &stored, now)
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return Err(format!("task #{id} disappeared").into());
+    };
+    job.row = next;
+    let view = job.view(now);
+    let outcome = if paused { "paused" } else { "resumed" };
+    state.args.events.publish_data(
+        EventKind::ScheduleOutcome,
+        &format!("job:{id}"),
+        &format!("task #{id} {outcome}"),
+        json!({"job_id": id, "agent": view.agent, "outcome": outcome}),
+    );
+    reschedule(state, id);
+    Ok(view)
+}
+
+pub(super) async fn cancel(
+    state: &mut SchedulerState,
+    scope: &JobScope,
+    id: i64,
+) -> Result<JobView, SchedulerError> {
+    let row = find(state, scope, id).await?;
+    let now = state.now();
+    let job = live_job(state, &row)?;
+    let mut next = job.row.clone();
+    next.status = "cancelled".into();
+    next.next_run_ms = None;
+    let running = job.running.is_some();
+    drop_queue(state, id, "the task was cancelled").await?;
+    save(state, &next).await?;
+    let view = {
+        let Some(job) = state.jobs.get_mut(&id) else {
+            return Err(format!("task #{id} disappeared").into());
+        };
+        job.row = next;
+        job.view(now)
+    };
+    if running {
+        // The run in progress is stopped; its answer is recorded but not delivered.
+        if let Some(agent) = state
+            .args
+            .registry
+            .lookup(&crate::protocol::agent::name(&view.agent))
+        {
+            let _ = agent.cast(AgentMsg::Command(
+                ChatKey::schedule(id),
+                SessionCommand::Stop,
+            ));
+        }
+    } else {
+        state.jobs.remove(&id);
+    }
+    state.args.events.publish_data(
+        EventKind::ScheduleOutcome,
+        &format!("job:{id}"),
+        &format!("task #{id} cancelled"),
+        json!({"job_id": id, "agent": view.agent, "outcome": "cancelled"}),
+    );
+    Ok(view)
+}
+
+pub(super) fn stats(state: &SchedulerState) -> SchedulerStats {
+    SchedulerStats {
+        jobs: state.jobs.len(),
+        heap_entries: state.heap.len(),
+        timers_armed: usize::from(
+            state
+                .timer
+                .as_ref()
+                .is_some_and(|(_, timer)| !timer.is_finished()),
+        ),
+        timer_at_ms: state.timer.as_ref().map(|(at, _)| *at),
+        ticks: state.ticks,
+        dispatched: state.dispatched,
+        running: state
+            .jobs
+            .values()
+            .filter(|job| job.running.is_some())
+            .count(),
+        queued: state.jobs.values().map(|job| job.queue.len()).sum(),
+        next_wake_ms: state.jobs.values().filter_map(Job::wake_ms).min(),
+    }
+}
+
+/// Jobs whose stored schedule no longer reads (say, a timezone a newer tz database renamed):
+/// paused, marked failing and reported — never dropped silently.
+pub(super) async fn pause_broken(
+    state: &SchedulerState,
+    broken: Vec<(JobRow, String)>,
+) -> Result<(), ActorProcessingErr> {
+    let now = state.now();
+    for (row, error) in &broken {
+        tracing::error!(job = row.id, %error, "a stored task's schedule does not read; it is paused");
+        state.args.events.publish_data(
+            EventKind::ScheduleOutcome,
+            &format!("job:{}", row.id),
+            &format!(
+                "task #{} paused: its schedule does not read ({error})",
+                row.id
+            ),
+            json!({"job_id": row.id, "agent": row.agent, "outcome": "broken"}),
+        );
+    }
+    state
+        .args
+        .store
+        .write(move |conn| {
+            for (row, _) in &broken {
+                let mut row = row.clone();
+                row.status = "paused".into();
+                row.next_run_ms = None;
+                row.failing = true;
+                queries::save_job(conn, &row, now)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}

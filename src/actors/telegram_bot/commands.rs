@@ -1,0 +1,180 @@
+//! Chat commands (`/new`, `/stop`, `/status`, `/approve`, `/deny`, `/pair`, `/help`) and the
+//! approval buttons' callbacks.
+
+use super::*;
+
+pub(super) async fn on_command(
+    state: &mut TelegramBotState,
+    message: &IncomingMessage,
+    command: &str,
+    args: &str,
+) -> (&'static str, Option<String>) {
+    let chat = ChatKey::telegram(message.chat_id);
+    let agent_ref = state
+        .args
+        .registry
+        .lookup(&crate::protocol::agent::name(&state.args.spec.name));
+    let reply: Option<String> = match command {
+        "start" => Some(format!(
+            "Hi {}, I'm {}. {}\nJust write to me. /help lists what else I understand.",
+            message.user_name,
+            state.args.spec.name,
+            state.args.spec.description
+        )),
+        "help" => Some(
+            "Write to me in plain words.\n/new starts a fresh conversation\n/stop stops what I am doing\n/status shows how I am doing\n/approve <id> or /deny <id> decides a pending action\n/pair <code> lets a new user talk to me (approvers only)".into(),
+        ),
+        "new" | "stop" => {
+            let command = if command == "new" { SessionCommand::New } else { SessionCommand::Stop };
+            match agent_ref {
+                Some(agent) => {
+                    let _ = agent.cast(AgentMsg::Command(chat, command));
+                    None
+                }
+                None => Some("I am restarting; try again in a moment.".into()),
+            }
+        }
+        "status" => Some(match agent_ref {
+            Some(agent) => match ractor::call_t!(agent, AgentMsg::View, 2_000) {
+                Ok(view) => format!(
+                    "{}: model {}, {} mode{}. {} active conversation(s).",
+                    view.name,
+                    view.model,
+                    view.autonomy.as_str(),
+                    if view.paused { ", paused by the operator" } else { "" },
+                    view.sessions
+                ),
+                Err(_) => "I am busy right now; try again.".into(),
+            },
+            None => "I am restarting; try again in a moment.".into(),
+        }),
+        "approve" | "deny" => Some(decide_by_text(state, message, command, args).await),
+        "pair" => Some(pair(state, message, args).await),
+        other => Some(format!("I don't know /{other}. /help lists what I understand.")),
+    };
+    if let Some(text) = reply {
+        let _ = worker(state, message.chat_id).send(SendJob::Notice { text });
+    }
+    ("processed", Some(format!("command /{command}")))
+}
+
+pub(super) async fn decide_by_text(
+    state: &TelegramBotState,
+    message: &IncomingMessage,
+    command: &str,
+    args: &str,
+) -> String {
+    let id = args
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if id.is_empty() {
+        return format!("Usage: /{command} <id> (the id is shown in the approval request).");
+    }
+    let decision = if command == "approve" {
+        Decision::Approve
+    } else {
+        Decision::Deny
+    };
+    decide(state, id, decision, message.user_id, &message.user_name).await
+}
+
+pub(super) async fn decide(
+    state: &TelegramBotState,
+    id: String,
+    decision: Decision,
+    user_id: i64,
+    name: &str,
+) -> String {
+    let Some(desk) = state
+        .args
+        .registry
+        .lookup(&crate::protocol::approvals::NAME)
+    else {
+        return "Approvals are not available right now; try again in a moment.".into();
+    };
+    let decider = Decider::Telegram {
+        agent: state.args.spec.name.clone(),
+        user_id,
+        name: name.to_string(),
+        approver: state.args.is_approver(user_id),
+    };
+    match ractor::call_t!(desk, ApprovalDeskMsg::Decide, 10_000, id, decision, decider) {
+        Ok(outcome) => outcome.message(),
+        Err(_) => "Approvals did not answer; try again.".into(),
+    }
+}
+
+pub(super) async fn on_callback(state: &mut TelegramBotState, callback: IncomingCallback) {
+    let (kind, id) = callback.data.split_once(':').unwrap_or(("", ""));
+    let decision = match kind {
+        "ap" => Some(Decision::Approve),
+        "ag" => Some(Decision::ApproveFor(Duration::from_secs(30 * 60))),
+        "dn" => Some(Decision::Deny),
+        _ => None,
+    };
+    // The decision (and its audit row) is stored before the button press is answered.
+    let text = match decision {
+        Some(decision) if !id.is_empty() => {
+            decide(
+                state,
+                id.to_string(),
+                decision,
+                callback.user_id,
+                &callback.user_name,
+            )
+            .await
+        }
+        _ => "This button is no longer active.".to_string(),
+    };
+    let bot = state.bot.clone();
+    let callback_id = callback.callback_id.clone();
+    tokio::spawn(async move {
+        let short: String = text.chars().take(190).collect();
+        if let Err(error) = bot
+            .answer_callback_query(teloxide::types::CallbackQueryId(callback_id))
+            .text(short)
+            .await
+        {
+            tracing::debug!(error = %TelegramError::from(error), "could not answer a button press");
+        }
+    });
+}
+
+pub(super) async fn pair(
+    state: &mut TelegramBotState,
+    message: &IncomingMessage,
+    args: &str,
+) -> String {
+    if !state.args.is_approver(message.user_id) {
+        return "Only my approvers can pair new users.".into();
+    }
+    let code = args.trim().to_string();
+    if code.is_empty() {
+        return "Usage: /pair <code> (the code the new user received).".into();
+    }
+    let (agent, by, now) = (
+        state.args.spec.name.clone(),
+        format!("telegram:{}", message.user_id),
+        crate::clock::now_ms(),
+    );
+    match state
+        .args
+        .store
+        .write(move |conn| queries::approve_pairing(conn, &code, Some(&agent), &by, now))
+        .await
+    {
+        Ok(Some(row)) => {
+            let _ = worker(state, row.chat_id).send(SendJob::Notice {
+                text: format!("You're approved, {}. Write to me anytime.", row.name),
+            });
+            format!(
+                "Paired {} ({}). They can talk to me now.",
+                row.name, row.user_id
+            )
+        }
+        Ok(None) => "That code is unknown, already used or expired.".into(),
+        Err(error) => format!("Could not pair: {error}"),
+    }
+}

@@ -1,0 +1,478 @@
+//! TelegramBot(agent): one per bot token; polls, routes, and delivers for exactly one agent.
+//!
+//! Inbound: the poll loop (`telegram::poller`, a task owned by this actor) stores each batch with
+//! its offset before confirming it. This actor then reads every stored update in order: stale ones
+//! (older than `stale_grace` before boot) and unauthorized ones are recorded and not answered;
+//! unknown private users get one pairing reply; group messages not addressed to the bot are kept
+//! as context for its next answer; commands are handled here; everything else goes to the agent
+//! (`agent:<name>`) — the bot that received an update decides the agent, never a guess.
+//!
+//! Outbound: `Deliver(Outbound)` goes to a per-chat worker (`telegram::sender`) that paces sends
+//! and edits and confirms delivery in the outbox.
+//!
+//! Background jobs (owner: this actor, cancelled with it through a drop guard — also when it
+//! fails): the poll loop; the sweep every 30 s, which re-dispatches stored updates that never
+//! reached a session and re-delivers replies still in the outbox (both idempotent).
+//!
+//! Restart policy: transient under the ChannelSupervisor with backoff and a budget; exhausted →
+//! degraded and retried later. A rejected token (401) stops the bot normally with a clear event:
+//! restarting cannot fix it.
+
+mod commands;
+mod inbound;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::json;
+use teloxide::prelude::*;
+use teloxide::types::BotCommand;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::{AgentSpec, TelegramConfig};
+use crate::domain::{
+    Attachment, ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
+};
+use crate::events::{EventBus, EventKind};
+use crate::protocol::agent::AgentMsg;
+use crate::protocol::approvals::{ApprovalDeskMsg, Decider, Decision};
+use crate::protocol::events::EventsMsg;
+pub use crate::protocol::telegram::TelegramMsg;
+use crate::registry::Registry;
+use crate::secrets::Secret;
+use crate::store::Store;
+use crate::store::runs as outbox;
+use crate::store::telegram::{self as queries, PairingRow, StoredUpdate};
+use crate::telegram::client::{self, TelegramError};
+use crate::telegram::governor::{Governor, Limits};
+use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
+use crate::telegram::pairing;
+use crate::telegram::poller::{PollEnd, PollEvent, Poller};
+use crate::telegram::sender::{ChatWorker, SendJob};
+
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Group messages kept as context for one answer.
+const GROUP_CONTEXT: u32 = 30;
+const MAX_DOWNLOAD: u64 = 20 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct TelegramBotArgs {
+    pub spec: AgentSpec,
+    pub token: Secret,
+    pub config: TelegramConfig,
+    pub store: Store,
+    pub registry: Registry,
+    pub events: EventBus,
+    /// When the daemon started (the stale filter's reference).
+    pub boot_ms: i64,
+    pub workspace: PathBuf,
+}
+
+pub struct TelegramBot;
+
+pub struct TelegramBotState {
+    args: TelegramBotArgs,
+    bot: Bot,
+    governor: Arc<Governor>,
+    bot_id: i64,
+    username: Option<String>,
+    workers: HashMap<i64, mpsc::UnboundedSender<SendJob>>,
+    cancel: CancellationToken,
+    /// Cancels every task of this incarnation when the state is dropped (stop or failure).
+    _guard: DropGuard,
+    /// Updates stored before `getMe` answered (the username decides group addressing).
+    early: Vec<StoredUpdate>,
+    sweeper: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TelegramBotArgs {
+    fn subject(&self) -> String {
+        crate::protocol::telegram::name(&self.spec.name)
+            .local()
+            .to_string()
+    }
+
+    fn allowed_by_file(&self, user_id: i64) -> bool {
+        self.spec.telegram.as_ref().is_some_and(|telegram| {
+            telegram.allow_users.contains(&user_id) || telegram.approvers.contains(&user_id)
+        })
+    }
+
+    fn is_approver(&self, user_id: i64) -> bool {
+        self.spec.telegram.as_ref().is_some_and(|telegram| {
+            if telegram.approvers.is_empty() {
+                telegram.allow_users.contains(&user_id)
+            } else {
+                telegram.approvers.contains(&user_id)
+            }
+        })
+    }
+}
+
+impl Actor for TelegramBot {
+    type Msg = TelegramMsg;
+    type State = TelegramBotState;
+    type Arguments = TelegramBotArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: TelegramBotArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let telegram = args
+            .spec
+            .telegram
+            .clone()
+            .ok_or("agent has no [telegram] table")?;
+        let bot_id = client::bot_id(&args.token).ok_or_else(|| {
+            format!(
+                "the token in {} is not a bot token (expected <id>:<secret>)",
+                telegram.token_env
+            )
+        })?;
+        let bot = client::build(&args.token, &telegram.api_url, args.config.poll_timeout.0)?;
+
+        let cancel = CancellationToken::new();
+        Ok(TelegramBotState {
+            _guard: cancel.clone().drop_guard(),
+            args,
+            bot,
+            governor: Arc::new(Governor::new(Limits::default())),
+            bot_id,
+            username: None,
+            workers: HashMap::new(),
+            cancel,
+            early: Vec::new(),
+            sweeper: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Network work happens in a task: a failure here is a supervision event, not a boot failure.
+        let bot = state.bot.clone();
+        let me = myself.clone();
+        let cancel = state.cancel.clone();
+        let args = state.args.clone();
+        let bot_id = state.bot_id;
+        tokio::spawn(async move {
+            let online = tokio::select! {
+                online = go_online(&bot) => online,
+                _ = cancel.cancelled() => return,
+            };
+            match online {
+                Ok(username) => {
+                    let _ = me.cast(TelegramMsg::Online { username });
+                }
+                Err(TelegramError::Unauthorized) => {
+                    let _ = me.cast(TelegramMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)));
+                    return;
+                }
+                Err(error) => {
+                    // Let the poll loop's backoff handle a flaky start; report what happened.
+                    let _ = me.cast(TelegramMsg::Poll(PollEvent::Status {
+                        state: "network_error",
+                        detail: error.to_string(),
+                    }));
+                }
+            }
+            let report_to = me.clone();
+            Poller {
+                bot,
+                bot_id,
+                agent: args.spec.name.clone(),
+                poll_timeout: args.config.poll_timeout.0,
+                wait_for_previous: args.config.wait_for_previous.0,
+                store: args.store.clone(),
+                report: Box::new(move |event| {
+                    let _ = report_to.cast(TelegramMsg::Poll(event));
+                }),
+                cancel,
+            }
+            .run()
+            .await;
+        });
+        let sweep_cancel = state.cancel.clone();
+        let me = myself.clone();
+        state.sweeper = Some(tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => { if me.cast(TelegramMsg::Sweep).is_err() { return } }
+                    _ = sweep_cancel.cancelled() => return,
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            TelegramMsg::Online { username } => {
+                tracing::info!(agent = %state.args.spec.name, bot = %username, "telegram bot online");
+                state.args.events.publish_data(
+                    EventKind::BotStatus,
+                    &state.args.subject(),
+                    &format!("@{username} online"),
+                    json!({"agent": state.args.spec.name, "state": "online", "username": username}),
+                );
+                state.username = Some(username);
+                if let Some(desk) = state
+                    .args
+                    .registry
+                    .lookup(&crate::protocol::approvals::NAME)
+                {
+                    let _ = desk.cast(ApprovalDeskMsg::BotOnline {
+                        agent: state.args.spec.name.clone(),
+                    });
+                }
+                let early = std::mem::take(&mut state.early);
+                dispatch(&myself, state, early).await?;
+                // Right after start nothing is in flight: recover everything left from before.
+                sweep(&myself, state, Recovery::Everything).await?;
+            }
+            TelegramMsg::Poll(PollEvent::Polled { at_ms }) => {
+                // Kept by the Events actor in memory, for `/metrics`' polling lag.
+                if let Some(events) = state.args.registry.lookup(&crate::protocol::events::NAME) {
+                    let _ = events.cast(EventsMsg::BotPolled {
+                        agent: state.args.spec.name.clone(),
+                        at_ms,
+                    });
+                }
+            }
+            TelegramMsg::Poll(PollEvent::Stored(updates)) => {
+                if state.username.is_none() {
+                    state.early.extend(updates);
+                } else {
+                    dispatch(&myself, state, updates).await?;
+                }
+            }
+            TelegramMsg::Poll(PollEvent::Status {
+                state: status,
+                detail,
+            }) => {
+                if status != "polling" {
+                    tracing::warn!(agent = %state.args.spec.name, status, %detail, "telegram polling");
+                }
+                state.args.events.publish_data(
+                    EventKind::BotStatus,
+                    &state.args.subject(),
+                    &if detail.is_empty() { status.to_string() } else { format!("{status}: {detail}") },
+                    json!({"agent": state.args.spec.name, "state": status, "detail": detail, "at_ms": crate::clock::now_ms()}),
+                );
+            }
+            TelegramMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)) => {
+                let env = state
+                    .args
+                    .spec
+                    .telegram
+                    .as_ref()
+                    .map(|t| t.token_env.clone())
+                    .unwrap_or_default();
+                let text = format!(
+                    "Telegram rejected the token in {env} (401). The bot of `{}` is off until the token is fixed and the daemon restarted; other bots keep running.",
+                    state.args.spec.name
+                );
+                tracing::error!("{text}");
+                state.args.events.publish_data(
+                    EventKind::BotStatus,
+                    &state.args.subject(),
+                    &text,
+                    json!({"agent": state.args.spec.name, "state": "unauthorized"}),
+                );
+                myself.stop(Some("unauthorized".into()));
+            }
+            TelegramMsg::Poll(PollEvent::Ended(PollEnd::Stuck(after))) => {
+                return Err(format!(
+                    "getUpdates did not answer within {} s; restarting the bot",
+                    after.as_secs()
+                )
+                .into());
+            }
+            TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
+            TelegramMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
+            TelegramMsg::PostApproval {
+                approval_id,
+                chat_id,
+                text,
+                grant_minutes,
+            } => {
+                let mut buttons = vec![("✅ Approve".to_string(), format!("ap:{approval_id}"))];
+                if let Some(minutes) = grant_minutes {
+                    buttons.push((format!("✅ {minutes} min"), format!("ag:{approval_id}")));
+                }
+                buttons.push(("❌ Deny".to_string(), format!("dn:{approval_id}")));
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                worker(state, chat_id)
+                    .send(SendJob::Buttons {
+                        text,
+                        buttons,
+                        reply,
+                    })
+                    .ok();
+                let registry = state.args.registry.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok(message_id)) = answer.await
+                        && let Some(desk) = registry.lookup(&crate::protocol::approvals::NAME)
+                    {
+                        let _ = desk.cast(ApprovalDeskMsg::Posted {
+                            id: approval_id,
+                            chat_id,
+                            message_id,
+                        });
+                    }
+                });
+            }
+            TelegramMsg::ResolveApproval {
+                chat_id,
+                message_id,
+                text,
+            } => {
+                let _ = worker(state, chat_id).send(SendJob::Resolve { message_id, text });
+            }
+            TelegramMsg::Notify { chat_id, text } => {
+                let _ = worker(state, chat_id).send(SendJob::Notice { text });
+            }
+            TelegramMsg::IsOnline(reply) => {
+                let _ = reply.send(state.username.is_some());
+            }
+            TelegramMsg::Panic(reason) => panic!("fault injected: {reason}"),
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.cancel.cancel();
+        if let Some(sweeper) = state.sweeper.take() {
+            sweeper.abort();
+        }
+        Ok(())
+    }
+}
+
+/// deleteWebhook (we poll), getMe (checks the token), setMyCommands.
+async fn go_online(bot: &Bot) -> Result<String, TelegramError> {
+    bot.delete_webhook().await.map_err(TelegramError::from)?;
+    let me = bot.get_me().await.map_err(TelegramError::from)?;
+    let commands = [
+        ("start", "Say hello"),
+        ("help", "What I can do"),
+        ("new", "Start a fresh conversation"),
+        ("stop", "Stop what I am doing"),
+        ("status", "How I am doing"),
+        ("approve", "Approve a pending action: /approve <id>"),
+        ("deny", "Deny a pending action: /deny <id>"),
+        ("pair", "Let a new user talk to me: /pair <code>"),
+    ]
+    .map(|(command, description)| BotCommand::new(command, description));
+    if let Err(error) = bot.set_my_commands(commands).await {
+        tracing::debug!(error = %TelegramError::from(error), "could not register bot commands");
+    }
+    Ok(me.username.clone().unwrap_or_default())
+}
+
+fn worker(state: &mut TelegramBotState, chat_id: i64) -> mpsc::UnboundedSender<SendJob> {
+    if let Some(sender) = state
+        .workers
+        .get(&chat_id)
+        .filter(|sender| !sender.is_closed())
+    {
+        return sender.clone();
+    }
+    let sender = ChatWorker {
+        bot: state.bot.clone(),
+        governor: state.governor.clone(),
+        chat_id,
+        agent: state.args.spec.name.clone(),
+        store: state.args.store.clone(),
+        events: state.args.events.clone(),
+        cancel: state.cancel.child_token(),
+    }
+    .spawn();
+    state.workers.insert(chat_id, sender.clone());
+    sender
+}
+
+async fn deliver(state: &mut TelegramBotState, outbound: Outbound) {
+    let Some(chat_id) = outbound.chat.telegram_chat_id() else {
+        return;
+    };
+    let job = match outbound.event {
+        OutEvent::Working => SendJob::Typing(true),
+        OutEvent::Partial { text } => match outbound.run_id {
+            Some(run_id) => SendJob::Partial { run_id, text },
+            None => return,
+        },
+        OutEvent::Final { text, outbox_id } => SendJob::Final {
+            run_id: outbound.run_id,
+            text,
+            outbox_id,
+        },
+        OutEvent::Notice { text } => SendJob::Notice { text },
+        OutEvent::Tool { .. } => return,
+        OutEvent::Silent { inbound_ids } => {
+            let now = crate::clock::now_ms();
+            let _ = state
+                .args
+                .store
+                .write(move |conn| queries::mark_processed(conn, &inbound_ids, now))
+                .await;
+            return;
+        }
+    };
+    let _ = worker(state, chat_id).send(job);
+}
+
+/// What to do with each stored update; statuses are written together at the end.
+async fn dispatch(
+    myself: &ActorRef<TelegramMsg>,
+    state: &mut TelegramBotState,
+    updates: Vec<StoredUpdate>,
+) -> Result<(), ActorProcessingErr> {
+    let username = state.username.clone().unwrap_or_default();
+    let mut statuses: Vec<(i64, &'static str, Option<String>)> = Vec::new();
+    for update in updates {
+        match intake::read(&update.payload, state.bot_id, &username) {
+            Intake::Unsupported(why) => statuses.push((update.id, "ignored", Some(why))),
+            Intake::Callback(callback) => {
+                on_callback(state, callback).await;
+                statuses.push((update.id, "processed", Some("callback".into())));
+            }
+            Intake::Message(message) => {
+                let (status, note) = on_message(myself, state, &update, message).await;
+                statuses.push((update.id, status, note));
+            }
+        }
+    }
+    let now = crate::clock::now_ms();
+    state
+        .args
+        .store
+        .write(move |conn| {
+            for (id, status, note) in &statuses {
+                queries::set_status(conn, *id, status, note.as_deref(), now)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+use commands::*;
+use inbound::*;

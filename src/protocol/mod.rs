@@ -1,0 +1,72 @@
+//! Service protocols: how the rest of the daemon talks to each service actor.
+//!
+//! One file per service (approvals, memory, scheduler, handoff, telegram bot, agent, MCP, events,
+//! the local channel). Each holds the service's message enum with its request and reply types, its
+//! typed name (a [`ServiceName`] pairs the registered name with the message type at compile time),
+//! its error enum, and a cloneable handle whose methods own the lookup, the service's one timeout
+//! and the mapping of "not running" / "no answer" into that error. This is the shape of mini-redis's
+//! `Db` handle and of "Actors with Tokio": callers use methods, never `ActorRef`s or `call_t!`.
+//!
+//! Layers: `domain` ← `protocol` ← `agent`, `tools`, `studio`, `cli` ← `actors` ← `daemon`.
+//! **Architecture Invariant:** only `actors/` (and `daemon.rs`, which spawns the tree) import
+//! `crate::actors`; everything else reaches a service through its handle here (`tests/tidy.rs`).
+//! **Architecture Invariant:** a message enum is the closed list of what can make its actor act;
+//! variants marked internal are sent by the actor (or its tasks) to itself.
+
+pub mod agent;
+pub mod approvals;
+pub mod events;
+pub mod handoff;
+pub mod local;
+pub mod mcp;
+pub mod memory;
+pub mod scheduler;
+pub mod telegram;
+
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{ActorRef, Message, RpcReplyPort};
+
+pub use crate::registry::ServiceName;
+
+/// Why a call to a service got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The service is not running (not configured, or between a crash and its restart).
+    #[error("the {service} service is not running")]
+    NotRunning { service: String },
+    /// The service did not answer in time, or stopped while the call waited.
+    #[error("the {service} service did not answer")]
+    NoAnswer { service: String },
+}
+
+/// Sends a request built by `make` to `actor` and waits for the reply, at most `timeout` (`None`:
+/// as long as it takes, e.g. a human's decision).
+pub(crate) async fn call<M, T>(
+    actor: &ActorRef<M>,
+    service: &str,
+    timeout: Option<Duration>,
+    make: impl FnOnce(RpcReplyPort<T>) -> M,
+) -> Result<T, CallError>
+where
+    M: Message,
+    T: Send + 'static,
+{
+    match actor.call(make, timeout).await {
+        Ok(CallResult::Success(value)) => Ok(value),
+        Ok(CallResult::Timeout | CallResult::SenderError) | Err(_) => Err(CallError::NoAnswer {
+            service: service.to_string(),
+        }),
+    }
+}
+
+/// The actor under `name`, or [`CallError::NotRunning`].
+pub(crate) fn find<M: Message>(
+    registry: &crate::registry::Registry,
+    name: &ServiceName<M>,
+) -> Result<ActorRef<M>, CallError> {
+    registry.lookup(name).ok_or_else(|| CallError::NotRunning {
+        service: name.local().to_string(),
+    })
+}

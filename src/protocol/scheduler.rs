@@ -1,0 +1,329 @@
+//! The scheduler service: jobs that fire an agent's run (cron, interval, once), managed by the
+//! agents' schedule tools, Studio and the CLI. Served by `actors/scheduler/`.
+
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+
+use super::{CallError, ServiceName};
+use crate::domain::{ChatKey, Outbound};
+use crate::registry::Registry;
+use crate::schedule::format::{format_local, shorten, zone_of};
+use crate::store::schedules::{JobRow, JobRunRow};
+
+/// Where the scheduler is registered.
+pub const NAME: ServiceName<SchedulerMsg> = ServiceName::fixed("scheduler");
+/// How long a job operation may take (a stored write and a schedule computation).
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest prompt a job may carry.
+pub const MAX_PROMPT_CHARS: usize = 8_000;
+/// Longest job name.
+pub const MAX_NAME_CHARS: usize = 80;
+/// How many upcoming fire times a job view shows.
+pub const PREVIEW_COUNT: usize = 5;
+
+pub enum SchedulerMsg {
+    /// Output of a scheduled run (its session's chat is `sched:<job_id>`).
+    Deliver(Outbound),
+    Create(NewJob, RpcReplyPort<Result<JobView, SchedulerError>>),
+    List {
+        scope: JobScope,
+        include_finished: bool,
+        reply: RpcReplyPort<Result<Vec<JobView>, SchedulerError>>,
+    },
+    Get {
+        scope: JobScope,
+        id: i64,
+        history: u32,
+        reply: RpcReplyPort<Result<(JobView, Vec<JobRunRow>), SchedulerError>>,
+    },
+    Update {
+        scope: JobScope,
+        id: i64,
+        change: JobChange,
+        reply: RpcReplyPort<Result<JobView, SchedulerError>>,
+    },
+    SetPaused {
+        scope: JobScope,
+        id: i64,
+        paused: bool,
+        reply: RpcReplyPort<Result<JobView, SchedulerError>>,
+    },
+    Cancel {
+        scope: JobScope,
+        id: i64,
+        reply: RpcReplyPort<Result<JobView, SchedulerError>>,
+    },
+    /// Figures for tests, benchmarks and Studio.
+    Stats(RpcReplyPort<SchedulerStats>),
+    /// The timer fired.
+    Tick,
+}
+
+/// Whose jobs a request may see and change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobScope {
+    /// An agent's tools: only its own jobs.
+    Agent(String),
+    /// The operator (CLI, Studio): every job.
+    Operator,
+}
+
+impl JobScope {
+    pub fn allows(&self, job: &JobRow) -> bool {
+        match self {
+            JobScope::Agent(agent) => *agent == job.agent,
+            JobScope::Operator => true,
+        }
+    }
+}
+
+/// A job to create. Text fields are as the user or the model wrote them; they are validated here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub agent: String,
+    /// A short label; empty: the prompt's first words.
+    pub name: String,
+    /// What the agent is asked at each fire.
+    pub prompt: String,
+    /// Where the answer goes (`tg:` or a local chat); `None`: silent.
+    pub target: Option<ChatKey>,
+    /// `cron`, `every` or `at`.
+    pub kind: String,
+    pub expression: String,
+    /// IANA timezone; empty: UTC.
+    pub timezone: String,
+    /// `skip`, `run_once`, `catch_up [max_runs=N] [window=D]`; empty: `run_once`.
+    pub missed_policy: String,
+    /// `agent`, `user` or `operator`.
+    pub created_by: String,
+    pub created_in: Option<ChatKey>,
+}
+
+/// A change to a job; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobChange {
+    pub name: Option<String>,
+    pub prompt: Option<String>,
+    pub kind: Option<String>,
+    pub expression: Option<String>,
+    pub timezone: Option<String>,
+    pub missed_policy: Option<String>,
+    /// `Some(None)`: make the job silent.
+    pub target: Option<Option<ChatKey>>,
+}
+
+/// What a job looks like to its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub id: i64,
+    pub agent: String,
+    pub name: String,
+    pub prompt: String,
+    pub target: Option<String>,
+    pub kind: String,
+    pub expression: String,
+    pub timezone: String,
+    /// "at 09:00 on Monday-Friday (Europe/Berlin)".
+    pub schedule: String,
+    pub missed_policy: String,
+    /// active | paused | done | cancelled.
+    pub status: String,
+    pub next_run_ms: Option<i64>,
+    /// The next fire times (at most [`PREVIEW_COUNT`]).
+    pub upcoming: Vec<i64>,
+    pub last_run_ms: Option<i64>,
+    pub last_outcome: Option<String>,
+    pub consecutive_failures: i64,
+    pub failing: bool,
+    pub running: bool,
+    pub queued: usize,
+    pub created_by: String,
+}
+
+impl JobView {
+    /// One paragraph for a model or a terminal: what, when, where to, how it stands.
+    pub fn summary(&self) -> String {
+        let zone = zone_of(&self.timezone);
+        let mut lines = vec![format!(
+            "Task #{} \"{}\" ({}): {}",
+            self.id, self.name, self.status, self.schedule
+        )];
+        lines.push(format!("  prompt: {}", shorten(&self.prompt, 160)));
+        lines.push(format!(
+            "  answers go to: {}; missed runs: {}",
+            self.target.as_deref().unwrap_or("nowhere (silent)"),
+            self.missed_policy
+        ));
+        if !self.upcoming.is_empty() {
+            let times: Vec<String> = self
+                .upcoming
+                .iter()
+                .map(|ms| format_local(*ms, zone))
+                .collect();
+            lines.push(format!("  next runs: {}", times.join(", ")));
+        } else if self.status == "active" {
+            lines.push("  next runs: none (the schedule is over)".to_string());
+        }
+        if let Some(last) = self.last_run_ms {
+            lines.push(format!(
+                "  last run: {} ({})",
+                format_local(last, zone),
+                self.last_outcome.as_deref().unwrap_or("running")
+            ));
+        }
+        if self.failing {
+            lines.push(format!(
+                "  FAILING: {} failed runs in a row",
+                self.consecutive_failures
+            ));
+        }
+        if self.running {
+            lines.push("  a run is in progress".to_string());
+        }
+        if self.queued > 0 {
+            lines.push(format!("  {} run(s) queued", self.queued));
+        }
+        lines.join("\n")
+    }
+}
+
+/// Figures about the scheduler's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerStats {
+    pub jobs: usize,
+    pub heap_entries: usize,
+    /// 0 or 1: the scheduler never holds more than one timer.
+    pub timers_armed: usize,
+    /// When the armed timer fires (scheduler clock, ms).
+    pub timer_at_ms: Option<i64>,
+    pub ticks: u64,
+    pub dispatched: u64,
+    pub running: usize,
+    pub queued: usize,
+    /// The earliest time any job needs the scheduler (a fire, a queued run, a check).
+    pub next_wake_ms: Option<i64>,
+}
+
+/// Why the scheduler could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedulerError {
+    #[error(transparent)]
+    Unavailable(#[from] CallError),
+    /// No job `id` that the caller may see.
+    #[error("there is no task #{id} (list_tasks shows the tasks)")]
+    NotFound { id: i64 },
+    /// The request was refused; the text says why (a bad expression, a bad target, ...).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for SchedulerError {
+    fn from(reason: String) -> Self {
+        SchedulerError::Refused(reason)
+    }
+}
+
+/// The scheduler, by name. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    registry: Registry,
+}
+
+impl Scheduler {
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            registry: registry.clone(),
+        }
+    }
+
+    async fn ask<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(RpcReplyPort<Result<T, SchedulerError>>) -> SchedulerMsg,
+    ) -> Result<T, SchedulerError> {
+        let scheduler = super::find(&self.registry, &NAME)?;
+        super::call(&scheduler, NAME.local(), Some(TIMEOUT), make).await?
+    }
+
+    /// Output of a scheduled run (its chat is `sched:<job>`); missed when the scheduler is down
+    /// (the run's end is in the database and is reconciled when it is back).
+    pub fn deliver(&self, outbound: Outbound) {
+        if let Some(scheduler) = self.registry.lookup(&NAME) {
+            let _ = scheduler.cast(SchedulerMsg::Deliver(outbound));
+        }
+    }
+
+    pub async fn create(&self, job: NewJob) -> Result<JobView, SchedulerError> {
+        self.ask(|reply| SchedulerMsg::Create(job, reply)).await
+    }
+
+    pub async fn list(
+        &self,
+        scope: JobScope,
+        include_finished: bool,
+    ) -> Result<Vec<JobView>, SchedulerError> {
+        self.ask(|reply| SchedulerMsg::List {
+            scope,
+            include_finished,
+            reply,
+        })
+        .await
+    }
+
+    /// A job and its `history` most recent fires.
+    pub async fn get(
+        &self,
+        scope: JobScope,
+        id: i64,
+        history: u32,
+    ) -> Result<(JobView, Vec<JobRunRow>), SchedulerError> {
+        self.ask(|reply| SchedulerMsg::Get {
+            scope,
+            id,
+            history,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn update(
+        &self,
+        scope: JobScope,
+        id: i64,
+        change: JobChange,
+    ) -> Result<JobView, SchedulerError> {
+        self.ask(|reply| SchedulerMsg::Update {
+            scope,
+            id,
+            change,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn set_paused(
+        &self,
+        scope: JobScope,
+        id: i64,
+        paused: bool,
+    ) -> Result<JobView, SchedulerError> {
+        self.ask(|reply| SchedulerMsg::SetPaused {
+            scope,
+            id,
+            paused,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn cancel(&self, scope: JobScope, id: i64) -> Result<JobView, SchedulerError> {
+        self.ask(|reply| SchedulerMsg::Cancel { scope, id, reply })
+            .await
+    }
+
+    pub async fn stats(&self) -> Result<SchedulerStats, SchedulerError> {
+        let scheduler = super::find(&self.registry, &NAME)?;
+        Ok(super::call(&scheduler, NAME.local(), Some(TIMEOUT), SchedulerMsg::Stats).await?)
+    }
+}

@@ -226,7 +226,9 @@ async fn denied_and_expired_requests_never_run_and_the_model_is_told() {
             w.fake
                 .sent(w.bot)
                 .iter()
-                .filter(|m| m.chat_id == OWNER && m.visible_text.contains("The file tool answered."))
+                .filter(|m| {
+                    m.chat_id == OWNER && m.visible_text.contains("The file tool answered.")
+                })
                 .count()
                 >= 2
         },

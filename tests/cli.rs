@@ -56,7 +56,11 @@ fn run_conversation(
                 &format!("`{answer}` after `{line}`"),
                 || {
                     let text = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-                    if text.contains(answer) { Ok(()) } else { Err(text) }
+                    if text.contains(answer) {
+                        Ok(())
+                    } else {
+                        Err(text)
+                    }
                 },
             );
         }
@@ -132,14 +136,8 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
     fake.revoke_token(revoked);
     let dir = ScratchDir::new("clawvisor-cli-doctor").unwrap();
     let agents = [
-        agent_toml(
-            "helper",
-            &telegram_toml("GOOD", &fake.base_url(), &[], &[]),
-        ),
-        agent_toml(
-            "broken",
-            &telegram_toml("BAD", &fake.base_url(), &[], &[]),
-        ),
+        agent_toml("helper", &telegram_toml("GOOD", &fake.base_url(), &[], &[])),
+        agent_toml("broken", &telegram_toml("BAD", &fake.base_url(), &[], &[])),
     ];
     write_config(
         dir.path(),

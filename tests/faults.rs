@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
-use clawvisor::testkit::world::World as TestWorld;
-use clawvisor::testkit::{poll_until, wait_until};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::world::World as TestWorld;
+use clawvisor::testkit::{poll_until, wait_until};
 use tokio::sync::broadcast;
 
 /// Prints a figure straight to stderr: libtest captures `println!` of passing tests, and these

@@ -452,21 +452,25 @@ async fn untrusted_writes_ask_for_approval_and_read_only_servers_refuse_writes()
     assert_eq!(reply.text, "echo ran");
     // untrusted: a write asks for approval (the run waits for it).
     harness.send("ada", &chat, "write a note").unwrap();
-    let tool = wait_until(Duration::from_secs(10), "an approval to be asked", || async {
-        harness
-            .store()
-            .read(|conn| {
-                Ok(conn
-                    .query_row(
-                        "SELECT tool FROM approvals WHERE status = 'pending'",
-                        [],
-                        |row| row.get::<_, String>(0),
-                    )
-                    .ok())
-            })
-            .await
-            .unwrap()
-    })
+    let tool = wait_until(
+        Duration::from_secs(10),
+        "an approval to be asked",
+        || async {
+            harness
+                .store()
+                .read(|conn| {
+                    Ok(conn
+                        .query_row(
+                            "SELECT tool FROM approvals WHERE status = 'pending'",
+                            [],
+                            |row| row.get::<_, String>(0),
+                        )
+                        .ok())
+                })
+                .await
+                .unwrap()
+        },
+    )
     .await;
     assert_eq!(tool, "shady__write_note");
     harness.stop().await;
@@ -484,18 +488,22 @@ fn recorded_groups(dir: &std::path::Path) -> Vec<i32> {
 }
 
 fn wait_groups(dir: &std::path::Path, count: usize) -> Vec<i32> {
-    wait_until_blocking(Duration::from_secs(20), "the servers' process groups", || {
-        let groups = recorded_groups(dir);
-        if groups.len() == count
-            && groups
-                .iter()
-                .all(|group| members_of_group(*group).len() >= 2)
-        {
-            Ok(groups)
-        } else {
-            Err(format!("groups now {groups:?}"))
-        }
-    })
+    wait_until_blocking(
+        Duration::from_secs(20),
+        "the servers' process groups",
+        || {
+            let groups = recorded_groups(dir);
+            if groups.len() == count
+                && groups
+                    .iter()
+                    .all(|group| members_of_group(*group).len() >= 2)
+            {
+                Ok(groups)
+            } else {
+                Err(format!("groups now {groups:?}"))
+            }
+        },
+    )
 }
 
 fn wait_empty(groups: &[i32], what: &str) {

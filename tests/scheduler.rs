@@ -147,8 +147,20 @@ async fn a_task_scheduled_by_the_model_answers_in_its_chat_through_its_own_bot()
         harness,
         bots,
     } = World::builder(Script::new())
-        .agent_with_bot("alpha", TOOLS, "300:AAH-sched-test-token-alpha-0000", &[USER], &[])
-        .agent_with_bot("beta", TOOLS, "301:AAH-sched-test-token-beta-0001", &[USER], &[])
+        .agent_with_bot(
+            "alpha",
+            TOOLS,
+            "300:AAH-sched-test-token-alpha-0000",
+            &[USER],
+            &[],
+        )
+        .agent_with_bot(
+            "beta",
+            TOOLS,
+            "301:AAH-sched-test-token-beta-0001",
+            &[USER],
+            &[],
+        )
         .config_extra("[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"")
         .start()
         .await;
@@ -717,7 +729,13 @@ async fn a_scheduled_run_killed_midway_is_finished_once_after_a_restart() {
         bots,
         env,
     } = World::builder(script)
-        .agent_with_bot("ada", "", "778:AAH-sched-kill-test-token-0123456789", &[USER], &[])
+        .agent_with_bot(
+            "ada",
+            "",
+            "778:AAH-sched-kill-test-token-0123456789",
+            &[USER],
+            &[],
+        )
         .config_extra(
             "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
         )

@@ -78,33 +78,29 @@ impl Studio {
     /// Waits until every audit row in the database has been announced as `audit_appended`
     /// (announcements follow the commit, so the last one may still be on its way).
     async fn assert_every_audit_row_announced(&mut self) {
-        let stored = wait_until(
-            Duration::from_secs(10),
-            "every audit row announced",
-            || {
-                let mut announced: Vec<String> = self
-                    .published(EventKind::AuditAppended)
-                    .iter()
-                    .map(|event| {
-                        event.data["action"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string()
-                    })
-                    .collect();
-                let store = self.harness.store().clone();
-                async move {
-                    let mut stored = audit_actions(&store).await;
-                    stored.sort();
-                    announced.sort();
-                    if stored == announced {
-                        Ok(stored)
-                    } else {
-                        Err(format!("audit rows {stored:?} but announced {announced:?}"))
-                    }
+        let stored = wait_until(Duration::from_secs(10), "every audit row announced", || {
+            let mut announced: Vec<String> = self
+                .published(EventKind::AuditAppended)
+                .iter()
+                .map(|event| {
+                    event.data["action"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect();
+            let store = self.harness.store().clone();
+            async move {
+                let mut stored = audit_actions(&store).await;
+                stored.sort();
+                announced.sort();
+                if stored == announced {
+                    Ok(stored)
+                } else {
+                    Err(format!("audit rows {stored:?} but announced {announced:?}"))
                 }
-            },
-        )
+            }
+        })
         .await;
         assert!(!stored.is_empty(), "nothing was audited");
     }

@@ -80,17 +80,13 @@ impl Browser {
             }),
         );
         let url = format!("http://127.0.0.1:{port}");
-        let client = wait_until(
-            WAIT,
-            "a browser session through chromedriver",
-            || async {
-                // ChromeDriver is plain HTTP on loopback: no TLS connector needed.
-                ClientBuilder::new(HttpConnector::new())
-                    .capabilities(capabilities.clone())
-                    .connect(&url)
-                    .await
-            },
-        )
+        let client = wait_until(WAIT, "a browser session through chromedriver", || async {
+            // ChromeDriver is plain HTTP on loopback: no TLS connector needed.
+            ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+        })
         .await;
         let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("studio-screenshots");
         std::fs::create_dir_all(&shots).unwrap();

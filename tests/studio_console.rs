@@ -846,13 +846,17 @@ async fn chat_streams_the_answer_and_events_stream_live() {
     );
     let events = tokio::spawn(read_sse(response, "the-marker-event"));
     // The stream may not be subscribed yet: publish the marker until the reader has seen it.
-    wait_until(Duration::from_secs(20), "the marker event on the stream", || async {
-        console
-            .state
-            .events
-            .publish(EventKind::Warning, "test", "the-marker-event");
-        events.is_finished()
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "the marker event on the stream",
+        || async {
+            console
+                .state
+                .events
+                .publish(EventKind::Warning, "test", "the-marker-event");
+            events.is_finished()
+        },
+    )
     .await;
     let text = events.await.unwrap();
     assert!(text.contains("event: hello"), "{text}");

@@ -7,6 +7,7 @@ use clawvisor::domain::{ChatKey, SessionCommand};
 use clawvisor::store::runs::{self, RunStatus};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::{poll_until, wait_until};
 
 async fn start(script: Script, agents: Vec<String>) -> (ScriptedLlm, Harness) {
     let _ = clawvisor::logging::init("info", clawvisor::config::LogFormat::Text);
@@ -101,7 +102,11 @@ async fn messages_sent_during_a_run_are_merged_into_the_next_turn() {
     let chat = ChatKey::cli("queue");
     let mut outputs = harness.listen(&chat).await.unwrap();
     harness.send("ada", &chat, "one").unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The first run is under way once its model call arrived (the answer takes 400 ms).
+    wait_until(Duration::from_secs(10), "the first model call", || async {
+        llm.request_count() >= 1
+    })
+    .await;
     harness.send("ada", &chat, "two").unwrap();
     harness.send("ada", &chat, "three").unwrap();
     let first = wait_reply(&mut outputs, Duration::from_secs(20))
@@ -272,8 +277,7 @@ async fn long_conversations_are_compacted_into_a_recap() {
     let run_id = last.unwrap().run_id.unwrap();
     assert_eq!(run(&harness, run_id).await.status, RunStatus::Succeeded);
     // The recap is also a memory of this conversation only.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let recaps = loop {
+    let recaps = poll_until(Duration::from_secs(10), || async {
         let recaps: Vec<(String, String)> = harness
             .store()
             .read(|conn| {
@@ -284,11 +288,10 @@ async fn long_conversations_are_compacted_into_a_recap() {
             })
             .await
             .unwrap();
-        if !recaps.is_empty() || tokio::time::Instant::now() > deadline {
-            break recaps;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        (!recaps.is_empty()).then_some(recaps)
+    })
+    .await
+    .unwrap_or_default();
     assert!(
         recaps
             .iter()
@@ -301,11 +304,15 @@ async fn long_conversations_are_compacted_into_a_recap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_cancels_the_active_run() {
     let script = Script::new().rule(Rule::text("too late").delay(Duration::from_secs(20)));
-    let (_llm, harness) = start(script, vec![agent_toml("ada", "")]).await;
+    let (llm, harness) = start(script, vec![agent_toml("ada", "")]).await;
     let chat = ChatKey::cli("stop");
     let mut outputs = harness.listen(&chat).await.unwrap();
     harness.send("ada", &chat, "take your time").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The run is under way once its model call arrived (the answer takes 20 s).
+    wait_until(Duration::from_secs(10), "the run's model call", || async {
+        llm.request_count() >= 1
+    })
+    .await;
     harness.command("ada", &chat, SessionCommand::Stop).unwrap();
     let reply = wait_reply(&mut outputs, Duration::from_secs(5))
         .await

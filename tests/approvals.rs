@@ -2,22 +2,29 @@
 //! fake Bot API), runs exactly once when approved, never when denied, expired, replayed or pressed
 //! by someone who is not an approver; scoped grants; the audit chain and its tamper detection.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clawvisor::audit::{self, Verification};
-use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, SentMessage};
+use clawvisor::testkit::fake_telegram::{BotId, SentMessage};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::World as TestWorld;
 
 const OWNER: i64 = 42;
 const STRANGER: i64 = 99;
 
+/// The testkit's world (agent `ada` with a bot) and that bot.
 struct World {
-    fake: FakeTelegram,
-    _llm: ScriptedLlm,
-    harness: Harness,
+    world: TestWorld,
     bot: BotId,
+}
+
+impl std::ops::Deref for World {
+    type Target = TestWorld;
+    fn deref(&self) -> &TestWorld {
+        &self.world
+    }
 }
 
 fn write_script() -> Script {
@@ -33,28 +40,21 @@ fn write_script() -> Script {
 }
 
 async fn world(ttl: &str, studio: bool) -> World {
-    let fake = FakeTelegram::start().await;
-    let llm = ScriptedLlm::start(write_script()).await.unwrap();
-    let token = "555:AAH-approvals-test-token-abcdef";
-    let bot = fake.add_bot(token, "ada_bot");
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents = vec![agent_toml(
-        "ada",
-        &format!(
-            "tools = [\"write_file\", \"read_file\"]\nautonomy = \"require_approval\"\napproval_ttl = \"{ttl}\"\n\
-             [telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [{OWNER}, {STRANGER}]\napprovers = [{OWNER}]\n",
-            fake.base_url()
-        ),
-    )];
-    options.env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
-    options.start.studio = studio;
-    let harness = Harness::start(options).await.unwrap();
-    World {
-        fake,
-        _llm: llm,
-        harness,
-        bot,
-    }
+    let world = TestWorld::builder(write_script())
+        .agent_with_bot(
+            "ada",
+            &format!(
+                "tools = [\"write_file\", \"read_file\"]\nautonomy = \"require_approval\"\napproval_ttl = \"{ttl}\"\n"
+            ),
+            "555:AAH-approvals-test-token-abcdef",
+            &[OWNER, STRANGER],
+            &[OWNER],
+        )
+        .studio(studio)
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    World { world, bot }
 }
 
 impl World {
@@ -96,18 +96,16 @@ impl World {
         let before = self.fake.callback_answers(self.bot).len();
         self.fake
             .push_callback(self.bot, message.chat_id, user, message.message_id, data);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let answers = self.fake.callback_answers(self.bot);
-            if answers.len() > before {
-                return answers.last().unwrap().text.clone().unwrap_or_default();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the button press is answered"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until(
+            Duration::from_secs(20),
+            "the button press is answered",
+            || async {
+                let answers = self.fake.callback_answers(self.bot);
+                (answers.len() > before)
+                    .then(|| answers.last().unwrap().text.clone().unwrap_or_default())
+            },
+        )
+        .await
     }
 
     async fn reply(&self, needle: &str) -> SentMessage {
@@ -182,7 +180,7 @@ async fn an_approved_write_runs_exactly_once_and_replays_change_nothing() {
         resolved.visible_text
     );
     assert!(resolved.buttons.is_empty());
-    w.harness.stop().await;
+    w.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,9 +205,35 @@ async fn denied_and_expired_requests_never_run_and_the_model_is_told() {
     w.fake.push_message(w.bot, OWNER, OWNER, "write it again");
     let request = w.approval_message(last).await;
     let id = World::id_of(&request);
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The desk's timer expires it after the 3 s TTL: wait for the stored denial.
+    wait_until(
+        Duration::from_secs(20),
+        "the request to expire (a denied_timeout row)",
+        || async {
+            w.count("SELECT COUNT(*) FROM approvals WHERE status = 'denied_timeout'")
+                .await
+                >= 1
+        },
+    )
+    .await;
     let late = w.press(OWNER, &request, &format!("ap:{id}")).await;
     assert!(late.contains("expired"), "{late}");
+    // The run was told and answered again: the expiry has been reported in full.
+    wait_until(
+        Duration::from_secs(20),
+        "the run's answer after the expiry",
+        || async {
+            w.fake
+                .sent(w.bot)
+                .iter()
+                .filter(|m| {
+                    m.chat_id == OWNER && m.visible_text.contains("The file tool answered.")
+                })
+                .count()
+                >= 2
+        },
+    )
+    .await;
     assert!(w.notes().is_none());
     assert_eq!(
         w.count("SELECT COUNT(*) FROM approvals WHERE status = 'denied_timeout'")
@@ -235,7 +259,7 @@ async fn denied_and_expired_requests_never_run_and_the_model_is_told() {
         "{}",
         expired.visible_text
     );
-    w.harness.stop().await;
+    w.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,18 +281,12 @@ async fn a_scoped_grant_skips_the_second_prompt_until_it_expires() {
     // The same tool on the same target: no second prompt.
     w.fake
         .push_message(w.bot, OWNER, OWNER, "write the note again");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while w
-        .count("SELECT COUNT(*) FROM audit_log WHERE action = 'tool.executed'")
-        .await
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the granted call ran"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(Duration::from_secs(30), "the granted call ran", || async {
+        w.count("SELECT COUNT(*) FROM audit_log WHERE action = 'tool.executed'")
+            .await
+            >= 2
+    })
+    .await;
     assert_eq!(
         w.fake
             .sent(w.bot)
@@ -296,7 +314,7 @@ async fn a_scoped_grant_skips_the_second_prompt_until_it_expires() {
     w.fake
         .push_message(w.bot, OWNER, OWNER, "write the note a third time");
     w.approval_message(last).await;
-    w.harness.stop().await;
+    w.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,11 +501,10 @@ async fn typed_commands_decide_and_report_status() {
     let id = World::id_of(&second);
     w.fake
         .push_message(w.bot, OWNER, OWNER, &format!("/approve {id}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while w.notes().is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "approved by text");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(30), "approved by text", || async {
+        w.notes().is_some()
+    })
+    .await;
     assert_eq!(w.notes().as_deref(), Some("hello"));
     // An unknown id is answered plainly.
     w.fake
@@ -507,13 +524,11 @@ async fn typed_commands_decide_and_report_status() {
     let sessions_before = w.count("SELECT COUNT(*) FROM sessions").await;
     w.fake.push_message(w.bot, OWNER, OWNER, "/new");
     w.fake.push_message(w.bot, OWNER, OWNER, "hello after new");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while w.count("SELECT COUNT(*) FROM sessions").await <= sessions_before {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "/new starts a fresh session"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    w.harness.stop().await;
+    wait_until(
+        Duration::from_secs(20),
+        "/new starts a fresh session",
+        || async { w.count("SELECT COUNT(*) FROM sessions").await > sessions_before },
+    )
+    .await;
+    w.world.harness.stop().await;
 }

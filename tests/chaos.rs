@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, SentMessage};
-use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml, telegram_toml};
-use clawvisor::testkit::process::{DaemonProcess, write_config};
+use clawvisor::testkit::harness::ScratchDir;
+use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::{Staged, World};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -85,36 +87,28 @@ fn agent_name(bot: usize) -> String {
 impl Chaos {
     async fn new(seed: u64) -> Chaos {
         let dir = ScratchDir::new("clawvisor-chaos").unwrap();
-        let fake = FakeTelegram::start().await;
-        let llm = ScriptedLlm::start(Script::new()).await.unwrap();
         let users: Vec<i64> = std::iter::once(APPROVER).chain(ASKERS).collect();
-        let mut env = BTreeMap::new();
-        let mut agents = Vec::new();
-        let mut bots = Vec::new();
+        let mut builder = World::builder(Script::new()).config_extra(
+            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"10m\"\n\
+             [scheduler]\nmin_interval = \"1s\"",
+        );
         for bot in 0..BOTS {
             let name = agent_name(bot);
-            let token = format!("{}:AAH-chaos-token-{name}-0123456789", 800 + bot);
-            bots.push(fake.add_bot(&token, &format!("{name}_bot")));
-            let variable = format!("AGENT{bot}_TOKEN");
-            env.insert(variable.clone(), token);
-            agents.push(agent_toml(
+            builder = builder.agent_with_bot(
                 &name,
-                &format!(
-                    "tools = [\"write_file\", \"schedule_task\"]\nautonomy = \"require_approval\"\n{}",
-                    telegram_toml(&variable, &fake.base_url(), &users, &[APPROVER])
-                ),
-            ));
+                "tools = [\"write_file\", \"schedule_task\"]\nautonomy = \"require_approval\"",
+                &format!("{}:AAH-chaos-token-{name}-0123456789", 800 + bot),
+                &users,
+                &[APPROVER],
+            );
         }
-        write_config(
-            dir.path(),
-            &config_toml(
-                &llm.base_url(),
-                "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"10m\"\n\
-                 [scheduler]\nmin_interval = \"1s\"\n",
-            ),
-            &agents,
-        )
-        .unwrap();
+        let Staged {
+            fake,
+            llm,
+            bots,
+            env,
+        } = builder.stage(dir.path()).await;
+        let bots: Vec<BotId> = bots.iter().map(|bot| bot.id).collect();
         let chaos = Chaos {
             dir,
             fake,
@@ -304,6 +298,7 @@ impl Chaos {
         while Instant::now() < until {
             self.push_one();
             self.press_buttons();
+            // A deliberate gap: the stream's pace, a few messages a second.
             let pause = self.rng.random_range(120..280);
             tokio::time::sleep(Duration::from_millis(pause)).await;
         }
@@ -375,7 +370,6 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
     for bot in 0..BOTS {
         chaos.push(bot, APPROVER, APPROVER, "start the heartbeat please");
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
     let heartbeats = |chaos: &Chaos| -> i64 {
         chaos
             .db()
@@ -386,11 +380,18 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
             )
             .unwrap_or(0)
     };
-    while heartbeats(&chaos) < BOTS as i64 {
-        assert!(Instant::now() < deadline, "the heartbeats were not set up");
-        chaos.press_buttons();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(60),
+        "the heartbeats to be set up",
+        || {
+            let done = heartbeats(&chaos) >= BOTS as i64;
+            if !done {
+                chaos.press_buttons();
+            }
+            async move { done }
+        },
+    )
+    .await;
 
     // The chaos: run for a random while, SIGKILL, let messages arrive while down, start again.
     let mut restart_times = Vec::new();
@@ -401,6 +402,7 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         for _ in 0..chaos.rng.random_range(0..3) {
             chaos.push_one();
         }
+        // A deliberate gap: the daemon stays down a random while.
         let down = Duration::from_millis(chaos.rng.random_range(0..600));
         tokio::time::sleep(down).await;
         let restarting = Instant::now();
@@ -416,25 +418,48 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
     let chaos_over = Instant::now();
 
     // Settle: everything answered, every reminder delivered.
-    let deadline = Instant::now() + SETTLE;
-    while !chaos.settled() {
-        if Instant::now() > deadline {
+    wait_until(SETTLE, "everything answered after the last restart", || {
+        let outcome = if chaos.settled() {
+            Ok(())
+        } else {
             let missing: Vec<&Sent> = chaos
                 .sent
                 .iter()
                 .filter(|item| chaos.answers(item) == 0)
                 .collect();
-            panic!(
+            Err(format!(
                 "not settled {SETTLE:?} after the last restart (data kept in {}); unanswered: {missing:?}",
                 chaos.dir.path().display()
-            );
+            ))
+        };
+        if outcome.is_err() {
+            chaos.press_buttons();
         }
-        chaos.press_buttons();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        async move { outcome }
+    })
+    .await;
     let settled_in = chaos_over.elapsed();
-    // Let two more heartbeats fire, then look at fires due before a cut-off well in the past.
-    tokio::time::sleep(Duration::from_secs(2 * HEARTBEAT_SECS as u64)).await;
+    // Let two more heartbeats fire (each heartbeat job records two more succeeded fires), then
+    // look at fires due before a cut-off well in the past.
+    let settled_ms = Utc::now().timestamp_millis();
+    wait_until(
+        Duration::from_secs(6 * HEARTBEAT_SECS as u64),
+        "two more fires of every heartbeat",
+        || async {
+            chaos
+                .db()
+                .query_row(
+                    "SELECT COUNT(*) FROM jobs j WHERE j.name = 'heartbeat' AND j.status = 'active' \
+                     AND (SELECT COUNT(*) FROM job_runs r WHERE r.job_id = j.id \
+                     AND r.status = 'succeeded' AND r.due_ms > ?1) >= 2",
+                    [settled_ms],
+                    |row| row.get::<_, i64>(0),
+                )
+                .unwrap_or(0)
+                >= BOTS as i64
+        },
+    )
+    .await;
     let cutoff_ms = Utc::now().timestamp_millis() - 3 * HEARTBEAT_SECS * 1000;
     let (status, _log) = daemon.terminate(Duration::from_secs(30)).expect("stops");
     assert!(status.success(), "a clean stop after the chaos: {status:?}");

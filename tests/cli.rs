@@ -1,21 +1,25 @@
 //! Operator commands of the real binary: `chat` through the same actors, `doctor` checking bot
 //! tokens with getMe, `config check`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clawvisor::testkit::fake_telegram::FakeTelegram;
-use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml};
+use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml, telegram_toml};
 use clawvisor::testkit::process::write_config;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until_blocking;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
 
-fn run_with_stdin(
+/// Runs the binary with `args` and types `turns` into it like a person: each line is written once
+/// the answer to the previous one (the text after it, if any) is on stdout.
+fn run_conversation(
     dir: &std::path::Path,
     args: &[&str],
-    stdin: &str,
+    turns: &[(&str, Option<&str>)],
     env: &[(&str, &str)],
 ) -> std::process::Output {
     let mut command = Command::new(BINARY);
@@ -30,15 +34,42 @@ fn run_with_stdin(
     }
     let mut child = command.spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_string();
-    // Lines are fed slowly, like a person typing, so each answer comes before the next line.
-    std::thread::spawn(move || {
-        for line in stdin.lines() {
-            std::thread::sleep(Duration::from_millis(1_500));
-            let _ = writeln!(input, "{line}");
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(read) = stdout.read(&mut chunk) {
+                if read == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&chunk[..read]);
+            }
+        })
+    };
+    for (line, answer) in turns {
+        writeln!(input, "{line}").unwrap();
+        if let Some(answer) = answer {
+            wait_until_blocking(
+                Duration::from_secs(60),
+                &format!("`{answer}` after `{line}`"),
+                || {
+                    let text = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+                    if text.contains(answer) {
+                        Ok(())
+                    } else {
+                        Err(text)
+                    }
+                },
+            );
         }
-    });
-    child.wait_with_output().unwrap()
+    }
+    drop(input);
+    let mut output = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    output.stdout = std::mem::take(&mut *seen.lock().unwrap());
+    output
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,10 +87,15 @@ async fn chat_talks_to_an_agent_in_the_terminal_with_streaming_and_commands() {
     .unwrap();
     let path = dir.path().to_path_buf();
     let output = tokio::task::spawn_blocking(move || {
-        run_with_stdin(
+        run_conversation(
             &path,
             &["chat", "ada"],
-            "hello there\n/new\nsecond question\n/quit\n",
+            &[
+                ("hello there", Some("echo: hello there")),
+                ("/new", Some("Started a new conversation")),
+                ("second question", Some("echo: second question")),
+                ("/quit", None),
+            ],
             &[],
         )
     })
@@ -100,20 +136,8 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
     fake.revoke_token(revoked);
     let dir = ScratchDir::new("clawvisor-cli-doctor").unwrap();
     let agents = [
-        agent_toml(
-            "helper",
-            &format!(
-                "[telegram]\ntoken_env = \"GOOD\"\napi_url = \"{}\"\n",
-                fake.base_url()
-            ),
-        ),
-        agent_toml(
-            "broken",
-            &format!(
-                "[telegram]\ntoken_env = \"BAD\"\napi_url = \"{}\"\n",
-                fake.base_url()
-            ),
-        ),
+        agent_toml("helper", &telegram_toml("GOOD", &fake.base_url(), &[], &[])),
+        agent_toml("broken", &telegram_toml("BAD", &fake.base_url(), &[], &[])),
     ];
     write_config(
         dir.path(),

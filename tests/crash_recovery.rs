@@ -1,58 +1,50 @@
 //! SIGKILL the real daemon at bad moments and start it again on the same data: nothing a user said
 //! is lost, nothing is answered twice beyond one duplicate per crash, no approved action runs twice.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
-use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml};
-use clawvisor::testkit::process::{DaemonProcess, write_config};
-use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::fake_telegram::BotId;
+use clawvisor::testkit::harness::ScratchDir;
+use clawvisor::testkit::process::DaemonProcess;
+use clawvisor::testkit::scripted_llm::{Rule, Script};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::{Staged, World};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
 
+/// The fakes of the testkit's world staged on disk, with its directory.
 struct Setup {
     dir: ScratchDir,
-    fake: FakeTelegram,
-    llm: ScriptedLlm,
+    staged: Staged,
     bot: BotId,
-    env: BTreeMap<String, String>,
 }
 
-/// One agent `ada` with a bot; `users` may talk to it; `extra` goes into its agent file.
+impl std::ops::Deref for Setup {
+    type Target = Staged;
+    fn deref(&self) -> &Staged {
+        &self.staged
+    }
+}
+
+/// One agent `ada` with a bot; `users` may talk to it (the first approves); `extra` goes into its
+/// agent file.
 async fn setup(script: Script, users: &[i64], extra: &str) -> Setup {
     let dir = ScratchDir::new("clawvisor-crash").unwrap();
-    let fake = FakeTelegram::start().await;
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let token = "777:AAH-crash-test-token-0123456789";
-    let bot = fake.add_bot(token, "ada_bot");
-    let users: Vec<String> = users.iter().map(i64::to_string).collect();
-    let agent = agent_toml(
-        "ada",
-        &format!(
-            "{extra}\n[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [{}]\napprovers = [{}]\n",
-            fake.base_url(),
-            users.join(", "),
-            users[0]
-        ),
-    );
-    write_config(
-        dir.path(),
-        &config_toml(
-            &llm.base_url(),
-            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"\n",
-        ),
-        &[agent],
-    )
-    .unwrap();
-    let env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
-    Setup {
-        dir,
-        fake,
-        llm,
-        bot,
-        env,
-    }
+    let staged = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            extra,
+            "777:AAH-crash-test-token-0123456789",
+            users,
+            &users[..1],
+        )
+        .config_extra(
+            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+        )
+        .stage(dir.path())
+        .await;
+    let bot = staged.bot("ada");
+    Setup { dir, staged, bot }
 }
 
 impl Setup {
@@ -86,6 +78,8 @@ async fn killing_the_daemon_while_updates_arrive_loses_nothing() {
             users[i as usize],
             &format!("message number {i}"),
         );
+        // A deliberate gap: the messages are spread over time so the kills below land while
+        // polling, while runs are open and while replies go out.
         tokio::time::sleep(Duration::from_millis(60)).await;
         // Kill at points spread over the run: while polling, while runs are open, while replies go out.
         if kills < KILLS && i > 0 && i % (MESSAGES / (KILLS as i64 + 1)) == 0 {
@@ -98,7 +92,6 @@ async fn killing_the_daemon_while_updates_arrive_loses_nothing() {
             daemon = Some(s.start());
         }
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let answered = |text: &str| -> usize {
         s.fake
             .sent(s.bot)
@@ -106,25 +99,27 @@ async fn killing_the_daemon_while_updates_arrive_loses_nothing() {
             .filter(|m| m.visible_text.trim() == format!("echo: {text}"))
             .count()
     };
-    loop {
-        let mut missing: Vec<String> = (0..MESSAGES)
-            .map(|i| format!("message number {i}"))
-            .filter(|m| answered(m) == 0)
-            .collect();
-        missing.extend(
-            late.iter()
-                .map(|i| format!("late number {i}"))
-                .filter(|m| answered(m) == 0),
-        );
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "unanswered after the crashes: {missing:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_until(
+        Duration::from_secs(120),
+        "every message answered after the crashes",
+        || async {
+            let mut missing: Vec<String> = (0..MESSAGES)
+                .map(|i| format!("message number {i}"))
+                .filter(|m| answered(m) == 0)
+                .collect();
+            missing.extend(
+                late.iter()
+                    .map(|i| format!("late number {i}"))
+                    .filter(|m| answered(m) == 0),
+            );
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("unanswered after the crashes: {missing:?}"))
+            }
+        },
+    )
+    .await;
     let duplicates: usize = (0..MESSAGES)
         .map(|i| format!("message number {i}"))
         .chain(late.iter().map(|i| format!("late number {i}")))
@@ -221,11 +216,10 @@ async fn a_run_killed_midway_is_resumed_and_the_transcript_is_intact() {
     let daemon = s.start();
     s.fake.push_message(s.bot, 42, 42, "tell me something");
     // Wait until the run is open and the model is thinking, then kill.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while s.llm.request_count() == 0 {
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(20), "the run's model call", || async {
+        s.llm.request_count() > 0
+    })
+    .await;
     daemon.kill();
     let daemon = s.start();
     let reply = s
@@ -393,7 +387,8 @@ async fn at_every_kill_point_no_l2_action_runs_without_a_stored_approval() {
         let daemon = s.start();
         s.fake.push_message(s.bot, 42, 42, "record the entry");
         if kill_at == -2_000 {
-            // Killed before the request is even shown (the run may not have asked yet).
+            // Killed before the request is even shown (the run may not have asked yet): a
+            // deliberate moment of the kill, not a wait for a state.
             tokio::time::sleep(Duration::from_millis(150)).await;
             daemon.kill();
         } else {
@@ -416,6 +411,7 @@ async fn at_every_kill_point_no_l2_action_runs_without_a_stored_approval() {
                     .unwrap()
                     .to_string();
                 s.fake.push_callback(s.bot, 42, 42, asked.message_id, &data);
+                // The kill lands `kill_at` ms after the press: a deliberate moment, not a state.
                 tokio::time::sleep(Duration::from_millis(kill_at as u64)).await;
                 daemon.kill();
             }
@@ -425,35 +421,31 @@ async fn at_every_kill_point_no_l2_action_runs_without_a_stored_approval() {
 
         // After the restart the request is either done or asked again; approving finishes it.
         let daemon = s.start();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-        let mut pressed = std::collections::HashSet::new();
-        loop {
-            if s.fake
-                .sent(s.bot)
-                .iter()
-                .any(|m| m.visible_text.contains("Saved."))
-            {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "round {round} (kill at {kill_at} ms): the action neither finished nor was asked again; sent: {:?}",
-                s.fake
-                    .sent(s.bot)
-                    .iter()
-                    .map(|m| m.visible_text.clone())
-                    .collect::<Vec<_>>()
-            );
-            for message in s.fake.sent(s.bot) {
-                for data in message.callback_data() {
-                    if data.starts_with("ap:") && pressed.insert(message.message_id) {
-                        s.fake
-                            .push_callback(s.bot, 42, 42, message.message_id, data);
+        let pressed = std::cell::RefCell::new(std::collections::HashSet::new());
+        wait_until(
+            Duration::from_secs(40),
+            "the approved action to finish",
+            || async {
+                let sent = s.fake.sent(s.bot);
+                if sent.iter().any(|m| m.visible_text.contains("Saved.")) {
+                    return Ok(());
+                }
+                for message in &sent {
+                    for data in message.callback_data() {
+                        if data.starts_with("ap:") && pressed.borrow_mut().insert(message.message_id)
+                        {
+                            s.fake
+                                .push_callback(s.bot, 42, 42, message.message_id, data);
+                        }
                     }
                 }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                Err(format!(
+                    "round {round} (kill at {kill_at} ms): the action neither finished nor was asked again; sent: {:?}",
+                    sent.iter().map(|m| m.visible_text.clone()).collect::<Vec<_>>()
+                ))
+            },
+        )
+        .await;
         daemon.terminate(Duration::from_secs(30)).unwrap();
         check_no_unapproved_effect(&s, &ledger, round);
         let written = std::fs::read_to_string(&ledger).unwrap_or_default();

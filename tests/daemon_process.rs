@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use clawvisor::testkit::wait_until_blocking;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -112,15 +113,12 @@ fn http_get(addr: &str, path: &str) -> Option<u16> {
 }
 
 fn wait_ready(addr: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if http_get(addr, "/readyz") == Some(200) {
-            assert_eq!(http_get(addr, "/healthz"), Some(200));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{addr} never became ready");
+    wait_until_blocking(
+        Duration::from_secs(30),
+        &format!("{addr} to become ready"),
+        || http_get(addr, "/readyz") == Some(200),
+    );
+    assert_eq!(http_get(addr, "/healthz"), Some(200));
 }
 
 fn stop_order(log: &[String]) -> Vec<String> {

@@ -741,6 +741,7 @@ async fn flood_limits_are_counted_not_enforced() {
 
     // Spaced 1.1 s apart: none.
     bot.send_message(ChatId(2), "a").await.unwrap();
+    // A deliberate gap: the second message must fall outside the one-second window.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     bot.send_message(ChatId(2), "b").await.unwrap();
     assert_eq!(fake.violations(bot_id).chat_per_second, 1);
@@ -837,6 +838,7 @@ async fn wait_for_sent_sees_messages_and_edits_as_they_happen() {
     let (fake, bot_id, bot) = fake_with_bot().await;
     let sender = bot.clone();
     tokio::spawn(async move {
+        // Deliberate gaps: the message and its edit happen while the waiter below already waits.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let message = sender.send_message(ChatId(USER), "thinking").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;

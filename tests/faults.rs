@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
-use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, telegram_toml};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::world::World as TestWorld;
+use clawvisor::testkit::{poll_until, wait_until};
 use tokio::sync::broadcast;
 
 /// Prints a figure straight to stderr: libtest captures `println!` of passing tests, and these
@@ -36,46 +38,38 @@ const USER: i64 = 42;
 /// Puts one fault into the fake Bot API.
 type Inject = Box<dyn Fn(&FakeTelegram, BotId)>;
 
+/// The testkit's world (agent `ada` with a bot), that bot, and the daemon's events.
 struct World {
-    fake: FakeTelegram,
-    _llm: ScriptedLlm,
-    harness: Harness,
+    world: TestWorld,
     bot: BotId,
     events: broadcast::Receiver<RuntimeEvent>,
 }
 
+impl std::ops::Deref for World {
+    type Target = TestWorld;
+    fn deref(&self) -> &TestWorld {
+        &self.world
+    }
+}
+
 /// One agent with a bot on the fake Bot API; the daemon's data lives in `dir`.
 async fn world(dir: ScratchDir, config_extra: &str) -> World {
-    let fake = FakeTelegram::start().await;
-    let token = "5151:AAH-fault-injection-token-01";
-    let bot = fake.add_bot(token, "ada_bot");
-    let llm = ScriptedLlm::start(Script::new().rule(Rule::echo()))
-        .await
-        .expect("model");
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents = vec![agent_toml(
-        "ada",
-        &telegram_toml("ADA_TOKEN", &fake.base_url(), &[USER], &[]),
-    )];
-    options.env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
-    options.config_extra = config_extra.to_string();
-    let harness = Harness::start_in(dir, options).await.expect("daemon");
-    let events = harness.daemon().events.subscribe();
-    World {
-        fake,
-        _llm: llm,
-        harness,
-        bot,
-        events,
-    }
+    let world = TestWorld::builder(Script::new().rule(Rule::echo()))
+        .agent_with_bot("ada", "", "5151:AAH-fault-injection-token-01", &[USER], &[])
+        .config_extra(config_extra)
+        .dir(dir)
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    let events = world.harness.daemon().events.subscribe();
+    World { world, bot, events }
 }
 
 impl World {
     /// Waits until each chat in `chats` has a reply containing its text; returns the replies per
     /// chat (to count duplicates).
     async fn replies(&self, chats: &[(i64, String)], timeout: Duration) -> BTreeMap<i64, usize> {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let per_chat = || {
             let sent = self.fake.sent(self.bot);
             let mut per_chat = BTreeMap::new();
             for (chat, text) in chats {
@@ -85,11 +79,13 @@ impl World {
                     .count();
                 per_chat.insert(*chat, count);
             }
-            if per_chat.values().all(|count| *count >= 1) || Instant::now() > deadline {
-                return per_chat;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            per_chat
+        };
+        let _ = poll_until(timeout, || async {
+            per_chat().values().all(|count| *count >= 1)
+        })
+        .await;
+        per_chat()
     }
 
     /// A storage fault already in place: three messages arrive, the fault lasts 3 s, `release`
@@ -105,12 +101,14 @@ impl World {
                 (chat, text)
             })
             .collect();
+        // A deliberate gap: the fault lasts 3 s, whatever the daemon does meanwhile.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let during = self.replies(&chats, Duration::ZERO).await;
         release();
         self.replies(&chats, Duration::from_secs(60)).await;
         let took = started.elapsed();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Anything sent twice would be in flight until the daemon settles.
+        self.harness.wait_settled(Duration::from_secs(60)).await;
         let replies = self.replies(&chats, Duration::ZERO).await;
         let mut reactions = self.reactions();
         reactions.push(format!(
@@ -215,10 +213,10 @@ async fn bot_api_faults_lose_nothing() {
         world.replies(&chats, Duration::from_secs(60)).await;
         // The fault is over (every injected answer served) and the bot polls again, so what it
         // did about this fault (backing off, restarting) is counted here, not in the next one.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while world.fake.faults_pending(world.bot) > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let _ = poll_until(Duration::from_secs(60), || async {
+            world.fake.faults_pending(world.bot) == 0
+        })
+        .await;
         assert!(
             world
                 .fake
@@ -227,13 +225,13 @@ async fn bot_api_faults_lose_nothing() {
             "{injected}: the bot never polled again"
         );
         let took = started.elapsed();
-        // Anything sent twice would have arrived by now.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Anything sent twice would be in flight until the daemon settles.
+        world.harness.wait_settled(Duration::from_secs(60)).await;
         let replies = world.replies(&chats, Duration::ZERO).await;
         let reactions = world.reactions();
         verdict(injected, &reactions, &replies, took);
     }
-    world.harness.stop().await;
+    world.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,7 +378,7 @@ async fn a_database_locked_by_another_process_delays_but_loses_nothing() {
             },
         )
         .await;
-    world.harness.stop().await;
+    world.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,7 +439,7 @@ async fn a_full_disk_delays_but_loses_nothing() {
             || std::fs::remove_file(&filler).unwrap(),
         )
         .await;
-    world.harness.stop().await;
+    world.world.harness.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,16 +480,18 @@ async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
     .into_iter()
     .enumerate()
     {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !harness
-            .agent_tools("ada")
-            .await
-            .iter()
-            .any(|tool| tool == "local__echo")
-        {
-            assert!(Instant::now() < deadline, "{injected}: the link is not up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{injected}: the link is not up"),
+            || async {
+                harness
+                    .agent_tools("ada")
+                    .await
+                    .iter()
+                    .any(|tool| tool == "local__echo")
+            },
+        )
+        .await;
         while events.try_recv().is_ok() {}
         let started = Instant::now();
         let chat = ChatKey::cli(&format!("mcp-{index}"));
@@ -514,17 +514,18 @@ async fn mcp_faults_end_in_an_answer_and_the_link_comes_back() {
             .take(160)
             .collect();
         // The agent answers again afterwards, through the same server (restarted if it died).
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let again = loop {
-            let again = harness
+        let again = std::cell::RefCell::new(None);
+        let _ = poll_until(Duration::from_secs(20), || async {
+            let answer = harness
                 .ask("ada", &chat, "echo please")
                 .await
                 .expect("an answer");
-            if again.text == "Echo worked." || Instant::now() > deadline {
-                break again;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+            let worked = answer.text == "Echo worked.";
+            *again.borrow_mut() = Some(answer);
+            worked
+        })
+        .await;
+        let again = again.into_inner().expect("asked at least once");
         let mut reactions = BTreeSet::new();
         while let Ok(event) = events.try_recv() {
             if matches!(

@@ -8,10 +8,11 @@ use std::time::Duration;
 use clawvisor::domain::{ChatKey, OutEvent};
 use clawvisor::testkit::fake_telegram::FakeTelegram;
 use clawvisor::testkit::harness::{
-    Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, wait_reply,
+    Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, telegram_toml, wait_reply,
 };
 use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
 
 /// The owner `lead` (may delegate to `researcher`, reviewed by `checker`); `loner` may not.
 fn agents() -> Vec<String> {
@@ -51,6 +52,12 @@ async fn contract_rows(harness: &Harness) -> Vec<(String, String, i64, Option<i6
         .unwrap()
 }
 
+/// Counts what could still make someone speak: contracts not finished or not yet delivered to
+/// their owner, and runs still going. Zero means the conversation has settled.
+const OPEN_WORK: &str = "SELECT (SELECT COUNT(*) FROM handoff_contracts \
+     WHERE status IN ('created', 'accepted', 'in_progress') OR delivered_ms IS NULL) \
+     + (SELECT COUNT(*) FROM runs WHERE status IN ('running', 'waiting_approval'))";
+
 fn lead_delegates(validator: Option<&str>) -> Rule {
     let validator = validator
         .map(|name| format!(", \"validator\": \"{name}\""))
@@ -88,8 +95,17 @@ async fn the_owner_delegates_gets_the_result_as_data_and_answers_once() {
         .await
         .unwrap();
     assert_eq!(reply.text, "Merged answer: the delegate says 100 C.");
-    // The user sees one answer, never the delegate's raw output.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The user sees one answer, never the delegate's raw output. Once every contract is
+    // delivered and no run is going, nothing more can reach the chat.
+    wait_until(Duration::from_secs(20), "the handoff to settle", || async {
+        harness
+            .store()
+            .read(|conn| Ok(conn.query_row(OPEN_WORK, [], |r| r.get::<_, i64>(0))?))
+            .await
+            .unwrap()
+            == 0
+    })
+    .await;
     while let Ok(outbound) = outputs.try_recv() {
         if let OutEvent::Final { text, .. } | OutEvent::Notice { text } = outbound.event {
             panic!("a second message reached the user: {text}");
@@ -248,29 +264,26 @@ async fn a_passed_deadline_expires_the_contract_and_a_cancel_stops_the_delegate(
         "{kinds:?}"
     );
     // The outcome reached the owner's conversation, and the owner answered it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let status: String = harness
-            .store()
-            .read(|conn| {
-                Ok(conn.query_row(
-                    "SELECT status FROM runs WHERE agent = 'researcher' ORDER BY id DESC LIMIT 1",
-                    [],
-                    |r| r.get(0),
-                )?)
-            })
-            .await
-            .unwrap();
-        if status != "running" {
-            assert_ne!(status, "succeeded", "the delegate's run was stopped");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the delegate's run stops"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let status = wait_until(
+        Duration::from_secs(20),
+        "the delegate's run stops",
+        || async {
+            let status: String = harness
+                .store()
+                .read(|conn| {
+                    Ok(conn.query_row(
+                        "SELECT status FROM runs WHERE agent = 'researcher' ORDER BY id DESC LIMIT 1",
+                        [],
+                        |r| r.get(0),
+                    )?)
+                })
+                .await
+                .unwrap();
+            (status != "running").then_some(status)
+        },
+    )
+    .await;
+    assert_ne!(status, "succeeded", "the delegate's run was stopped");
     harness.stop().await;
 }
 
@@ -489,8 +502,8 @@ async fn a_contract_in_progress_survives_a_kill_and_its_result_reaches_the_owner
     agents[0] = agent_toml(
         "lead",
         &format!(
-            "tools = [\"handoff_task\"]\n[telegram]\ntoken_env = \"LEAD_TOKEN\"\napi_url = \"{}\"\nallow_users = [42]\n",
-            fake.base_url()
+            "tools = [\"handoff_task\"]\n{}",
+            telegram_toml("LEAD_TOKEN", &fake.base_url(), &[42], &[])
         ),
     );
     write_config(
@@ -508,27 +521,20 @@ async fn a_contract_in_progress_survives_a_kill_and_its_result_reaches_the_owner
     fake.push_message(bot, 42, 42, "what is the boiling point?");
     // Killed while the delegate works (its answer takes 3 s).
     let db = dir.path().join("data/clawvisor.db");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let in_progress = rusqlite::Connection::open(&db)
-            .and_then(|conn| {
-                conn.query_row(
-                    "SELECT COUNT(*) FROM handoff_contracts WHERE status = 'in_progress'",
-                    [],
-                    |r| r.get::<_, i64>(0),
-                )
-            })
-            .unwrap_or(0);
-        if in_progress == 1 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the contract started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let count = |sql: &str| {
+        rusqlite::Connection::open(&db)
+            .and_then(|conn| conn.query_row(sql, [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(-1)
+    };
+    wait_until(Duration::from_secs(30), "the contract started", || async {
+        count("SELECT COUNT(*) FROM handoff_contracts WHERE status = 'in_progress'") == 1
+    })
+    .await;
+    // The delegate's run is under way (its answer takes 3 s): kill it midway.
+    wait_until(Duration::from_secs(30), "the delegate's run", || async {
+        count("SELECT COUNT(*) FROM runs WHERE agent = 'researcher' AND status = 'running'") >= 1
+    })
+    .await;
     daemon.kill();
     let daemon = DaemonProcess::start(BINARY, dir.path(), &env).expect("the daemon restarts");
     fake.wait_for_sent(
@@ -554,7 +560,11 @@ async fn a_contract_in_progress_survives_a_kill_and_its_result_reaches_the_owner
                 .collect::<Vec<_>>()
         )
     });
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Once every contract is delivered and no run is going, nothing more can be sent.
+    wait_until(Duration::from_secs(30), "the handoff to settle", || async {
+        count(OPEN_WORK) == 0
+    })
+    .await;
     daemon.terminate(Duration::from_secs(30)).unwrap();
     let merged = fake
         .sent(bot)

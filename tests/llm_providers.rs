@@ -1030,7 +1030,8 @@ async fn anthropic_messages(
         ),
     ];
     if model == "claude-cut" {
-        // Send the first events, pause so they are flushed, then cut the connection.
+        // Send the first events, pause so they are flushed, then cut the connection (a
+        // deliberate gap in a fake server, not a wait for a state).
         let cut = futures::stream::once(async {
             tokio::time::sleep(Duration::from_millis(20)).await;
             Err(std::io::Error::other("cut"))

@@ -17,6 +17,7 @@ use clawvisor::testkit::harness::{
 };
 use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::{wait_until, wait_until_blocking};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_clawvisor-mcp-test-server");
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
@@ -102,31 +103,29 @@ async fn health(harness: &Harness) -> Vec<McpHealth> {
 
 /// Waits until `check` holds for the agent's tool list.
 async fn wait_tools(harness: &Harness, what: &str, check: impl Fn(&[String]) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    wait_until(Duration::from_secs(15), what, || async {
         let tools = harness.agent_tools("ada").await;
         if check(&tools) {
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "{what}: tools now {tools:?}; health {:?}",
             health(harness).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        ))
+    })
+    .await
 }
 
 async fn wait_health(harness: &Harness, what: &str, check: impl Fn(&[McpHealth]) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    wait_until(Duration::from_secs(15), what, || async {
         let health = health(harness).await;
         if check(&health) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{what}: health now {health:?}"))
         }
-        assert!(Instant::now() < deadline, "{what}: health now {health:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 fn state_of<'a>(health: &'a [McpHealth], server: &str) -> Option<&'a McpHealth> {
@@ -236,8 +235,7 @@ async fn a_server_killed_mid_call_fails_the_call_cleanly_and_comes_back() {
     let mut outputs = harness.listen(&chat).await.unwrap();
     harness.send("ada", &chat, "something slow").unwrap();
     // Wait until the call is in flight, then kill the server.
-    let started = Instant::now();
-    loop {
+    wait_until(Duration::from_secs(10), "the call to start", || async {
         let open: i64 = harness
             .store()
             .read(|conn| {
@@ -249,15 +247,11 @@ async fn a_server_killed_mid_call_fails_the_call_cleanly_and_comes_back() {
             })
             .await
             .unwrap();
-        if open > 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the call never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        open > 0
+    })
+    .await;
+    // Not a wait for a state: the test server shows no sign of a call in progress, so this only
+    // gives the recorded call time to cross the pipe. Killed earlier, the call fails the same way.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let killed_at = Instant::now();
     nix::sys::signal::kill(
@@ -457,31 +451,27 @@ async fn untrusted_writes_ask_for_approval_and_read_only_servers_refuse_writes()
     assert_eq!(reply.text, "echo ran");
     // untrusted: a write asks for approval (the run waits for it).
     harness.send("ada", &chat, "write a note").unwrap();
-    let started = Instant::now();
-    loop {
-        let pending: Option<String> = harness
-            .store()
-            .read(|conn| {
-                Ok(conn
-                    .query_row(
-                        "SELECT tool FROM approvals WHERE status = 'pending'",
-                        [],
-                        |row| row.get(0),
-                    )
-                    .ok())
-            })
-            .await
-            .unwrap();
-        if let Some(tool) = pending {
-            assert_eq!(tool, "shady__write_note");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no approval was asked"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let tool = wait_until(
+        Duration::from_secs(10),
+        "an approval to be asked",
+        || async {
+            harness
+                .store()
+                .read(|conn| {
+                    Ok(conn
+                        .query_row(
+                            "SELECT tool FROM approvals WHERE status = 'pending'",
+                            [],
+                            |row| row.get::<_, String>(0),
+                        )
+                        .ok())
+                })
+                .await
+                .unwrap()
+        },
+    )
+    .await;
+    assert_eq!(tool, "shady__write_note");
     harness.stop().await;
 }
 
@@ -497,35 +487,37 @@ fn recorded_groups(dir: &std::path::Path) -> Vec<i32> {
 }
 
 fn wait_groups(dir: &std::path::Path, count: usize) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let groups = recorded_groups(dir);
-        if groups.len() == count
-            && groups
-                .iter()
-                .all(|group| members_of_group(*group).len() >= 2)
-        {
-            return groups;
-        }
-        assert!(Instant::now() < deadline, "groups now {groups:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_blocking(
+        Duration::from_secs(20),
+        "the servers' process groups",
+        || {
+            let groups = recorded_groups(dir);
+            if groups.len() == count
+                && groups
+                    .iter()
+                    .all(|group| members_of_group(*group).len() >= 2)
+            {
+                Ok(groups)
+            } else {
+                Err(format!("groups now {groups:?}"))
+            }
+        },
+    )
 }
 
 fn wait_empty(groups: &[i32], what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    wait_until_blocking(Duration::from_secs(10), what, || {
         let left: Vec<(i32, Vec<i32>)> = groups
             .iter()
             .map(|group| (*group, members_of_group(*group)))
             .filter(|(_, members)| !members.is_empty())
             .collect();
         if left.is_empty() {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{what}: processes left {left:?}"))
         }
-        assert!(Instant::now() < deadline, "{what}: processes left {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,6 @@
 //! after a restart (skip / run_once / catch_up, recorded), a fire interrupted by a crash (the real
 //! binary killed with SIGKILL) run once and not lost, and the timer heap under paused tokio time.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,10 +18,11 @@ use clawvisor::events::EventBus;
 use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow, JobRunRow};
 use clawvisor::store::{Store, StoreOptions};
-use clawvisor::testkit::fake_telegram::FakeTelegram;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, config_toml};
-use clawvisor::testkit::process::{DaemonProcess, write_config};
+use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::{Staged, World};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 
@@ -45,22 +45,18 @@ fn scheduler_of(harness: &Harness) -> ActorRef<SchedulerMsg> {
 
 /// Waits until `agent` runs and offers the schedule tools.
 async fn wait_for_tools(harness: &Harness, agent: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if harness
-            .agent_tools(agent)
-            .await
-            .iter()
-            .any(|tool| tool == "schedule_task")
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{agent} got the schedule tools"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{agent} got the schedule tools"),
+        || async {
+            harness
+                .agent_tools(agent)
+                .await
+                .iter()
+                .any(|tool| tool == "schedule_task")
+        },
+    )
+    .await
 }
 
 /// Polls the database until `query` finds something (or fails the test after `timeout`).
@@ -69,18 +65,11 @@ where
     T: Send + 'static,
     F: Fn(&rusqlite::Connection) -> clawvisor::store::Result<Option<T>> + Clone + Send + 'static,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
+    wait_until(timeout, what, || {
         let query = query.clone();
-        if let Some(found) = store.read(move |conn| query(conn)).await.unwrap() {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        async move { store.read(move |conn| query(conn)).await.unwrap() }
+    })
+    .await
 }
 
 fn history(conn: &rusqlite::Connection, job_id: i64) -> Vec<JobRunRow> {
@@ -152,28 +141,31 @@ async fn last_tool_result(harness: &Harness, agent: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_scheduled_by_the_model_answers_in_its_chat_through_its_own_bot() {
-    let fake = FakeTelegram::start().await;
-    let llm = ScriptedLlm::start(Script::new()).await.unwrap();
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents.clear();
-    let mut bots = Vec::new();
-    for (index, name) in ["alpha", "beta"].iter().enumerate() {
-        let token = format!("{}:AAH-sched-test-token-{name}-{index:04}", 300 + index);
-        bots.push(fake.add_bot(&token, &format!("{name}_bot")));
-        let variable = format!("{}_TOKEN", name.to_uppercase());
-        options.env.insert(variable.clone(), token);
-        options.agents.push(agent_toml(
-            name,
-            &format!(
-                "{TOOLS}[telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\nallow_users = [{USER}]\n",
-                fake.base_url()
-            ),
-        ));
-    }
-    options.config_extra = "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\n".into();
-    let harness = Harness::start(options).await.expect("the daemon starts");
+    let World {
+        fake,
+        llm,
+        harness,
+        bots,
+    } = World::builder(Script::new())
+        .agent_with_bot(
+            "alpha",
+            TOOLS,
+            "300:AAH-sched-test-token-alpha-0000",
+            &[USER],
+            &[],
+        )
+        .agent_with_bot(
+            "beta",
+            TOOLS,
+            "301:AAH-sched-test-token-beta-0001",
+            &[USER],
+            &[],
+        )
+        .config_extra("[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"")
+        .start()
+        .await;
     wait_for_tools(&harness, "alpha").await;
-    let (alpha, beta) = (bots[0], bots[1]);
+    let (alpha, beta) = (bots[0].id, bots[1].id);
 
     // The model turns "in a few seconds" into an `at` time (scripted here).
     let at =
@@ -724,7 +716,6 @@ async fn a_fire_recorded_but_never_sent_is_sent_once_and_an_answer_never_recorde
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_run_killed_midway_is_finished_once_after_a_restart() {
     let dir = ScratchDir::new("clawvisor-sched-kill").unwrap();
-    let fake = FakeTelegram::start().await;
     let script = Script::new()
         .rule(
             Rule::text("The first try.")
@@ -732,26 +723,25 @@ async fn a_scheduled_run_killed_midway_is_finished_once_after_a_restart() {
                 .times(1),
         )
         .rule(Rule::text("The scheduled answer."));
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let token = "778:AAH-sched-kill-test-token-0123456789";
-    let bot = fake.add_bot(token, "ada_bot");
-    let agent = agent_toml(
-        "ada",
-        &format!(
-            "[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\nallow_users = [{USER}]\n",
-            fake.base_url()
-        ),
-    );
-    write_config(
-        dir.path(),
-        &config_toml(
-            &llm.base_url(),
-            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"\n",
-        ),
-        &[agent],
-    )
-    .unwrap();
-    let env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
+    let Staged {
+        fake,
+        llm,
+        bots,
+        env,
+    } = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "",
+            "778:AAH-sched-kill-test-token-0123456789",
+            &[USER],
+            &[],
+        )
+        .config_extra(
+            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+        )
+        .stage(dir.path())
+        .await;
+    let bot = bots[0].id;
 
     // The job exists before the daemon starts: once, in two seconds, answering in the user's chat.
     let db = dir.path().join("data/clawvisor.db");
@@ -796,11 +786,10 @@ async fn a_scheduled_run_killed_midway_is_finished_once_after_a_restart() {
 
     let daemon = DaemonProcess::start(BINARY, dir.path(), &env).expect("the daemon starts");
     // Kill while the scheduled run waits for the model.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while llm.request_count() == 0 {
-        assert!(std::time::Instant::now() < deadline, "the job fired");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(30), "the job fired", || async {
+        llm.request_count() > 0
+    })
+    .await;
     daemon.kill();
     let daemon = DaemonProcess::start(BINARY, dir.path(), &env).expect("the daemon restarts");
     let sent = fake

@@ -13,6 +13,7 @@ use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::{poll_until, wait_until};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -77,9 +78,7 @@ impl Studio {
     /// Waits until every audit row in the database has been announced as `audit_appended`
     /// (announcements follow the commit, so the last one may still be on its way).
     async fn assert_every_audit_row_announced(&mut self) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut stored = self.audit_actions().await;
+        let stored = wait_until(Duration::from_secs(10), "every audit row announced", || {
             let mut announced: Vec<String> = self
                 .published(EventKind::AuditAppended)
                 .iter()
@@ -90,18 +89,20 @@ impl Studio {
                         .to_string()
                 })
                 .collect();
-            stored.sort();
-            announced.sort();
-            if stored == announced {
-                assert!(!stored.is_empty(), "nothing was audited");
-                return;
+            let store = self.harness.store().clone();
+            async move {
+                let mut stored = audit_actions(&store).await;
+                stored.sort();
+                announced.sort();
+                if stored == announced {
+                    Ok(stored)
+                } else {
+                    Err(format!("audit rows {stored:?} but announced {announced:?}"))
+                }
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "audit rows {stored:?} but announced {announced:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
+        assert!(!stored.is_empty(), "nothing was audited");
     }
 
     async fn get(&self, path: &str) -> (u16, Value) {
@@ -128,16 +129,14 @@ impl Studio {
     }
 
     async fn pending(&self) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        poll_until(Duration::from_secs(20), || async {
             let (status, body) = self.get("/api/v1/approvals?status=pending").await;
             assert_eq!(status, 200, "{body}");
             let list = body["approvals"].as_array().cloned().unwrap_or_default();
-            if !list.is_empty() || tokio::time::Instant::now() > deadline {
-                return list;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (!list.is_empty()).then_some(list)
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// The pending approvals right now (after a run finished, nothing can still appear).
@@ -147,16 +146,19 @@ impl Studio {
     }
 
     async fn audit_actions(&self) -> Vec<String> {
-        self.harness
-            .store()
-            .read(|conn| {
-                let mut statement = conn.prepare("SELECT action FROM audit_log ORDER BY id")?;
-                let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
-            })
-            .await
-            .unwrap()
+        audit_actions(self.harness.store()).await
     }
+}
+
+async fn audit_actions(store: &clawvisor::store::Store) -> Vec<String> {
+    store
+        .read(|conn| {
+            let mut statement = conn.prepare("SELECT action FROM audit_log ORDER BY id")?;
+            let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,15 +11,15 @@
 //! Chromium and ChromeDriver come from Debian's `chromium` and `chromium-driver` packages;
 //! `.ci/run` installs them, and so does this test when it runs as root and they are missing.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use clawvisor::actors::telegram_bot::TelegramMsg;
-use clawvisor::testkit::fake_telegram::FakeTelegram;
-use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
-use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::harness::ScratchDir;
+use clawvisor::testkit::scripted_llm::{Rule, Script};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::World as TestWorld;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
@@ -80,21 +80,14 @@ impl Browser {
             }),
         );
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let client = loop {
+        let client = wait_until(WAIT, "a browser session through chromedriver", || async {
             // ChromeDriver is plain HTTP on loopback: no TLS connector needed.
-            match ClientBuilder::new(HttpConnector::new())
+            ClientBuilder::new(HttpConnector::new())
                 .capabilities(capabilities.clone())
                 .connect(&url)
                 .await
-            {
-                Ok(client) => break client,
-                Err(error) if tokio::time::Instant::now() > deadline => {
-                    panic!("no browser session through chromedriver: {error}")
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        };
+        })
+        .await;
         let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("studio-screenshots");
         std::fs::create_dir_all(&shots).unwrap();
         Browser {
@@ -118,19 +111,15 @@ impl Browser {
 
     /// Waits until `script` (a JavaScript expression) is true.
     async fn wait_until(&self, what: &str, script: &str) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
+        wait_until(WAIT, what, || async {
             let value = self
                 .client
                 .execute(&format!("return Boolean({script});"), vec![])
                 .await
                 .unwrap();
-            if value == json!(true) {
-                return;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            value == json!(true)
+        })
+        .await
     }
 
     /// Opens a page of the console by its hash route and waits until its data has loaded.
@@ -207,11 +196,16 @@ impl Drop for Browser {
 /// The daemon: agent `ada` with a bot on the fake Telegram, a scripted model, two bundled skills
 /// (`journal`, usable by ada; `runner`, which needs the shell ada lacks), Studio on loopback.
 struct World {
-    harness: Harness,
-    _llm: ScriptedLlm,
-    _telegram: FakeTelegram,
+    world: TestWorld,
     base: String,
     http: reqwest::Client,
+}
+
+impl std::ops::Deref for World {
+    type Target = TestWorld;
+    fn deref(&self) -> &TestWorld {
+        &self.world
+    }
 }
 
 impl World {
@@ -239,9 +233,6 @@ fn write_skill(root: &std::path::Path, name: &str, front_matter: &str) {
 }
 
 async fn world() -> World {
-    let telegram = FakeTelegram::start().await;
-    let token = "4242:AAH-browser-test-token-0001";
-    telegram.add_bot(token, "ada_bot");
     let script = Script::new()
         .rule(Rule::text("The note is written.").when_after_tool_result("write_file"))
         .rule(
@@ -255,16 +246,6 @@ async fn world() -> World {
             Rule::text("Good morning! Here is a streamed answer in several small pieces.")
                 .chunk_delay(Duration::from_millis(30)),
         );
-    let llm = ScriptedLlm::start(script).await.expect("model");
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents = vec![agent_toml(
-        "ada",
-        &format!(
-            "tools = [\"write_file\"]\nautonomy = \"require_approval\"\n[telegram]\ntoken_env = \"ADA_TOKEN\"\napi_url = \"{}\"\n",
-            telegram.base_url()
-        ),
-    )];
-    options.env = BTreeMap::from([("ADA_TOKEN".to_string(), token.to_string())]);
     let dir = ScratchDir::new("studio-browser-daemon").unwrap();
     write_skill(
         dir.path(),
@@ -276,16 +257,25 @@ async fn world() -> World {
         "runner",
         "description: Runs commands.\ntools: [shell]\n",
     );
-    let harness = Harness::start_in(dir, options).await.expect("daemon");
-    let addr = harness
+    let world = TestWorld::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+            "4242:AAH-browser-test-token-0001",
+            &[],
+            &[],
+        )
+        .dir(dir)
+        .start()
+        .await;
+    let addr = world
+        .harness
         .daemon()
         .studio_addr(Duration::from_secs(10))
         .await
         .expect("studio bound");
     World {
-        harness,
-        _llm: llm,
-        _telegram: telegram,
+        world,
         base: format!("http://{addr}"),
         http: reqwest::Client::new(),
     }
@@ -698,5 +688,5 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         .await;
 
     browser.close().await;
-    world.harness.stop().await;
+    world.world.harness.stop().await;
 }

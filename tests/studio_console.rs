@@ -13,6 +13,8 @@ use clawvisor::events::EventKind;
 use clawvisor::studio::{self, API_ROUTES, StudioState, access};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::World;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -843,11 +845,19 @@ async fn chat_streams_the_answer_and_events_stream_live() {
         "text/event-stream"
     );
     let events = tokio::spawn(read_sse(response, "the-marker-event"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    console
-        .state
-        .events
-        .publish(EventKind::Warning, "test", "the-marker-event");
+    // The stream may not be subscribed yet: publish the marker until the reader has seen it.
+    wait_until(
+        Duration::from_secs(20),
+        "the marker event on the stream",
+        || async {
+            console
+                .state
+                .events
+                .publish(EventKind::Warning, "test", "the-marker-event");
+            events.is_finished()
+        },
+    )
+    .await;
     let text = events.await.unwrap();
     assert!(text.contains("event: hello"), "{text}");
     assert!(
@@ -892,15 +902,13 @@ async fn chat_streams_the_answer_and_events_stream_live() {
         ))
         .await
         .unwrap();
-    let approval = loop {
+    let approval = wait_until(Duration::from_secs(20), "a pending approval", || async {
         let (_, pending) = console
             .call(Method::GET, "/api/v1/approvals?status=pending", None)
             .await;
-        if let Some(id) = pending["approvals"][0]["id"].as_str() {
-            break id.to_string();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        pending["approvals"][0]["id"].as_str().map(str::to_string)
+    })
+    .await;
     let (status, _) = console
         .call(
             Method::POST,
@@ -956,8 +964,7 @@ async fn metrics_until(
     seconds: u64,
     check: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    loop {
+    wait_until(Duration::from_secs(seconds), what, || async {
         let response = studio::router(state.clone())
             .oneshot(Console::request(Method::GET, "/metrics", None))
             .await
@@ -967,14 +974,12 @@ async fn metrics_until(
             .unwrap();
         let text = String::from_utf8(bytes.to_vec()).unwrap();
         if check(&text) {
-            return text;
+            Ok(text)
+        } else {
+            Err(format!("\n{text}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never: {what}\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 /// Polling lag is the time since the bot's last completed `getUpdates` (empty or not): it stays
@@ -982,19 +987,16 @@ async fn metrics_until(
 /// update only gets older, and grows when polls stop coming back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bot_polling_lag_counts_from_the_last_completed_poll() {
-    let telegram = clawvisor::testkit::fake_telegram::FakeTelegram::start().await;
-    let token = "4343:AAH-metrics-test-token-0001";
-    let bot = telegram.add_bot(token, "ada_bot");
-    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("Hello.")))
-        .await
-        .expect("model");
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents = vec![agent_toml(
-        "ada",
-        &clawvisor::testkit::harness::telegram_toml("ADA_TOKEN", &telegram.base_url(), &[42], &[]),
-    )];
-    options.env = [("ADA_TOKEN".to_string(), token.to_string())].into();
-    let harness = Harness::start(options).await.expect("daemon");
+    let World {
+        fake: telegram,
+        llm: _llm,
+        harness,
+        bots,
+    } = World::builder(Script::new().rule(Rule::text("Hello.")))
+        .agent_with_bot("ada", "", "4343:AAH-metrics-test-token-0001", &[42], &[])
+        .start()
+        .await;
+    let bot = bots[0].id;
     let state = harness.daemon().studio_state();
 
     // One update arrives; then the bot idles, its long polls coming back empty.

@@ -1,44 +1,22 @@
 //! The Telegram channel against the fake Bot API: several bots in one daemon, faults per bot,
 //! pacing, splitting, streaming. The daemon runs in-process; the model is the scripted server.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram, IncomingMessage};
-use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
-use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::fake_telegram::{FakeTelegram, IncomingMessage};
+use clawvisor::testkit::scripted_llm::{Rule, Script};
+use clawvisor::testkit::world::{World, WorldBot};
+use clawvisor::testkit::{poll_until, wait_until};
 
 const USER: i64 = 42;
 
-struct Bot {
-    name: &'static str,
-    token: String,
-    id: BotId,
-}
-
-struct World {
-    fake: FakeTelegram,
-    llm: ScriptedLlm,
-    harness: Harness,
-    bots: Vec<Bot>,
-}
-
-impl World {
-    fn bot(&self, name: &str) -> BotId {
-        self.bots
-            .iter()
-            .find(|bot| bot.name == name)
-            .map(|bot| bot.id)
-            .expect("known bot")
-    }
-}
-
-/// Agents `names`, each with its own bot on the fake; `telegram` is the daemon's [telegram] table.
+/// Agents `names`, each with its own bot on the fake; `telegram` is the daemon's [telegram] table;
+/// `before_start` runs once the bots exist, before the daemon starts.
 async fn world(
     names: &[&'static str],
     script: Script,
     telegram: &str,
-    before_start: impl FnOnce(&FakeTelegram, &[Bot]),
+    before_start: impl FnOnce(&FakeTelegram, &[WorldBot]),
 ) -> World {
     world_with(names, "", script, telegram, before_start).await
 }
@@ -49,37 +27,29 @@ async fn world_with(
     agent_extra: &str,
     script: Script,
     telegram: &str,
-    before_start: impl FnOnce(&FakeTelegram, &[Bot]),
+    before_start: impl FnOnce(&FakeTelegram, &[WorldBot]),
 ) -> World {
-    let fake = FakeTelegram::start().await;
-    let llm = ScriptedLlm::start(script)
-        .await
-        .expect("the scripted model starts");
-    let mut options = HarnessOptions::new(llm.base_url());
-    let mut env = BTreeMap::new();
-    let mut bots = Vec::new();
-    options.agents.clear();
+    let mut builder = World::builder(script).config_extra(&format!("[telegram]\n{telegram}\n"));
     for (index, name) in names.iter().enumerate() {
         let token = format!("{}:AAH-test-token-{name}-{index:04}", 100 + index);
-        let id = fake.add_bot(&token, &format!("{name}_bot"));
-        let variable = format!("{}_TOKEN", name.to_uppercase());
-        env.insert(variable.clone(), token.clone());
-        options.agents.push(agent_toml(
-            name,
-            &format!("{agent_extra}\n[telegram]\ntoken_env = \"{variable}\"\napi_url = \"{}\"\nallow_users = [{USER}]\n", fake.base_url()),
-        ));
-        bots.push(Bot { name, token, id });
+        builder = builder.agent_with_bot(name, agent_extra, &token, &[USER], &[]);
     }
-    options.env = env;
-    options.config_extra = format!("[telegram]\n{telegram}\n");
-    before_start(&fake, &bots);
-    let harness = Harness::start(options).await.expect("the daemon starts");
-    World {
-        fake,
-        llm,
-        harness,
-        bots,
-    }
+    builder.start_after(before_start).await
+}
+
+/// The statuses of the stored updates from `user`, oldest first.
+async fn update_statuses(w: &World, user: i64) -> Vec<String> {
+    w.harness
+        .store()
+        .read(move |conn| {
+            let mut statement = conn.prepare(
+                "SELECT status FROM inbound_updates WHERE user_id = ?1 ORDER BY update_id",
+            )?;
+            let rows = statement.query_map([user], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap()
 }
 
 fn per_agent_script(names: &[&str]) -> Script {
@@ -105,7 +75,7 @@ async fn three_bots_each_answer_through_their_own_agent() {
         w.fake.push_message(bot.id, USER, USER, "hello");
     }
     for bot in &w.bots {
-        let expected = format!("{} here, answering", bot.name);
+        let expected = format!("{} here, answering", bot.agent);
         let sent = w
             .fake
             .wait_for_sent(
@@ -114,16 +84,16 @@ async fn three_bots_each_answer_through_their_own_agent() {
                 Duration::from_secs(30),
             )
             .await;
-        assert!(sent.is_some(), "{} answered through its own bot", bot.name);
-        for other in w.bots.iter().filter(|other| other.name != bot.name) {
+        assert!(sent.is_some(), "{} answered through its own bot", bot.agent);
+        for other in w.bots.iter().filter(|other| other.agent != bot.agent) {
             assert!(
                 !w.fake
                     .sent(other.id)
                     .iter()
                     .any(|m| m.visible_text.contains(&expected)),
                 "{} never answers through {}'s bot",
-                bot.name,
-                other.name
+                bot.agent,
+                other.agent
             );
         }
         // Typing was shown while the run worked, and commands were registered at start.
@@ -131,29 +101,30 @@ async fn three_bots_each_answer_through_their_own_agent() {
         assert!(!w.fake.commands(bot.id).is_empty());
     }
     // Every update was stored before it was confirmed, and is marked processed once answered.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let processed: i64 = w
-            .harness
-            .store()
-            .read(|conn| {
-                Ok(conn.query_row(
-                    "SELECT COUNT(*) FROM inbound_updates WHERE status = 'processed'",
-                    [],
-                    |r| r.get(0),
-                )?)
-            })
-            .await
-            .unwrap();
-        if processed == 3 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{processed} of 3 updates marked processed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "3 updates marked processed",
+        || async {
+            let processed: i64 = w
+                .harness
+                .store()
+                .read(|conn| {
+                    Ok(conn.query_row(
+                        "SELECT COUNT(*) FROM inbound_updates WHERE status = 'processed'",
+                        [],
+                        |r| r.get(0),
+                    )?)
+                })
+                .await
+                .unwrap();
+            if processed == 3 {
+                Ok(())
+            } else {
+                Err(format!("{processed} of 3 updates marked processed"))
+            }
+        },
+    )
+    .await;
     let _ = &w.llm;
     w.harness.stop().await;
 }
@@ -182,7 +153,13 @@ async fn an_unknown_user_gets_one_pairing_reply_and_an_approver_pairs_them() {
         reply.visible_text
     );
     w.fake.push_message(bot, stranger, stranger, "hello again?");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Once the second update is stored as ignored, the bot has decided: no reply can follow.
+    wait_until(
+        Duration::from_secs(20),
+        "both updates of the unknown user handled",
+        || async { update_statuses(&w, stranger).await == ["ignored", "ignored"] },
+    )
+    .await;
     assert_eq!(
         w.fake
             .sent(bot)
@@ -295,17 +272,27 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
     .await;
     let (alpha, beta, gamma) = (w.bot("alpha"), w.bot("beta"), w.bot("gamma"));
     // The 401 bot is stopped with a clear event; it is not restarted in a loop.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let status: Vec<String> = w
-        .harness
-        .store()
-        .read(|conn| {
-            let mut statement = conn.prepare("SELECT detail FROM runtime_events WHERE subject = 'bot:beta' AND kind = 'bot_status'")?;
-            let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-        .unwrap();
+    let status: Vec<String> = poll_until(Duration::from_secs(20), || async {
+        let status: Vec<String> = w
+            .harness
+            .store()
+            .read(|conn| {
+                let mut statement = conn.prepare("SELECT detail FROM runtime_events WHERE subject = 'bot:beta' AND kind = 'bot_status'")?;
+                let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .unwrap();
+        let stopped = w
+            .harness
+            .daemon()
+            .registry
+            .lookup(&clawvisor::protocol::telegram::name("beta"))
+            .is_none();
+        (stopped && status.iter().any(|s| s.contains("401"))).then_some(status)
+    })
+    .await
+    .unwrap_or_default();
     assert!(
         status
             .iter()
@@ -347,20 +334,21 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
         .await
         .expect("gamma unaffected");
     let registry = w.harness.daemon().registry.clone();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let current = registry
-            .lookup(&clawvisor::protocol::telegram::name("alpha"))
-            .map(|actor| actor.get_id());
-        if current.is_some_and(|id| id != old_id) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "alpha restarted under a new id (now {current:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "alpha restarted under a new id",
+        || async {
+            let current = registry
+                .lookup(&clawvisor::protocol::telegram::name("alpha"))
+                .map(|actor| actor.get_id());
+            if current.is_some_and(|id| id != old_id) {
+                Ok(())
+            } else {
+                Err(format!("alpha restarted under a new id (now {current:?})"))
+            }
+        },
+    )
+    .await;
     w.fake.push_message(alpha, USER, USER, "alpha again");
     w.fake
         .wait_for_sent(
@@ -384,19 +372,23 @@ async fn bots_boot_one_at_a_time_the_stagger_apart() {
         |_, _| {},
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let starts: Vec<(String, i64)> = w
-        .harness
-        .store()
-        .read(|conn| {
-            let mut statement = conn.prepare(
-                "SELECT subject, at_ms FROM runtime_events WHERE kind = 'actor_started' AND subject LIKE 'bot:%' ORDER BY at_ms",
-            )?;
-            let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-        .unwrap();
+    let starts: Vec<(String, i64)> = poll_until(Duration::from_secs(20), || async {
+        let starts: Vec<(String, i64)> = w
+            .harness
+            .store()
+            .read(|conn| {
+                let mut statement = conn.prepare(
+                    "SELECT subject, at_ms FROM runtime_events WHERE kind = 'actor_started' AND subject LIKE 'bot:%' ORDER BY at_ms",
+                )?;
+                let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .unwrap();
+        if starts.len() >= 4 { Ok(starts) } else { Err(format!("{starts:?}")) }
+    })
+    .await
+    .unwrap_or_default();
     assert_eq!(starts.len(), 4, "{starts:?}");
     for pair in starts.windows(2) {
         let gap = pair[1].1 - pair[0].1;
@@ -489,10 +481,10 @@ async fn bursts_of_replies_respect_telegram_flood_limits() {
             IncomingMessage::new(-(1_000 + chat), USER, "/help@alpha_bot"),
         );
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
-    while w.fake.sent(bot).len() < 150 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let _ = poll_until(Duration::from_secs(240), || async {
+        w.fake.sent(bot).len() >= 150
+    })
+    .await;
     let sent = w.fake.sent(bot);
     let private = sent.iter().filter(|m| m.chat_id == USER).count();
     let groups = sent.iter().filter(|m| m.chat_id < 0).count();
@@ -527,7 +519,13 @@ async fn in_a_group_the_bot_answers_when_mentioned_with_the_conversation_since_i
     );
     w.fake
         .push(bot, IncomingMessage::new(group, USER, "or rather soup"));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Both are stored as context (not addressed): the bot has decided about them.
+    wait_until(
+        Duration::from_secs(20),
+        "both group messages stored as context",
+        || async { update_statuses(&w, USER).await == ["context", "context"] },
+    )
+    .await;
     assert_eq!(w.llm.request_count(), 0, "not addressed: no answer");
     w.fake.push(
         bot,
@@ -623,12 +621,20 @@ async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered
                 USER,
                 "sent while the daemon was down, long ago",
             );
+            // A deliberate gap: the update must be older than the 1 s grace when the daemon
+            // boots, and its date is the fake's clock at the push.
             std::thread::sleep(Duration::from_millis(2_500));
         },
     )
     .await;
     let bot = w.bot("alpha");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Once the update is stored as ignored the bot has decided: no answer can follow.
+    wait_until(
+        Duration::from_secs(20),
+        "the stale update handled",
+        || async { update_statuses(&w, USER).await == ["ignored"] },
+    )
+    .await;
     assert_eq!(
         w.fake.sent(bot).len(),
         0,
@@ -670,20 +676,22 @@ async fn send_message_speaks_in_the_chat_before_the_answer_and_never_to_stranger
             ])
             .when_last_user_contains("long task"),
         );
-    let fake = FakeTelegram::start().await;
-    let llm = ScriptedLlm::start(script).await.expect("model");
-    let token = "100:AAH-test-token-messenger-0000".to_string();
-    let bot = fake.add_bot(&token, "messenger_bot");
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.agents = vec![agent_toml(
-        "messenger",
-        &format!(
-            "tools = [\"send_message\"]\n[telegram]\ntoken_env = \"MESSENGER_TOKEN\"\napi_url = \"{}\"\nallow_users = [{USER}]\n",
-            fake.base_url()
-        ),
-    )];
-    options.env = BTreeMap::from([("MESSENGER_TOKEN".to_string(), token)]);
-    let harness = Harness::start(options).await.expect("the daemon starts");
+    let World {
+        fake,
+        llm: _llm,
+        harness,
+        bots,
+    } = World::builder(script)
+        .agent_with_bot(
+            "messenger",
+            "tools = [\"send_message\"]",
+            "100:AAH-test-token-messenger-0000",
+            &[USER],
+            &[],
+        )
+        .start()
+        .await;
+    let bot = bots[0].id;
     fake.push_message(bot, USER, USER, "do the long task");
     fake.wait_for_sent(
         bot,

@@ -24,6 +24,7 @@ use clawvisor::domain::ChatKey;
 use clawvisor::policy::RiskLevel;
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions};
+use clawvisor::testkit::wait_until;
 use clawvisor::tools::files::{ListDirTool, ReadFileTool, WriteFileTool};
 use clawvisor::tools::shell::ShellTool;
 use clawvisor::tools::time::{CurrentTimeTool, describe_time};
@@ -758,6 +759,7 @@ async fn endless() -> impl IntoResponse {
 }
 
 async fn slow() -> &'static str {
+    // A deliberately slow page: the client must give up first.
     tokio::time::sleep(Duration::from_secs(30)).await;
     "too late"
 }
@@ -1044,7 +1046,7 @@ async fn web_fetch_stops_reading_at_the_size_limit() {
 
 #[tokio::test]
 async fn web_fetch_gives_up_at_its_timeout_and_on_cancellation() {
-    let (base, _hits) = start_server().await;
+    let (base, hits) = start_server().await;
     let fixture = Fixture::new(private_allowed(Duration::from_millis(300), 1024));
     let tool = WebFetchTool::new();
 
@@ -1060,8 +1062,13 @@ async fn web_fetch_gives_up_at_its_timeout_and_on_cancellation() {
 
     let patient = Fixture::new(private_allowed(Duration::from_secs(60), 1024));
     let cancel = patient.ctx.cancel.clone();
+    let (counter, before) = (hits.0.clone(), hits.0.load(Ordering::SeqCst));
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Cancelled once the request reached the server, i.e. in the middle of the fetch.
+        wait_until(Duration::from_secs(10), "the slow request", || async {
+            counter.load(Ordering::SeqCst) > before
+        })
+        .await;
         cancel.cancel();
     });
     let started = Instant::now();
@@ -1128,18 +1135,19 @@ fn live_members_of_group(group: i32) -> Vec<i32> {
 }
 
 async fn assert_group_gone(group: i32) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let members = live_members_of_group(group);
-        if members.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes of group {group} survived: {members:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(3),
+        &format!("the processes of group {group} to end"),
+        || async {
+            let members = live_members_of_group(group);
+            if members.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("processes of group {group} survived: {members:?}"))
+            }
+        },
+    )
+    .await
 }
 
 fn read_pid(path: &Path) -> i32 {
@@ -1265,8 +1273,14 @@ async fn shell_background_jobs_do_not_outlive_the_call() {
 async fn shell_cancellation_and_a_dropped_call_kill_the_process_group() {
     let fixture = Fixture::new(shell_settings(Duration::from_secs(60)));
     let cancel = fixture.ctx.cancel.clone();
+    let group_file = fixture.workspace().join("group");
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Cancelled once the shell runs (it wrote its process group).
+        wait_until(Duration::from_secs(10), "the shell to start", || async {
+            std::fs::read_to_string(&group_file)
+                .is_ok_and(|text| text.trim().parse::<i32>().is_ok())
+        })
+        .await;
         cancel.cancel();
     });
     let started = Instant::now();

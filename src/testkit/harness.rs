@@ -137,6 +137,15 @@ output_per_mtok = 2.0
     )
 }
 
+/// Counts the work that could still make the daemon send something: Telegram updates not yet
+/// dispatched, replies in the outbox not yet delivered, runs still going. Zero means settled:
+/// after that nothing more reaches a chat unless something new arrives, so a test may assert
+/// that something did not happen.
+pub const OPEN_WORK_SQL: &str = "SELECT \
+    (SELECT COUNT(*) FROM inbound_updates WHERE status IN ('pending', 'dispatched')) \
+    + (SELECT COUNT(*) FROM outbox WHERE delivered_ms IS NULL) \
+    + (SELECT COUNT(*) FROM runs WHERE status IN ('running', 'waiting_approval'))";
+
 /// One answer of an agent, as a local chat sees it.
 #[derive(Debug, Clone, Default)]
 pub struct Reply {
@@ -200,6 +209,25 @@ impl Harness {
 
     pub fn store(&self) -> &Store {
         &self.daemon().store
+    }
+
+    /// How much work is still open (see [`OPEN_WORK_SQL`]); zero once the daemon has settled.
+    pub async fn open_work(&self) -> i64 {
+        self.store()
+            .read(|conn| Ok(conn.query_row(OPEN_WORK_SQL, [], |row| row.get(0))?))
+            .await
+            .unwrap_or(i64::MAX)
+    }
+
+    /// Waits until the daemon has settled (see [`OPEN_WORK_SQL`]); panics after `timeout`.
+    pub async fn wait_settled(&self, timeout: Duration) {
+        crate::testkit::wait_until(timeout, "the daemon to settle (no open work)", || async {
+            match self.open_work().await {
+                0 => Ok(()),
+                open => Err(format!("{open} open")),
+            }
+        })
+        .await
     }
 
     /// Stops the daemon gracefully and hands back the directory (to restart on the same data).

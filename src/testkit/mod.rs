@@ -11,3 +11,7 @@ pub mod fake_telegram;
 pub mod harness;
 pub mod process;
 pub mod scripted_llm;
+pub mod wait;
+pub mod world;
+
+pub use wait::{poll_until, wait_until, wait_until_blocking};

@@ -633,6 +633,10 @@ async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys
                 .method("PATCH")
                 .uri("/api/v1/agents/ada/skills/journal")
                 .header("host", "127.0.0.1")
+                .header(
+                    "authorization",
+                    format!("Bearer {}", state.access.tokens[0].expose()),
+                )
                 .header("content-type", "application/json")
                 .body(axum::body::Body::from(r#"{"enabled": true}"#))
                 .unwrap(),

@@ -23,7 +23,10 @@ use serde_json::{Value, json};
 /// The headers a reverse proxy adds, claiming the caller is the machine itself.
 const PROXY_CLAIMS: &[(&str, &str)] = &[
     ("x-forwarded-for", "127.0.0.1"),
-    ("forwarded", "for=127.0.0.1;proto=https;host=studio.home.example"),
+    (
+        "forwarded",
+        "for=127.0.0.1;proto=https;host=studio.home.example",
+    ),
     ("x-real-ip", "127.0.0.1"),
     ("x-forwarded-host", "localhost"),
 ];
@@ -97,7 +100,11 @@ impl Studio {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let list = self
-                .authed(reqwest::Method::GET, "/api/v1/approvals?status=pending", None)
+                .authed(
+                    reqwest::Method::GET,
+                    "/api/v1/approvals?status=pending",
+                    None,
+                )
                 .await;
             if let Some(approval) = list["approvals"]
                 .as_array()
@@ -118,7 +125,9 @@ impl Studio {
     async fn rule_count(&self) -> i64 {
         self.harness
             .store()
-            .read(|conn| Ok(conn.query_row("SELECT COUNT(*) FROM policy_rules", [], |row| row.get(0))?))
+            .read(|conn| {
+                Ok(conn.query_row("SELECT COUNT(*) FROM policy_rules", [], |row| row.get(0))?)
+            })
             .await
             .unwrap()
     }
@@ -141,8 +150,10 @@ async fn assert_every_route_refuses_anonymous_callers(studio: &Studio, host: Opt
             let mut request = studio
                 .http
                 .request(method.clone(), format!("{}{path}", studio.base))
-                .json(&json!({"model": "ada", "messages": [{"role": "user", "content": "hi"}],
-                              "effect": "deny", "tool": "shell", "decision": "approve"}));
+                .json(
+                    &json!({"model": "ada", "messages": [{"role": "user", "content": "hi"}],
+                              "effect": "deny", "tool": "shell", "decision": "approve"}),
+                );
             if let Some(host) = host {
                 request = request.header("host", host);
             }
@@ -157,7 +168,11 @@ async fn assert_every_route_refuses_anonymous_callers(studio: &Studio, host: Opt
         }
     }
     assert_eq!(studio.rule_count().await, 0, "no rule was added");
-    assert_eq!(studio.llm.request_count(), 0, "the gateway never ran the agent");
+    assert_eq!(
+        studio.llm.request_count(),
+        0,
+        "the gateway never ran the agent"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,7 +190,10 @@ async fn no_route_answers_a_local_or_proxied_caller_without_credentials() {
             .unwrap();
         assert_eq!(response.status().as_u16(), 200, "{probe}");
         let text = response.text().await.unwrap();
-        assert!(text.len() < 40 && !text.contains(&studio.token), "{probe}: {text}");
+        assert!(
+            text.len() < 40 && !text.contains(&studio.token),
+            "{probe}: {text}"
+        );
     }
     // The token opens the API, the gateway and the event stream.
     let overview = studio
@@ -232,7 +250,11 @@ async fn no_route_answers_a_local_or_proxied_caller_without_credentials() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status().as_u16(), 401, "metrics are not open behind a proxy");
+    assert_eq!(
+        response.status().as_u16(),
+        401,
+        "metrics are not open behind a proxy"
+    );
     studio.harness.stop().await;
 }
 
@@ -257,7 +279,15 @@ async fn an_mcp_server_process_with_a_cleared_environment_gets_401() {
         let mut command = tokio::process::Command::new("curl");
         command
             .env_clear()
-            .args(["-s", "-o", "/dev/null", "-w", "status=%{http_code}", "-X", method])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "status=%{http_code}",
+                "-X",
+                method,
+            ])
             .arg(format!("{}{path}", studio.base));
         if let Some(body) = body {
             command.args(["-H", "Content-Type: application/json", "-d", body]);
@@ -287,7 +317,10 @@ async fn the_agents_shell_cannot_approve_its_own_pending_request() {
     // Chat one: the agent asks to write a file and waits for the operator.
     let victim = ChatKey::studio("victim");
     let _victim_outputs = studio.harness.listen(&victim).await.unwrap();
-    studio.harness.send("ada", &victim, "write the note").unwrap();
+    studio
+        .harness
+        .send("ada", &victim, "write the note")
+        .unwrap();
     let pending = studio.pending("write_file").await;
 
     // Chat two: the agent's shell calls Studio's decision route for that very approval.
@@ -299,7 +332,10 @@ async fn the_agents_shell_cannot_approve_its_own_pending_request() {
     studio.llm.set_script(
         Script::new()
             .rule(Rule::text("Not written.").when_after_tool_result("write_file"))
-            .rule(Rule::text("The approval call was refused.").when_last_tool_result_contains("status=401"))
+            .rule(
+                Rule::text("The approval call was refused.")
+                    .when_last_tool_result_contains("status=401"),
+            )
             .rule(Rule::text("The approval call was NOT refused.").when_after_tool_result("shell"))
             .rule(
                 Rule::tool_call("shell", json!({"command": command}).to_string())
@@ -309,7 +345,10 @@ async fn the_agents_shell_cannot_approve_its_own_pending_request() {
     );
     let shell_chat = ChatKey::studio("shell");
     let mut shell_outputs = studio.harness.listen(&shell_chat).await.unwrap();
-    studio.harness.send("ada", &shell_chat, "approve it").unwrap();
+    studio
+        .harness
+        .send("ada", &shell_chat, "approve it")
+        .unwrap();
     // The shell itself is gated; the operator lets this one command run, so that it really
     // reaches Studio's guard.
     let shell_approval = studio.pending("shell").await;
@@ -327,7 +366,11 @@ async fn the_agents_shell_cannot_approve_its_own_pending_request() {
 
     // The write is still waiting for the operator, and nobody but the operator decides it.
     let list = studio
-        .authed(reqwest::Method::GET, "/api/v1/approvals?status=pending", None)
+        .authed(
+            reqwest::Method::GET,
+            "/api/v1/approvals?status=pending",
+            None,
+        )
         .await;
     let still: Vec<&str> = list["approvals"]
         .as_array()
@@ -371,7 +414,10 @@ async fn the_token_file_is_private_reused_and_replaced_when_others_could_read_it
     let path = data_dir.join("studio.token");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    assert_eq!(access::local_token(&data_dir).unwrap().expose(), studio.token);
+    assert_eq!(
+        access::local_token(&data_dir).unwrap().expose(),
+        studio.token
+    );
     let first = studio.token.clone();
     let Studio { harness, llm, .. } = studio;
     let dir = harness.stop().await;
@@ -398,7 +444,10 @@ async fn the_token_file_is_private_reused_and_replaced_when_others_could_read_it
     assert_ne!(studio.token, first);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    assert_eq!(access::local_token(&data_dir).unwrap().expose(), studio.token);
+    assert_eq!(
+        access::local_token(&data_dir).unwrap().expose(),
+        studio.token
+    );
     let old = studio
         .http
         .get(format!("{}/api/v1/overview", studio.base))
@@ -456,7 +505,12 @@ async fn metrics_check_the_host_and_need_the_metrics_token_when_one_is_set() {
     let (status, text) = get(&studio, None, Some("wrong-token")).await;
     assert_eq!(status, 401, "{text}");
     assert!(!text.contains(metrics_token));
-    let (status, _) = get(&studio, Some("rebind.attacker.example"), Some(metrics_token)).await;
+    let (status, _) = get(
+        &studio,
+        Some("rebind.attacker.example"),
+        Some(metrics_token),
+    )
+    .await;
     assert_eq!(status, 421, "the Host check comes first");
     let (status, text) = get(&studio, None, Some(metrics_token)).await;
     assert_eq!(status, 200, "{text}");
@@ -476,11 +530,10 @@ async fn metrics_check_the_host_and_need_the_metrics_token_when_one_is_set() {
     let dir = ScratchDir::new("studio-auth-config").unwrap();
     write_config(
         dir.path(),
-        &config_toml(
-            "http://127.0.0.1:9/v1",
-            "",
-        )
-        .replace("[studio]\n", "[studio]\nmetrics_token_env = \"PROMETHEUS_TOKEN\"\n"),
+        &config_toml("http://127.0.0.1:9/v1", "").replace(
+            "[studio]\n",
+            "[studio]\nmetrics_token_env = \"PROMETHEUS_TOKEN\"\n",
+        ),
         &[agent_toml("ada", "")],
     )
     .unwrap();
@@ -516,12 +569,21 @@ fn the_real_binary_prints_no_login_link_without_a_terminal() {
     assert!(status.success(), "{status:?}");
     assert!(!log.is_empty());
     for line in &log {
-        assert!(!line.contains("/login?token="), "a login link was printed: {line}");
-        assert!(!line.contains(token.expose()), "the token reached the log: {line}");
+        assert!(
+            !line.contains("/login?token="),
+            "a login link was printed: {line}"
+        );
+        assert!(
+            !line.contains(token.expose()),
+            "the token reached the log: {line}"
+        );
     }
     // The operator still gets a link on demand.
     let output = std::process::Command::new(binary)
-        .args(["--config", &dir.path().join("clawvisor.toml").display().to_string()])
+        .args([
+            "--config",
+            &dir.path().join("clawvisor.toml").display().to_string(),
+        ])
         .arg("studio-link")
         .output()
         .unwrap();

@@ -13,8 +13,8 @@
 //!     link (`clawvisor studio-link`, or printed at boot when the daemon runs in a terminal);
 //!   - a client with an access token (`Authorization: Bearer <token>`, constant-time compared):
 //!     the local token in `<data_dir>/studio.token` ([`super::token_file`], what commands on the
-//!     server use), or the one configured with `[studio] token_env`.
-//!   Anything else is refused with 401.
+//!     server use), or the one configured with `[studio] token_env`;
+//!   - anything else is refused with 401.
 //! - Mutations (anything but GET/HEAD): an `Origin` must be one of the allowed hosts and
 //!   `Sec-Fetch-Site: cross-site` is refused; a session's mutation must also carry its CSRF token
 //!   in `X-CSRF-Token`.

@@ -174,10 +174,7 @@ mod tests {
         assert_eq!(created.expose().len(), 64);
         let again = load_or_create(dir.path()).unwrap();
         assert_eq!(again.expose(), created.expose(), "re-used across restarts");
-        assert_eq!(
-            local_token(dir.path()).unwrap().expose(),
-            created.expose()
-        );
+        assert_eq!(local_token(dir.path()).unwrap().expose(), created.expose());
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -206,7 +203,11 @@ mod tests {
             assert!(!message.contains(first.expose()), "{message}");
         }
         let replaced = load_or_create(dir.path()).unwrap();
-        assert_ne!(replaced.expose(), first.expose(), "a token that may have leaked is rotated");
+        assert_ne!(
+            replaced.expose(),
+            first.expose(),
+            "a token that may have leaked is rotated"
+        );
         let metadata = std::fs::metadata(&path).unwrap();
         assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
         assert_eq!(local_token(dir.path()).unwrap().expose(), replaced.expose());
@@ -235,7 +236,12 @@ mod tests {
         // The daemon replaces the link itself, not what it points to.
         let token = load_or_create(dir.path()).unwrap();
         assert_ne!(token.expose(), "a".repeat(64));
-        assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_file());
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
         assert_eq!(
             std::fs::read_to_string(&elsewhere).unwrap(),
             format!("{}\n", "a".repeat(64))

@@ -30,7 +30,7 @@ pub enum TokenFileError {
     )]
     Missing { path: PathBuf },
     #[error(
-        "{path} can be read by other users (mode {mode:03o}), so the token may have leaked: delete the file and restart the daemon for a new one (it is created with mode 600)"
+        "{path} can be read or changed by other users (mode {mode:03o}), so the token may have leaked: delete the file and restart the daemon for a new one (it is created with mode 600)"
     )]
     Exposed { path: PathBuf, mode: u32 },
     #[error(

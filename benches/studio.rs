@@ -91,8 +91,21 @@ async fn latencies(http: &reqwest::Client, url: &str) -> Vec<Duration> {
     samples
 }
 
+/// A client that sends the daemon's local access token, as scripts on the server do.
+fn studio_client(harness: &Harness) -> reqwest::Client {
+    let token = harness.daemon().studio_token().expect("Studio runs");
+    reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", token.expose()).parse().unwrap(),
+        )]))
+        .build()
+        .expect("a client")
+}
+
 /// 50 clients on `/api/v1/events`; each publish's time to reach every client.
 async fn fan_out(harness: &Harness, base: &str) -> (Vec<Duration>, u64) {
+    let http = studio_client(harness);
     let published: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let mut clients = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -100,8 +113,9 @@ async fn fan_out(harness: &Harness, base: &str) -> (Vec<Duration>, u64) {
         let url = format!("{base}/api/v1/events");
         let published = published.clone();
         let ready = ready_tx.clone();
+        let http = http.clone();
         clients.push(tokio::spawn(async move {
-            let response = reqwest::get(&url).await.expect("sse");
+            let response = http.get(&url).send().await.expect("sse");
             let mut body = response.bytes_stream();
             let mut buffer = String::new();
             let mut samples = Vec::new();
@@ -173,7 +187,7 @@ fn studio(c: &mut Criterion) {
             .expect("studio");
         (harness, format!("http://{addr}"))
     });
-    let http = reqwest::Client::new();
+    let http = studio_client(&harness);
     rt.block_on(async {
         println!("studio: {RUNS} runs (30,000 steps, 10,000 cost rows) in the database");
         for (name, path) in [

@@ -37,6 +37,8 @@ pub enum DaemonError {
     Boot(String),
     #[error("the supervision tree failed: {0}")]
     RootFailed(String),
+    #[error("{0}")]
+    StudioToken(#[from] crate::studio::token_file::TokenFileError),
 }
 
 impl DaemonError {
@@ -46,6 +48,8 @@ impl DaemonError {
             // Restarting cannot fix a database newer than the binary.
             DaemonError::Store(StoreError::NewerSchema { .. }) => EXIT_CONFIG,
             DaemonError::Store(StoreError::DataDir { .. }) => EXIT_CONFIG,
+            // The data directory cannot hold the Studio token file: a permissions problem.
+            DaemonError::StudioToken(_) => EXIT_CONFIG,
             _ => 1,
         }
     }
@@ -62,6 +66,8 @@ pub struct Daemon {
     studio_bound: watch::Receiver<Option<SocketAddr>>,
     /// What Studio's handlers reach (tests call `studio::router` with it in-process).
     studio: crate::studio::StudioState,
+    /// The local access token, when Studio runs.
+    studio_token: Option<crate::secrets::Secret>,
     boot_id: i64,
 }
 
@@ -152,6 +158,18 @@ pub async fn start_with(
         );
     }
 
+    // Commands on the server call Studio with the token in this file (`studio::token_file`).
+    let studio_token = if options.studio {
+        let data_dir = config.data_dir.clone();
+        let token = tokio::task::spawn_blocking(move || {
+            crate::studio::token_file::load_or_create(&data_dir)
+        })
+        .await
+        .map_err(|_| DaemonError::Boot("creating the Studio token file panicked".into()))??;
+        Some(token)
+    } else {
+        None
+    };
     let registry = Registry::new();
     let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
@@ -165,6 +183,7 @@ pub async fn start_with(
         agents,
         options,
         boot_ms: started_ms,
+        studio_token,
     };
     let studio = root::studio_state(&context);
     let (root, root_task) = root::spawn(&context)
@@ -211,6 +230,7 @@ pub async fn start_with(
         root_task,
         studio_bound,
         studio,
+        studio_token: context.studio_token.clone(),
         boot_id,
     })
 }
@@ -341,14 +361,22 @@ pub async fn run(
     let public_url = loaded.config.studio.public_url.clone();
     let studio = loaded.config.studio_addr();
     let daemon = start(loaded).await?;
-    // The one-time login link for Studio, printed (not logged) once Studio listens.
+    // A one-time login link for Studio, printed (never logged) once Studio listens — only to a
+    // terminal: under a service manager stdout goes to the journal, where a link would outlive
+    // the boot and be readable by whoever reads the logs.
     if let Some(addr) = daemon.studio_addr(Duration::from_secs(10)).await {
         let base = crate::studio::access::base_url(&public_url, addr);
-        match crate::studio::access::login_link(&daemon.store, &base, "boot").await {
-            Ok(link) => println!(
-                "Studio: open {link} to log in (works once, for 15 minutes; `clawvisor studio-link` makes another)"
-            ),
-            Err(error) => tracing::warn!(%error, "could not create a Studio login link"),
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            match crate::studio::access::login_link(&daemon.store, &base, "boot").await {
+                Ok(link) => println!(
+                    "Studio: open {link} to log in (works once, for 15 minutes; `clawvisor studio-link` makes another)"
+                ),
+                Err(error) => tracing::warn!(%error, "could not create a Studio login link"),
+            }
+        } else {
+            tracing::info!(
+                "Studio is at {base}: run `clawvisor studio-link` on the server to get a login link"
+            );
         }
     } else if studio.port() != 0 {
         tracing::warn!(
@@ -371,6 +399,12 @@ impl Daemon {
 
     pub fn studio_state(&self) -> crate::studio::StudioState {
         self.studio.clone()
+    }
+
+    /// The local access token (`<data_dir>/studio.token`) that Studio accepts as
+    /// `Authorization: Bearer`; `None` when Studio does not run.
+    pub fn studio_token(&self) -> Option<crate::secrets::Secret> {
+        self.studio_token.clone()
     }
 
     pub fn root(&self) -> &ActorRef<SupervisorMsg> {

@@ -3458,7 +3458,21 @@ mod studio_target {
                 "tools = [\"write_file\", \"current_time\"]\nautonomy = \"require_approval\"",
             )];
             let harness = Harness::start(options).await.expect("daemon");
-            let router = clawvisor::studio::router(harness.daemon().studio_state());
+            // A request that brings no credentials of its own gets the daemon's local access
+            // token, so that the inputs reach the handlers and not only the guard.
+            let token = harness.daemon().studio_token().expect("Studio runs");
+            let bearer: axum::http::HeaderValue = format!("Bearer {}", token.expose())
+                .parse()
+                .expect("a hex token is a valid header value");
+            let router = clawvisor::studio::router(harness.daemon().studio_state()).layer(
+                axum::middleware::map_request(move |mut request: axum::extract::Request| {
+                    let headers = request.headers_mut();
+                    if !headers.contains_key("authorization") && !headers.contains_key("cookie") {
+                        headers.insert("authorization", bearer.clone());
+                    }
+                    async move { request }
+                }),
+            );
             Studio {
                 harness,
                 _llm: llm,

@@ -233,7 +233,15 @@ async fn a_passed_deadline_expires_the_contract_and_a_cancel_stops_the_delegate(
         .studio_addr(Duration::from_secs(10))
         .await
         .unwrap();
-    let http = reqwest::Client::new();
+    // Scripts on the server send the daemon's local access token.
+    let token = harness.daemon().studio_token().expect("Studio runs");
+    let http = reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", token.expose()).parse().unwrap(),
+        )]))
+        .build()
+        .unwrap();
     let cancelled = http
         .post(format!("http://{addr}/api/v1/handoffs/{id}/cancel"))
         .send()

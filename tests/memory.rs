@@ -520,7 +520,15 @@ async fn studio_reviews_searches_and_governs_memory() {
         .studio_addr(std::time::Duration::from_secs(10))
         .await
         .unwrap();
-    let http = reqwest::Client::new();
+    // Scripts on the server send the daemon's local access token.
+    let token = w.harness.daemon().studio_token().expect("Studio runs");
+    let http = reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", token.expose()).parse().unwrap(),
+        )]))
+        .build()
+        .unwrap();
     let base = format!("http://{addr}/api/v1/memory");
     let review: serde_json::Value = http.get(&base).send().await.unwrap().json().await.unwrap();
     assert_eq!(

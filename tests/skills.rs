@@ -315,6 +315,10 @@ async fn studio_toggles_skills_live_and_they_persist() {
             .method("PATCH")
             .uri(format!("/api/v1/agents/ada/skills/{skill}"))
             .header("host", "127.0.0.1")
+            .header(
+                "authorization",
+                format!("Bearer {}", state.access.tokens[0].expose()),
+            )
             .header("content-type", "application/json")
             .body(Body::from(
                 serde_json::json!({"enabled": enabled}).to_string(),
@@ -398,6 +402,10 @@ async fn studio_toggles_skills_live_and_they_persist() {
             axum::http::Request::builder()
                 .uri("/api/v1/skills")
                 .header("host", "127.0.0.1")
+                .header(
+                    "authorization",
+                    format!("Bearer {}", state.access.tokens[0].expose()),
+                )
                 .body(Body::empty())
                 .unwrap(),
         )

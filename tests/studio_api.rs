@@ -21,7 +21,10 @@ struct Studio {
     harness: Harness,
     _llm: ScriptedLlm,
     base: String,
+    /// A client without credentials (requests add the token, a cookie or nothing).
     http: reqwest::Client,
+    /// The daemon's local access token (`<data_dir>/studio.token`), as scripts on the server send it.
+    token: String,
     /// Every runtime event since the daemon started (subscribed before any request).
     events: broadcast::Receiver<RuntimeEvent>,
     seen: Vec<RuntimeEvent>,
@@ -53,11 +56,18 @@ impl Studio {
             .studio_addr(Duration::from_secs(10))
             .await
             .expect("studio bound");
+        let token = harness
+            .daemon()
+            .studio_token()
+            .expect("Studio runs")
+            .expose()
+            .to_string();
         Studio {
             harness,
             _llm: llm,
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
+            token,
             events,
             seen: Vec::new(),
         }
@@ -109,6 +119,7 @@ impl Studio {
         let response = self
             .http
             .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
             .send()
             .await
             .unwrap();
@@ -120,6 +131,7 @@ impl Studio {
         let response = self
             .http
             .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
             .json(&body)
             .send()
             .await
@@ -419,13 +431,17 @@ async fn the_guard_refuses_foreign_hosts_cross_site_mutations_and_missing_tokens
         BTreeMap::from([("CLAWVISOR_STUDIO_TOKEN".to_string(), token.to_string())]),
     )
     .await;
-    let (status, body) = studio.get("/api/v1/approvals").await;
-    assert_eq!(status, 401);
-    assert!(
-        !body.to_string().contains(token),
-        "the token is never echoed"
-    );
-    for (token, expected) in [("wrong", 401), (token, 200)] {
+    let response = studio
+        .http
+        .get(format!("{}/api/v1/approvals", studio.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    let body = response.text().await.unwrap();
+    assert!(!body.contains(token), "the token is never echoed");
+    // The configured token and the local token file's are both accepted; nothing else is.
+    for (token, expected) in [("wrong", 401), (token, 200), (&studio.token, 200)] {
         let response = studio
             .http
             .get(format!("{}/api/v1/approvals", studio.base))
@@ -479,9 +495,11 @@ fn write_skill(root: &std::path::Path, folder: &str, text: &str) {
 /// Calls the API in-process with `state` (to give Studio an agent that does not run).
 async fn call(state: clawvisor::studio::StudioState, path: &str) -> (u16, Value) {
     use tower::ServiceExt;
+    let token = format!("Bearer {}", state.access.tokens[0].expose());
     let request = axum::http::Request::builder()
         .uri(path)
         .header("host", "127.0.0.1")
+        .header("authorization", token)
         .body(axum::body::Body::empty())
         .unwrap();
     let response = clawvisor::studio::router(state)
@@ -617,6 +635,10 @@ async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys
                 .method("PATCH")
                 .uri("/api/v1/agents/ada/skills/journal")
                 .header("host", "127.0.0.1")
+                .header(
+                    "authorization",
+                    format!("Bearer {}", state.access.tokens[0].expose()),
+                )
                 .header("content-type", "application/json")
                 .body(axum::body::Body::from(r#"{"enabled": true}"#))
                 .unwrap(),

@@ -274,10 +274,20 @@ async fn world() -> World {
         .studio_addr(Duration::from_secs(10))
         .await
         .expect("studio bound");
+    // Scripts on the server call the API with the daemon's local access token.
+    let token = harness.daemon().studio_token().expect("Studio runs");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", token.expose()).parse().unwrap(),
+    );
     World {
         world,
         base: format!("http://{addr}"),
-        http: reqwest::Client::new(),
+        http: reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap(),
     }
 }
 

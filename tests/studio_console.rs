@@ -1,7 +1,7 @@
 //! Studio's JSON API called in-process (`tower::ServiceExt::oneshot` on `studio::router`) with
 //! the state of a real daemon: every route answers, validation errors and unknown ids answer in
 //! the one error shape, the login link → cookie → CSRF flow works, browsers without a session and
-//! callers without the token (when one is configured) are refused, and Host/Origin checks hold.
+//! callers without a token are refused, and Host/Origin checks hold.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +52,8 @@ impl Console {
         }
     }
 
-    /// A request as a script on the same machine sends it (no browser headers).
+    /// A request as a script on the same machine sends it (no browser headers), without
+    /// credentials.
     fn request(method: Method, path: &str, body: Option<Value>) -> Request<Body> {
         let builder = Request::builder()
             .method(method)
@@ -67,6 +68,16 @@ impl Console {
         }
     }
 
+    /// The same request with the daemon's local access token, as a script on the server sends it.
+    fn authed(&self, method: Method, path: &str, body: Option<Value>) -> Request<Body> {
+        let mut request = Self::request(method, path, body);
+        let token = format!("Bearer {}", self.state.access.tokens[0].expose());
+        request
+            .headers_mut()
+            .insert(header::AUTHORIZATION, token.parse().unwrap());
+        request
+    }
+
     async fn send_with(&self, state: StudioState, request: Request<Body>) -> (u16, Value) {
         let response = studio::router(state).oneshot(request).await.unwrap();
         let status = response.status().as_u16();
@@ -79,7 +90,7 @@ impl Console {
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.send_with(self.state.clone(), Self::request(method, path, body))
+        self.send_with(self.state.clone(), self.authed(method, path, body))
             .await
     }
 }
@@ -584,6 +595,10 @@ async fn bad_input_gets_a_400_that_says_what_to_fix() {
         .method(Method::POST)
         .uri("/api/v1/schedules/preview")
         .header(header::HOST, "localhost")
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", console.state.access.tokens[0].expose()),
+        )
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from("{not json"))
         .unwrap();
@@ -779,7 +794,8 @@ async fn off_loopback_every_api_call_needs_the_token_but_probes_do_not() {
     let token = "an-access-token-of-the-operator-0123456789";
     let mut state = console.state.clone();
     state.access = Arc::new(access::Access::new(
-        Some(clawvisor::secrets::Secret::new(token)),
+        vec![clawvisor::secrets::Secret::new(token)],
+        None,
         "0.0.0.0:7070".parse().unwrap(),
         "https://home.example",
     ));
@@ -807,17 +823,34 @@ async fn off_loopback_every_api_call_needs_the_token_but_probes_do_not() {
     );
     let (status, value) = console.send_with(state.clone(), request).await;
     assert_eq!(status, 200, "{value}");
-    for probe in ["/healthz", "/metrics"] {
-        let (status, _) = console
-            .send_with(state.clone(), Console::request(Method::GET, probe, None))
-            .await;
-        assert_eq!(status, 200, "{probe}");
-    }
+    let (status, _) = console
+        .send_with(
+            state.clone(),
+            Console::request(Method::GET, "/healthz", None),
+        )
+        .await;
+    assert_eq!(status, 200, "the health probe needs nothing");
+    // Off loopback `/metrics` needs a token too (here no metrics token is set: the access token).
+    let (status, value) = console
+        .send_with(
+            state.clone(),
+            Console::request(Method::GET, "/metrics", None),
+        )
+        .await;
+    assert_eq!(status, 401, "{value}");
+    let mut request = Console::request(Method::GET, "/metrics", None);
+    request.headers_mut().insert(
+        header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    let (status, value) = console.send_with(state.clone(), request).await;
+    assert_eq!(status, 200, "{value}");
     // Cookies are Secure when Studio is reached over https.
     assert!(state.access.session_cookie("x", 60).contains("Secure"));
     // Off loopback with no token at all (config refuses this; the guard does not rely on it), a
     // local-looking client without a session still gets nothing.
     state.access = Arc::new(access::Access::new(
+        Vec::new(),
         None,
         "0.0.0.0:7070".parse().unwrap(),
         "",
@@ -837,7 +870,7 @@ async fn chat_streams_the_answer_and_events_stream_live() {
     let console = Console::start().await;
     // The live stream: a hello, then what the bus carries.
     let response = studio::router(console.state.clone())
-        .oneshot(Console::request(Method::GET, "/api/v1/events", None))
+        .oneshot(console.authed(Method::GET, "/api/v1/events", None))
         .await
         .unwrap();
     assert_eq!(
@@ -867,7 +900,7 @@ async fn chat_streams_the_answer_and_events_stream_live() {
 
     // Chat: partial texts, then the final answer with its run.
     let response = studio::router(console.state.clone())
-        .oneshot(Console::request(
+        .oneshot(console.authed(
             Method::POST,
             "/api/v1/agents/ada/chat",
             Some(json!({"text": "hello", "chat": "console-test"})),
@@ -895,7 +928,7 @@ async fn chat_streams_the_answer_and_events_stream_live() {
     );
     // A tool that needs approval shows as a tool card state before the final answer.
     let response = studio::router(console.state.clone())
-        .oneshot(Console::request(
+        .oneshot(console.authed(
             Method::POST,
             "/api/v1/agents/ada/chat",
             Some(json!({"text": "please write the note", "chat": "console-test"})),

@@ -50,6 +50,8 @@ pub struct RootContext {
     pub options: crate::daemon::StartOptions,
     /// When the daemon started (bots ignore updates sent long before it).
     pub boot_ms: i64,
+    /// The local access token (`<data_dir>/studio.token`), when Studio runs.
+    pub studio_token: Option<crate::secrets::Secret>,
 }
 
 /// Spawns one linked actor under its registered name and returns its cell.
@@ -418,9 +420,15 @@ pub fn studio_state(context: &RootContext) -> StudioState {
     StudioState {
         access: Arc::new(crate::studio::access::Access::new(
             context
+                .studio_token
+                .iter()
+                .chain(context.loaded.secrets.get(&config.studio.token_env))
+                .cloned()
+                .collect(),
+            context
                 .loaded
                 .secrets
-                .get(&config.studio.token_env)
+                .get(config.studio.metrics_token_env.trim())
                 .cloned(),
             config.studio_addr(),
             &config.studio.public_url,

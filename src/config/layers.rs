@@ -394,6 +394,7 @@ pub(super) fn load(
             .map(|t| t.token_env.as_str()),
     );
     wanted.push(config.studio.token_env.as_str());
+    wanted.push(config.studio.metrics_token_env.as_str());
     wanted.extend(
         config
             .mcp
@@ -420,6 +421,16 @@ pub(super) fn load(
             format!(
                 "Studio binds to {bind}, which is not loopback, so it needs an access token: set the environment variable `{}` (or bind to 127.0.0.1)",
                 config.studio.token_env
+            ),
+        ));
+    }
+    let metrics_token_env = config.studio.metrics_token_env.trim();
+    if !metrics_token_env.is_empty() && !secrets.contains_key(metrics_token_env) {
+        return Err(ConfigError::key(
+            override_origin("studio.metrics_token_env").unwrap_or_else(|| origin.clone()),
+            "[studio].metrics_token_env",
+            format!(
+                "`/metrics` needs the token in the environment variable `{metrics_token_env}`, which is not set: set it, or remove the key"
             ),
         ));
     }

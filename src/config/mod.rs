@@ -96,10 +96,14 @@ impl Default for LogConfig {
 pub struct StudioConfig {
     /// Address Studio listens on. Anything but loopback requires a token.
     pub bind: String,
-    /// Environment variable holding the Studio access token (required off loopback).
+    /// Environment variable holding the Studio access token (required off loopback). The token
+    /// in `<data_dir>/studio.token` is always accepted too.
     pub token_env: String,
     /// The URL operators use to reach Studio, for links printed at boot (default: from `bind`).
     pub public_url: String,
+    /// Environment variable holding a token `/metrics` requires (empty: `/metrics` is open on a
+    /// loopback bind without `public_url`, else it needs an access token).
+    pub metrics_token_env: String,
 }
 
 impl Default for StudioConfig {
@@ -108,6 +112,7 @@ impl Default for StudioConfig {
             bind: "127.0.0.1:7070".into(),
             token_env: "CLAWVISOR_STUDIO_TOKEN".into(),
             public_url: String::new(),
+            metrics_token_env: String::new(),
         }
     }
 }

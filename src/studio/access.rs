@@ -1,22 +1,30 @@
 //! Who may use Studio: the Host check, the login (one-time link → session cookie), the access
-//! token, and the CSRF rules.
+//! tokens, and the CSRF rules. Nothing is granted by position: not by a loopback peer address,
+//! not by a missing `Origin`, not by `X-Forwarded-For`, `Forwarded` or `X-Real-IP` (none of
+//! them is read). Any local user, MCP server or agent shell can open a TCP connection to a
+//! loopback port, and behind a reverse proxy every caller arrives from loopback.
 //!
 //! - Host: the `Host` header must name loopback or one of the configured names (the bind address,
 //!   `public_url`'s host) — a page on another site cannot reach a loopback daemon through DNS
-//!   rebinding. Checked on every route but the health probes.
-//! - Who is calling ([`Caller`]):
+//!   rebinding. Checked on every route but the health probes, `/metrics` included.
+//! - Who is calling ([`Caller`]), on every API route (the OpenAI-compatible gateway and the event
+//!   stream included):
 //!   - a browser session: the `clawvisor_session` cookie, set by `/login?token=...` from a one-time
-//!     link (printed at boot and by `clawvisor studio-link`);
-//!   - a script with the access token (`Authorization: Bearer <token>`, constant-time compared);
-//!   - on loopback with no token configured, a non-browser client (no `Origin`, no
-//!     `Sec-Fetch-Site`: curl, an OpenAI SDK) is let in as `open`. A browser request without a
-//!     session is always refused, so a page the operator happens to visit cannot use the API.
+//!     link (`clawvisor studio-link`, or printed at boot when the daemon runs in a terminal);
+//!   - a client with an access token (`Authorization: Bearer <token>`, constant-time compared):
+//!     the local token in `<data_dir>/studio.token` ([`super::token_file`], what commands on the
+//!     server use), or the one configured with `[studio] token_env`;
+//!   - anything else is refused with 401.
 //! - Mutations (anything but GET/HEAD): an `Origin` must be one of the allowed hosts and
 //!   `Sec-Fetch-Site: cross-site` is refused; a session's mutation must also carry its CSRF token
 //!   in `X-CSRF-Token`.
+//! - `/metrics` ([`metrics_guard`]): with `[studio] metrics_token_env` set, its token (or an access
+//!   token) as Bearer; without it, open only on a loopback bind with no `public_url` (a local
+//!   Prometheus scraper needs nothing), else an access token.
 //!
-//! `/healthz`, `/readyz` and `/metrics` are outside the guard: probes carry no credentials. The
-//! console's static files are public (they hold no data).
+//! `/healthz` and `/readyz` are outside the guard: probes carry no credentials, and they say only
+//! "ok", "starting" or which actor is not ready. The console's static files are public (they hold
+//! no data).
 
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -33,18 +41,22 @@ pub const SESSION_COOKIE: &str = "clawvisor_session";
 /// The header a session's mutations carry their CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
+pub use super::token_file::{TokenFileError, local_token};
+
 /// What the guard checks against. Built once from the config.
 #[derive(Debug, Default)]
 pub struct Access {
-    /// The Studio access token, when one is configured.
-    pub token: Option<Secret>,
+    /// Every token accepted as `Authorization: Bearer`: the token file's and the configured one.
+    pub tokens: Vec<Secret>,
+    /// The token `/metrics` accepts besides the access tokens (`[studio] metrics_token_env`).
+    pub metrics_token: Option<Secret>,
     /// Host names (without port) accepted besides loopback.
     pub hosts: Vec<String>,
     /// Studio is reached over https (`public_url`): cookies are marked `Secure`.
     pub secure_cookies: bool,
-    /// Studio listens on loopback only: without a token, local non-browser clients may call
-    /// the API. Off loopback every call needs the token or a session, whatever the config says.
-    pub loopback_bind: bool,
+    /// `/metrics` answers without a token: Studio binds to loopback, no `public_url` says a proxy
+    /// forwards to it, and no metrics token is configured.
+    pub metrics_open: bool,
 }
 
 /// Who a request comes from (put in the request's extensions by the guard).
@@ -52,10 +64,8 @@ pub struct Access {
 pub enum Caller {
     /// A logged-in browser; its CSRF token.
     Session { csrf: String },
-    /// A client with the access token.
+    /// A client with an access token.
     Token,
-    /// A local non-browser client on a loopback Studio without a token.
-    Open,
 }
 
 impl Caller {
@@ -63,14 +73,19 @@ impl Caller {
         match self {
             Caller::Session { .. } => "cookie",
             Caller::Token => "token",
-            Caller::Open => "open",
         }
     }
 }
 
 impl Access {
-    /// From the bind address and the public URL (either may add a host name).
-    pub fn new(token: Option<Secret>, bind: std::net::SocketAddr, public_url: &str) -> Access {
+    /// From the accepted access tokens, the metrics token, the bind address and the public URL
+    /// (either may add a host name).
+    pub fn new(
+        tokens: Vec<Secret>,
+        metrics_token: Option<Secret>,
+        bind: std::net::SocketAddr,
+        public_url: &str,
+    ) -> Access {
         let mut hosts = Vec::new();
         if !bind.ip().is_unspecified() && !bind.ip().is_loopback() {
             hosts.push(bind.ip().to_string());
@@ -82,11 +97,14 @@ impl Access {
         {
             hosts.push(host.trim_matches(['[', ']']).to_ascii_lowercase());
         }
+        let metrics_open =
+            metrics_token.is_none() && bind.ip().is_loopback() && public_url.trim().is_empty();
         Access {
-            token,
+            tokens,
+            metrics_token,
             hosts,
             secure_cookies: public.is_some_and(|url| url.scheme() == "https"),
-            loopback_bind: bind.ip().is_loopback(),
+            metrics_open,
         }
     }
 
@@ -95,15 +113,15 @@ impl Access {
         matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") || self.hosts.contains(&name)
     }
 
-    /// `Some(true)`: the right token; `Some(false)`: a wrong one; `None`: none given.
-    fn bearer(&self, headers: &HeaderMap) -> Option<bool> {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))?;
-        Some(self.token.as_ref().is_some_and(|token| {
-            constant_time_eq(given.trim().as_bytes(), token.expose().as_bytes())
-        }))
+    /// `Some(true)`: an accepted token; `Some(false)`: a wrong one; `None`: none given.
+    fn bearer(&self, headers: &HeaderMap, also: Option<&Secret>) -> Option<bool> {
+        let given = bearer_token(headers)?;
+        Some(
+            self.tokens
+                .iter()
+                .chain(also)
+                .any(|token| constant_time_eq(given.as_bytes(), token.expose().as_bytes())),
+        )
     }
 
     /// The `Set-Cookie` value for a new session.
@@ -126,6 +144,15 @@ fn host_name(host: &str) -> String {
             .map_or(host, |(name, _)| name)
     };
     name.to_ascii_lowercase()
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if the request has one.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -170,7 +197,10 @@ fn request_host(request: &Request) -> &str {
 }
 
 const WRONG_HOST: &str = "this Host is not served here; use the address Studio is configured with";
-const LOG_IN: &str = "not logged in: open the login link printed when the daemon started, or run `clawvisor studio-link` on the server for a new one";
+const LOG_IN: &str =
+    "not logged in: run `clawvisor studio-link` on the server and open the login link it prints";
+const NO_TOKEN: &str = "missing access token: send `Authorization: Bearer <token>` with the token in <data_dir>/studio.token (or the one in [studio] token_env), or log in with `clawvisor studio-link`";
+const WRONG_TOKEN: &str = "wrong access token (Authorization: Bearer ...)";
 
 /// The middleware in front of every API route.
 pub async fn guard(State(state): State<StudioState>, mut request: Request, next: Next) -> Response {
@@ -201,26 +231,13 @@ pub async fn guard(State(state): State<StudioState>, mut request: Request, next:
             );
         }
     }
-    let caller = match access.bearer(headers) {
+    let caller = match access.bearer(headers, None) {
         Some(true) => Caller::Token,
-        Some(false) => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "wrong access token (Authorization: Bearer ...)",
-            );
-        }
+        Some(false) => return refuse(StatusCode::UNAUTHORIZED, WRONG_TOKEN),
         None => match session(&state, headers).await {
             Ok(Some(csrf)) => Caller::Session { csrf },
-            Ok(None) if access.token.is_none() && access.loopback_bind && !from_browser => {
-                Caller::Open
-            }
             Ok(None) if from_browser => return refuse(StatusCode::UNAUTHORIZED, LOG_IN),
-            Ok(None) => {
-                return refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "missing access token (Authorization: Bearer ...), or log in with `clawvisor studio-link`",
-                );
-            }
+            Ok(None) => return refuse(StatusCode::UNAUTHORIZED, NO_TOKEN),
             Err(response) => return response,
         },
     };
@@ -239,6 +256,32 @@ pub async fn guard(State(state): State<StudioState>, mut request: Request, next:
     }
     request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// The middleware in front of `/metrics`: the Host check, then the metrics token or an access
+/// token, unless metrics are open (loopback bind, no `public_url`, no metrics token).
+pub async fn metrics_guard(
+    State(state): State<StudioState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let access = &state.access;
+    if !access.host_allowed(request_host(&request)) {
+        return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
+    }
+    match access.bearer(request.headers(), access.metrics_token.as_ref()) {
+        Some(true) => next.run(request).await,
+        Some(false) => refuse(StatusCode::UNAUTHORIZED, WRONG_TOKEN),
+        None if access.metrics_open => next.run(request).await,
+        None if access.metrics_token.is_some() => refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing metrics token: send `Authorization: Bearer <token>` with the token in [studio] metrics_token_env",
+        ),
+        None => refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing token: /metrics is open only on a loopback Studio without public_url; set [studio] metrics_token_env and send it as `Authorization: Bearer <token>`",
+        ),
+    }
 }
 
 /// The CSRF token of the request's live session, if it has one.
@@ -392,6 +435,7 @@ mod tests {
     #[test]
     fn loopback_and_configured_hosts_are_allowed_others_not() {
         let access = Access::new(
+            Vec::new(),
             None,
             "0.0.0.0:7070".parse().unwrap(),
             "https://home.example:8443/",
@@ -400,5 +444,20 @@ mod tests {
         assert!(access.host_allowed("home.example:8443"));
         assert!(!access.host_allowed("rebind.attacker.example:7070"));
         assert!(!access.host_allowed(""));
+    }
+
+    #[test]
+    fn metrics_are_open_only_on_a_loopback_bind_without_a_proxy_or_a_metrics_token() {
+        let open = |bind: &str, public_url: &str, token: Option<Secret>| {
+            Access::new(Vec::new(), token, bind.parse().unwrap(), public_url).metrics_open
+        };
+        assert!(open("127.0.0.1:7070", "", None));
+        assert!(!open("127.0.0.1:7070", "https://home.example", None));
+        assert!(!open("0.0.0.0:7070", "", None));
+        assert!(!open(
+            "127.0.0.1:7070",
+            "",
+            Some(Secret::new("a-metrics-token-0123456789"))
+        ));
     }
 }

@@ -19,6 +19,7 @@ pub mod memory;
 pub mod overview;
 pub mod runs;
 pub mod schedules;
+pub mod token_file;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,7 +130,13 @@ pub fn router(state: StudioState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(overview::metrics))
+        .route(
+            "/metrics",
+            get(overview::metrics).route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                access::metrics_guard,
+            )),
+        )
         .route("/login", get(access::login))
         .merge(api)
         .fallback(assets::asset)

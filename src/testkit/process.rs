@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 pub struct DaemonProcess {
     child: Child,
     lines: mpsc::Receiver<String>,
-    /// Every log line read so far.
+    /// Every line read so far: the log (stderr) and what the daemon printed (stdout).
     pub log: Vec<String>,
     pub studio: Option<String>,
 }
@@ -45,7 +45,7 @@ impl DaemonProcess {
             ])
             .args(["--log-format", "json", "serve"])
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (key, value) in env {
             command.env(key, value);
@@ -54,10 +54,19 @@ impl DaemonProcess {
             .spawn()
             .map_err(|error| format!("cannot start {binary}: {error}"))?;
         let stderr = child.stderr.take().ok_or("no stderr")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
         let (sender, lines) = mpsc::channel();
+        let printed = sender.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if printed.send(line).is_err() {
                     break;
                 }
             }

@@ -275,7 +275,7 @@ async fn world() -> World {
         .await
         .expect("studio bound");
     // Scripts on the server call the API with the daemon's local access token.
-    let token = harness.daemon().studio_token().expect("Studio runs");
+    let token = world.harness.daemon().studio_token().expect("Studio runs");
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
         reqwest::header::AUTHORIZATION,

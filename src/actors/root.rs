@@ -37,6 +37,34 @@ use crate::studio::StudioState;
 const STORE: &str = "store";
 const STUDIO: &str = "studio";
 
+/// Which parts of the tree run. `serve` runs everything; `chat` and `eval` run the agents without
+/// Studio, bots or the scheduler, so that a terminal session beside a running daemon never polls a
+/// bot token twice or fires a job twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartOptions {
+    pub studio: bool,
+    pub channels: bool,
+    pub scheduler: bool,
+}
+
+impl StartOptions {
+    pub fn serve() -> Self {
+        Self {
+            studio: true,
+            channels: true,
+            scheduler: true,
+        }
+    }
+
+    pub fn local_only() -> Self {
+        Self {
+            studio: false,
+            channels: false,
+            scheduler: false,
+        }
+    }
+}
+
 /// Everything the root's children are built from.
 #[derive(Clone)]
 pub struct RootContext {
@@ -47,7 +75,7 @@ pub struct RootContext {
     pub studio_bound: watch::Sender<Option<std::net::SocketAddr>>,
     /// One plan per agent: its runtime and built-in tools.
     pub agents: Vec<AgentPlan>,
-    pub options: crate::daemon::StartOptions,
+    pub options: StartOptions,
     /// When the daemon started (bots ignore updates sent long before it).
     pub boot_ms: i64,
     /// The local access token (`<data_dir>/studio.token`), when Studio runs.

@@ -147,9 +147,16 @@ pub fn main() -> ExitCode {
         Ok(loaded) => loaded,
         Err(error) => return config_error(&error),
     };
+    // Still single-threaded here (no logging thread, no runtime): the daemon's secrets leave its
+    // environment before anything could start a thread or a tool.
+    let protection = matches!(cli.command, Command::Serve | Command::Chat { .. })
+        .then(|| crate::secrets::protect_daemon_process(loaded.secrets.keys().map(String::as_str)));
     if let Err(message) = crate::logging::init(&loaded.config.log.level, loaded.config.log.format) {
         eprintln!("configuration error: {message}");
         return ExitCode::from(EXIT_CONFIG);
+    }
+    if let Some(protection) = protection {
+        protection.log();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

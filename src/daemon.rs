@@ -314,7 +314,9 @@ fn agent_skills(
         .filter(|server| server.enabled)
         .map(|server| server.name.clone())
         .collect();
-    let has_env = |name: &str| std::env::var_os(name).is_some();
+    // Secret variables were removed from the environment at start; they are in `loaded.secrets`.
+    let has_env =
+        |name: &str| loaded.secrets.contains_key(name) || std::env::var_os(name).is_some();
     let context = crate::skills::AgentContext {
         agent: &spec.name,
         tools: &spec.tools,

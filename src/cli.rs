@@ -343,14 +343,13 @@ async fn audit(loaded: &LoadedConfig, command: AuditCommand) -> ExitCode {
         Err(code) => return code,
     };
     let code = match command {
-        AuditCommand::Verify => match store.read(|conn| crate::audit::verify(conn, None)).await {
-            Ok(crate::audit::Verification::Valid { rows }) => {
-                println!("audit chain valid: {rows} entries");
-                ExitCode::SUCCESS
-            }
-            Ok(crate::audit::Verification::Broken { row, reason }) => {
-                println!("audit chain BROKEN at row {row}: {reason}");
-                ExitCode::FAILURE
+        AuditCommand::Verify => match store.read(|conn| crate::audit::verify_report(conn, None)).await {
+            Ok(report) => {
+                report.lines().iter().for_each(|line| println!("{line}"));
+                match report.verification {
+                    crate::audit::Verification::Valid { .. } => ExitCode::SUCCESS,
+                    crate::audit::Verification::Broken { .. } => ExitCode::FAILURE,
+                }
             }
             Err(error) => {
                 eprintln!("cannot read the audit log: {error}");

@@ -126,21 +126,11 @@ pub async fn start_with(
             )
         })
         .await?;
-    // The tail of the audit chain is checked at every boot (the whole chain: `clawvisor audit verify`).
-    let audit_state = store
-        .read(|conn| crate::audit::verify(conn, Some(1_000)))
-        .await;
-    let audit_warning = match audit_state {
-        Ok(crate::audit::Verification::Broken { row, reason }) => {
-            let text = format!(
-                "the audit log is broken at row {row}: {reason}; run `clawvisor audit verify`"
-            );
-            tracing::error!("{text}");
-            Some(text)
-        }
-        Ok(crate::audit::Verification::Valid { .. }) => None,
-        Err(error) => Some(format!("the audit log could not be checked: {error}")),
-    };
+    // The tail of the audit chain and its anchors are checked at every boot (the whole chain:
+    // `clawvisor audit verify`); without a usable key nothing could be audited, so no boot.
+    let audit_warning = crate::audit::boot_check(&store)
+        .await
+        .map_err(DaemonError::Boot)?;
     let unclean = store
         .read(move |conn| crate::store::events::unclean_stops(conn, boot_id))
         .await

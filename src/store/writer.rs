@@ -5,6 +5,10 @@
 //! answers each job. A job that returns an error or panics is rolled back to its savepoint and
 //! answered with its error; the others commit. If the commit itself fails (disk full, I/O error)
 //! every job of the batch is answered with that error and nothing of the batch is kept.
+//!
+//! The audit log's seal lives on this thread: its key is loaded (or created) before the first job,
+//! and after each commit that appended audit rows the head outside the database is advanced
+//! (`crate::audit`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
@@ -110,6 +114,7 @@ impl WriterHandle {
 }
 
 fn run(conn: Connection, receiver: mpsc::Receiver<Box<dyn Job>>) {
+    crate::audit::install_writer_seal(&conn);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -161,10 +166,12 @@ fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
             for delivery in deliveries {
                 delivery.deliver(Ok(()));
             }
+            crate::audit::after_commit(conn);
         }
         Err(error) => {
             tracing::error!(error = %error, "database: commit failed; the batch was rolled back");
             let _ = conn.execute_batch("ROLLBACK");
+            crate::audit::after_rollback();
             for delivery in deliveries {
                 delivery.deliver(Err(StoreError::Sqlite(clone_error(&error))));
             }

@@ -42,7 +42,7 @@ use sha2::{Digest, Sha256};
 use crate::store::{Result, StoreError};
 
 use anchors::{AuditKey, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker};
-pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal};
+pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
 pub use anchors::writer_problem;
 
 /// The hash before the first row.

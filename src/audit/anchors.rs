@@ -197,18 +197,26 @@ thread_local! {
     static APPENDED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Run by the database writer thread once, before its first job: loads the key, or creates it
-/// (with the marker and the first head) when the database has no keyed rows yet. A problem is
-/// kept: every append then fails with it, and the daemon refuses to boot ([`boot_check`]).
-pub(crate) fn install_writer_seal(conn: &Connection) {
-    let seal = match open_seal(conn, true) {
+/// Run when the database writer starts, before it takes its first job: loads the key, or
+/// creates it (with the marker and the first head) when the database has no keyed rows yet. A
+/// problem is kept: every append then fails with it, and the daemon refuses to boot
+/// ([`super::boot_check`]).
+pub(crate) fn prepare_writer_seal(conn: &Connection) -> WriterSeal {
+    WriterSeal(match open_seal(conn, true) {
         Ok(seal) => seal,
         Err(problem) => {
             tracing::error!("audit log: {problem}");
             Seal::Unavailable(problem)
         }
-    };
-    WRITER_SEAL.with(|slot| *slot.borrow_mut() = Some(seal));
+    })
+}
+
+/// The writer's seal, prepared on the opening thread and installed on the writer thread.
+pub(crate) struct WriterSeal(Seal);
+
+/// Installs the prepared seal on the current (writer) thread.
+pub(crate) fn install_writer_seal(seal: WriterSeal) {
+    WRITER_SEAL.with(|slot| *slot.borrow_mut() = Some(seal.0));
 }
 
 /// Run by the writer thread after each successful commit: when rows were appended, the head is
@@ -418,4 +426,63 @@ pub(super) fn sealing_key(conn: &Connection) -> Result<Option<AuditKey>, String>
 /// Records that this thread appended rows in the current transaction.
 pub(super) fn note_appended() {
     APPENDED.set(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+    use crate::store::{Store, StoreOptions};
+
+    fn append_rows(store: &Store, rows: usize) -> Result<()> {
+        store.write_blocking(move |conn| {
+            for row in 0..rows {
+                crate::audit::append(conn, "operator", "test", &format!("s{row}"), &serde_json::json!({}))?;
+            }
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn the_first_writer_creates_a_private_key_a_marker_and_a_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default()).unwrap();
+        let key_path = dir.path().join(KEY_FILE);
+        assert_eq!(std::fs::read(&key_path).unwrap().len(), 32);
+        assert_eq!(std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777, 0o600);
+        let head = read_head(dir.path()).unwrap().unwrap();
+        assert_eq!((head.rows, head.last_hash.as_str(), head.keyed_from), (0, GENESIS, 1));
+        // Three rows in one commit: the head follows the commit, with the last row's hash.
+        append_rows(&store, 3).unwrap();
+        let head = read_head(dir.path()).unwrap().unwrap();
+        let last = store.read_blocking(|conn| last_row(conn)).unwrap();
+        assert_eq!((head.rows, head.last_hash), last);
+        assert_eq!(last.0, 3);
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|name| name.contains(".tmp-")), "{names:?}");
+        store.stop_writer();
+    }
+
+    #[test]
+    fn without_its_key_a_keyed_log_refuses_appends_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clawvisor.db");
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        append_rows(&store, 1).unwrap();
+        store.stop_writer();
+        std::fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        let problem = store.write_blocking(|_| Ok(writer_problem())).unwrap().unwrap();
+        assert!(problem.contains("audit.key is missing"), "{problem}");
+        let error = append_rows(&store, 1).unwrap_err().to_string();
+        assert!(error.contains("restore it from a backup"), "{error}");
+        // No new key was made in its place.
+        assert!(!dir.path().join(KEY_FILE).exists());
+        store.stop_writer();
+    }
 }

@@ -91,9 +91,14 @@ pub(super) struct WriterHandle {
 impl WriterHandle {
     pub(super) fn spawn(conn: Connection) -> WriterHandle {
         let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        // Before `Store::open` returns: whoever reads next finds the key, marker and head in place.
+        let seal = crate::audit::prepare_writer_seal(&conn);
         let thread = std::thread::Builder::new()
             .name("clawvisor-db-writer".into())
-            .spawn(move || run(conn, receiver))
+            .spawn(move || {
+                crate::audit::install_writer_seal(seal);
+                run(conn, receiver)
+            })
             .expect("spawning a thread only fails when the OS is out of resources at boot");
         WriterHandle { sender, thread }
     }
@@ -114,7 +119,6 @@ impl WriterHandle {
 }
 
 fn run(conn: Connection, receiver: mpsc::Receiver<Box<dyn Job>>) {
-    crate::audit::install_writer_seal(&conn);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -163,10 +167,12 @@ fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
     }
     match conn.execute_batch("COMMIT") {
         Ok(()) => {
+            // Before the answers: once a write that appended audit rows returns, the head
+            // outside the database covers them (a crash in between leaves it one commit behind).
+            crate::audit::after_commit(conn);
             for delivery in deliveries {
                 delivery.deliver(Ok(()));
             }
-            crate::audit::after_commit(conn);
         }
         Err(error) => {
             tracing::error!(error = %error, "database: commit failed; the batch was rolled back");

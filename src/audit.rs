@@ -41,9 +41,11 @@ use sha2::{Digest, Sha256};
 
 use crate::store::{Result, StoreError};
 
-use anchors::{AuditKey, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker};
-pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
 pub use anchors::writer_problem;
+use anchors::{
+    AuditKey, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker,
+};
+pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
 
 /// The hash before the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -159,8 +161,16 @@ impl AuditReport {
                 format!("audit chain BROKEN at row {row}: {reason}")
             }
         }];
-        lines.extend(self.anchors.iter().map(|anchor| format!("  checked: {anchor}")));
-        lines.extend(self.warnings.iter().map(|warning| format!("warning: {warning}")));
+        lines.extend(
+            self.anchors
+                .iter()
+                .map(|anchor| format!("  checked: {anchor}")),
+        );
+        lines.extend(
+            self.warnings
+                .iter()
+                .map(|warning| format!("warning: {warning}")),
+        );
         lines
     }
 }
@@ -186,9 +196,19 @@ pub fn verify_report(conn: &Connection, tail: Option<u64>) -> Result<AuditReport
     let marker = read_marker(conn)?;
     let key = match dir.as_deref().map(load_key).transpose() {
         Ok(key) => key.flatten(),
-        Err(problem) => return broken(marker.map_or(1, |m| m.first_keyed_id), problem, anchors, warnings),
+        Err(problem) => {
+            return broken(
+                marker.map_or(1, |m| m.first_keyed_id),
+                problem,
+                anchors,
+                warnings,
+            );
+        }
     };
-    let key_path = dir.as_deref().map(|dir| dir.join(KEY_FILE)).unwrap_or_default();
+    let key_path = dir
+        .as_deref()
+        .map(|dir| dir.join(KEY_FILE))
+        .unwrap_or_default();
     let keyed_from = match (&marker, &key) {
         (Some(marker), Some(key)) => {
             if key.marker_mac(marker.first_keyed_id, marker.created_ms) != marker.mac {
@@ -362,7 +382,13 @@ fn walk_chain(
             return Ok((broken(entry.id, &reason), last_id));
         }
         if entry.prev_hash != expected_prev {
-            return Ok((broken(entry.id, "its previous-hash does not match the row before it (a row was removed, reordered or inserted)"), last_id));
+            return Ok((
+                broken(
+                    entry.id,
+                    "its previous-hash does not match the row before it (a row was removed, reordered or inserted)",
+                ),
+                last_id,
+            ));
         }
         let canonical = canonical(
             entry.id,
@@ -376,7 +402,10 @@ fn walk_chain(
         let computed = match (keyed, key) {
             (true, Some(key)) => key.chain(&entry.prev_hash, &canonical),
             (true, None) => {
-                return Ok((broken(entry.id, "the row is keyed but no key was loaded"), last_id));
+                return Ok((
+                    broken(entry.id, "the row is keyed but no key was loaded"),
+                    last_id,
+                ));
             }
             (false, _) => chain_hash(&entry.prev_hash, &canonical),
         };

@@ -343,7 +343,10 @@ async fn audit(loaded: &LoadedConfig, command: AuditCommand) -> ExitCode {
         Err(code) => return code,
     };
     let code = match command {
-        AuditCommand::Verify => match store.read(|conn| crate::audit::verify_report(conn, None)).await {
+        AuditCommand::Verify => match store
+            .read(|conn| crate::audit::verify_report(conn, None))
+            .await
+        {
             Ok(report) => {
                 report.lines().iter().for_each(|line| println!("{line}"));
                 match report.verification {

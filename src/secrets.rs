@@ -442,7 +442,10 @@ mod tests {
     fn encoded_forms_of_a_secret_are_redacted_and_detected() {
         let secret = "987654:ZZEncoded/secret+value";
         register(secret);
-        let url_encoded = format!("https://example.com/?k={}", percent_encode(secret.as_bytes(), false));
+        let url_encoded = format!(
+            "https://example.com/?k={}",
+            percent_encode(secret.as_bytes(), false)
+        );
         let lower = format!("q={}", percent_encode(secret.as_bytes(), true));
         let hex_form = format!("0x{}", hex::encode(secret));
         let mut cases = vec![url_encoded, lower, hex_form];
@@ -462,14 +465,18 @@ mod tests {
         }
         assert!(!contains_secret("an ordinary text about secrets"));
         // Encoding only some characters hides nothing either.
-        assert!(contains_secret(&format!("/x?k={}", secret.replace(':', "%3a").replace('Z', "%5A"))));
+        assert!(contains_secret(&format!(
+            "/x?k={}",
+            secret.replace(':', "%3a").replace('Z', "%5A")
+        )));
         let mut value = serde_json::json!({"url": cases[0], "nested": [{"x": secret}], secret: 1});
         assert!(json_contains_secret(&value));
         redact_json(&mut value);
         assert!(!json_contains_secret(&value), "{value}");
         // A JSON escape hides nothing from the parsed check.
         let escaped: serde_json::Value =
-            serde_json::from_str(r#"{"u": "\u0039\u0038\u0037654:ZZEncoded/secret+value"}"#).unwrap();
+            serde_json::from_str(r#"{"u": "\u0039\u0038\u0037654:ZZEncoded/secret+value"}"#)
+                .unwrap();
         assert!(json_contains_secret(&escaped));
     }
 

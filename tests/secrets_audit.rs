@@ -60,7 +60,13 @@ fn the_daemon_process_hides_its_secrets_and_is_not_dumpable() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_clawvisor"));
     command
         .args(["--config", root.join("clawvisor.toml").to_str().unwrap()])
-        .args(["--studio-bind", "127.0.0.1:0", "--log-format", "json", "serve"])
+        .args([
+            "--studio-bind",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "serve",
+        ])
         .env("RUST_LOG", "info")
         .env("SA_BOT_TOKEN", BOT_TOKEN)
         .env("SA_PROVIDER_KEY", API_KEY)
@@ -95,7 +101,11 @@ fn the_daemon_process_hides_its_secrets_and_is_not_dumpable() {
         if up {
             break;
         }
-        assert!(Instant::now() < deadline, "not up in time:\n{}", log.join("\n"));
+        assert!(
+            Instant::now() < deadline,
+            "not up in time:\n{}",
+            log.join("\n")
+        );
     }
     assert!(
         log.iter().any(|line| line.contains("process hardened")),
@@ -103,7 +113,8 @@ fn the_daemon_process_hides_its_secrets_and_is_not_dumpable() {
         log.join("\n")
     );
     assert!(
-        !log.iter().any(|line| line.contains(BOT_TOKEN) || line.contains(API_KEY)),
+        !log.iter()
+            .any(|line| line.contains(BOT_TOKEN) || line.contains(API_KEY)),
         "a secret reached the log"
     );
 
@@ -111,7 +122,10 @@ fn the_daemon_process_hides_its_secrets_and_is_not_dumpable() {
     match std::fs::read(&environ_path) {
         Ok(environ) => {
             let text = String::from_utf8_lossy(&environ);
-            assert!(!text.contains(BOT_TOKEN), "the bot token is in {environ_path}");
+            assert!(
+                !text.contains(BOT_TOKEN),
+                "the bot token is in {environ_path}"
+            );
             assert!(!text.contains(API_KEY), "the API key is in {environ_path}");
             // The variables were there and were overwritten in place (the block keeps its size).
             assert!(text.contains("SA_BOT_TOKEN=*"), "{text}");
@@ -126,11 +140,17 @@ fn the_daemon_process_hides_its_secrets_and_is_not_dumpable() {
     }
     if as_root {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let uid_line = status.lines().find(|line| line.starts_with("Uid:")).unwrap();
+        let uid_line = status
+            .lines()
+            .find(|line| line.starts_with("Uid:"))
+            .unwrap();
         assert!(uid_line.contains("65534"), "{uid_line}");
         // A dumpable process's /proc files belong to its user; a non-dumpable one's to root.
         let owner = std::fs::metadata(&environ_path).unwrap().uid();
-        assert_eq!(owner, 0, "/proc/{pid}/environ belongs to {owner}: the process is dumpable");
+        assert_eq!(
+            owner, 0,
+            "/proc/{pid}/environ belongs to {owner}: the process is dumpable"
+        );
         // And the process's own user cannot read it.
         use std::os::unix::process::CommandExt;
         let as_nobody = Command::new("cat")
@@ -218,18 +238,30 @@ async fn secrets_in_tool_output_and_arguments_never_reach_the_model_a_tool_or_th
     let script = Script::new()
         .rule(Rule::text("Read it.").when_after_tool_result("read_file"))
         .rule(Rule::text("Fetched.").when_after_tool_result("web_fetch"))
-        .rule(Rule::tool_call("read_file", r#"{"path": "notes.txt"}"#).when_last_user_contains("read the notes"))
         .rule(
-            Rule::tool_call("web_fetch", serde_json::json!({"url": leaking_url}).to_string())
-                .when_last_user_contains("send the key"),
+            Rule::tool_call("read_file", r#"{"path": "notes.txt"}"#)
+                .when_last_user_contains("read the notes"),
         )
         .rule(
-            Rule::tool_call("web_fetch", serde_json::json!({"url": encoded_url}).to_string())
-                .when_last_user_contains("send it encoded"),
+            Rule::tool_call(
+                "web_fetch",
+                serde_json::json!({"url": leaking_url}).to_string(),
+            )
+            .when_last_user_contains("send the key"),
         )
         .rule(
-            Rule::tool_call("web_fetch", serde_json::json!({"url": format!("{server}/plain")}).to_string())
-                .when_last_user_contains("fetch the plain page"),
+            Rule::tool_call(
+                "web_fetch",
+                serde_json::json!({"url": encoded_url}).to_string(),
+            )
+            .when_last_user_contains("send it encoded"),
+        )
+        .rule(
+            Rule::tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{server}/plain")}).to_string(),
+            )
+            .when_last_user_contains("fetch the plain page"),
         );
     let llm = ScriptedLlm::start(script).await.unwrap();
     let mut options = HarnessOptions::new(llm.base_url());
@@ -255,7 +287,10 @@ async fn secrets_in_tool_output_and_arguments_never_reach_the_model_a_tool_or_th
     assert_eq!(reply.text, "Read it.");
     let requests = llm.requests();
     let after_tool = requests.last().unwrap().to_string();
-    assert!(after_tool.contains("deploy notes"), "the tool output did not reach the model: {after_tool}");
+    assert!(
+        after_tool.contains("deploy notes"),
+        "the tool output did not reach the model: {after_tool}"
+    );
     assert!(after_tool.contains("API_KEY=***"), "{after_tool}");
     assert!(!after_tool.contains(RUN_SECRET), "the model saw the secret");
 
@@ -267,9 +302,16 @@ async fn secrets_in_tool_output_and_arguments_never_reach_the_model_a_tool_or_th
         assert!(last.contains("carry a secret of this daemon"), "{last}");
         assert!(!last.contains(RUN_SECRET), "{last}");
     }
-    assert_eq!(hits.load(Ordering::SeqCst), 0, "a request carrying the secret reached the server");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "a request carrying the secret reached the server"
+    );
     // The same server is reachable: the refusal, not the setup, kept the requests out.
-    harness.ask("ada", &chat, "fetch the plain page").await.unwrap();
+    harness
+        .ask("ada", &chat, "fetch the plain page")
+        .await
+        .unwrap();
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 
     // 3. Nothing stored holds the secret; the refusals are recorded decisions and audit rows.
@@ -305,13 +347,22 @@ fn web_fetch_refuses_a_url_carrying_a_secret_on_its_own() {
     for url in [
         format!("https://example.com/?q={}", secret.expose()),
         format!("https://{}.example.com/", secret.expose()),
-        format!("https://example.com/{}", secret.expose().replace('-', "%2D")),
+        format!(
+            "https://example.com/{}",
+            secret.expose().replace('-', "%2D")
+        ),
     ] {
         let refusal = parse_and_check_url(&url, AddressPolicy::AllowPrivate).unwrap_err();
         assert_eq!(refusal, FetchRefusal::CarriesSecret, "{url}");
         assert!(!refusal.to_string().contains(secret.expose()));
     }
-    assert!(parse_and_check_url("https://example.com/?q=ordinary", AddressPolicy::AllowPrivate).is_ok());
+    assert!(
+        parse_and_check_url(
+            "https://example.com/?q=ordinary",
+            AddressPolicy::AllowPrivate
+        )
+        .is_ok()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,7 +376,13 @@ fn audited_dir(commits: usize) -> tempfile::TempDir {
         store
             .write_blocking(move |conn| {
                 for row in 0..2 {
-                    audit::append(conn, "operator", "policy.changed", &format!("rule:{commit}.{row}"), &serde_json::json!({"n": row}))?;
+                    audit::append(
+                        conn,
+                        "operator",
+                        "policy.changed",
+                        &format!("rule:{commit}.{row}"),
+                        &serde_json::json!({"n": row}),
+                    )?;
                 }
                 Ok(())
             })
@@ -353,10 +410,8 @@ fn report(dir: &Path) -> audit::AuditReport {
 
 fn tamper(dir: &Path, sql: &str) {
     let conn = rusqlite::Connection::open(dir.join("clawvisor.db")).unwrap();
-    conn.execute_batch(
-        "DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;",
-    )
-    .unwrap();
+    conn.execute_batch("DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;")
+        .unwrap();
     conn.execute_batch(sql).unwrap();
     conn.execute_batch(
         "CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
@@ -368,7 +423,8 @@ fn tamper(dir: &Path, sql: &str) {
 /// Recomputes the unkeyed SHA-256 chain from row `from` on, as someone without the key would.
 fn rechain_unkeyed(dir: &Path, from: i64) {
     let conn = rusqlite::Connection::open(dir.join("clawvisor.db")).unwrap();
-    conn.execute_batch("DROP TRIGGER audit_log_no_update;").unwrap();
+    conn.execute_batch("DROP TRIGGER audit_log_no_update;")
+        .unwrap();
     let rows: Vec<(i64, i64, String, String, String, String)> = conn
         .prepare("SELECT id, at_ms, actor, action, subject, details FROM audit_log WHERE id >= ?1 ORDER BY id")
         .unwrap()
@@ -377,16 +433,24 @@ fn rechain_unkeyed(dir: &Path, from: i64) {
         .map(Result::unwrap)
         .collect();
     let mut prev: String = conn
-        .query_row("SELECT COALESCE((SELECT hash FROM audit_log WHERE id = ?1 - 1), ?2)", rusqlite::params![from, audit::GENESIS], |row| row.get(0))
+        .query_row(
+            "SELECT COALESCE((SELECT hash FROM audit_log WHERE id = ?1 - 1), ?2)",
+            rusqlite::params![from, audit::GENESIS],
+            |row| row.get(0),
+        )
         .unwrap();
     for (id, at_ms, actor, action, subject, details) in rows {
-        let canonical = format!("{id}\u{1f}{at_ms}\u{1f}{actor}\u{1f}{action}\u{1f}{subject}\u{1f}{details}");
+        let canonical =
+            format!("{id}\u{1f}{at_ms}\u{1f}{actor}\u{1f}{action}\u{1f}{subject}\u{1f}{details}");
         let mut hasher = sha2::Sha256::new();
         hasher.update(prev.as_bytes());
         hasher.update(canonical.as_bytes());
         let hash = hex::encode(hasher.finalize());
-        conn.execute("UPDATE audit_log SET prev_hash = ?1, hash = ?2 WHERE id = ?3", rusqlite::params![prev, hash, id])
-            .unwrap();
+        conn.execute(
+            "UPDATE audit_log SET prev_hash = ?1, hash = ?2 WHERE id = ?3",
+            rusqlite::params![prev, hash, id],
+        )
+        .unwrap();
         prev = hash;
     }
 }
@@ -396,12 +460,21 @@ fn a_valid_keyed_chain_verifies_with_its_anchors() {
     let dir = audited_dir(3);
     let key = dir.path().join(audit::KEY_FILE);
     assert_eq!(std::fs::read(&key).unwrap().len(), 32);
-    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let report = report(dir.path());
     assert_eq!(report.verification, Verification::Valid { rows: 6 });
     let anchors = report.anchors.join("\n");
-    assert!(anchors.contains("keying marker: rows from 1 on"), "{anchors}");
-    assert!(anchors.contains("6 rows") && anchors.contains("matches the table"), "{anchors}");
+    assert!(
+        anchors.contains("keying marker: rows from 1 on"),
+        "{anchors}"
+    );
+    assert!(
+        anchors.contains("6 rows") && anchors.contains("matches the table"),
+        "{anchors}"
+    );
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
 }
 
@@ -413,7 +486,10 @@ fn deleting_the_newest_rows_is_detected() {
     match report(copy.path()).verification {
         Verification::Broken { row, reason } => {
             assert_eq!(row, 5, "{reason}");
-            assert!(reason.contains("rows 5 to 6 are missing (deleted)"), "{reason}");
+            assert!(
+                reason.contains("rows 5 to 6 are missing (deleted)"),
+                "{reason}"
+            );
         }
         valid => panic!("a cut tail went unnoticed: {valid:?}"),
     }
@@ -431,10 +507,22 @@ fn deleting_the_newest_rows_is_detected() {
     // A further append does not launder the cut: the writer keeps the head it cannot extend.
     let store = Store::open(&copy.path().join("clawvisor.db"), StoreOptions::default()).unwrap();
     store
-        .write_blocking(|conn| audit::append(conn, "operator", "policy.changed", "rule:x", &serde_json::json!({})).map(|_| ()))
+        .write_blocking(|conn| {
+            audit::append(
+                conn,
+                "operator",
+                "policy.changed",
+                "rule:x",
+                &serde_json::json!({}),
+            )
+            .map(|_| ())
+        })
         .unwrap();
     store.stop_writer();
-    assert!(matches!(report(copy.path()).verification, Verification::Broken { .. }));
+    assert!(matches!(
+        report(copy.path()).verification,
+        Verification::Broken { .. }
+    ));
 }
 
 #[test]
@@ -442,7 +530,10 @@ fn rewriting_the_chain_without_the_key_is_detected() {
     let dir = audited_dir(3);
     // Edit row 3 and recompute the unkeyed chain from there on.
     let copy = copy_of(dir.path());
-    tamper(copy.path(), "UPDATE audit_log SET details = '{\"n\":99}' WHERE id = 3;");
+    tamper(
+        copy.path(),
+        "UPDATE audit_log SET details = '{\"n\":99}' WHERE id = 3;",
+    );
     rechain_unkeyed(copy.path(), 3);
     match report(copy.path()).verification {
         Verification::Broken { row, reason } => {
@@ -455,8 +546,10 @@ fn rewriting_the_chain_without_the_key_is_detected() {
     let copy = copy_of(dir.path());
     rechain_unkeyed(copy.path(), 1);
     let conn = rusqlite::Connection::open(copy.path().join("clawvisor.db")).unwrap();
-    conn.execute_batch("DROP TRIGGER audit_keying_no_update; UPDATE audit_keying SET first_keyed_id = 100;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER audit_keying_no_update; UPDATE audit_keying SET first_keyed_id = 100;",
+    )
+    .unwrap();
     drop(conn);
     assert!(matches!(
         report(copy.path()).verification,
@@ -466,7 +559,8 @@ fn rewriting_the_chain_without_the_key_is_detected() {
     let copy = copy_of(dir.path());
     rechain_unkeyed(copy.path(), 1);
     let conn = rusqlite::Connection::open(copy.path().join("clawvisor.db")).unwrap();
-    conn.execute_batch("DROP TRIGGER audit_keying_no_delete; DELETE FROM audit_keying;").unwrap();
+    conn.execute_batch("DROP TRIGGER audit_keying_no_delete; DELETE FROM audit_keying;")
+        .unwrap();
     drop(conn);
     assert!(matches!(
         report(copy.path()).verification,
@@ -482,21 +576,47 @@ fn a_head_one_commit_behind_still_verifies_and_missing_anchors_are_named() {
     // commit and the head's update).
     let store = Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default()).unwrap();
     store
-        .write_blocking(|conn| audit::append(conn, "operator", "policy.changed", "rule:last", &serde_json::json!({})).map(|_| ()))
+        .write_blocking(|conn| {
+            audit::append(
+                conn,
+                "operator",
+                "policy.changed",
+                "rule:last",
+                &serde_json::json!({}),
+            )
+            .map(|_| ())
+        })
         .unwrap();
     store.stop_writer();
-    assert_ne!(std::fs::read(dir.path().join(audit::HEAD_FILE)).unwrap(), behind);
+    assert_ne!(
+        std::fs::read(dir.path().join(audit::HEAD_FILE)).unwrap(),
+        behind
+    );
     std::fs::write(dir.path().join(audit::HEAD_FILE), &behind).unwrap();
     let report_behind = report(dir.path());
     assert_eq!(report_behind.verification, Verification::Valid { rows: 5 });
-    assert!(report_behind.anchors.join("\n").contains("a prefix of the table's 5 rows"), "{:?}", report_behind.anchors);
+    assert!(
+        report_behind
+            .anchors
+            .join("\n")
+            .contains("a prefix of the table's 5 rows"),
+        "{:?}",
+        report_behind.anchors
+    );
 
     // A missing head is a warning naming the fix; a missing key with keyed rows an error.
     let copy = copy_of(dir.path());
     std::fs::remove_file(copy.path().join(audit::HEAD_FILE)).unwrap();
     let without_head = report(copy.path());
     assert_eq!(without_head.verification, Verification::Valid { rows: 5 });
-    assert!(without_head.warnings.join("\n").contains("audit.head is missing"), "{:?}", without_head.warnings);
+    assert!(
+        without_head
+            .warnings
+            .join("\n")
+            .contains("audit.head is missing"),
+        "{:?}",
+        without_head.warnings
+    );
     std::fs::remove_file(copy.path().join(audit::KEY_FILE)).unwrap();
     match report(copy.path()).verification {
         Verification::Broken { reason, .. } => {
@@ -518,7 +638,8 @@ fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
             std::fs::remove_file(dir.path().join(anchor)).unwrap();
         }
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE audit_keying; PRAGMA user_version = 9;").unwrap();
+        conn.execute_batch("DROP TABLE audit_keying; PRAGMA user_version = 9;")
+            .unwrap();
         let mut prev = audit::GENESIS.to_string();
         for id in 1..=3i64 {
             let canonical = format!("{id}\u{1f}1000\u{1f}operator\u{1f}old\u{1f}s\u{1f}{{}}");
@@ -536,17 +657,32 @@ fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
     }
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     store
-        .write_blocking(|conn| audit::append(conn, "operator", "new", "s", &serde_json::json!({})).map(|_| ()))
+        .write_blocking(|conn| {
+            audit::append(conn, "operator", "new", "s", &serde_json::json!({})).map(|_| ())
+        })
         .unwrap();
     store.stop_writer();
     let report = report(dir.path());
     assert_eq!(report.verification, Verification::Valid { rows: 4 });
-    assert!(report.anchors.join("\n").contains("rows from 4 on are HMAC-SHA256-keyed"), "{:?}", report.anchors);
+    assert!(
+        report
+            .anchors
+            .join("\n")
+            .contains("rows from 4 on are HMAC-SHA256-keyed"),
+        "{:?}",
+        report.anchors
+    );
     // The old prefix is pinned by the first keyed row: rewriting it is detected.
     let copy = copy_of(dir.path());
-    tamper(copy.path(), "UPDATE audit_log SET subject = 'forged' WHERE id = 2;");
+    tamper(
+        copy.path(),
+        "UPDATE audit_log SET subject = 'forged' WHERE id = 2;",
+    );
     rechain_unkeyed(copy.path(), 2);
-    assert!(matches!(report_of(copy.path()), Verification::Broken { row: 4, .. }));
+    assert!(matches!(
+        report_of(copy.path()),
+        Verification::Broken { row: 4, .. }
+    ));
 }
 
 fn report_of(dir: &Path) -> Verification {

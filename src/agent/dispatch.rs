@@ -174,7 +174,8 @@ fn carries_secret(call: &ToolCall) -> bool {
 /// an audit row (neither holds the arguments), and the model is told why.
 async fn refuse_secret(ctx: &RunCtx, call: &ToolCall) -> Plan {
     let name = crate::secrets::redact(&call.name).into_owned();
-    let reason = "the arguments carry a registered secret (bot token or API key); tools never receive one";
+    let reason =
+        "the arguments carry a registered secret (bot token or API key); tools never receive one";
     ctx.record_step(NewStep {
         kind: "decision",
         name: Some(name.clone()),

@@ -263,12 +263,8 @@ fn advance_head(
             ));
         }
     }
-    write_head(dir, key, rows, &last_hash, keyed_from).map_err(|error| {
-        format!(
-            "cannot write {}: {error}",
-            dir.join(HEAD_FILE).display()
-        )
-    })?;
+    write_head(dir, key, rows, &last_hash, keyed_from)
+        .map_err(|error| format!("cannot write {}: {error}", dir.join(HEAD_FILE).display()))?;
     *head = Some((rows, last_hash));
     Ok(())
 }
@@ -345,10 +341,7 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
         None => {
             let key = AuditKey(rand::random());
             write_atomically(dir, KEY_FILE, &key.0).map_err(|error| {
-                format!(
-                    "cannot create {}: {error}",
-                    dir.join(KEY_FILE).display()
-                )
+                format!("cannot create {}: {error}", dir.join(KEY_FILE).display())
             })?;
             key
         }
@@ -377,18 +370,13 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
         }
         result
     };
-    let (keyed_from, rows, last_hash) = mark().map_err(|error: StoreError| {
-        format!("cannot record the audit keying marker: {error}")
-    })?;
+    let (keyed_from, rows, last_hash) = mark()
+        .map_err(|error: StoreError| format!("cannot record the audit keying marker: {error}"))?;
     if rows < 0 {
         return open_seal(conn, false);
     }
-    write_head(dir, &key, rows, &last_hash, keyed_from).map_err(|error| {
-        format!(
-            "cannot write {}: {error}",
-            dir.join(HEAD_FILE).display()
-        )
-    })?;
+    write_head(dir, &key, rows, &last_hash, keyed_from)
+        .map_err(|error| format!("cannot write {}: {error}", dir.join(HEAD_FILE).display()))?;
     tracing::info!(
         keyed_from,
         "audit log: keyed with {}",
@@ -401,7 +389,6 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
         head: Some((rows, last_hash)),
     })
 }
-
 
 /// The key rows appended on this connection are signed with: the writer thread's seal, or — on
 /// another thread (a test's own connection) — what the files say, creating nothing. `None`: the
@@ -433,12 +420,19 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
+    use crate::audit::append;
     use crate::store::{Store, StoreOptions};
 
     fn append_rows(store: &Store, rows: usize) -> Result<()> {
         store.write_blocking(move |conn| {
             for row in 0..rows {
-                crate::audit::append(conn, "operator", "test", &format!("s{row}"), &serde_json::json!({}))?;
+                append(
+                    conn,
+                    "operator",
+                    "test",
+                    &format!("s{row}"),
+                    &serde_json::json!({}),
+                )?;
             }
             Ok(())
         })
@@ -450,13 +444,19 @@ mod tests {
         let store = Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default()).unwrap();
         let key_path = dir.path().join(KEY_FILE);
         assert_eq!(std::fs::read(&key_path).unwrap().len(), 32);
-        assert_eq!(std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let head = read_head(dir.path()).unwrap().unwrap();
-        assert_eq!((head.rows, head.last_hash.as_str(), head.keyed_from), (0, GENESIS, 1));
+        assert_eq!(
+            (head.rows, head.last_hash.as_str(), head.keyed_from),
+            (0, GENESIS, 1)
+        );
         // Three rows in one commit: the head follows the commit, with the last row's hash.
         append_rows(&store, 3).unwrap();
         let head = read_head(dir.path()).unwrap().unwrap();
-        let last = store.read_blocking(|conn| last_row(conn)).unwrap();
+        let last = store.read_blocking(last_row).unwrap();
         assert_eq!((head.rows, head.last_hash), last);
         assert_eq!(last.0, 3);
         // No temporary file is left behind.
@@ -464,7 +464,10 @@ mod tests {
             .unwrap()
             .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert!(!names.iter().any(|name| name.contains(".tmp-")), "{names:?}");
+        assert!(
+            !names.iter().any(|name| name.contains(".tmp-")),
+            "{names:?}"
+        );
         store.stop_writer();
     }
 
@@ -477,7 +480,10 @@ mod tests {
         store.stop_writer();
         std::fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
         let store = Store::open(&path, StoreOptions::default()).unwrap();
-        let problem = store.write_blocking(|_| Ok(writer_problem())).unwrap().unwrap();
+        let problem = store
+            .write_blocking(|_| Ok(writer_problem()))
+            .unwrap()
+            .unwrap();
         assert!(problem.contains("audit.key is missing"), "{problem}");
         let error = append_rows(&store, 1).unwrap_err().to_string();
         assert!(error.contains("restore it from a backup"), "{error}");

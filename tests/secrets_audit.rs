@@ -688,3 +688,21 @@ fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
 fn report_of(dir: &Path) -> Verification {
     report(dir).verification
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_refuses_to_boot_on_a_keyed_log_without_its_key() {
+    let llm = ScriptedLlm::start(Script::new()).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.start = clawvisor::daemon::StartOptions::local_only();
+    let harness = Harness::start(options.clone()).await.unwrap();
+    let dir = harness.stop().await;
+    let key = dir.path().join("data").join(audit::KEY_FILE);
+    std::fs::remove_file(&key).unwrap();
+    match Harness::start_in(dir, options).await {
+        Ok(_) => panic!("the daemon booted without {}", key.display()),
+        Err(error) => {
+            assert!(error.contains("audit.key is missing"), "{error}");
+            assert!(error.contains("restore it from a backup"), "{error}");
+        }
+    }
+}

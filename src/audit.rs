@@ -1,20 +1,58 @@
-//! The tamper-evident audit log: an append-only table whose rows are hash-chained.
+//! The tamper-evident audit log: an append-only table whose rows are chained with a keyed MAC,
+//! anchored outside the database.
 //!
-//! Each row stores `hash = SHA-256(prev_hash ‖ canonical(row))`, where the canonical form is the
-//! row's fields joined with unit separators. Rows are appended with [`append`] inside the same
-//! transaction as the action they record (an approval decision, a tool execution, a grant, a policy
-//! change), so the log never claims something that did not happen, nor misses something that did.
-//! Triggers refuse UPDATE and DELETE; editing the file by other means breaks the chain, and
-//! [`verify`] names the first row whose hash does not follow. Once committed, the writer
-//! [`announce`]s the row on the event bus so live views refresh.
+//! Each row stores `hash = HMAC-SHA256(key, prev_hash ‖ canonical(row))`, where the canonical form
+//! is the row's fields joined with unit separators and the key is 32 random bytes in
+//! `<data_dir>/audit.key` (mode 0600, created by the database writer the first time it opens a
+//! database that has no keyed rows). Rows are appended with [`append`] inside the same transaction
+//! as the action they record (an approval decision, a tool execution, a grant, a policy change), so
+//! the log never claims something that did not happen, nor misses something that did. Triggers
+//! refuse UPDATE and DELETE; editing the file by other means breaks the chain, and [`verify`] names
+//! the first row that does not follow. Once committed, the writer [`announce`]s the row on the
+//! event bus so live views refresh.
+//!
+//! Two anchors outside the table make cutting or rewriting the chain detectable:
+//! - the key: without it nobody can compute a valid row, so rewriting the chain (editing rows and
+//!   recomputing every hash after them) fails the MAC of the first rewritten row;
+//! - the head, `<data_dir>/audit.head`: the row count and the last row's hash, MACed, replaced
+//!   atomically (write, fsync, rename, fsync the directory) by the writer thread after each commit
+//!   that appended rows ([`after_commit`]). A table shorter than the head (a deleted tail) is
+//!   detected; a head *behind* the table is accepted when the row at its count has its hash (a
+//!   crash between the commit and the head update). The writer refuses to advance a head the
+//!   table no longer extends, so a cut tail is not laundered by the next append.
+//!
+//! Migration path: databases from before keying hold SHA-256-chained rows. Keying records the
+//! first keyed row in `audit_keying` (migration 0010) with a MAC binding it to the key, and writes
+//! the head at once. Rows before it keep verifying with SHA-256. What such an old prefix
+//! guarantees: only what it guaranteed before (edits that do not recompute the chain) for its
+//! state *before* the upgrade; from the upgrade on it is pinned — the head written at keying holds
+//! its last hash, and the first keyed row's MAC covers that hash as its `prev_hash`, so rewriting
+//! any old row afterwards is detected like rewriting a keyed one.
+//!
+//! Limits: the key and the head protect against whoever can change the database but not the
+//! files beside it (a tool with SQL access, a restored or edited copy). Whoever can replace
+//! `audit.key`, `audit.head` and the database together can forge everything; keep a copy of the
+//! head (`clawvisor audit verify` prints it) elsewhere if that matters.
+
+mod anchors;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use crate::store::Result;
+use crate::store::{Result, StoreError};
+
+pub use anchors::writer_problem;
+use anchors::{
+    AuditKey, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker,
+};
+pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
 
 /// The hash before the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The key's file name in the data directory.
+pub const KEY_FILE: &str = "audit.key";
+/// The head's file name in the data directory.
+pub const HEAD_FILE: &str = "audit.head";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
@@ -40,6 +78,7 @@ fn canonical(
     format!("{id}\u{1f}{at_ms}\u{1f}{actor}\u{1f}{action}\u{1f}{subject}\u{1f}{details}")
 }
 
+/// The unkeyed link of rows written before keying.
 fn chain_hash(prev: &str, canonical: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(prev.as_bytes());
@@ -60,7 +99,8 @@ pub fn announce(events: &crate::events::EventBus, action: &str, subject: &str) {
     );
 }
 
-/// Appends a row in the caller's transaction. `details` is a JSON value.
+/// Appends a row in the caller's transaction. `details` is a JSON value; registered secrets in
+/// any field are redacted before the row is written.
 pub fn append(
     conn: &Connection,
     actor: &str,
@@ -68,40 +108,232 @@ pub fn append(
     subject: &str,
     details: &serde_json::Value,
 ) -> Result<i64> {
-    let last: Option<(i64, String)> = conn
-        .prepare_cached("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")?
-        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let (id, prev) = match last {
-        Some((id, hash)) => (id + 1, hash),
-        None => (1, GENESIS.to_string()),
-    };
+    let (last_id, prev) = last_row(conn)?;
+    let id = last_id + 1;
     let at_ms = crate::clock::now_ms();
+    let mut details = details.clone();
+    crate::secrets::redact_json(&mut details);
     let details = details.to_string();
-    let hash = chain_hash(
-        &prev,
-        &canonical(id, at_ms, actor, action, subject, &details),
+    let (actor, action, subject) = (
+        crate::secrets::redact(actor).into_owned(),
+        crate::secrets::redact(action).into_owned(),
+        crate::secrets::redact(subject).into_owned(),
     );
+    let canonical = canonical(id, at_ms, &actor, &action, &subject, &details);
+    let hash = match anchors::sealing_key(conn) {
+        Ok(Some(key)) => key.chain(&prev, &canonical),
+        Ok(None) => chain_hash(&prev, &canonical),
+        Err(problem) => return Err(StoreError::Invalid(format!("audit log: {problem}"))),
+    };
     conn.prepare_cached(
         "INSERT INTO audit_log (id, at_ms, actor, action, subject, details, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![id, at_ms, actor, action, subject, details, prev, hash])?;
+    anchors::note_appended();
     Ok(id)
 }
 
 /// The outcome of a verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verification {
-    /// Every row checked follows its predecessor.
+    /// Every row checked follows its predecessor, and the anchors agree.
     Valid { rows: u64 },
-    /// The first row that does not follow, and why.
+    /// The first row that does not follow (or that an anchor contradicts), and why.
     Broken { row: i64, reason: String },
 }
 
+/// A verification with what it checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditReport {
+    pub verification: Verification,
+    /// The anchors that were checked, in words.
+    pub anchors: Vec<String>,
+    /// What weakens the guarantee without being a break (no head, not keyed yet), with the fix.
+    pub warnings: Vec<String>,
+}
+
+impl AuditReport {
+    /// The lines `clawvisor audit verify` prints.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![match &self.verification {
+            Verification::Valid { rows } => format!("audit chain valid: {rows} entries"),
+            Verification::Broken { row, reason } => {
+                format!("audit chain BROKEN at row {row}: {reason}")
+            }
+        }];
+        lines.extend(
+            self.anchors
+                .iter()
+                .map(|anchor| format!("  checked: {anchor}")),
+        );
+        lines.extend(
+            self.warnings
+                .iter()
+                .map(|warning| format!("warning: {warning}")),
+        );
+        lines
+    }
+}
+
 /// Checks the whole chain (or, with `tail`, only the newest `tail` rows against their stored
-/// predecessor hashes — what boot does).
+/// predecessor hashes — what boot does) and its anchors.
 pub fn verify(conn: &Connection, tail: Option<u64>) -> Result<Verification> {
-    let (start_id, mut expected_prev, mut expected_id): (i64, String, Option<i64>) = match tail {
+    Ok(verify_report(conn, tail)?.verification)
+}
+
+/// Like [`verify`], with the anchors checked and the warnings.
+pub fn verify_report(conn: &Connection, tail: Option<u64>) -> Result<AuditReport> {
+    let mut anchors = Vec::new();
+    let mut warnings = Vec::new();
+    let broken = |row: i64, reason: String, anchors: Vec<String>, warnings: Vec<String>| {
+        Ok(AuditReport {
+            verification: Verification::Broken { row, reason },
+            anchors,
+            warnings,
+        })
+    };
+    let dir = data_dir(conn);
+    let marker = read_marker(conn)?;
+    let key = match dir.as_deref().map(load_key).transpose() {
+        Ok(key) => key.flatten(),
+        Err(problem) => {
+            return broken(
+                marker.map_or(1, |m| m.first_keyed_id),
+                problem,
+                anchors,
+                warnings,
+            );
+        }
+    };
+    let key_path = dir
+        .as_deref()
+        .map(|dir| dir.join(KEY_FILE))
+        .unwrap_or_default();
+    let keyed_from = match (&marker, &key) {
+        (Some(marker), Some(key)) => {
+            if key.marker_mac(marker.first_keyed_id, marker.created_ms) != marker.mac {
+                let reason = format!(
+                    "the keying marker does not verify with {} (the marker was edited, or the key replaced)",
+                    key_path.display()
+                );
+                return broken(marker.first_keyed_id, reason, anchors, warnings);
+            }
+            anchors.push(format!(
+                "keying marker: rows from {} on are HMAC-SHA256-keyed; the marker verifies with {}",
+                marker.first_keyed_id,
+                key_path.display()
+            ));
+            Some(marker.first_keyed_id)
+        }
+        (Some(marker), None) => {
+            let reason = missing_key(&key_path, marker.first_keyed_id);
+            return broken(marker.first_keyed_id, reason, anchors, warnings);
+        }
+        (None, Some(_)) => {
+            let reason = format!(
+                "{} exists but the database has no keying marker: the marker was deleted, or this database is not the one the key belongs to",
+                key_path.display()
+            );
+            return broken(1, reason, anchors, warnings);
+        }
+        (None, None) => {
+            warnings.push(
+                "the chain is not keyed yet (plain SHA-256: it could be rewritten undetected); start the daemon once to key it".into(),
+            );
+            None
+        }
+    };
+
+    let (verification, last_id) = walk_chain(conn, tail, key.as_ref(), keyed_from)?;
+    if let Verification::Broken { .. } = verification {
+        return Ok(AuditReport {
+            verification,
+            anchors,
+            warnings,
+        });
+    }
+    let (Some(key), Some(keyed_from), Some(dir)) = (&key, keyed_from, &dir) else {
+        return Ok(AuditReport {
+            verification,
+            anchors,
+            warnings,
+        });
+    };
+    let head_path = dir.join(HEAD_FILE);
+    let head = match read_head(dir) {
+        Ok(Some(head)) => head,
+        Ok(None) => {
+            warnings.push(format!(
+                "{} is missing, so a deleted tail of the log cannot be detected; the daemon writes it again after the next audited action (if you did not remove it, the data directory was tampered with)",
+                head_path.display()
+            ));
+            return Ok(AuditReport {
+                verification,
+                anchors,
+                warnings,
+            });
+        }
+        Err(problem) => return broken(last_id, problem, anchors, warnings),
+    };
+    if key.head_mac(head.rows, &head.last_hash, head.keyed_from) != head.mac
+        || head.keyed_from != keyed_from
+    {
+        let reason = format!(
+            "{} does not verify with {} (the head was edited or replaced)",
+            head_path.display(),
+            key_path.display()
+        );
+        return broken(head.rows.min(last_id + 1), reason, anchors, warnings);
+    }
+    if last_id < head.rows {
+        let reason = format!(
+            "rows {} to {} are missing (deleted): the table ends at row {last_id} but the head kept outside the database ({}) records {} rows",
+            last_id + 1,
+            head.rows,
+            head_path.display(),
+            head.rows
+        );
+        return broken(last_id + 1, reason, anchors, warnings);
+    }
+    if hash_at(conn, head.rows)?.as_deref() != Some(head.last_hash.as_str()) {
+        let reason = format!(
+            "it does not match the head kept outside the database ({}): the chain was rewritten",
+            head_path.display()
+        );
+        return broken(head.rows, reason, anchors, warnings);
+    }
+    anchors.push(if head.rows == last_id {
+        format!(
+            "head {}: {} rows, last hash {} — matches the table",
+            head_path.display(),
+            head.rows,
+            head.last_hash
+        )
+    } else {
+        format!(
+            "head {}: {} rows, last hash {} — a prefix of the table's {last_id} rows (the head is written after each commit; it lags after a crash)",
+            head_path.display(),
+            head.rows,
+            head.last_hash
+        )
+    });
+    Ok(AuditReport {
+        verification,
+        anchors,
+        warnings,
+    })
+}
+
+/// Walks the rows (all, or the newest `tail`): ids without gaps, each `prev_hash` equal to the
+/// row before's hash, each hash recomputed (HMAC from `keyed_from` on, SHA-256 before). Returns
+/// the outcome and the last row's id.
+fn walk_chain(
+    conn: &Connection,
+    tail: Option<u64>,
+    key: Option<&AuditKey>,
+    keyed_from: Option<i64>,
+) -> Result<(Verification, i64)> {
+    let (start_id, mut expected_prev, mut expected_id): (i64, String, i64) = match tail {
         Some(count) => {
             let first: Option<(i64, String)> = conn
                 .query_row(
@@ -111,17 +343,22 @@ pub fn verify(conn: &Connection, tail: Option<u64>) -> Result<Verification> {
                 )
                 .optional()?;
             match first {
-                Some((id, prev)) => (id, prev, Some(id)),
-                None => (0, GENESIS.to_string(), Some(1)),
+                Some((id, prev)) => (id, prev, id),
+                None => (0, GENESIS.to_string(), 1),
             }
         }
-        None => (0, GENESIS.to_string(), Some(1)),
+        None => (0, GENESIS.to_string(), 1),
     };
     let mut statement = conn.prepare(
         "SELECT id, at_ms, actor, action, subject, details, prev_hash, hash FROM audit_log WHERE id >= ?1 ORDER BY id",
     )?;
     let mut rows = statement.query(params![start_id])?;
     let mut count = 0u64;
+    let mut last_id = 0;
+    let broken = |row: i64, reason: &str| Verification::Broken {
+        row,
+        reason: reason.to_string(),
+    };
     while let Some(row) = rows.next()? {
         let entry = AuditEntry {
             id: row.get(0)?,
@@ -133,47 +370,85 @@ pub fn verify(conn: &Connection, tail: Option<u64>) -> Result<Verification> {
             prev_hash: row.get(6)?,
             hash: row.get(7)?,
         };
-        if let Some(expected) = expected_id
-            && entry.id != expected
-        {
-            let reason = if entry.id > expected {
-                format!("rows {expected} to {} are missing (deleted)", entry.id - 1)
+        if entry.id != expected_id {
+            let reason = if entry.id > expected_id {
+                format!(
+                    "rows {expected_id} to {} are missing (deleted)",
+                    entry.id - 1
+                )
             } else {
                 "rows are out of order".to_string()
             };
-            return Ok(Verification::Broken {
-                row: entry.id,
-                reason,
-            });
+            return Ok((broken(entry.id, &reason), last_id));
         }
         if entry.prev_hash != expected_prev {
-            return Ok(Verification::Broken {
-                row: entry.id,
-                reason: "its previous-hash does not match the row before it (a row was removed, reordered or inserted)".into(),
-            });
+            return Ok((
+                broken(
+                    entry.id,
+                    "its previous-hash does not match the row before it (a row was removed, reordered or inserted)",
+                ),
+                last_id,
+            ));
         }
-        let computed = chain_hash(
-            &entry.prev_hash,
-            &canonical(
-                entry.id,
-                entry.at_ms,
-                &entry.actor,
-                &entry.action,
-                &entry.subject,
-                &entry.details,
-            ),
+        let canonical = canonical(
+            entry.id,
+            entry.at_ms,
+            &entry.actor,
+            &entry.action,
+            &entry.subject,
+            &entry.details,
         );
+        let keyed = keyed_from.is_some_and(|first| entry.id >= first);
+        let computed = match (keyed, key) {
+            (true, Some(key)) => key.chain(&entry.prev_hash, &canonical),
+            (true, None) => {
+                return Ok((
+                    broken(entry.id, "the row is keyed but no key was loaded"),
+                    last_id,
+                ));
+            }
+            (false, _) => chain_hash(&entry.prev_hash, &canonical),
+        };
         if computed != entry.hash {
-            return Ok(Verification::Broken {
-                row: entry.id,
-                reason: "its content does not match its hash (the row was edited)".into(),
-            });
+            let reason = if keyed {
+                "its content does not match its MAC (the row was edited, or the chain rewritten without the key)"
+            } else {
+                "its content does not match its hash (the row was edited)"
+            };
+            return Ok((broken(entry.id, reason), last_id));
         }
         expected_prev = entry.hash;
-        expected_id = Some(entry.id + 1);
+        expected_id = entry.id + 1;
+        last_id = entry.id;
         count += 1;
     }
-    Ok(Verification::Valid { rows: count })
+    Ok((Verification::Valid { rows: count }, last_id))
+}
+
+/// What the daemon checks at boot: a keying problem of the writer refuses the boot (nothing could
+/// be audited); a broken tail or a missing head is a warning (returned, to be published).
+pub async fn boot_check(store: &crate::store::Store) -> Result<Option<String>, String> {
+    if let Ok(Some(problem)) = store.write(|_| Ok(writer_problem())).await {
+        return Err(format!("the audit log cannot be written: {problem}"));
+    }
+    match store.read(|conn| verify_report(conn, Some(1_000))).await {
+        Ok(report) => {
+            let mut texts: Vec<String> = Vec::new();
+            if let Verification::Broken { row, reason } = &report.verification {
+                let text = format!(
+                    "the audit log is broken at row {row}: {reason}; run `clawvisor audit verify`"
+                );
+                tracing::error!("{text}");
+                texts.push(text);
+            }
+            for warning in &report.warnings {
+                tracing::warn!("audit log: {warning}");
+                texts.push(format!("audit log: {warning}"));
+            }
+            Ok((!texts.is_empty()).then(|| texts.join("; ")))
+        }
+        Err(error) => Ok(Some(format!("the audit log could not be checked: {error}"))),
+    }
 }
 
 /// Rows newest first, for Studio and export.
@@ -196,7 +471,6 @@ pub fn entries(conn: &Connection, before_id: Option<i64>, limit: u32) -> Result<
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
-
 /// Writes every row, oldest first, as JSON Lines.
 pub fn export_jsonl(conn: &Connection, out: &mut dyn std::io::Write) -> Result<u64> {
     let mut statement =

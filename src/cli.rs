@@ -147,9 +147,16 @@ pub fn main() -> ExitCode {
         Ok(loaded) => loaded,
         Err(error) => return config_error(&error),
     };
+    // Still single-threaded here (no logging thread, no runtime): the daemon's secrets leave its
+    // environment before anything could start a thread or a tool.
+    let protection = matches!(cli.command, Command::Serve | Command::Chat { .. })
+        .then(|| crate::secrets::protect_daemon_process(loaded.secrets.keys().map(String::as_str)));
     if let Err(message) = crate::logging::init(&loaded.config.log.level, loaded.config.log.format) {
         eprintln!("configuration error: {message}");
         return ExitCode::from(EXIT_CONFIG);
+    }
+    if let Some(protection) = protection {
+        protection.log();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -336,14 +343,16 @@ async fn audit(loaded: &LoadedConfig, command: AuditCommand) -> ExitCode {
         Err(code) => return code,
     };
     let code = match command {
-        AuditCommand::Verify => match store.read(|conn| crate::audit::verify(conn, None)).await {
-            Ok(crate::audit::Verification::Valid { rows }) => {
-                println!("audit chain valid: {rows} entries");
-                ExitCode::SUCCESS
-            }
-            Ok(crate::audit::Verification::Broken { row, reason }) => {
-                println!("audit chain BROKEN at row {row}: {reason}");
-                ExitCode::FAILURE
+        AuditCommand::Verify => match store
+            .read(|conn| crate::audit::verify_report(conn, None))
+            .await
+        {
+            Ok(report) => {
+                report.lines().iter().for_each(|line| println!("{line}"));
+                match report.verification {
+                    crate::audit::Verification::Valid { .. } => ExitCode::SUCCESS,
+                    crate::audit::Verification::Broken { .. } => ExitCode::FAILURE,
+                }
             }
             Err(error) => {
                 eprintln!("cannot read the audit log: {error}");

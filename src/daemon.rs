@@ -106,21 +106,11 @@ pub async fn start_with(
             )
         })
         .await?;
-    // The tail of the audit chain is checked at every boot (the whole chain: `clawvisor audit verify`).
-    let audit_state = store
-        .read(|conn| crate::audit::verify(conn, Some(1_000)))
-        .await;
-    let audit_warning = match audit_state {
-        Ok(crate::audit::Verification::Broken { row, reason }) => {
-            let text = format!(
-                "the audit log is broken at row {row}: {reason}; run `clawvisor audit verify`"
-            );
-            tracing::error!("{text}");
-            Some(text)
-        }
-        Ok(crate::audit::Verification::Valid { .. }) => None,
-        Err(error) => Some(format!("the audit log could not be checked: {error}")),
-    };
+    // The tail of the audit chain and its anchors are checked at every boot (the whole chain:
+    // `clawvisor audit verify`); without a usable key nothing could be audited, so no boot.
+    let audit_warning = crate::audit::boot_check(&store)
+        .await
+        .map_err(DaemonError::Boot)?;
     let unclean = store
         .read(move |conn| crate::store::events::unclean_stops(conn, boot_id))
         .await
@@ -308,7 +298,9 @@ fn agent_skills(
         .filter(|server| server.enabled)
         .map(|server| server.name.clone())
         .collect();
-    let has_env = |name: &str| std::env::var_os(name).is_some();
+    // Secret variables were removed from the environment at start; they are in `loaded.secrets`.
+    let has_env =
+        |name: &str| loaded.secrets.contains_key(name) || std::env::var_os(name).is_some();
     let context = crate::skills::AgentContext {
         agent: &spec.name,
         tools: &spec.tools,

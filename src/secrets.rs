@@ -1,54 +1,231 @@
-//! Secrets (bot tokens, API keys) and the redactor that keeps them out of logs, errors and Studio.
+//! Secrets (bot tokens, API keys): the redactor that keeps them out of logs, errors, Studio, tool
+//! output and the model, the check that refuses tool calls carrying them, and the process
+//! hardening that keeps them out of reach of the daemon's own tools.
 //!
 //! Every secret the daemon reads from the environment is registered here once. [`redact`] replaces
-//! each registered value with `***`; the tracing writer (src/logging.rs) runs every log line
-//! through it, and error texts that leave a boundary (LLM errors, Telegram errors, Studio) do too.
-//! A bot token also appears inside Telegram URLs (`/bot<TOKEN>/getMe`), so redacting by value is
-//! the only way to be sure.
+//! each registered value — and the encoded forms a tool might print or a model might send
+//! (URL-encoded, base64 of any text containing it, hex) — with `***`; the tracing writer
+//! (src/logging.rs) runs every log line through it, error texts that leave a boundary (LLM errors,
+//! Telegram errors, Studio) do too, and the tool dispatcher runs every tool output and every
+//! recorded argument through it. [`contains_secret`] is the same match as a yes/no: the dispatcher
+//! refuses any tool call whose arguments carry a secret (so `web_fetch` cannot carry a key out in
+//! a query string while the operator sees `***`). A bot token also appears inside Telegram URLs
+//! (`/bot<TOKEN>/getMe`), so matching by value is the only way to be sure.
+//!
+//! [`protect_daemon_process`] is what `serve` and `chat` do before anything else runs: the process
+//! becomes non-dumpable (another process of the same user — a shell command an agent runs — can no
+//! longer read `/proc/<pid>/environ` or its memory, and no core dump is written), and the secret
+//! variables are removed from the environment and overwritten in the original environment block,
+//! which is what `/proc/<pid>/environ` and `ps eww` show (`unsetenv` alone leaves it untouched).
 
 use std::borrow::Cow;
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine as _;
 
 /// Secrets shorter than this are not registered: redacting "abc" everywhere would mangle text.
 const MIN_SECRET_LEN: usize = 8;
 
-fn registry() -> &'static RwLock<Vec<String>> {
-    static SECRETS: OnceLock<RwLock<Vec<String>>> = OnceLock::new();
-    SECRETS.get_or_init(|| RwLock::new(Vec::new()))
+/// What replaces a secret (in any form) in a text.
+pub const REDACTED: &str = "***";
+
+/// The registered secrets and one automaton over all their forms.
+#[derive(Default)]
+struct Registry {
+    secrets: Vec<String>,
+    /// Every form of every secret, deduplicated; `None` while nothing is registered.
+    matcher: Option<Arc<AhoCorasick>>,
 }
 
-/// Remembers a secret value so that it is redacted from now on.
+fn registry() -> &'static RwLock<Registry> {
+    static SECRETS: OnceLock<RwLock<Registry>> = OnceLock::new();
+    SECRETS.get_or_init(|| RwLock::new(Registry::default()))
+}
+
+fn matcher() -> Option<Arc<AhoCorasick>> {
+    // A poisoned lock only means another thread panicked while holding it; the list is still valid.
+    registry()
+        .read()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .matcher
+        .clone()
+}
+
+/// Remembers a secret value so that it (and its encoded forms) is redacted from now on.
 pub fn register(secret: &str) {
     let secret = secret.trim();
     if secret.len() < MIN_SECRET_LEN {
         return;
     }
-    // A poisoned lock only means another thread panicked while holding it; the list is still valid.
-    let mut secrets = registry()
+    let mut registry = registry()
         .write()
         .unwrap_or_else(|poison| poison.into_inner());
-    if !secrets.iter().any(|known| known == secret) {
-        secrets.push(secret.to_string());
-        // Longest first, so that a secret containing another is replaced whole.
-        secrets.sort_by_key(|known| std::cmp::Reverse(known.len()));
+    if registry.secrets.iter().any(|known| known == secret) {
+        return;
+    }
+    registry.secrets.push(secret.to_string());
+    let mut forms: Vec<String> = registry
+        .secrets
+        .iter()
+        .flat_map(|secret| encoded_forms(secret))
+        .collect();
+    forms.sort();
+    forms.dedup();
+    // Leftmost-longest: a secret containing another (or one of its forms) is replaced whole.
+    match AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(&forms)
+    {
+        Ok(automaton) => registry.matcher = Some(Arc::new(automaton)),
+        // Building fails only past aho-corasick's size limits, far beyond a handful of secrets;
+        // the previous automaton (without this secret) stays rather than none at all.
+        Err(error) => eprintln!("clawvisor: cannot register a secret for redaction: {error}"),
     }
 }
 
-/// Returns `text` with every registered secret replaced by `***`.
-pub fn redact(text: &str) -> Cow<'_, str> {
-    let secrets = registry()
-        .read()
-        .unwrap_or_else(|poison| poison.into_inner());
-    if !secrets.iter().any(|secret| text.contains(secret.as_str())) {
-        return Cow::Borrowed(text);
+/// The forms of `secret` that are matched: the value itself, URL-encoded (upper- and lowercase
+/// hex), hex, and base64 (standard and URL-safe alphabets) at each of the three byte alignments it
+/// can have inside a longer encoded text — so `base64("user:" + secret)`, as in a Basic
+/// authorization header, is caught too. The base64 forms are the characters that depend on the
+/// secret's bytes only (the first and last few, shared with neighbouring bytes, are left out).
+pub fn encoded_forms(secret: &str) -> Vec<String> {
+    let bytes = secret.as_bytes();
+    let mut forms = vec![secret.to_string()];
+    let percent_upper = percent_encode(bytes, false);
+    if percent_upper != secret {
+        forms.push(percent_upper);
+        forms.push(percent_encode(bytes, true));
     }
-    let mut owned = text.to_string();
-    for secret in secrets.iter() {
-        if owned.contains(secret.as_str()) {
-            owned = owned.replace(secret.as_str(), "***");
+    forms.push(hex::encode(bytes));
+    for engine in [
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for offset in 0..3usize {
+            let mut shifted = vec![0u8; offset];
+            shifted.extend_from_slice(bytes);
+            let encoded = engine.encode(&shifted);
+            // Character i covers bits [6i, 6i + 6); the secret covers [8 * offset, 8 * (offset + n)).
+            let first = (8 * offset).div_ceil(6);
+            let end = (8 * (offset + bytes.len())) / 6;
+            if let Some(core) = encoded.get(first..end)
+                && core.len() >= MIN_SECRET_LEN
+            {
+                forms.push(core.to_string());
+            }
         }
     }
-    Cow::Owned(owned)
+    forms
+}
+
+/// Percent-encodes every byte outside RFC 3986's unreserved set.
+fn percent_encode(bytes: &[u8], lowercase: bool) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for &byte in bytes {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else if lowercase {
+            out.push_str(&format!("%{byte:02x}"));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Returns `text` with every registered secret, in any of its [`encoded_forms`], replaced by `***`.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let Some(matcher) = matcher() else {
+        return Cow::Borrowed(text);
+    };
+    if !matcher.is_match(text) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(matcher.replace_all(text, &[REDACTED].repeat(matcher.patterns_len())))
+}
+
+/// Whether `text` holds a registered secret in any of its [`encoded_forms`] — also once
+/// percent-decoded (twice at most), which catches URLs that encode only some characters.
+pub fn contains_secret(text: &str) -> bool {
+    let Some(matcher) = matcher() else {
+        return false;
+    };
+    if matcher.is_match(text) {
+        return true;
+    }
+    let mut decoded = Cow::Borrowed(text.as_bytes());
+    for _ in 0..2 {
+        if !decoded.contains(&b'%') {
+            return false;
+        }
+        decoded = Cow::Owned(percent_decode(&decoded));
+        if matcher.is_match(decoded.as_ref()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Decodes every valid `%XX` escape; everything else is kept as is.
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escaped = (bytes[index] == b'%')
+            .then(|| bytes.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                index += 3;
+            }
+            None => {
+                out.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Whether any string of `value` (object keys included) holds a registered secret. Checking the
+/// parsed strings, not only the JSON text, catches a secret hidden behind JSON escapes (`\u0041`).
+pub fn json_contains_secret(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => contains_secret(text),
+        Value::Array(items) => items.iter().any(json_contains_secret),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| contains_secret(key) || json_contains_secret(item)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// Redacts every string of `value` in place (object keys included).
+pub fn redact_json(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            if let Cow::Owned(redacted) = redact(text) {
+                *text = redacted;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_json),
+        Value::Object(map) => {
+            if map.keys().any(|key| contains_secret(key)) {
+                let entries = std::mem::take(map);
+                for (key, item) in entries {
+                    map.insert(redact(&key).into_owned(), item);
+                }
+            }
+            map.values_mut().for_each(redact_json);
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// A secret value read from the environment. Its `Debug` never shows the value.
@@ -85,6 +262,158 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Process hardening
+
+/// What [`protect_daemon_process`] did, to be logged once logging runs.
+#[derive(Debug, Default)]
+pub struct ProcessProtection {
+    /// Whether the process is now non-dumpable.
+    pub non_dumpable: bool,
+    /// Secret variables removed from the environment.
+    pub removed: Vec<String>,
+    /// Entries overwritten in the original environment block (`/proc/<pid>/environ`).
+    pub overwritten: usize,
+    /// What could not be done, each naming the consequence.
+    pub problems: Vec<String>,
+}
+
+impl ProcessProtection {
+    /// Logs the outcome: one info line, and a warning per problem.
+    pub fn log(&self) {
+        tracing::info!(
+            non_dumpable = self.non_dumpable,
+            removed = self.removed.len(),
+            overwritten = self.overwritten,
+            "secrets: process hardened (not dumpable; secret variables removed from the environment)"
+        );
+        for problem in &self.problems {
+            tracing::warn!("secrets: {problem}");
+        }
+    }
+}
+
+/// Makes the process non-dumpable and removes the secret variables `vars` from its environment
+/// (the live one and the original block). Call it before any other thread starts (`cli::main`
+/// calls it right after the config is loaded, before logging and the async runtime): it checks
+/// that the process is single-threaded and leaves the environment alone otherwise.
+pub fn protect_daemon_process<'a>(vars: impl IntoIterator<Item = &'a str>) -> ProcessProtection {
+    let mut protection = ProcessProtection::default();
+    match nix::sys::prctl::set_dumpable(false) {
+        Ok(()) => protection.non_dumpable = true,
+        Err(error) => protection.problems.push(format!(
+            "could not make the process non-dumpable ({error}); other processes of this user can read its memory"
+        )),
+    }
+    let vars: Vec<&str> = vars
+        .into_iter()
+        .filter(|var| !var.is_empty() && !var.contains('=') && !var.contains('\0'))
+        .collect();
+    match thread_count() {
+        Ok(1) => {}
+        Ok(threads) => {
+            protection.problems.push(format!(
+                "the environment was not scrubbed: {threads} threads were running (it must happen before any thread starts)"
+            ));
+            return protection;
+        }
+        Err(error) => {
+            protection.problems.push(format!(
+                "the environment was not scrubbed: cannot count this process's threads ({error})"
+            ));
+            return protection;
+        }
+    }
+    for var in &vars {
+        if std::env::var_os(var).is_some() {
+            // SAFETY: `remove_var` is unsafe because another thread could read or write the
+            // environment at the same time. `thread_count` just showed that this process has one
+            // thread, this one, and nothing here starts another before the call returns.
+            unsafe { std::env::remove_var(var) };
+            protection.removed.push(var.to_string());
+        }
+    }
+    match overwrite_original_environment(&vars) {
+        Ok(count) => protection.overwritten = count,
+        Err(error) => protection.problems.push(format!(
+            "the original environment block still holds the secrets (visible as /proc/{}/environ to root): {error}",
+            std::process::id()
+        )),
+    }
+    protection
+}
+
+/// The number of threads of this process.
+fn thread_count() -> std::io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/task")?.count())
+}
+
+/// The bounds of the environment block the kernel placed on the stack at `execve`: fields 50 and
+/// 51 (`env_start`, `env_end`) of `/proc/self/stat` (Linux ≥ 3.5). `/proc/<pid>/environ` shows
+/// exactly these bytes.
+fn environment_block() -> Result<(usize, usize), String> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|error| format!("cannot read /proc/self/stat: {error}"))?;
+    // The command name (field 2) is in parentheses and may hold spaces; fields 3.. follow the
+    // last `)`.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("/proc/self/stat has no command field")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |number: usize| -> Result<usize, String> {
+        fields
+            .get(number - 3)
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| format!("/proc/self/stat has no field {number}"))
+    };
+    let (start, end) = (field(50)?, field(51)?);
+    if start == 0 || end <= start || end - start > 16 * 1024 * 1024 {
+        return Err(format!(
+            "implausible environment bounds {start:#x}..{end:#x}"
+        ));
+    }
+    Ok((start, end))
+}
+
+/// Overwrites with `*` the values of the entries named `vars` in the original environment block;
+/// returns how many entries were overwritten.
+fn overwrite_original_environment(vars: &[&str]) -> Result<usize, String> {
+    if vars.is_empty() {
+        return Ok(0);
+    }
+    let (start, end) = environment_block()?;
+    let length = end - start;
+    // SAFETY: [start, end) is the environment block the kernel wrote into this process's stack
+    // mapping at `execve` (readable and writable, never unmapped while the process lives), as
+    // `/proc/self/stat` reports it for this very process. No Rust value refers to it (`std::env`
+    // copies what it reads), the process is single-threaded (checked by the caller), and the
+    // writes below stay inside the block and only replace value bytes, never a separator.
+    let block = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, length) };
+    let mut overwritten = 0;
+    let mut position = 0;
+    while position < block.len() {
+        let entry_end = block[position..]
+            .iter()
+            .position(|&byte| byte == 0)
+            .map_or(block.len(), |offset| position + offset);
+        let entry = &block[position..entry_end];
+        let matched = vars.iter().find_map(|var| {
+            let name = var.as_bytes();
+            (entry.len() > name.len() && entry.starts_with(name) && entry[name.len()] == b'=')
+                .then_some(name.len() + 1)
+        });
+        if let Some(value_offset) = matched {
+            for byte in &mut block[position + value_offset..entry_end] {
+                *byte = b'*';
+            }
+            overwritten += 1;
+        }
+        position = entry_end + 1;
+    }
+    Ok(overwritten)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +436,53 @@ mod tests {
     fn short_values_are_not_treated_as_secrets() {
         register("abc");
         assert_eq!(redact("abc def"), "abc def");
+    }
+
+    #[test]
+    fn encoded_forms_of_a_secret_are_redacted_and_detected() {
+        let secret = "987654:ZZEncoded/secret+value";
+        register(secret);
+        let url_encoded = format!(
+            "https://example.com/?k={}",
+            percent_encode(secret.as_bytes(), false)
+        );
+        let lower = format!("q={}", percent_encode(secret.as_bytes(), true));
+        let hex_form = format!("0x{}", hex::encode(secret));
+        let mut cases = vec![url_encoded, lower, hex_form];
+        // Base64 of texts holding the secret at every alignment, in both alphabets.
+        for prefix in ["", "u:", "ab:"] {
+            let plain = format!("{prefix}{secret} and more");
+            cases.push(base64::engine::general_purpose::STANDARD.encode(&plain));
+            cases.push(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&plain));
+            cases.push(format!(
+                "Authorization: Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("user{prefix}{secret}"))
+            ));
+        }
+        for case in &cases {
+            assert!(contains_secret(case), "not detected: {case}");
+            assert!(redact(case).contains(REDACTED), "not redacted: {case}");
+        }
+        assert!(!contains_secret("an ordinary text about secrets"));
+        // Encoding only some characters hides nothing either.
+        assert!(contains_secret(&format!(
+            "/x?k={}",
+            secret.replace(':', "%3a").replace('Z', "%5A")
+        )));
+        let mut value = serde_json::json!({"url": cases[0], "nested": [{"x": secret}], secret: 1});
+        assert!(json_contains_secret(&value));
+        redact_json(&mut value);
+        assert!(!json_contains_secret(&value), "{value}");
+        // A JSON escape hides nothing from the parsed check.
+        let escaped: serde_json::Value =
+            serde_json::from_str(r#"{"u": "\u0039\u0038\u0037654:ZZEncoded/secret+value"}"#)
+                .unwrap();
+        assert!(json_contains_secret(&escaped));
+    }
+
+    #[test]
+    fn the_environment_block_bounds_are_read() {
+        let (start, end) = environment_block().unwrap();
+        assert!(end > start);
     }
 }

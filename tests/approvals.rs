@@ -439,6 +439,14 @@ fn tampering_with_the_audit_log_is_detected_and_the_row_named() {
     ));
     // `clawvisor audit verify` names the row too, and fails.
     std::fs::create_dir_all(dir.path().join("tampered")).unwrap();
+    // The chain is keyed: the key and the head outside the database go along with the copy.
+    for anchor in [audit::KEY_FILE, audit::HEAD_FILE] {
+        std::fs::copy(
+            dir.path().join(anchor),
+            dir.path().join("tampered").join(anchor),
+        )
+        .unwrap();
+    }
     std::fs::copy(
         dir.path().join("copy-4.db"),
         dir.path().join("tampered/clawvisor.db"),

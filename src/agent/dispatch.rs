@@ -6,6 +6,12 @@
 //! allowed calls run: consecutive read-only calls together (bounded), side-effecting calls one at a
 //! time in the model's order. Each runs under its timeout and the run's cancellation; its output is
 //! truncated when long, recorded as a step and as a transcript event, and returned to the loop.
+//!
+//! This is also where secrets are kept away from tools and the model (`crate::secrets`): a call
+//! whose arguments carry a registered secret (raw or encoded) is refused before the gate, with a
+//! recorded decision and an audit row that do not contain it; and every output — success, error
+//! or refusal — is redacted before it is recorded or returned, so that a tool printing a key (a
+//! file, a web page, an MCP server) never hands it to the model.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,7 +64,15 @@ pub async fn dispatch(
 ) -> Result<Vec<CallResult>, StoreError> {
     let mut plans = Vec::with_capacity(calls.len());
     for call in calls {
-        plans.push(plan(ctx, guard, limiter, call).await);
+        let planned = if carries_secret(call) {
+            refuse_secret(ctx, call).await
+        } else {
+            plan(ctx, guard, limiter, call).await
+        };
+        plans.push(match planned {
+            Plan::Refused(output) => Plan::Refused(redacted_output(output)),
+            run => run,
+        });
     }
 
     let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
@@ -142,6 +156,91 @@ pub async fn dispatch(
     let results: Vec<CallResult> = results.into_iter().flatten().collect();
     record_results(ctx, &results).await?;
     Ok(results)
+}
+
+/// What the model is told when a call is refused for carrying a secret. It names no value.
+pub const SECRET_REFUSAL: &str = "Not run: the arguments carry a secret of this daemon (a bot token or API key, possibly encoded). Tools never receive the daemon's secrets and nothing may send them anywhere. Do not retry this call; tell the user if it matters.";
+
+/// Whether a call's arguments hold a registered secret: in the text as sent (raw, URL-encoded,
+/// base64, hex) or in any string once parsed (a JSON escape hides nothing).
+fn carries_secret(call: &ToolCall) -> bool {
+    crate::secrets::contains_secret(&call.arguments)
+        || crate::secrets::contains_secret(&call.name)
+        || serde_json::from_str::<Value>(&call.arguments)
+            .is_ok_and(|args| crate::secrets::json_contains_secret(&args))
+}
+
+/// Refuses a call that carries a secret, before the gate: the decision is recorded as a step and
+/// an audit row (neither holds the arguments), and the model is told why.
+async fn refuse_secret(ctx: &RunCtx, call: &ToolCall) -> Plan {
+    let name = crate::secrets::redact(&call.name).into_owned();
+    let reason =
+        "the arguments carry a registered secret (bot token or API key); tools never receive one";
+    ctx.record_step(NewStep {
+        kind: "decision",
+        name: Some(name.clone()),
+        detail: json!({
+            "call_id": call.id,
+            "action": format!("{name}: (arguments withheld: they carry a secret)"),
+            "envelope": {
+                "decision": Decision::Deny.as_str(),
+                "risk": crate::policy::RiskLevel::L3.as_str(),
+                "reason": reason,
+                "source": "secrets",
+                "next_step": "not run; the model is told why",
+                "requires_confirmation": false,
+            },
+            "assessment": [reason],
+        }),
+        ..NewStep::default()
+    })
+    .await;
+    let (actor, subject) = (
+        format!("agent:{}", ctx.agent()),
+        format!("run:{}", ctx.run_id),
+    );
+    let details = json!({"tool": name, "call_id": call.id, "reason": reason});
+    let announced = subject.clone();
+    let written = ctx
+        .runtime
+        .store
+        .write(move |conn| {
+            crate::audit::append(conn, &actor, "tool.refused_secret", &subject, &details)
+                .map(|_| ())
+        })
+        .await;
+    match written {
+        Ok(()) => crate::audit::announce(&ctx.runtime.events, "tool.refused_secret", &announced),
+        Err(error) => tracing::warn!(run_id = ctx.run_id, %error, "could not audit a refused call"),
+    }
+    tracing::warn!(
+        agent = %ctx.agent(),
+        run_id = ctx.run_id,
+        tool = %name,
+        "a tool call carrying a secret was refused"
+    );
+    Plan::Refused(ToolOutput::error(SECRET_REFUSAL))
+}
+
+/// `output` with every registered secret (in any encoded form) replaced by `***`.
+fn redacted_output(mut output: ToolOutput) -> ToolOutput {
+    if let std::borrow::Cow::Owned(text) = crate::secrets::redact(&output.text) {
+        output.text = text;
+    }
+    output
+}
+
+/// The calls as they may be stored and shown back to the model: names and arguments redacted.
+/// The dispatcher itself gets the calls as sent, so that it can refuse the ones carrying secrets.
+pub fn redacted_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .map(|call| ToolCall {
+            id: call.id.clone(),
+            name: crate::secrets::redact(&call.name).into_owned(),
+            arguments: crate::secrets::redact(&call.arguments).into_owned(),
+        })
+        .collect()
 }
 
 async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: &ToolCall) -> Plan {
@@ -382,10 +481,13 @@ async fn execute(
         name: call.name.clone(),
         status: "started".into(),
     });
+    // Calls carrying a secret never get here; redacting the recorded copy is defence in depth.
+    let mut recorded_args = args.clone();
+    crate::secrets::redact_json(&mut recorded_args);
     ctx.record_step(NewStep {
         kind: "tool_call",
         name: Some(call.name.clone()),
-        detail: json!({"call_id": call.id, "arguments": args}),
+        detail: json!({"call_id": call.id, "arguments": recorded_args}),
         ..NewStep::default()
     })
     .await;
@@ -398,10 +500,11 @@ async fn execute(
         },
         _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
     };
-    let mut output = match result {
+    // Redacted before anything else sees it: the step, the transcript, the audit and the model.
+    let mut output = redacted_output(match result {
         Ok(output) => output,
-        Err(error) => ToolOutput::error(crate::secrets::redact(&error.to_string()).into_owned()),
-    };
+        Err(error) => ToolOutput::error(error.to_string()),
+    });
     let limit = ctx.runtime.limits.tool_output_max_chars;
     let length = output.text.chars().count();
     if length > limit {

@@ -358,11 +358,13 @@ async fn drive(
             return Ok(Ending::Answer(text));
         }
 
-        // Store the request for tools before any of them runs.
-        let assistant =
-            ChatMessage::assistant_tool_calls(response.text.clone(), response.tool_calls.clone());
-        let data = transcript::tool_calls_data(&response.tool_calls);
-        let (session_id, run_id, content) = (ctx.session_id, ctx.run_id, response.text.clone());
+        // Store the request for tools before any of them runs (secrets in it redacted; the
+        // dispatcher refuses the calls that carry one).
+        let recorded_calls = dispatch::redacted_calls(&response.tool_calls);
+        let content = crate::secrets::redact(&response.text).into_owned();
+        let assistant = ChatMessage::assistant_tool_calls(content.clone(), recorded_calls.clone());
+        let data = transcript::tool_calls_data(&recorded_calls);
+        let (session_id, run_id) = (ctx.session_id, ctx.run_id);
         let now = crate::clock::now_ms();
         ctx.runtime
             .store

@@ -5,6 +5,10 @@
 //! answers each job. A job that returns an error or panics is rolled back to its savepoint and
 //! answered with its error; the others commit. If the commit itself fails (disk full, I/O error)
 //! every job of the batch is answered with that error and nothing of the batch is kept.
+//!
+//! The audit log's seal lives on this thread: its key is loaded (or created) before the first job,
+//! and after each commit that appended audit rows the head outside the database is advanced
+//! (`crate::audit`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
@@ -87,9 +91,14 @@ pub(super) struct WriterHandle {
 impl WriterHandle {
     pub(super) fn spawn(conn: Connection) -> WriterHandle {
         let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        // Before `Store::open` returns: whoever reads next finds the key, marker and head in place.
+        let seal = crate::audit::prepare_writer_seal(&conn);
         let thread = std::thread::Builder::new()
             .name("clawvisor-db-writer".into())
-            .spawn(move || run(conn, receiver))
+            .spawn(move || {
+                crate::audit::install_writer_seal(seal);
+                run(conn, receiver)
+            })
             .expect("spawning a thread only fails when the OS is out of resources at boot");
         WriterHandle { sender, thread }
     }
@@ -158,6 +167,9 @@ fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
     }
     match conn.execute_batch("COMMIT") {
         Ok(()) => {
+            // Before the answers: once a write that appended audit rows returns, the head
+            // outside the database covers them (a crash in between leaves it one commit behind).
+            crate::audit::after_commit(conn);
             for delivery in deliveries {
                 delivery.deliver(Ok(()));
             }
@@ -165,6 +177,7 @@ fn run_batch(conn: &Connection, batch: Vec<Box<dyn Job>>) {
         Err(error) => {
             tracing::error!(error = %error, "database: commit failed; the batch was rolled back");
             let _ = conn.execute_batch("ROLLBACK");
+            crate::audit::after_rollback();
             for delivery in deliveries {
                 delivery.deliver(Err(StoreError::Sqlite(clone_error(&error))));
             }

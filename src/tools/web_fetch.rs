@@ -18,7 +18,9 @@
 //!
 //! Risk: L1 (run and notify). The fetch itself changes nothing (`ReadOnly`), but the URL is data
 //! leaving the machine: a model could put what it read into a query string. That is worth a
-//! notification, not an approval for every page.
+//! notification, not an approval for every page. A URL carrying one of the daemon's secrets (raw
+//! or encoded, in any part, redirect targets included) is refused outright: the dispatcher already
+//! refuses such calls for every tool, and this check keeps `web_fetch` safe on its own.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -90,6 +92,11 @@ pub enum FetchRefusal {
     NoAddress { host: String },
     #[error("too many redirects (more than {MAX_REDIRECTS}); the last one pointed to {url}")]
     TooManyRedirects { url: String },
+    #[error(
+        "the URL carries a secret of this daemon (a bot token or API key, possibly encoded); \
+         web_fetch never sends one, so nothing was fetched"
+    )]
+    CarriesSecret,
 }
 
 /// What kind of non-public address `ip` is, as "a loopback", "a private", ...; `None` when it is
@@ -153,6 +160,9 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
 /// Applied to the first URL and to every redirect target; host names are checked by
 /// [`VettingResolver`] when the connection is made.
 pub fn check_url(url: &Url, policy: AddressPolicy) -> Result<(), FetchRefusal> {
+    if crate::secrets::contains_secret(url.as_str()) {
+        return Err(FetchRefusal::CarriesSecret);
+    }
     if !matches!(url.scheme(), "http" | "https") {
         return Err(FetchRefusal::Scheme {
             scheme: url.scheme().to_string(),
@@ -183,6 +193,10 @@ fn check_address(host: &str, address: IpAddr, policy: AddressPolicy) -> Result<(
 
 /// Parses `text` as a URL to fetch and checks it.
 pub fn parse_and_check_url(text: &str, policy: AddressPolicy) -> Result<Url, FetchRefusal> {
+    // The text as given too: parsing lowercases the host (`<KEY>.example.com`).
+    if crate::secrets::contains_secret(text) {
+        return Err(FetchRefusal::CarriesSecret);
+    }
     let url = Url::parse(text.trim()).map_err(|error| FetchRefusal::InvalidUrl {
         url: redact(text).into_owned(),
         reason: error.to_string(),

@@ -522,14 +522,21 @@ fn skills(loaded: &LoadedConfig, command: SkillsCommand) -> ExitCode {
                 );
             }
             for entry in &catalogue {
-                match &entry.skill {
-                    Ok(skill) => println!(
+                match (&entry.shadowed, &entry.skill) {
+                    (Some(reason), _) => {
+                        println!(
+                            "{:<24} {:<9} NOT USED: {reason}",
+                            entry.name,
+                            entry.level.as_str()
+                        )
+                    }
+                    (None, Ok(skill)) => println!(
                         "{:<24} {:<9} {}",
                         entry.name,
                         entry.level.as_str(),
                         skill.description
                     ),
-                    Err(error) => println!(
+                    (None, Err(error)) => println!(
                         "{:<24} {:<9} INVALID: {error}",
                         entry.name,
                         entry.level.as_str()

@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod registry;
+pub mod sandbox;
 pub mod schedule;
 pub mod secrets;
 pub mod skills;

@@ -925,6 +925,12 @@ async fn doctor(loaded: &LoadedConfig) -> ExitCode {
         });
     }
     checks.extend(telegram_checks(loaded).await);
+    let protections = crate::sandbox::protections();
+    checks.push(Check {
+        ok: protections.bash.is_some(),
+        what: "shell sandbox".into(),
+        detail: protections.summary(),
+    });
     for hint in &loaded.hints {
         checks.push(Check {
             ok: false,

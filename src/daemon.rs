@@ -194,6 +194,12 @@ pub async fn start_with(
         agents = loaded.agents.len(),
         "clawvisor is up"
     );
+    let protections = crate::sandbox::protections();
+    if protections.complete() {
+        tracing::info!(protections = %protections.summary(), "shell sandbox");
+    } else {
+        tracing::warn!(protections = %protections.summary(), "shell sandbox incomplete");
+    }
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);
     }

@@ -473,6 +473,42 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_skill_is_shadowed_whatever_the_order_of_the_levels() {
+        let root = tempfile::tempdir().unwrap();
+        for (level, body) in [("bundled", "operator's"), ("workspace", "agent's")] {
+            let dir = root.path().join(level).join("notes");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!("---\nname: notes\ndescription: d\n---\n{body}\n"),
+            )
+            .unwrap();
+        }
+        let bundled = (root.path().join("bundled"), Level::Bundled);
+        let workspace = (root.path().join("workspace"), Level::Workspace);
+        for levels in [
+            [bundled.clone(), workspace.clone()],
+            [workspace.clone(), bundled.clone()],
+        ] {
+            let catalogue = discover(&levels);
+            assert_eq!(catalogue.len(), 2);
+            let used = catalogue[0].skill.as_ref().unwrap();
+            assert_eq!(
+                (used.level, used.instructions.as_str()),
+                (Level::Bundled, "operator's")
+            );
+            assert_eq!(catalogue[0].shadowed, None);
+            assert_eq!(catalogue[1].level, Level::Workspace);
+            assert!(
+                catalogue[1]
+                    .shadowed
+                    .as_deref()
+                    .is_some_and(|reason| reason.contains("bundled skill named `notes`"))
+            );
+        }
+    }
+
+    #[test]
     fn front_matter_is_checked_and_unknown_keys_are_kept() {
         let skill = parsed(
             "---\nname: notes\ndescription: Keep notes.\ntools: [write_file]\nlicense: MIT\nallowed-tools: Read\n---\n# Notes\nWrite them down.\n",

@@ -49,7 +49,6 @@ const SYSTEM_ROOTS: &[&str] = &[
     "/etc",
     "/opt",
     "/nix/store",
-    "/proc",
     "/sys",
 ];
 
@@ -268,6 +267,7 @@ fn plan(request: &ConfinementRequest<'_>) -> Vec<(PathBuf, BitFlags<AccessFs>)> 
     for path in readable {
         grant_around(&mut grants, &path, read_execute, &protected);
     }
+    grant_proc_without_processes(&mut grants, AccessFs::from_read(TARGET_ABI));
     for device_path in DEVICES {
         grant_around(&mut grants, Path::new(device_path), device, &protected);
     }
@@ -290,6 +290,42 @@ fn plan(request: &ConfinementRequest<'_>) -> Vec<(PathBuf, BitFlags<AccessFs>)> 
         grant_around(&mut grants, &root, everything, &inside);
     }
     grants
+}
+
+/// `/proc` without any process's directory: its system-wide files (`cpuinfo`, `meminfo`,
+/// `loadavg`, `sys/`, ...) are readable, `/proc/<pid>/` of every process is not.
+///
+/// Landlock's ptrace rule already refuses `/proc/<pid>/mem`, `stack` or `syscall` of a process
+/// outside the sandbox, but on the kernels we tried (6.18) `environ`, `maps` and `auxv` of a
+/// process of the same user stayed readable under it, and the daemon's `environ` holds its API
+/// keys and bot tokens (so do the MCP servers it starts). So no process directory is granted,
+/// not even the command's own (`/proc/self` would resolve to the daemon's here, and the
+/// command's does not exist yet). Pipes reached through `/proc/self/fd` (`<(…)`, `/dev/stdout`)
+/// still work: Landlock does not restrict pipes.
+fn grant_proc_without_processes(
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    access: BitFlags<AccessFs>,
+) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // `self`, `thread-self`, `net`, `mounts` are links into a process directory.
+        let Ok(real) = entry.path().canonicalize() else {
+            continue;
+        };
+        let in_a_process = real
+            .strip_prefix("/proc")
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|first| {
+                let name = first.as_os_str().to_string_lossy();
+                !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_digit())
+            });
+        if real.starts_with("/proc") && !in_a_process {
+            grants.push((real, access));
+        }
+    }
 }
 
 /// `path` with links resolved; an absolute version of it when it does not exist.

@@ -15,8 +15,9 @@
 //! - **Landlock** ([`landlock_rules`]): the kernel confines the shell and everything it starts to
 //!   read and execute the system directories, read and write the workspace and the call's HOME,
 //!   and nothing else: not the data directory (database, other agents' workspaces), not the
-//!   config, not the operator's home. A confined process also cannot ptrace the daemon or read its
-//!   `/proc/<pid>/environ` (which holds the API keys and bot tokens), nor signal it.
+//!   config, not the operator's home, not any process's `/proc/<pid>/` (the daemon's `environ`
+//!   holds the API keys and bot tokens). A confined process also cannot ptrace or signal the
+//!   daemon.
 //!
 //! [`protections`] says which of these are active on this machine; `clawvisor doctor`, the boot
 //! log and Studio's overview show it.
@@ -140,10 +141,13 @@ pub struct ShellHome {
 
 impl ShellHome {
     pub fn create() -> std::io::Result<ShellHome> {
-        // `tempfile` creates the directory with mode 0700 under a random name.
+        // A random name, created exclusively, private to the daemon's user from the start.
         let dir = tempfile::Builder::new()
             .prefix("clawvisor-shell-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()?;
+        // The umask can only clear bits; this makes sure the mode is exactly 0700.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
         for sub in [".config", ".cache", ".local/share", ".local/state", "tmp"] {
             std::fs::create_dir_all(dir.path().join(sub))?;
         }

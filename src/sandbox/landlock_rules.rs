@@ -309,7 +309,11 @@ fn grant_proc_without_processes(
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
     };
+    let is_pid = |name: &str| !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_digit());
     for entry in entries.flatten() {
+        if is_pid(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
         // `self`, `thread-self`, `net`, `mounts` are links into a process directory.
         let Ok(real) = entry.path().canonicalize() else {
             continue;
@@ -318,10 +322,7 @@ fn grant_proc_without_processes(
             .strip_prefix("/proc")
             .ok()
             .and_then(|rest| rest.components().next())
-            .is_some_and(|first| {
-                let name = first.as_os_str().to_string_lossy();
-                !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_digit())
-            });
+            .is_some_and(|first| is_pid(&first.as_os_str().to_string_lossy()));
         if real.starts_with("/proc") && !in_a_process {
             grants.push((real, access));
         }
@@ -415,6 +416,31 @@ mod tests {
             std::slice::from_ref(&data),
         );
         assert_eq!(grants.len(), 1);
+    }
+
+    #[test]
+    fn proc_is_granted_without_any_process_directory() {
+        let mut grants = Vec::new();
+        grant_proc_without_processes(&mut grants, AccessFs::from_read(TARGET_ABI));
+        assert!(
+            grants
+                .iter()
+                .any(|(path, _)| path == Path::new("/proc/loadavg"))
+        );
+        let own = PathBuf::from(format!("/proc/{}", std::process::id()));
+        for (path, _) in &grants {
+            assert!(
+                path.starts_with("/proc") && !path.starts_with(&own),
+                "{path:?}"
+            );
+            let first = path
+                .components()
+                .nth(2)
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy();
+            assert!(!first.bytes().all(|byte| byte.is_ascii_digit()), "{path:?}");
+        }
     }
 
     #[test]

@@ -443,5 +443,31 @@ async fn a_workspace_skill_never_replaces_a_bundled_one() {
         !everything.contains("WORKSPACE-INSTRUCTIONS"),
         "{everything}"
     );
+
+    // Studio's Skills page data says why the workspace copy is not used.
+    let addr = harness
+        .daemon()
+        .studio_addr(Duration::from_secs(10))
+        .await
+        .expect("studio bound");
+    let catalogue: Value = reqwest::get(format!("http://{addr}/api/v1/skills"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let journal = catalogue["skills"]
+        .as_array()
+        .and_then(|skills| skills.iter().find(|skill| skill["name"] == "journal"))
+        .unwrap_or_else(|| panic!("{catalogue}"));
+    assert_eq!(journal["level"], "bundled", "{journal}");
+    let ada = &journal["agents"][0];
+    assert_eq!(ada["usable"], true, "{ada}");
+    assert!(
+        ada["shadowed"]
+            .as_str()
+            .is_some_and(|reason| reason.starts_with("shadowed: a bundled skill named `journal`")),
+        "{ada}"
+    );
     harness.stop().await;
 }

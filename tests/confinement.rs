@@ -3,8 +3,9 @@
 //! directory outside the workspace (so a workspace `.gitconfig` is never read), and Landlock keeps
 //! the command away from the data directory, the database, the config and the daemon's own
 //! process. Where this kernel has no Landlock, the tests assert that `protections()` says so.
-//! Then through the daemon: the data directory and config are protected on the full path, and a
-//! workspace skill never replaces a bundled one.
+//! Then through the daemon: the data directory and config are protected on the full path (with
+//! Studio's overview reporting the protections), a workspace skill never replaces a bundled one
+//! (Studio and `clawvisor skills list` say why), and `clawvisor doctor` reports the protections.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,10 @@ use clawvisor::domain::ChatKey;
 use clawvisor::registry::Registry;
 use clawvisor::sandbox::{self, LandlockSupport};
 use clawvisor::store::{Store, StoreOptions};
-use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, wait_reply};
+use clawvisor::testkit::harness::{
+    Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, wait_reply,
+};
+use clawvisor::testkit::process::write_config;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::tools::shell::ShellTool;
 use clawvisor::tools::{Tool, ToolContext, ToolSettings};
@@ -470,4 +474,62 @@ async fn a_workspace_skill_never_replaces_a_bundled_one() {
         "{ada}"
     );
     harness.stop().await;
+}
+
+/// The operator's commands: `doctor` reports the shell's protections, and `skills list` says
+/// that a workspace skill with a bundled skill's name is not used, and why.
+#[tokio::test]
+async fn doctor_and_skills_list_report_protections_and_shadowed_skills() {
+    let dir = ScratchDir::new("clawvisor-confinement-cli").unwrap();
+    write_config(
+        dir.path(),
+        &config_toml("http://127.0.0.1:9/v1", ""),
+        &[agent_toml("ada", "")],
+    )
+    .unwrap();
+    for (root, body) in [
+        (dir.path().join("skills"), "bundled"),
+        (dir.path().join("data/workspaces/ada/skills"), "workspace"),
+    ] {
+        std::fs::create_dir_all(root.join("journal")).unwrap();
+        std::fs::write(
+            root.join("journal/SKILL.md"),
+            format!("---\nname: journal\ndescription: The {body} journal.\n---\nx\n"),
+        )
+        .unwrap();
+    }
+    let config = dir.path().join("clawvisor.toml");
+    let run = |args: &'static [&'static str]| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_clawvisor"))
+                .arg("--config")
+                .arg(&config)
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        })
+    };
+    let doctor = run(&["doctor"]).await.unwrap();
+    let summary = sandbox::protections().summary();
+    assert!(
+        doctor.contains(&format!("shell sandbox: {summary}")),
+        "{doctor}"
+    );
+    let list = run(&["skills", "list"]).await.unwrap();
+    let lines: Vec<&str> = list
+        .lines()
+        .filter(|line| line.starts_with("journal "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(
+        lines[0].contains("bundled") && lines[0].contains("The bundled journal."),
+        "{list}"
+    );
+    assert!(
+        lines[1].contains("workspace")
+            && lines[1].contains("NOT USED: shadowed: a bundled skill named `journal`"),
+        "{list}"
+    );
 }

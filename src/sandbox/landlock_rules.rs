@@ -237,8 +237,10 @@ impl Confinement {
 fn restrict_current_process(ruleset: &OwnedFd) -> io::Result<()> {
     // no_new_privs lets an unprivileged process restrict itself, and keeps set-user-ID programs
     // from gaining privileges outside the ruleset's reach.
-    // SAFETY: plain prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+    // SAFETY: plain prctl with integer arguments, each passed as the `unsigned long` the kernel
+    // reads (the unused ones must be zero).
+    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, on, unused, unused, unused) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a valid ruleset descriptor and no flags.

@@ -74,8 +74,9 @@ impl Tool for ShellTool {
                           shortened, and processes do not outlive the call (background jobs are \
                           killed when the command ends). HOME and TMPDIR are a fresh empty \
                           directory for each call, deleted after it; only your workspace and \
-                          that directory are writable, system directories are read-only, and \
-                          git reads no global configuration."
+                          that directory are writable, system directories are read-only, \
+                          other processes cannot be seen (no ps), and git reads no global \
+                          configuration."
                 .to_string(),
             parameters: json!({
                 "type": "object",

@@ -531,14 +531,21 @@ fn skills(loaded: &LoadedConfig, command: SkillsCommand) -> ExitCode {
                 );
             }
             for entry in &catalogue {
-                match &entry.skill {
-                    Ok(skill) => println!(
+                match (&entry.shadowed, &entry.skill) {
+                    (Some(reason), _) => {
+                        println!(
+                            "{:<24} {:<9} NOT USED: {reason}",
+                            entry.name,
+                            entry.level.as_str()
+                        )
+                    }
+                    (None, Ok(skill)) => println!(
                         "{:<24} {:<9} {}",
                         entry.name,
                         entry.level.as_str(),
                         skill.description
                     ),
-                    Err(error) => println!(
+                    (None, Err(error)) => println!(
                         "{:<24} {:<9} INVALID: {error}",
                         entry.name,
                         entry.level.as_str()
@@ -927,6 +934,12 @@ async fn doctor(loaded: &LoadedConfig) -> ExitCode {
         });
     }
     checks.extend(telegram_checks(loaded).await);
+    let protections = crate::sandbox::protections();
+    checks.push(Check {
+        ok: protections.bash.is_some(),
+        what: "shell sandbox".into(),
+        detail: protections.summary(),
+    });
     for hint in &loaded.hints {
         checks.push(Check {
             ok: false,

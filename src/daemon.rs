@@ -177,6 +177,12 @@ pub async fn start_with(
         agents = loaded.agents.len(),
         "clawvisor is up"
     );
+    let protections = crate::sandbox::protections();
+    if protections.complete() {
+        tracing::info!(protections = %protections.summary(), "shell sandbox");
+    } else {
+        tracing::warn!(protections = %protections.summary(), "shell sandbox incomplete");
+    }
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);
     }
@@ -235,7 +241,10 @@ fn agent_plans(
                     spec: spec.clone(),
                     providers: providers.clone(),
                     pricing: pricing.clone(),
-                    tool_settings: Arc::new(config.tool_settings(spec.allow_shell)),
+                    tool_settings: Arc::new(crate::tools::ToolSettings {
+                        protected_paths: crate::sandbox::protected_paths(loaded),
+                        ..config.tool_settings(spec.allow_shell)
+                    }),
                     workspace,
                     store: store.clone(),
                     registry: registry.clone(),
@@ -283,7 +292,7 @@ pub fn skill_levels(
 }
 
 /// Every skill the agent could see, each with whether it can use it (the reasons are logged for
-/// the skills its file enables).
+/// the skills its file enables, and for every shadowed workspace skill).
 fn agent_skills(
     loaded: &LoadedConfig,
     spec: &crate::config::AgentSpec,
@@ -311,7 +320,7 @@ fn agent_skills(
     let skills = crate::skills::for_agent(catalogue, &spec.skills, &context);
     for skill in &skills {
         if let Err(reason) = &skill.available
-            && spec.skills.contains(&skill.entry.name)
+            && (spec.skills.contains(&skill.entry.name) || skill.entry.shadowed.is_some())
         {
             tracing::warn!(agent = %spec.name, skill = %skill.entry.name, %reason, "skill unavailable");
         }

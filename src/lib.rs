@@ -21,6 +21,7 @@ pub mod memory;
 pub mod policy;
 pub mod protocol;
 pub mod registry;
+pub mod sandbox;
 pub mod schedule;
 pub mod secrets;
 pub mod skills;

@@ -1,8 +1,14 @@
 //! Skills: capability packs in the `SKILL.md` format (a folder per skill; YAML front matter with
 //! at least `name` and `description`, then Markdown instructions; other files beside it).
 //!
-//! Discovery has three levels, the later winning for the same name: bundled (`skills/` beside the
-//! config file), installed (`<data dir>/skills/`), and the agent's own workspace `skills/`.
+//! Discovery has three levels: bundled (`skills/` beside the config file), installed
+//! (`<data dir>/skills/`), and the agent's own workspace `skills/`. An installed skill replaces a
+//! bundled one of the same name (both are the operator's). A workspace skill never replaces either:
+//! the workspace is writable by the agent (its tools, a web page it was told to save), so a
+//! same-named workspace skill would silently swap instructions the operator chose for ones nobody
+//! reviewed. It is kept in the catalogue as *shadowed*, unavailable with the reason, and a new
+//! workspace skill under a fresh name needs a human decision anyway (writes into the workspace
+//! `skills/` are L2 for the classifier).
 //! Our front-matter extensions are optional: `tools` (required tools), `mcp` (required MCP
 //! servers), `risk` (a hint that can only tighten), `agents` (who may use it), `requires`
 //! (`env` variables, `bins` on PATH). Unknown keys are kept and shown, never errors, so skills
@@ -44,7 +50,8 @@ pub fn extract_bundled(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Where a skill was found; a later level overrides an earlier one of the same name.
+/// Where a skill was found. Installed overrides bundled; workspace never overrides either (see the
+/// module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     Bundled,
@@ -98,6 +105,10 @@ pub struct Entry {
     pub dir: PathBuf,
     pub level: Level,
     pub skill: Result<Skill, String>,
+    /// Set on a workspace entry whose name is also a bundled or installed skill: why it is not
+    /// used. The entry stays in the catalogue (after the one that is used) so that the reason is
+    /// shown wherever availability is.
+    pub shadowed: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -255,6 +266,7 @@ pub fn load_level(dir: &Path, level: Level) -> Vec<Entry> {
                 dir: folder,
                 level,
                 skill,
+                shadowed: None,
             }
         })
         .collect();
@@ -262,20 +274,57 @@ pub fn load_level(dir: &Path, level: Level) -> Vec<Entry> {
     found
 }
 
-/// The catalogue over the three levels: one entry per name, the highest level winning.
+/// The catalogue over the three levels: one usable entry per name (installed over bundled, a
+/// workspace skill only under a name no bundled or installed skill has), sorted by name. A
+/// workspace skill that has the name of a bundled or installed one follows it as a shadowed entry
+/// (`shadowed` says why), so a lookup by name finds the entry that is used first.
 pub fn discover(levels: &[(PathBuf, Level)]) -> Vec<Entry> {
     let mut by_name: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut shadowed: Vec<Entry> = Vec::new();
     for (dir, level) in levels {
         for entry in load_level(dir, *level) {
-            match by_name.get(&entry.name) {
-                Some(existing) if existing.level > entry.level => {}
+            let existing_level = by_name.get(&entry.name).map(|existing| existing.level);
+            match existing_level {
+                Some(existing)
+                    if entry.level == Level::Workspace && existing < Level::Workspace =>
+                {
+                    shadowed.push(entry);
+                }
+                Some(Level::Workspace) if entry.level < Level::Workspace => {
+                    if let Some(workspace) = by_name.insert(entry.name.clone(), entry) {
+                        shadowed.push(workspace);
+                    }
+                }
+                Some(existing) if existing > entry.level => {}
                 _ => {
                     by_name.insert(entry.name.clone(), entry);
                 }
             }
         }
     }
-    by_name.into_values().collect()
+    let mut catalogue: Vec<Entry> = by_name.into_values().collect();
+    for mut entry in shadowed {
+        // The entry that is used has the same name (it is why this one is shadowed); the
+        // shadowed one goes right after it.
+        let Some(used) = catalogue.iter().rposition(|used| used.name == entry.name) else {
+            continue;
+        };
+        entry.shadowed = Some(shadow_reason(&catalogue[used]));
+        catalogue.insert(used + 1, entry);
+    }
+    catalogue
+}
+
+fn shadow_reason(used: &Entry) -> String {
+    format!(
+        "shadowed: a {} skill named `{}` exists ({}), and a workspace skill never replaces a \
+         bundled or installed one; the {} one is used (give the workspace skill another `name` \
+         to use it)",
+        used.level.as_str(),
+        used.name,
+        used.dir.display(),
+        used.level.as_str()
+    )
 }
 
 /// What an agent has that a skill may need.
@@ -357,9 +406,10 @@ pub fn for_agent(
     let mut skills: Vec<AgentSkill> = catalogue
         .into_iter()
         .map(|entry| {
-            let available = match &entry.skill {
-                Ok(skill) => availability(skill, context),
-                Err(error) => Err(format!("the skill is invalid: {error}")),
+            let available = match (&entry.shadowed, &entry.skill) {
+                (Some(reason), _) => Err(reason.clone()),
+                (None, Ok(skill)) => availability(skill, context),
+                (None, Err(error)) => Err(format!("the skill is invalid: {error}")),
             };
             AgentSkill { entry, available }
         })
@@ -372,6 +422,7 @@ pub fn for_agent(
                     dir: PathBuf::new(),
                     level: Level::Workspace,
                     skill: Err("no skills folder has it".into()),
+                    shadowed: None,
                 },
                 available: Err(
                     "not found in the bundled, installed or workspace skills folders".into(),
@@ -395,10 +446,11 @@ pub fn enabled_names(configured: &[String], toggles: &[(String, bool)]) -> Vec<S
     enabled
 }
 
-/// The skills an agent can load now: enabled and available.
+/// The skills an agent can load now: enabled and available (never a shadowed one).
 pub fn usable(skills: &[AgentSkill], enabled: &[String]) -> Vec<Skill> {
     skills
         .iter()
+        .filter(|skill| skill.entry.shadowed.is_none())
         .filter(|skill| enabled.contains(&skill.entry.name) && skill.available.is_ok())
         .filter_map(|skill| skill.entry.skill.as_ref().ok().cloned())
         .collect()
@@ -418,6 +470,42 @@ mod tests {
 
     fn parsed(text: &str) -> Result<Skill, String> {
         parse(text, Path::new("/nowhere"), Level::Bundled)
+    }
+
+    #[test]
+    fn a_workspace_skill_is_shadowed_whatever_the_order_of_the_levels() {
+        let root = tempfile::tempdir().unwrap();
+        for (level, body) in [("bundled", "operator's"), ("workspace", "agent's")] {
+            let dir = root.path().join(level).join("notes");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!("---\nname: notes\ndescription: d\n---\n{body}\n"),
+            )
+            .unwrap();
+        }
+        let bundled = (root.path().join("bundled"), Level::Bundled);
+        let workspace = (root.path().join("workspace"), Level::Workspace);
+        for levels in [
+            [bundled.clone(), workspace.clone()],
+            [workspace.clone(), bundled.clone()],
+        ] {
+            let catalogue = discover(&levels);
+            assert_eq!(catalogue.len(), 2);
+            let used = catalogue[0].skill.as_ref().unwrap();
+            assert_eq!(
+                (used.level, used.instructions.as_str()),
+                (Level::Bundled, "operator's")
+            );
+            assert_eq!(catalogue[0].shadowed, None);
+            assert_eq!(catalogue[1].level, Level::Workspace);
+            assert!(
+                catalogue[1]
+                    .shadowed
+                    .as_deref()
+                    .is_some_and(|reason| reason.contains("bundled skill named `notes`"))
+            );
+        }
     }
 
     #[test]

@@ -76,8 +76,21 @@ fn skills_load_over_three_levels_with_precedence_and_clear_reasons() {
     let notes = find("notes").skill.as_ref().unwrap();
     assert_eq!(
         (notes.description.as_str(), notes.level),
-        ("workspace notes", Level::Workspace),
-        "workspace > installed > bundled"
+        ("installed notes", Level::Installed),
+        "installed > bundled, and a workspace skill never replaces either"
+    );
+    // The workspace `notes` stays listed, right after the one used, as shadowed with the reason.
+    let all_notes: Vec<_> = catalogue
+        .iter()
+        .filter(|entry| entry.name == "notes")
+        .collect();
+    assert_eq!(all_notes.len(), 2);
+    assert_eq!(all_notes[0].shadowed, None);
+    assert_eq!(all_notes[1].level, Level::Workspace);
+    let reason = all_notes[1].shadowed.as_deref().unwrap();
+    assert!(
+        reason.contains("shadowed") && reason.contains("installed skill named `notes`"),
+        "{reason}"
     );
     assert_eq!(find("only-bundled").level, Level::Bundled);
     assert!(
@@ -135,6 +148,26 @@ fn skills_load_over_three_levels_with_precedence_and_clear_reasons() {
         "{reason}"
     );
     assert!(skills::availability(foreign, &context).is_ok());
+
+    // For an agent that enables `notes`, the installed one is what it loads; the workspace one is
+    // unavailable with the shadowing reason.
+    let for_ada = skills::for_agent(catalogue.clone(), &["notes".to_string()], &context);
+    let shadowed = for_ada
+        .iter()
+        .find(|skill| skill.entry.level == Level::Workspace && skill.entry.name == "notes")
+        .unwrap();
+    assert!(
+        shadowed
+            .available
+            .as_ref()
+            .unwrap_err()
+            .starts_with("shadowed"),
+        "{:?}",
+        shadowed.available
+    );
+    let usable = skills::usable(&for_ada, &["notes".to_string()]);
+    assert_eq!(usable.len(), 1);
+    assert_eq!(usable[0].instructions, "installed body");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

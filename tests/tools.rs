@@ -1182,7 +1182,7 @@ async fn shell_captures_output_and_exit_code_in_the_workspace() {
         fixture
             .call(
                 &ShellTool,
-                json!({"command": "echo hello; echo oops >&2; pwd; echo \"home=$HOME\"; cat; exit 3"}),
+                json!({"command": "echo hello; echo oops >&2; pwd; [ \"$HOME\" != \"$PWD\" ] && echo home=elsewhere; cat; exit 3"}),
             )
             .await,
     );
@@ -1190,7 +1190,7 @@ async fn shell_captures_output_and_exit_code_in_the_workspace() {
     assert_eq!(
         text,
         format!(
-            "exit code: 3\n--- stdout ---\nhello\n{0}\nhome={0}\n\n--- stderr ---\noops\n",
+            "exit code: 3\n--- stdout ---\nhello\n{0}\nhome=elsewhere\n\n--- stderr ---\noops\n",
             real_workspace.display()
         )
     );
@@ -1216,8 +1216,24 @@ async fn shell_does_not_see_the_daemons_environment() {
         .lines()
         .filter_map(|line| line.split_once('=').map(|(name, _)| name))
         .collect();
-    // sh itself adds PWD (and, for some shells, SHLVL and _).
-    let allowed: HashSet<&str> = ["PATH", "HOME", "LANG", "PWD", "SHLVL", "_", "OLDPWD"].into();
+    // bash itself adds PWD, SHLVL and _; the rest point at the call's private HOME.
+    let allowed: HashSet<&str> = [
+        "PATH",
+        "HOME",
+        "LANG",
+        "PWD",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "TMPDIR",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_GLOBAL",
+    ]
+    .into();
     assert!(names.is_subset(&allowed), "unexpected variables: {names:?}");
     assert!(names.contains("PATH") && names.contains("HOME") && names.contains("LANG"));
 }

@@ -633,6 +633,7 @@ impl Config {
             shell_timeout: self.tools.shell_timeout.0,
             shell_max_output: self.tools.shell_max_output as usize,
             read_max_bytes: self.tools.read_max_bytes,
+            protected_paths: vec![self.data_dir.clone()],
         }
     }
 }

@@ -181,7 +181,8 @@ pub async fn toggle_skill(
 
 /// `GET /api/v1/skills`: the catalogue across agents. Each skill carries its catalogue entry
 /// (see [`skill_json`]; `available` there: some agent can use it) and `agents`: per configured
-/// agent `enabled`, `available`, `usable` and `reason` — also for an agent whose workspace lacks
+/// agent `enabled`, `available`, `usable`, `reason` and `shadowed` (why the agent's workspace
+/// skill of the same name is not used, if it has one) — also for an agent whose workspace lacks
 /// the skill (`present: false`) or that does not answer (`reachable: false`; such agents are
 /// also listed under `unreachable`, and never make the whole catalogue fail).
 pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
@@ -209,11 +210,14 @@ pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, Api
             let seen = views.iter().find(|view| view.name == agent.name);
             let skill = seen.and_then(|view| view.skills.iter().find(|s| &s.name == name));
             agents.push(match (seen, skill) {
-                (Some(_), Some(skill)) => json!({
+                (Some(view), Some(skill)) => json!({
                     "agent": agent.name, "reachable": true, "present": true,
                     "enabled": skill.enabled, "available": skill.unavailable.is_none(),
                     "usable": skill.enabled && skill.unavailable.is_none(),
                     "reason": skill.unavailable, "level": skill.level,
+                    // A second entry of the same name is a workspace skill shadowed by this one.
+                    "shadowed": view.skills.iter().filter(|s| &s.name == name).nth(1)
+                        .and_then(|shadowed| shadowed.unavailable.clone()),
                 }),
                 (Some(_), None) => json!({
                     "agent": agent.name, "reachable": true, "present": false,

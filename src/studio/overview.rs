@@ -185,6 +185,7 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
         "cost_today_usd": figures.cost_today,
         "mcp": mcp.iter().map(|server| json!({"server": server.server, "state": server.state})).collect::<Vec<_>>(),
         "hints": hints(&state, &figures, &mcp),
+        "protections": crate::sandbox::protections().to_json(),
     })))
 }
 

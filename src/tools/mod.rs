@@ -91,6 +91,9 @@ pub struct ToolSettings {
     pub shell_max_output: usize,
     /// Largest file `read_file` returns (bigger files are truncated with a note).
     pub read_max_bytes: u64,
+    /// Paths `shell` commands can never reach (Landlock): the data directory, the database and
+    /// the config's directory. See `sandbox::protected_paths`.
+    pub protected_paths: Vec<PathBuf>,
 }
 
 impl Default for ToolSettings {
@@ -103,6 +106,7 @@ impl Default for ToolSettings {
             shell_timeout: Duration::from_secs(60),
             shell_max_output: 64 * 1024,
             read_max_bytes: 1024 * 1024,
+            protected_paths: Vec::new(),
         }
     }
 }

@@ -1,9 +1,13 @@
-//! `shell`: runs one command with `/bin/sh -c` in the agent's workspace.
+//! `shell`: runs one command with `bash --noprofile --norc -c` in the agent's workspace, confined.
 //!
-//! Off unless `settings.shell_enabled`. The command gets a minimal environment (PATH, HOME = the
-//! workspace, LANG) and never the daemon's own, which holds API keys and bot tokens. It runs in a
-//! process group of its own with stdin closed; stdout and stderr are captured, keeping the start
-//! and the end of each when they are longer than `settings.shell_max_output`.
+//! Off unless `settings.shell_enabled`. How the command is executed and confined is in
+//! [`crate::sandbox`]: always bash (the grammar the policy classifier reads; the call is refused
+//! when bash is missing), an environment built from nothing (PATH, LANG, and a fresh private HOME
+//! per call outside the workspace with the XDG directories and TMPDIR in it; never the daemon's
+//! own environment, which holds API keys and bot tokens), and a Landlock ruleset that keeps the
+//! command to the system directories, the workspace and that HOME. It runs in a process group of
+//! its own with stdin closed; stdout and stderr are captured, keeping the start and the end of
+//! each when they are longer than `settings.shell_max_output`.
 //!
 //! Invariant: no process started by a call outlives it. When the shell exits, on timeout, on
 //! cancellation, and when the call's future is dropped (the dispatcher gave up on it), the whole
@@ -16,7 +20,7 @@
 //! resources but a process-table slot.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
+use crate::sandbox::{self, Confinement, ShellHome, landlock_rules::ConfinementRequest};
 use crate::secrets::redact;
 use crate::tools::workspace::Workspace;
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
@@ -42,8 +47,6 @@ const DISPATCHER_GRACE: Duration = Duration::from_secs(15);
 /// After the shell exited and its group was killed, the pipes normally close at once; a process
 /// that left the group may keep them open, so reading stops after this long.
 const PIPE_DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
-/// PATH when the daemon itself has none.
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const READ_CHUNK_BYTES: usize = 8192;
 
 /// `shell`.
@@ -66,10 +69,14 @@ impl Tool for ShellTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "shell".to_string(),
-            description: "Run a shell command (/bin/sh -c) in your workspace and get its exit \
+            description: "Run a bash command (bash -c) in your workspace and get its exit \
                           code, stdout and stderr. No input is available, long outputs are \
                           shortened, and processes do not outlive the call (background jobs are \
-                          killed when the command ends)."
+                          killed when the command ends). HOME and TMPDIR are a fresh empty \
+                          directory for each call, deleted after it; only your workspace and \
+                          that directory are writable, system directories are read-only, \
+                          other processes cannot be seen (no ps), and git reads no global \
+                          configuration."
                 .to_string(),
             parameters: json!({
                 "type": "object",
@@ -140,7 +147,25 @@ impl Tool for ShellTool {
                 timeout: ctx.settings.shell_timeout.min(SHELL_TIMEOUT_CEILING),
                 max_output: ctx.settings.shell_max_output,
             };
-            run_command(command, workspace.root(), limits, &ctx.cancel).await
+            let path = sandbox::shell_path();
+            let bash = sandbox::find_bash(&path)
+                .ok_or_else(|| ToolError::Refused(sandbox::BASH_MISSING.to_string()))?;
+            let prepared = prepare(
+                workspace.root().to_path_buf(),
+                ctx.settings.protected_paths.clone(),
+                path.clone(),
+            )
+            .await?;
+            let launch = Launch {
+                bash: &bash,
+                path: &path,
+                working_directory: workspace.root(),
+                home: &prepared.home,
+            };
+            let result =
+                run_command(command, launch, prepared.confinement, limits, &ctx.cancel).await;
+            prepared.home.remove().await;
+            result
         })
     }
 }
@@ -149,6 +174,50 @@ fn command_argument(args: &Value) -> Option<&str> {
     Args::parse("shell", args, SHELL_FIELDS)
         .ok()
         .and_then(|parsed| parsed.optional_str("command").ok().flatten())
+}
+
+/// What a call needs before its command starts: the private HOME and the Landlock ruleset.
+struct Prepared {
+    home: ShellHome,
+    confinement: Confinement,
+}
+
+/// Creates the call's HOME and builds its ruleset on the blocking pool (both touch the disk).
+async fn prepare(
+    workspace: PathBuf,
+    protected: Vec<PathBuf>,
+    path: String,
+) -> Result<Prepared, ToolError> {
+    let work = move || -> Result<Prepared, ToolError> {
+        let home = ShellHome::create().map_err(|error| {
+            ToolError::Failed(format!(
+                "could not create the command's private HOME in {}: {error}",
+                std::env::temp_dir().display()
+            ))
+        })?;
+        let confinement = Confinement::prepare(&ConfinementRequest {
+            workspace: &workspace,
+            home: home.path(),
+            protected: &protected,
+            path: &path,
+        })
+        .map_err(|error| ToolError::Failed(error.to_string()))?;
+        Ok(Prepared { home, confinement })
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(join_error) => Err(ToolError::Failed(format!(
+            "preparing the command's sandbox failed: {join_error}"
+        ))),
+    }
+}
+
+/// Where and how the command starts.
+struct Launch<'a> {
+    bash: &'a Path,
+    path: &'a str,
+    working_directory: &'a Path,
+    home: &'a ShellHome,
 }
 
 struct RunLimits {
@@ -165,28 +234,41 @@ enum Ending {
 
 async fn run_command(
     command_line: &str,
-    working_directory: &Path,
+    launch: Launch<'_>,
+    confinement: Confinement,
     limits: RunLimits,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
-    let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string());
-    let mut command = tokio::process::Command::new("/bin/sh");
+    let mut command = tokio::process::Command::new(launch.bash);
+    // `--noprofile --norc`: no startup file; the environment is built from nothing below, so
+    // `BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS` and exported functions are never inherited.
     command
+        .arg("--noprofile")
+        .arg("--norc")
         .arg("-c")
         .arg(command_line)
-        .current_dir(working_directory)
+        .current_dir(launch.working_directory)
         .env_clear()
-        .env("PATH", path)
-        .env("HOME", working_directory)
+        .env("PATH", launch.path)
         .env("LANG", "C.UTF-8")
+        .envs(launch.home.environment())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .map_err(|error| ToolError::Failed(format!("could not start /bin/sh: {error}")))?;
+    let confined = if confinement.is_active() {
+        " under Landlock"
+    } else {
+        ""
+    };
+    confinement.install(&mut command);
+    let mut child = command.spawn().map_err(|error| {
+        ToolError::Failed(format!(
+            "could not start {}{confined}: {error}",
+            launch.bash.display()
+        ))
+    })?;
     // The child is its own group leader (`process_group(0)`), so its pid is the group id. `id()` is
     // only `None` once the child was reaped, which cannot have happened yet.
     let group = ProcessGroupKiller {

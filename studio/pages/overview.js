@@ -1,5 +1,5 @@
-// overview.js — health at a glance: cards (boot/database, agents, pending approvals, runs and cost
-// today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
+// overview.js — health at a glance: cards (boot/database with the shell sandbox's protections,
+// agents, pending approvals, runs and cost today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
 // error), Telegram bot polling states (with the last completed poll) and MCP server states.
 // Refreshes on actor, bot, approval, run-start, cost and MCP events.
 import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
@@ -31,7 +31,10 @@ function draw(box, d) {
         el('span', { class: 'value' }, badge(ready ? 'ok' : health.database === false ? 'down' : 'starting',
           ready ? 'healthy' : health.database === false ? 'database down' : 'starting…')),
         el('span', { class: 'label' }, `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
-        el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms))),
+        el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms)),
+        d.protections && el('div', { class: 'small muted', 'data-protections': d.protections.landlock?.status },
+          'shell sandbox ', badge(d.protections.complete ? 'ok' : 'warn', d.protections.complete ? 'complete' : 'incomplete'),
+          ' ', d.protections.summary)),
       stat('agents', num(d.agents), '#/agents'),
       stat('approvals waiting', num(d.approvals_pending ?? 0), '#/approvals', { id: 'approvals-pending' }),
       stat('runs today', num(d.runs_today), '#/runs'),

@@ -124,5 +124,6 @@ function agentRow(skill, a, hooks) {
   return el('div', { class: 'skill-agent row', 'data-skill-agent': a.agent, 'data-usable': String(!!a.usable) },
     el('label', { class: 'inline' }, box, el('a', { href: `#/agents/${enc(a.agent)}` }, a.agent)),
     agentState(a), note,
-    a.reason && !a.usable && el('span', { class: 'field-error skill-reason' }, a.reason));
+    a.reason && !a.usable && el('span', { class: 'field-error skill-reason' }, a.reason),
+    a.shadowed && el('span', { class: 'muted small', 'data-shadowed': '' }, `workspace copy not used — ${a.shadowed}`));
 }

@@ -1,0 +1,475 @@
+//! The Landlock ruleset of one shell call: what a command may read, write and execute.
+//!
+//! Landlock only grants (a process under a ruleset reaches nothing no rule allows), so the data
+//! directory and the config are protected by never being granted. The hard part is that a system
+//! directory we grant may contain one of them (a config in `/etc/clawvisor/`, a data directory in
+//! `/opt/clawvisor/`), and a Landlock rule on a directory covers all of it. Such a directory is
+//! granted entry by entry instead, down to the protected path, which is left out
+//! ([`grant_around`]). Paths are resolved first, so a link cannot smuggle a protected directory
+//! into a grant.
+//!
+//! The ruleset is built in the daemon before the command is started (opening paths, reading
+//! directories and allocating are not allowed between fork and exec). The child then makes two
+//! system calls, `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`, on the descriptor
+//! built here. We do not call the `landlock` crate's `restrict_self` there: it consumes the
+//! ruleset value and builds error values that may allocate, which is not async-signal-safe.
+//!
+//! TCP restrictions (Landlock ABI 4) are not used: commands legitimately fetch packages and clone
+//! repositories, and Landlock can filter ports but not addresses, so it could not tell a download
+//! from a call to Studio's port on loopback. Network reach is the policy classifier's concern.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    path_beneath_rules,
+};
+use nix::libc;
+
+/// The newest Landlock ABI whose rights we use: V5 completes the file system rights (device
+/// ioctls), V6 adds scoping (no signals to, no abstract unix sockets of, processes outside the
+/// sandbox). Older kernels enforce what they know (best effort).
+const TARGET_ABI: ABI = ABI::V6;
+const TARGET_ABI_NUMBER: i64 = 6;
+
+/// `LANDLOCK_CREATE_RULESET_VERSION`: ask the kernel for its Landlock ABI version.
+const CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// Directories a normal command reads and executes from. Absent ones are skipped.
+const SYSTEM_ROOTS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
+    "/sys",
+];
+
+/// Device files a command may read and write (besides its own stdio, which are pipes).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// Whether the kernel can confine the shell with Landlock, and how completely.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LandlockSupport {
+    /// Every restriction this module uses is enforced.
+    Enforced { abi: i64 },
+    /// Landlock works but the kernel lacks some of the restrictions used.
+    Partial {
+        abi: i64,
+        missing: Vec<&'static str>,
+    },
+    /// Commands run unconfined by the kernel; why, and what to do about it.
+    Unavailable { reason: String },
+}
+
+impl LandlockSupport {
+    pub fn is_enforced(&self) -> bool {
+        matches!(self, LandlockSupport::Enforced { .. })
+    }
+
+    /// `enforced`, `partial` or `unavailable`.
+    pub fn status_word(&self) -> &'static str {
+        match self {
+            LandlockSupport::Enforced { .. } => "enforced",
+            LandlockSupport::Partial { .. } => "partial",
+            LandlockSupport::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    pub fn abi(&self) -> Option<i64> {
+        match self {
+            LandlockSupport::Enforced { abi } | LandlockSupport::Partial { abi, .. } => Some(*abi),
+            LandlockSupport::Unavailable { .. } => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            LandlockSupport::Enforced { abi } => format!("enforced (kernel ABI {abi})"),
+            LandlockSupport::Partial { abi, missing } => format!(
+                "partially enforced (kernel ABI {abi}, {TARGET_ABI_NUMBER} wanted; missing: {})",
+                missing.join(", ")
+            ),
+            LandlockSupport::Unavailable { reason } => format!("not available: {reason}"),
+        }
+    }
+}
+
+/// Asks the kernel which Landlock ABI it offers.
+pub fn landlock_support() -> LandlockSupport {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the call only returns
+    // the ABI version (or an error); it reads and writes no memory.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if version < 1 {
+        let error = io::Error::last_os_error();
+        let reason = match error.raw_os_error() {
+            Some(libc::ENOSYS) => "the kernel has no Landlock (it needs Linux 5.13 or later built \
+                                  with CONFIG_SECURITY_LANDLOCK)"
+                .to_string(),
+            Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled at boot \
+                                      (add `landlock` to the kernel's `lsm=` parameter)"
+                .to_string(),
+            _ => format!("probing Landlock failed: {error}"),
+        };
+        return LandlockSupport::Unavailable { reason };
+    }
+    let abi = version as i64;
+    let mut missing = Vec::new();
+    if abi < 2 {
+        missing.push("renames and links across directories are always refused (ABI 2)");
+    }
+    if abi < 3 {
+        missing.push("truncation control (ABI 3)");
+    }
+    if abi < 5 {
+        missing.push("device ioctl control (ABI 5)");
+    }
+    if abi < 6 {
+        missing.push("signal and abstract unix socket scoping (ABI 6)");
+    }
+    if missing.is_empty() {
+        LandlockSupport::Enforced { abi }
+    } else {
+        LandlockSupport::Partial { abi, missing }
+    }
+}
+
+/// What one call's ruleset is made of.
+pub struct ConfinementRequest<'a> {
+    /// Read, write and execute: the agent's workspace.
+    pub workspace: &'a Path,
+    /// Read, write and execute: the call's private HOME (and TMPDIR inside it).
+    pub home: &'a Path,
+    /// Never reached, even inside a granted directory (see [`super::protected_paths`]).
+    pub protected: &'a [PathBuf],
+    /// The PATH commands get: its absolute directories are readable and executable too.
+    pub path: &'a str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfinementError {
+    #[error(
+        "could not build the shell's Landlock ruleset: {0}; the command was not run (the kernel \
+         offers Landlock, so running it unconfined would silently drop a protection)"
+    )]
+    Ruleset(String),
+}
+
+/// The confinement of one call, built before the command starts.
+#[derive(Debug)]
+pub struct Confinement {
+    /// `None` when the kernel has no Landlock: the command runs unconfined, as
+    /// [`landlock_support`] reports.
+    ruleset: Option<OwnedFd>,
+}
+
+impl Confinement {
+    /// Builds the ruleset (opens every granted path). Blocking file system work.
+    pub fn prepare(request: &ConfinementRequest<'_>) -> Result<Confinement, ConfinementError> {
+        if !matches!(
+            landlock_support(),
+            LandlockSupport::Enforced { .. } | LandlockSupport::Partial { .. }
+        ) {
+            return Ok(Confinement { ruleset: None });
+        }
+        let grants = plan(request);
+        let failed = |error: landlock::RulesetError| ConfinementError::Ruleset(error.to_string());
+        let mut ruleset = Ruleset::default()
+            .handle_access(AccessFs::from_all(TARGET_ABI))
+            .map_err(failed)?
+            .scope(Scope::from_all(TARGET_ABI))
+            .map_err(failed)?
+            .create()
+            .map_err(failed)?;
+        for (path, access) in grants {
+            ruleset = ruleset
+                .add_rules(path_beneath_rules([path], access))
+                .map_err(failed)?;
+        }
+        Ok(Confinement {
+            ruleset: ruleset.into(),
+        })
+    }
+
+    /// The command will run under a Landlock ruleset.
+    pub fn is_active(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// Makes `command`'s child restrict itself just before it executes the program.
+    pub fn install(self, command: &mut tokio::process::Command) {
+        let Some(ruleset) = self.ruleset else {
+            return;
+        };
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe work is allowed. It makes two system calls on a descriptor opened
+        // before the fork and allocates nothing (`last_os_error` only reads errno). The
+        // descriptor is close-on-exec, so the program never holds it.
+        unsafe {
+            command.pre_exec(move || restrict_current_process(&ruleset));
+        }
+    }
+}
+
+fn restrict_current_process(ruleset: &OwnedFd) -> io::Result<()> {
+    // no_new_privs lets an unprivileged process restrict itself, and keeps set-user-ID programs
+    // from gaining privileges outside the ruleset's reach.
+    // SAFETY: plain prctl with integer arguments, each passed as the `unsigned long` the kernel
+    // reads (the unused ones must be zero).
+    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, on, unused, unused, unused) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a valid ruleset descriptor and no flags.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Every path to grant, resolved, with its rights.
+fn plan(request: &ConfinementRequest<'_>) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+    let read_execute = AccessFs::from_read(TARGET_ABI);
+    let everything = AccessFs::from_all(TARGET_ABI);
+    let device = AccessFs::from_file(TARGET_ABI) & !AccessFs::Execute;
+    let protected: Vec<PathBuf> = request
+        .protected
+        .iter()
+        .map(|path| resolved(path))
+        .collect();
+    let mut grants = Vec::new();
+
+    let mut readable: Vec<PathBuf> = SYSTEM_ROOTS.iter().map(PathBuf::from).collect();
+    readable.extend(std::env::split_paths(request.path).filter(|dir| dir.is_absolute()));
+    // Name resolution: `/etc/resolv.conf` is often a link into `/run`, which is not granted.
+    readable.push(PathBuf::from("/etc/resolv.conf"));
+    for path in readable {
+        grant_around(&mut grants, &path, read_execute, &protected);
+    }
+    grant_proc_without_processes(&mut grants, AccessFs::from_read(TARGET_ABI));
+    for device_path in DEVICES {
+        grant_around(&mut grants, Path::new(device_path), device, &protected);
+    }
+    // Listing `/dev` shows names only; no device becomes readable by it.
+    grant_around(
+        &mut grants,
+        Path::new("/dev"),
+        AccessFs::ReadDir.into(),
+        &protected,
+    );
+    for writable in [request.workspace, request.home] {
+        // The workspace may lie inside the data directory (its default place): it is granted,
+        // but nothing protected inside it is.
+        let root = resolved(writable);
+        let inside: Vec<PathBuf> = protected
+            .iter()
+            .filter(|path| path.starts_with(&root) && **path != root)
+            .cloned()
+            .collect();
+        grant_around(&mut grants, &root, everything, &inside);
+    }
+    grants
+}
+
+/// `/proc` without any process's directory: its system-wide files (`cpuinfo`, `meminfo`,
+/// `loadavg`, `sys/`, ...) are readable, `/proc/<pid>/` of every process is not.
+///
+/// Landlock's ptrace rule already refuses `/proc/<pid>/mem`, `stack` or `syscall` of a process
+/// outside the sandbox, but on the kernels we tried (6.18) `environ`, `maps` and `auxv` of a
+/// process of the same user stayed readable under it, and the daemon's `environ` holds its API
+/// keys and bot tokens (so do the MCP servers it starts). So no process directory is granted,
+/// not even the command's own (`/proc/self` would resolve to the daemon's here, and the
+/// command's does not exist yet). Pipes reached through `/proc/self/fd` (`<(…)`, `/dev/stdout`)
+/// still work: Landlock does not restrict pipes.
+fn grant_proc_without_processes(
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    access: BitFlags<AccessFs>,
+) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let is_pid = |name: &str| !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_digit());
+    for entry in entries.flatten() {
+        if is_pid(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        // `self`, `thread-self`, `net`, `mounts` are links into a process directory.
+        let Ok(real) = entry.path().canonicalize() else {
+            continue;
+        };
+        let in_a_process = real
+            .strip_prefix("/proc")
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|first| is_pid(&first.as_os_str().to_string_lossy()));
+        if real.starts_with("/proc") && !in_a_process {
+            grants.push((real, access));
+        }
+    }
+}
+
+/// `path` with links resolved; an absolute version of it when it does not exist.
+fn resolved(path: &Path) -> PathBuf {
+    path.canonicalize()
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Adds `path` (resolved) to `grants` with `access`, leaving out every protected path: nothing is
+/// added when `path` is inside (or is) a protected path, and a directory that contains one is
+/// added entry by entry instead, down to it.
+fn grant_around(
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    protected: &[PathBuf],
+) {
+    let Ok(real) = path.canonicalize() else {
+        return;
+    };
+    if protected.iter().any(|guarded| real.starts_with(guarded)) {
+        return;
+    }
+    if !protected.iter().any(|guarded| guarded.starts_with(&real)) {
+        grants.push((real, access));
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&real) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(child) = entry.path().canonicalize() else {
+            continue;
+        };
+        let holds_protected = protected.iter().any(|guarded| guarded.starts_with(&child));
+        // A real child is split further; a link elsewhere is granted only when it holds nothing
+        // protected (so the recursion always goes down and ends).
+        if child.parent() == Some(real.as_path()) || !holds_protected {
+            grant_around(grants, &child, access, protected);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_holding_a_protected_path_is_granted_around_it() {
+        let root = tempfile::tempdir().unwrap();
+        let root_path = root.path().canonicalize().unwrap();
+        let etc = root_path.join("etc");
+        let data = etc.join("clawvisor");
+        std::fs::create_dir_all(data.join("deep")).unwrap();
+        std::fs::create_dir_all(etc.join("ssl")).unwrap();
+        std::fs::write(etc.join("hostname"), "box").unwrap();
+        // A link beside it that leads into the protected directory.
+        std::os::unix::fs::symlink(&data, etc.join("sneaky")).unwrap();
+        std::os::unix::fs::symlink(etc.join("ssl"), etc.join("certs")).unwrap();
+
+        let mut grants = Vec::new();
+        let access = AccessFs::from_read(TARGET_ABI);
+        grant_around(&mut grants, &etc, access, std::slice::from_ref(&data));
+        let mut granted: Vec<PathBuf> = grants.into_iter().map(|(path, _)| path).collect();
+        granted.sort();
+        assert_eq!(
+            granted,
+            vec![etc.join("hostname"), etc.join("ssl"), etc.join("ssl")],
+            "siblings granted (the link to ssl resolves to it), the protected directory and the \
+             link into it are not"
+        );
+
+        // A path inside a protected one is never granted; one unrelated is granted whole.
+        let mut grants = Vec::new();
+        grant_around(
+            &mut grants,
+            &data.join("deep"),
+            access,
+            std::slice::from_ref(&data),
+        );
+        assert!(grants.is_empty());
+        grant_around(
+            &mut grants,
+            &etc.join("ssl"),
+            access,
+            std::slice::from_ref(&data),
+        );
+        assert_eq!(grants.len(), 1);
+    }
+
+    #[test]
+    fn proc_is_granted_without_any_process_directory() {
+        let mut grants = Vec::new();
+        grant_proc_without_processes(&mut grants, AccessFs::from_read(TARGET_ABI));
+        assert!(
+            grants
+                .iter()
+                .any(|(path, _)| path == Path::new("/proc/loadavg"))
+        );
+        let own = PathBuf::from(format!("/proc/{}", std::process::id()));
+        for (path, _) in &grants {
+            assert!(
+                path.starts_with("/proc") && !path.starts_with(&own),
+                "{path:?}"
+            );
+            let first = path
+                .components()
+                .nth(2)
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy();
+            assert!(!first.bytes().all(|byte| byte.is_ascii_digit()), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn the_workspace_inside_the_data_directory_is_granted_but_not_what_is_protected_in_it() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().canonicalize().unwrap().join("data");
+        let workspace = data.join("workspaces/ada");
+        std::fs::create_dir_all(workspace.join("notes")).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let secret_inside = workspace.join("keys");
+        std::fs::create_dir_all(&secret_inside).unwrap();
+        let protected = vec![
+            data.clone(),
+            data.join("clawvisor.db"),
+            secret_inside.clone(),
+        ];
+        let grants = plan(&ConfinementRequest {
+            workspace: &workspace,
+            home: home.path(),
+            protected: &protected,
+            path: "/usr/bin",
+        });
+        let granted = |path: &Path| grants.iter().any(|(granted, _)| granted == path);
+        assert!(granted(&workspace.join("notes")), "{grants:?}");
+        assert!(!granted(&workspace) && !granted(&secret_inside) && !granted(&data));
+        assert!(granted(&home.path().canonicalize().unwrap()));
+        assert!(grants.iter().all(|(path, _)| !path.starts_with(&data)
+            || path.starts_with(&workspace) && !path.starts_with(&secret_inside)));
+    }
+}

@@ -33,10 +33,13 @@ use crate::events::{EventBus, EventKind};
 pub use crate::protocol::approvals::{
     ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, DecideOutcome, Decider, Decision,
 };
-use crate::protocol::telegram::TelegramMsg;
+use crate::protocol::telegram::{ApprovalPrompt, Bot, TelegramMsg};
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::store::approvals::{self as queries, ApprovalRow};
+
+/// How long the grant offered with a request lasts (it covers exactly the action asked for).
+const GRANT_MINUTES: u32 = 30;
 
 /// Who may approve an agent's requests over Telegram.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -440,29 +443,30 @@ fn policy_changed(state: &DeskState, action: &str, subject: &str, data: serde_js
         .publish_data(EventKind::PolicyChanged, subject, &detail, data);
 }
 
-fn request_text(row: &ApprovalRow, again: bool) -> String {
-    let seconds = ((row.expires_ms - crate::clock::now_ms()).max(0) + 999) / 1000;
-    let expires = if seconds < 120 {
+/// How long until `expires_ms`, as people read it ("40 s", "5 min").
+fn expires_in(expires_ms: i64) -> String {
+    let seconds = ((expires_ms - crate::clock::now_ms()).max(0) + 999) / 1000;
+    if seconds < 120 {
         format!("{} s", seconds.max(1))
     } else {
         format!("{} min", seconds / 60)
-    };
-    format!(
-        "{}**Approval needed** ({})\n{} wants to run:\n`{}`\nRisk {}: {}\nExpires in {}. Reply /approve {} or /deny {}.",
-        if again {
-            "(posted again after a restart) "
-        } else {
-            ""
-        },
-        row.id,
-        row.agent,
-        row.action.chars().take(500).collect::<String>(),
-        row.risk,
-        row.reason.chars().take(300).collect::<String>(),
-        expires,
-        row.id,
-        row.id
-    )
+    }
+}
+
+/// The request as a person must see it: the whole action, its risk, and the one grant offered
+/// (exactly this action, in this chat, for `GRANT_MINUTES`).
+fn prompt(row: &ApprovalRow, again: bool) -> ApprovalPrompt {
+    ApprovalPrompt {
+        id: row.id.clone(),
+        agent: row.agent.clone(),
+        action: row.action.clone(),
+        risk: row.risk.clone(),
+        reason: row.reason.clone(),
+        expires_in: expires_in(row.expires_ms),
+        again,
+        grant_minutes: Some(GRANT_MINUTES),
+        from_chat: None,
+    }
 }
 
 /// Shows a pending request wherever approvers are: Telegram buttons, the terminal, Studio (events).
@@ -470,35 +474,24 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
     let Some(chat) = ChatKey::parse(&row.chat) else {
         return;
     };
-    let text = request_text(row, again);
+    let prompt = prompt(row, again);
     match chat.kind() {
         ChatKind::Telegram => {
-            if let Some(bot) = args
-                .registry
-                .lookup(&crate::protocol::telegram::name(&row.agent))
-            {
-                let chat_id = chat.telegram_chat_id().unwrap_or_default();
-                let grant_minutes = Some(30);
-                let _ = bot.cast(TelegramMsg::PostApproval {
-                    approval_id: row.id.clone(),
-                    chat_id,
-                    text: text.clone(),
-                    grant_minutes,
-                });
-                // Approvers who are not in this chat get it privately.
-                if let Some(approvers) = args.approvers.get(&row.agent) {
-                    for approver in approvers
-                        .telegram
-                        .iter()
-                        .filter(|approver| **approver != chat_id)
-                    {
-                        let _ = bot.cast(TelegramMsg::PostApproval {
-                            approval_id: row.id.clone(),
-                            chat_id: *approver,
-                            text: format!("{text}\n(from chat {chat_id})"),
-                            grant_minutes,
-                        });
-                    }
+            let bot = Bot::new(&args.registry, &row.agent);
+            let chat_id = chat.telegram_chat_id().unwrap_or_default();
+            bot.post_approval(chat_id, prompt.clone());
+            // Approvers who are not in this chat get it privately.
+            if let Some(approvers) = args.approvers.get(&row.agent) {
+                for approver in approvers
+                    .telegram
+                    .iter()
+                    .filter(|approver| **approver != chat_id)
+                {
+                    let private = ApprovalPrompt {
+                        from_chat: Some(chat_id),
+                        ..prompt.clone()
+                    };
+                    bot.post_approval(*approver, private);
                 }
             }
         }
@@ -509,7 +502,9 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                 chat,
                 run_id: Some(row.run_id),
                 correlation: None,
-                event: OutEvent::Notice { text },
+                event: OutEvent::Notice {
+                    text: prompt.plain_text(),
+                },
             },
         ),
         ChatKind::Schedule | ChatKind::Handoff => {}
@@ -595,13 +590,27 @@ async fn on_decide(
                 return Ok(Some(None));
             };
             let expires = now + duration.as_millis() as i64;
-            let grant = queries::create_grant(conn, &stored.agent, &stored.chat, &stored.tool, &stored.target, expires, &decided_by, Some(&stored.id), now)?;
+            let grant = queries::create_grant(
+                conn,
+                &queries::NewGrant {
+                    agent: &stored.agent,
+                    chat: &stored.chat,
+                    tool: &stored.tool,
+                    target: &stored.action,
+                    action_hash: &stored.action_hash,
+                    expires_ms: expires,
+                    created_by: &decided_by,
+                    approval_id: Some(&stored.id),
+                },
+                now,
+            )?;
             crate::audit::append(
                 conn,
                 &decided_by,
                 "grant.created",
                 &format!("grant:{grant}"),
-                &json!({"tool": stored.tool, "target": stored.target, "chat": stored.chat, "expires_ms": expires}),
+                &json!({"tool": stored.tool, "scope": "this exact action", "action": stored.action,
+                        "action_hash": stored.action_hash, "chat": stored.chat, "expires_ms": expires}),
             )?;
             Ok(Some(Some(grant)))
         })

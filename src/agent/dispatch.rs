@@ -277,7 +277,6 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     };
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
-    let target = tool.target(&args);
     // A skill loaded in this run tightens it by its `risk` hint (never loosens). Only when the
     // agent has such a skill does the lookup also read which skills the run loaded.
     let could_tighten: Vec<(&str, crate::config::Autonomy)> = ctx
@@ -292,7 +291,14 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
         grant,
         rule,
         skills_loaded,
-    } = policy_lookup(ctx, &call.name, &action, &target, skills_of_run).await;
+    } = policy_lookup(
+        ctx,
+        &call.name,
+        &action,
+        &super::approval::action_hash(&call.name, &args),
+        skills_of_run,
+    )
+    .await;
     let tightening: Vec<(&str, crate::config::Autonomy)> = could_tighten
         .into_iter()
         .filter(|(name, _)| skills_loaded.iter().any(|loaded| loaded == name))
@@ -381,15 +387,15 @@ async fn policy_lookup(
     ctx: &RunCtx,
     tool: &str,
     action: &str,
-    target: &str,
+    action_hash: &str,
     skills_of_run: Option<i64>,
 ) -> PolicyLookup {
-    let (agent, chat, tool, action, target) = (
+    let (agent, chat, tool, action, action_hash) = (
         ctx.agent().to_string(),
         ctx.chat.as_str().to_string(),
         tool.to_string(),
         action.to_string(),
-        target.to_string(),
+        action_hash.to_string(),
     );
     let channel = match ctx.chat.kind() {
         crate::domain::ChatKind::Telegram => "tg",
@@ -433,7 +439,7 @@ async fn policy_lookup(
                 });
             }
             let grant =
-                crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &target, now)?;
+                crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &action_hash, now)?;
             let rules = crate::store::approvals::rules(conn)?;
             let matching: Vec<_> = rules
                 .into_iter()

@@ -32,10 +32,8 @@ pub enum TelegramMsg {
     Sweep,
     /// Post an approval request with buttons; the message id comes back to the desk.
     PostApproval {
-        approval_id: String,
         chat_id: i64,
-        text: String,
-        grant_minutes: Option<u32>,
+        prompt: ApprovalPrompt,
     },
     /// Replace a decided approval's message (buttons removed).
     ResolveApproval {
@@ -53,6 +51,46 @@ pub enum TelegramMsg {
     /// Fault injection (chaos tests, Studio's "crash" action): the handler panics, as a bug
     /// would, so that supervision is exercised for real.
     Panic(String),
+}
+
+/// An approval request as a person must see it before deciding: the whole action, its risk,
+/// and — when a grant is offered — its exact scope. Rendered by `telegram::approval`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPrompt {
+    pub id: String,
+    pub agent: String,
+    /// The whole action, unshortened and unescaped (the renderer escapes it).
+    pub action: String,
+    pub risk: String,
+    pub reason: String,
+    /// "5 min", "40 s".
+    pub expires_in: String,
+    /// Posted again after a restart.
+    pub again: bool,
+    /// A grant offered with the request: exactly this action, in this chat, for this long.
+    pub grant_minutes: Option<u32>,
+    /// Shown privately to an approver: the chat the request came from.
+    pub from_chat: Option<i64>,
+}
+
+impl ApprovalPrompt {
+    /// The prompt as plain text (a terminal chat's notice): the action whole, on its own lines.
+    pub fn plain_text(&self) -> String {
+        let again = if self.again {
+            "(posted again after a restart) "
+        } else {
+            ""
+        };
+        format!(
+            "{again}Approval needed ({id})\n{agent} wants to run:\n{action}\nRisk {risk}: {reason}\nExpires in {expires}. Reply /approve {id} or /deny {id}.",
+            id = self.id,
+            agent = self.agent,
+            action = self.action,
+            risk = self.risk,
+            reason = self.reason,
+            expires = self.expires_in,
+        )
+    }
 }
 
 /// One agent's bot, by name. Cheap to clone; a bot that is down simply misses what it is sent
@@ -82,19 +120,8 @@ impl Bot {
     }
 
     /// Posts an approval request with buttons (the message id goes back to the desk).
-    pub fn post_approval(
-        &self,
-        approval_id: &str,
-        chat_id: i64,
-        text: String,
-        grant_minutes: Option<u32>,
-    ) {
-        self.cast(TelegramMsg::PostApproval {
-            approval_id: approval_id.to_string(),
-            chat_id,
-            text,
-            grant_minutes,
-        });
+    pub fn post_approval(&self, chat_id: i64, prompt: ApprovalPrompt) {
+        self.cast(TelegramMsg::PostApproval { chat_id, prompt });
     }
 
     /// Replaces a decided approval's message (its buttons removed).

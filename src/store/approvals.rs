@@ -140,40 +140,55 @@ pub struct GrantRow {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn create_grant(
-    conn: &Connection,
-    agent: &str,
-    chat: &str,
-    tool: &str,
-    target: &str,
-    expires_ms: i64,
-    created_by: &str,
-    approval_id: Option<&str>,
-    now_ms: i64,
-) -> Result<i64> {
+/// A grant: for a while, this exact action (`action_hash`: the tool and its canonical arguments)
+/// runs again in this chat without asking. `target` is kept for display only.
+pub struct NewGrant<'a> {
+    pub agent: &'a str,
+    pub chat: &'a str,
+    pub tool: &'a str,
+    pub target: &'a str,
+    pub action_hash: &'a str,
+    pub expires_ms: i64,
+    pub created_by: &'a str,
+    pub approval_id: Option<&'a str>,
+}
+
+pub fn create_grant(conn: &Connection, grant: &NewGrant<'_>, now_ms: i64) -> Result<i64> {
     conn.execute(
-        "INSERT INTO grants (agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![agent, chat, tool, target, now_ms, expires_ms, created_by, approval_id],
+        "INSERT INTO grants (agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id, action_hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            grant.agent,
+            grant.chat,
+            grant.tool,
+            grant.target,
+            now_ms,
+            grant.expires_ms,
+            grant.created_by,
+            grant.approval_id,
+            grant.action_hash
+        ],
     )?;
     Ok(conn.last_insert_rowid())
 }
 
-/// A live grant covering this tool and target in this chat.
+/// A live grant covering exactly this action (tool and arguments, by hash) in this chat.
 pub fn live_grant(
     conn: &Connection,
     agent: &str,
     chat: &str,
     tool: &str,
-    target: &str,
+    action_hash: &str,
     now_ms: i64,
 ) -> Result<Option<i64>> {
     Ok(conn
         .prepare_cached(
-            "SELECT id FROM grants WHERE agent = ?1 AND chat = ?2 AND tool = ?3 AND target = ?4
+            "SELECT id FROM grants WHERE agent = ?1 AND chat = ?2 AND tool = ?3 AND action_hash = ?4
              AND revoked_ms IS NULL AND expires_ms > ?5 ORDER BY id DESC LIMIT 1",
         )?
-        .query_row(params![agent, chat, tool, target, now_ms], |row| row.get(0))
+        .query_row(params![agent, chat, tool, action_hash, now_ms], |row| {
+            row.get(0)
+        })
         .optional()?)
 }
 

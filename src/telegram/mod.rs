@@ -5,6 +5,7 @@
 //! Architecture Invariant: only `telegram` (and the bot actor) know teloxide types; the rest of the
 //! daemon sees chat keys, user ids and strings.
 
+pub mod approval;
 pub mod client;
 pub mod format;
 pub mod governor;

@@ -52,9 +52,10 @@ pub enum SendJob {
     Notice {
         text: String,
     },
-    /// A message with inline buttons (label, callback data); answers with its message id.
+    /// HTML messages in order, the last with inline buttons (label, callback data); answers with
+    /// the id of the message that carries the buttons.
     Buttons {
-        text: String,
+        parts: Vec<String>,
         buttons: Vec<(String, String)>,
         reply: oneshot::Sender<Result<i32, TelegramError>>,
     },
@@ -138,12 +139,12 @@ impl ChatWorker {
                                 tracing::warn!(chat = self.chat_id, %error, "could not send a notice");
                             }
                         }
-                        SendJob::Buttons { text, buttons, reply } => {
-                            let keyboard = InlineKeyboardMarkup::new(vec![buttons
+                        SendJob::Buttons { parts, buttons, reply } => {
+                            let keyboard = InlineKeyboardMarkup::new(buttons
                                 .into_iter()
-                                .map(|(label, data)| InlineKeyboardButton::callback(label, data))
-                                .collect::<Vec<_>>()]);
-                            let result = self.send_html(&format::markdown_to_html(&text), Some(keyboard)).await;
+                                .map(|(label, data)| vec![InlineKeyboardButton::callback(label, data)])
+                                .collect::<Vec<_>>());
+                            let result = self.send_parts_with_buttons(parts, keyboard).await;
                             let _ = reply.send(result.map(|id| id.0));
                         }
                         SendJob::Resolve { message_id, text } => {
@@ -171,6 +172,22 @@ impl ChatWorker {
                 _ = self.cancel.cancelled() => return,
             }
         }
+    }
+
+    /// Sends `parts` in order, the buttons under the last; the first failure ends it (the
+    /// buttons are never shown under a prompt whose beginning did not arrive).
+    async fn send_parts_with_buttons(
+        &self,
+        parts: Vec<String>,
+        keyboard: InlineKeyboardMarkup,
+    ) -> Result<MessageId, TelegramError> {
+        let count = parts.len();
+        let mut last = None;
+        for (index, part) in parts.into_iter().enumerate() {
+            let buttons = (index + 1 == count).then(|| keyboard.clone());
+            last = Some(self.send_html(&part, buttons).await?);
+        }
+        last.ok_or_else(|| TelegramError::Other("an approval prompt with no text".into()))
     }
 
     /// Shows the newest streamed text: the first message's worth, sent once then edited.

@@ -107,26 +107,20 @@ pub(super) async fn decide(
 }
 
 pub(super) async fn on_callback(state: &mut TelegramBotState, callback: IncomingCallback) {
-    let (kind, id) = callback.data.split_once(':').unwrap_or(("", ""));
-    let decision = match kind {
-        "ap" => Some(Decision::Approve),
-        "ag" => Some(Decision::ApproveFor(Duration::from_secs(30 * 60))),
-        "dn" => Some(Decision::Deny),
-        _ => None,
-    };
+    let decision = ApprovalButton::parse(&callback.data).map(|button| match button {
+        ApprovalButton::Approve { id } => (id, Decision::Approve),
+        ApprovalButton::ApproveExactFor { id, minutes } => (
+            id,
+            Decision::ApproveFor(Duration::from_secs(u64::from(minutes) * 60)),
+        ),
+        ApprovalButton::Deny { id } => (id, Decision::Deny),
+    });
     // The decision (and its audit row) is stored before the button press is answered.
     let text = match decision {
-        Some(decision) if !id.is_empty() => {
-            decide(
-                state,
-                id.to_string(),
-                decision,
-                callback.user_id,
-                &callback.user_name,
-            )
-            .await
+        Some((id, decision)) => {
+            decide(state, id, decision, callback.user_id, &callback.user_name).await
         }
-        _ => "This button is no longer active.".to_string(),
+        None => "This button is no longer active.".to_string(),
     };
     let bot = state.bot.clone();
     let callback_id = callback.callback_id.clone();

@@ -39,6 +39,7 @@ use crate::domain::{
 };
 use crate::events::{EventBus, EventKind};
 use crate::protocol::agent::AgentMsg;
+use crate::protocol::approvals::Approvals;
 use crate::protocol::approvals::{ApprovalDeskMsg, Decider, Decision};
 use crate::protocol::events::EventsMsg;
 pub use crate::protocol::telegram::TelegramMsg;
@@ -47,6 +48,7 @@ use crate::secrets::Secret;
 use crate::store::Store;
 use crate::store::runs as outbox;
 use crate::store::telegram::{self as queries, PairingRow, StoredUpdate};
+use crate::telegram::approval::{self, ApprovalButton};
 use crate::telegram::client::{self, TelegramError};
 use crate::telegram::governor::{Governor, Limits};
 use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
@@ -303,35 +305,23 @@ impl Actor for TelegramBot {
             }
             TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
             TelegramMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
-            TelegramMsg::PostApproval {
-                approval_id,
-                chat_id,
-                text,
-                grant_minutes,
-            } => {
-                let mut buttons = vec![("✅ Approve".to_string(), format!("ap:{approval_id}"))];
-                if let Some(minutes) = grant_minutes {
-                    buttons.push((format!("✅ {minutes} min"), format!("ag:{approval_id}")));
-                }
-                buttons.push(("❌ Deny".to_string(), format!("dn:{approval_id}")));
+            TelegramMsg::PostApproval { chat_id, prompt } => {
+                let buttons = approval::buttons(&prompt)
+                    .iter()
+                    .map(|button| (button.label(), button.encode()))
+                    .collect();
                 let (reply, answer) = tokio::sync::oneshot::channel();
                 worker(state, chat_id)
                     .send(SendJob::Buttons {
-                        text,
+                        parts: approval::render(&prompt),
                         buttons,
                         reply,
                     })
                     .ok();
-                let registry = state.args.registry.clone();
+                let desk = Approvals::new(&state.args.registry);
                 tokio::spawn(async move {
-                    if let Ok(Ok(message_id)) = answer.await
-                        && let Some(desk) = registry.lookup(&crate::protocol::approvals::NAME)
-                    {
-                        let _ = desk.cast(ApprovalDeskMsg::Posted {
-                            id: approval_id,
-                            chat_id,
-                            message_id,
-                        });
+                    if let Ok(Ok(message_id)) = answer.await {
+                        desk.posted(prompt.id, chat_id, message_id);
                     }
                 });
             }

@@ -1,14 +1,16 @@
 //! MCP tool calls ([`classify_mcp`]).
 //!
-//!
 //! | server trust | tool hints read-only | tool hints destructive | neither declared |
 //! |--------------|----------------------|------------------------|------------------|
 //! | trusted      | L0                   | L2                     | L1               |
-//! | untrusted    | L1                   | L2                     | L2               |
+//! | untrusted    | L2                   | L2                     | L2               |
 //! | read_only    | L0                   | L3                     | L3               |
 //!
-//! A tool that declares itself both read-only and destructive is treated as destructive. The
-//! idempotent and open-world hints do not change the level.
+//! Hints are the server's own words about its tools. A trusted server's hints may lower the level;
+//! an untrusted server's never do (it could call any tool read-only), so each of its calls waits for
+//! an approval. A `read_only` server is one the operator declared read-only: its tools that say
+//! otherwise are refused. A tool that declares itself both read-only and destructive is treated as
+//! destructive. The idempotent and open-world hints do not change the level.
 
 use crate::policy::{Assessment, McpToolHints, McpTrust, RiskLevel};
 
@@ -30,9 +32,10 @@ pub fn classify_mcp(trust: McpTrust, hints: &McpToolHints) -> Assessment {
             RiskLevel::L1,
             "a trusted server's tool that may write (not declared read-only)",
         ),
+        // The hint is the untrusted server's own claim; it never lowers the level.
         (McpTrust::Untrusted, true, _) => (
-            RiskLevel::L1,
-            "an untrusted server's tool that declares itself read-only",
+            RiskLevel::L2,
+            "an untrusted server's tool: its read-only hint is the server's own claim and is not believed",
         ),
         (McpTrust::Untrusted, false, true) => (
             RiskLevel::L2,
@@ -98,7 +101,8 @@ mod tests {
         (McpTrust::Trusted, None, None, L1),
         (McpTrust::Trusted, Some(false), Some(false), L1),
         (McpTrust::Trusted, Some(true), Some(true), L2),
-        (McpTrust::Untrusted, Some(true), None, L1),
+        (McpTrust::Untrusted, Some(true), None, L2),
+        (McpTrust::Untrusted, Some(true), Some(false), L2),
         (McpTrust::Untrusted, None, Some(true), L2),
         (McpTrust::Untrusted, None, None, L2),
         (McpTrust::Untrusted, Some(false), Some(false), L2),

@@ -45,25 +45,71 @@ pub(super) const SENSITIVE_SYSTEM_FILES: &[&str] =
     &["/etc/shadow", "/etc/gshadow", "/etc/passwd", "/etc/sudoers"];
 
 /// Directories whose files configure CI, git hooks or builds.
-pub(super) const CONFIGURATION_DIRECTORIES: &[&str] =
-    &[".github/workflows", ".git/hooks", ".circleci"];
-
-/// Configuration files named by their path's end.
-pub(super) const CONFIGURATION_PATH_ENDS: &[&str] =
-    &[".git/config", ".cargo/config", ".cargo/config.toml"];
-
-/// Configuration file names: CI, containers, builds, package manifests, login shells.
 #[rustfmt::skip]
-pub(super) const CONFIGURATION_FILE_NAMES: &[&str] = &[
-    ".gitlab-ci.yml", ".travis.yml", "Jenkinsfile", "Dockerfile", "Containerfile", "compose.yml",
-    "compose.yaml", "Makefile", "makefile", "GNUmakefile", "justfile", "Justfile", "package.json",
-    "Cargo.toml", "pyproject.toml", ".pre-commit-config.yaml", ".bashrc", ".bash_profile",
-    ".bash_login", ".bash_aliases", ".profile", ".zshrc", ".zprofile", ".zshenv", ".envrc",
-    ".gitconfig", ".npmrc",
+pub(super) const CONFIGURATION_DIRECTORIES: &[&str] = &[
+    // The whole repository directory: `config` (aliases, pagers, `core.fsmonitor`), hooks,
+    // `info/attributes`; `git status` runs what they name.
+    ".git",
+    // XDG configuration: `git/config`, `pip/pip.conf`, shells, editors.
+    ".config",
+    // Workspace skills: an enabled skill's text reaches the model as instructions.
+    "skills",
+    ".github/workflows", ".circleci", ".husky", ".devcontainer", ".vscode", ".local/bin",
 ];
 
-/// Extensions of systemd units.
-pub(super) const CONFIGURATION_EXTENSIONS: &[&str] = &["service", "timer", "socket"];
+/// Configuration files named by their path's end.
+#[rustfmt::skip]
+pub(super) const CONFIGURATION_PATH_ENDS: &[&str] = &[
+    ".git/config", ".cargo/config", ".cargo/config.toml", ".ssh/config", ".ssh/rc",
+    ".pip/pip.conf", "git/config",
+];
+
+/// Files a tool later runs or loads as configuration, by name: CI, containers, build recipes and
+/// scripts, package manifests, login shells, tool start-up files, Python start-up modules.
+#[rustfmt::skip]
+pub(super) const CONFIGURATION_FILE_NAMES: &[&str] = &[
+    // CI and containers.
+    ".gitlab-ci.yml", ".travis.yml", "Jenkinsfile", "Dockerfile", "Containerfile", "compose.yml",
+    "compose.yaml", ".pre-commit-config.yaml",
+    // Build recipes, build scripts and manifests whose scripts run on build, test or install.
+    "Makefile", "makefile", "GNUmakefile", "justfile", "Justfile", ".justfile", "package.json",
+    "Cargo.toml", "build.rs", "rust-toolchain", "rust-toolchain.toml", "pyproject.toml",
+    "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini", "pytest.ini", "Rakefile",
+    "Gemfile", "build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts",
+    "pom.xml", "CMakeLists.txt", "meson.build", "go.mod", "deno.json", "bunfig.toml",
+    // Python loads these at start-up.
+    "sitecustomize.py", "usercustomize.py", ".pythonrc", ".pythonrc.py",
+    // Git.
+    ".gitconfig", ".gitattributes", ".gitmodules",
+    // Login shells and readline.
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+    ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc",
+    ".login", ".logout", ".inputrc", ".envrc", ".xinitrc", ".xprofile", ".xsession",
+    // Package managers and network tools.
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "pip.conf", "pip.ini", ".pypirc",
+    ".condarc", ".curlrc", ".wgetrc", ".netrc", "_netrc",
+    // Other tools' start-up files that can name programs to run.
+    ".vimrc", ".exrc", ".gvimrc", ".nanorc", ".gdbinit", ".lldbinit", ".psqlrc", ".sqliterc",
+    ".my.cnf", ".Rprofile", ".irbrc", ".pryrc", ".tmux.conf", ".screenrc", ".mailcap",
+    ".lesskey", ".editrc",
+];
+
+/// Start of the names of configuration files written in a programming language (linters,
+/// bundlers, test runners load and run them).
+#[rustfmt::skip]
+pub(super) const CONFIGURATION_FILE_NAME_PREFIXES: &[&str] = &[
+    ".eslintrc", "eslint.config.", ".prettierrc", "prettier.config.", "jest.config.",
+    "vitest.config.", "vite.config.", "webpack.config.", "rollup.config.", "babel.config.",
+    ".babelrc", "next.config.", "nuxt.config.", "svelte.config.", "tailwind.config.",
+    "postcss.config.", ".mocharc", "karma.conf.", "playwright.config.", "cypress.config.",
+];
+
+/// Extensions of systemd units, and of Python `.pth` files (the interpreter runs their `import`
+/// lines at every start).
+#[rustfmt::skip]
+pub(super) const CONFIGURATION_EXTENSIONS: &[&str] = &[
+    "service", "timer", "socket", "path", "mount", "automount", "pth",
+];
 
 /// Device files that discard or echo output: redirecting to them writes nothing.
 #[rustfmt::skip]
@@ -138,7 +184,7 @@ pub fn classify_file_access(path: &str, access: FileAccess, workspace: &Path) ->
     {
         verdict.raise_to(
             RiskLevel::L2,
-            format!("{verb} the configuration file `{quoted}` ({label})"),
+            format!("{verb} `{quoted}`, which a program later runs or loads as configuration ({label})"),
         );
     }
     if let Some(label) = sensitive_path_in(&shown).or_else(|| sensitive_path_in(path)) {
@@ -278,6 +324,12 @@ pub(super) fn configuration_fragment(path: &str) -> Option<&'static str> {
     }
     if let Some(name) = CONFIGURATION_FILE_NAMES.iter().find(|name| base == **name) {
         return Some(name);
+    }
+    if let Some(prefix) = CONFIGURATION_FILE_NAME_PREFIXES
+        .iter()
+        .find(|prefix| base.starts_with(*prefix))
+    {
+        return Some(prefix);
     }
     if base.starts_with("Dockerfile.") || base.ends_with(".dockerfile") {
         return Some("Dockerfile");

@@ -60,7 +60,7 @@ pub(super) fn classify_rm(arguments: &[Word]) -> Verdict {
 
 pub(super) fn classify_permission_change(program: &str, arguments: &[Word]) -> Verdict {
     let recursive = arguments.iter().any(|word| {
-        word.text == "--recursive"
+        long_option_matches(&word.text, "--recursive")
             || short_cluster(&word.text).is_some_and(|cluster| cluster.contains('R'))
     });
     let targets = operands(arguments);
@@ -93,11 +93,14 @@ pub(super) fn classify_copy(arguments: &[Word]) -> Verdict {
             operands_found.push(text.to_string());
         } else if text == "--" {
             after_double_dash = true;
-        } else if text == "-t" || text == "--target-directory" {
-            target_directory = arguments.get(index).map(|word| word.text.clone());
-            index += 1;
-        } else if let Some(directory) = text.strip_prefix("--target-directory=") {
-            target_directory = Some(directory.to_string());
+        } else if text == "-t" || long_option_matches(text, "--target-directory") {
+            match text.split_once('=') {
+                Some((_, directory)) => target_directory = Some(directory.to_string()),
+                None => {
+                    target_directory = arguments.get(index).map(|word| word.text.clone());
+                    index += 1;
+                }
+            }
         }
     }
     let destination = target_directory.or_else(|| operands_found.last().cloned());
@@ -122,20 +125,33 @@ pub(super) fn classify_tar(arguments: &[Word]) -> Verdict {
     let mut written = Vec::new();
     for (index, word) in arguments.iter().enumerate() {
         let text = word.text.as_str();
-        if RUNS_PROGRAMS.iter().any(|option| text.starts_with(option)) {
+        let next = || arguments.get(index + 1).map(|word| word.text.clone());
+        // `--checkpoint` alone is its own option (an exact name wins over a longer one).
+        let exact_checkpoint = text == "--checkpoint" || text.starts_with("--checkpoint=");
+        if !exact_checkpoint
+            && RUNS_PROGRAMS
+                .iter()
+                .any(|option| long_option_matches(text, option))
+        {
             return Verdict::new(
                 RiskLevel::L3,
                 "`tar` runs a program named on the command line",
             );
         }
-        if let Some(directory) = text.strip_prefix("--directory=") {
-            written.push(directory.to_string());
+        if text == "-C" || long_option_matches(text, "--directory") {
+            written.extend(text.split_once('=').map(|(_, value)| value.to_string()).or_else(next));
         }
-        if text == "-C" || text == "--directory" {
-            written.extend(arguments.get(index + 1).map(|word| word.text.clone()));
+        if long_option_matches(text, "--file") {
+            written.extend(text.split_once('=').map(|(_, value)| value.to_string()).or_else(next));
         }
         if text == "--list" {
             mode_letters.push('t');
+        }
+        if long_option_matches(text, "--extract") || long_option_matches(text, "--get") {
+            mode_letters.push('x');
+        }
+        if long_option_matches(text, "--create") {
+            mode_letters.push('c');
         }
         // The first word may be a cluster without a dash (`tar xzf a.tgz`).
         let cluster =
@@ -147,6 +163,9 @@ pub(super) fn classify_tar(arguments: &[Word]) -> Verdict {
                     "`tar` runs a program named on the command line",
                 );
             }
+            if cluster.contains('f') {
+                written.extend(next());
+            }
             mode_letters.push_str(cluster);
         }
     }
@@ -155,9 +174,16 @@ pub(super) fn classify_tar(arguments: &[Word]) -> Verdict {
     if only_lists {
         return Verdict::new(RiskLevel::L0, "`tar` only lists an archive");
     }
+    if mode_letters.contains('x') || !mode_letters.contains(['c', 'r', 'u', 'A']) {
+        return Verdict::new(
+            RiskLevel::L2,
+            "`tar` extracts an archive: it may write any file, including configuration a later command loads",
+        )
+        .writing(written);
+    }
     Verdict::new(
         RiskLevel::L1,
-        "`tar` creates or extracts an archive in the working directory",
+        "`tar` creates or updates an archive in the working directory",
     )
     .writing(written)
 }
@@ -176,8 +202,8 @@ pub(super) fn classify_unzip(arguments: &[Word]) -> Verdict {
         .and_then(|index| arguments.get(index + 1))
         .map(|word| word.text.clone());
     Verdict::new(
-        RiskLevel::L1,
-        "`unzip` extracts an archive in the working directory",
+        RiskLevel::L2,
+        "`unzip` extracts an archive: it may write any file, including configuration a later command loads",
     )
     .writing(written)
 }

@@ -28,7 +28,7 @@ pub(super) const GIT_LOCAL_WRITES: &[&str] = &["add", "commit", "init", "fetch",
 /// Git options that name a program git will run, whatever the subcommand.
 #[rustfmt::skip]
 pub(super) const GIT_OPTIONS_THAT_RUN_PROGRAMS: &[&str] = &[
-    "--upload-pack", "--receive-pack", "--exec=", "--exec-path=", "ext::",
+    "--upload-pack", "--receive-pack", "--exec", "--exec-path=", "ext::",
 ];
 // ---------------------------------------------------------------------------------------------
 // Git.
@@ -39,7 +39,7 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
     if let Some(option) = texts.iter().find(|text| {
         GIT_OPTIONS_THAT_RUN_PROGRAMS
             .iter()
-            .any(|prefix| text.starts_with(prefix))
+            .any(|option| long_option_matches(text, option) || text.starts_with(option))
     }) {
         return Verdict::new(
             RiskLevel::L3,
@@ -145,10 +145,11 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
         _ if GIT_READ_ONLY.contains(&subcommand) => {
             let mut verdict = Verdict::new(RiskLevel::L0, format!("`git {quoted}` only reads"));
             if rest.iter().any(|text| {
-                text.starts_with("--output")
-                    || *text == "--ext-diff"
+                ["--output", "--ext-diff", "--open-files-in-pager"]
+                    .iter()
+                    .any(|option| long_option_matches(text, option))
                     || text.starts_with("-O")
-                    || text.starts_with("--open-files-in-pager")
+                    || (subcommand == "ls-remote" && *text == "-u")
             }) {
                 verdict.raise_to(
                     RiskLevel::L2,
@@ -215,7 +216,7 @@ pub(super) fn classify_git_branch_or_tag(kind: &str, rest: &[&str]) -> Verdict {
     ];
     if rest
         .iter()
-        .any(|text| DESTRUCTIVE.contains(text) || text.starts_with("--set-upstream-to="))
+        .any(|text| option_is_any_of(text, DESTRUCTIVE))
     {
         return Verdict::new(
             RiskLevel::L2,
@@ -260,7 +261,7 @@ pub(super) fn classify_git_config(rest: &[&str]) -> Verdict {
         .collect();
     let reads = rest.iter().any(|text| READS.contains(text))
         || matches!(positionals.first().copied(), Some("get" | "list"));
-    let writes = rest.iter().any(|text| WRITES.contains(text))
+    let writes = rest.iter().any(|text| option_is_any_of(text, WRITES))
         || matches!(
             positionals.first().copied(),
             Some("set" | "unset" | "edit" | "rename-section" | "remove-section")

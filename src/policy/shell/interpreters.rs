@@ -145,9 +145,9 @@ pub(super) const fn other_interpreter(
 #[rustfmt::skip]
 pub(super) const PYTHON_MODULES: &[(&str, RiskLevel, &str)] = &[
     ("json.tool", RiskLevel::L0, "only formats JSON"),
-    ("pytest", RiskLevel::L1, "runs the project's tests"),
-    ("unittest", RiskLevel::L1, "runs the project's tests"),
-    ("doctest", RiskLevel::L1, "runs the project's tests"),
+    ("pytest", RiskLevel::L2, "runs the project's tests, code the agent may have written"),
+    ("unittest", RiskLevel::L2, "runs the project's tests, code the agent may have written"),
+    ("doctest", RiskLevel::L2, "runs the project's tests, code the agent may have written"),
     ("venv", RiskLevel::L1, "creates a virtual environment"),
     ("py_compile", RiskLevel::L1, "compiles the project"),
     ("compileall", RiskLevel::L1, "compiles the project"),
@@ -221,7 +221,7 @@ pub(super) fn classify_interpreter(
             if interpreter
                 .inline_code_long_options
                 .iter()
-                .any(|option| option.strip_prefix("--") == Some(option_name))
+                .any(|option| long_option_matches(text, option))
             {
                 return inline_code(text);
             }

@@ -1,5 +1,7 @@
 //! Lexing: the command text becomes words, operators and redirections, as the shell reads it.
 
+use super::expansions::{parameter_expansion_is_modelled, starts_brace_sequence};
+
 // ---------------------------------------------------------------------------------------------
 // Lexing: the command text becomes words, operators and redirections, as a POSIX shell reads it.
 // ---------------------------------------------------------------------------------------------
@@ -138,6 +140,8 @@ pub(super) struct Lexed {
     pub(super) tokens: Vec<Token>,
     /// Descriptions of the hidden commands found (command substitution and the like).
     pub(super) hidden_commands: Vec<&'static str>,
+    /// Bash constructs the classifier does not model (each makes the command L3).
+    pub(super) unmodelled_constructs: Vec<&'static str>,
 }
 
 pub(super) struct Lexer {
@@ -147,6 +151,7 @@ pub(super) struct Lexer {
     pub(super) word: Word,
     pub(super) word_started: bool,
     pub(super) hidden_commands: Vec<&'static str>,
+    pub(super) unmodelled_constructs: Vec<&'static str>,
     pub(super) here_document_delimiter_expected: Option<TabStripping>,
     pub(super) pending_here_documents: Vec<HereDocument>,
 }
@@ -159,6 +164,7 @@ pub(super) fn lex(command: &str) -> Result<Lexed, LexError> {
         word: Word::default(),
         word_started: false,
         hidden_commands: Vec::new(),
+        unmodelled_constructs: Vec::new(),
         here_document_delimiter_expected: None,
         pending_here_documents: Vec::new(),
     };
@@ -166,6 +172,7 @@ pub(super) fn lex(command: &str) -> Result<Lexed, LexError> {
     Ok(Lexed {
         tokens: lexer.tokens,
         hidden_commands: lexer.hidden_commands,
+        unmodelled_constructs: lexer.unmodelled_constructs,
     })
 }
 
@@ -205,6 +212,16 @@ impl Lexer {
                     if self.peek(1) == Some('(') {
                         self.note_hidden("arithmetic evaluation `((…))`");
                     }
+                    // `@(a|b)`, `!(x)`, `*(x)`, `+(x)`, `?(x)`: extglob patterns, or syntax
+                    // errors when extglob is off; either way not what the lexer models.
+                    if self.word_started
+                        && self
+                            .word
+                            .text
+                            .ends_with(['@', '!', '*', '+', '?'])
+                    {
+                        self.note_unmodelled("an extended glob pattern such as `@(…)`");
+                    }
                     self.finish_word();
                     self.tokens.push(Token::Separator(Separator::Group));
                     self.position += 1;
@@ -215,6 +232,12 @@ impl Lexer {
                     self.position += 1;
                 }
                 '<' | '>' => self.lex_angle_bracket()?,
+                '{' if starts_brace_sequence(&self.characters[self.position..]) => {
+                    self.note_unmodelled("a brace sequence expression `{a..b}`");
+                    self.word.unquoted_pattern_characters.push('{');
+                    self.push_character('{', Quoting::Unquoted);
+                    self.position += 1;
+                }
                 '*' | '?' | '[' | ']' | '{' | '}' | ',' => {
                     self.word.unquoted_pattern_characters.push(character);
                     self.push_character(character, Quoting::Unquoted);
@@ -228,6 +251,28 @@ impl Lexer {
         }
         self.finish_word();
         Ok(())
+    }
+
+    pub(super) fn note_unmodelled(&mut self, description: &'static str) {
+        if !self.unmodelled_constructs.contains(&description) {
+            self.unmodelled_constructs.push(description);
+        }
+    }
+
+    /// Bash removes a backslash-newline before it reads operators and expansions, so `$\⏎(` is
+    /// `$(` and `>\⏎>` is `>>`. Joining words is modelled; joining anything else is not.
+    fn check_line_continuation(&mut self) {
+        let before = self
+            .position
+            .checked_sub(1)
+            .and_then(|index| self.characters.get(index))
+            .copied();
+        let after = self.peek(2);
+        let joins_syntax = before.is_some_and(|c| "$&|;<>(".contains(c))
+            || after.is_some_and(|c| "&|;<>(){".contains(c));
+        if joins_syntax {
+            self.note_unmodelled("a backslash-newline inside an operator or an expansion");
+        }
     }
 
     pub(super) fn note_hidden(&mut self, description: &'static str) {
@@ -278,7 +323,10 @@ impl Lexer {
     pub(super) fn lex_backslash(&mut self) {
         match self.peek(1) {
             // A backslash before a newline joins the lines.
-            Some('\n') => self.position += 2,
+            Some('\n') => {
+                self.check_line_continuation();
+                self.position += 2
+            }
             Some(next) => {
                 self.push_character(next, Quoting::Quoted);
                 self.position += 2;
@@ -315,7 +363,10 @@ impl Lexer {
                     return Ok(());
                 }
                 '\\' => match self.peek(1) {
-                    Some('\n') => self.position += 2,
+                    Some('\n') => {
+                        self.check_line_continuation();
+                        self.position += 2
+                    }
                     Some(next @ ('$' | '`' | '"' | '\\')) => {
                         self.push_character(next, Quoting::Quoted);
                         self.position += 2;
@@ -357,6 +408,11 @@ impl Lexer {
                 if raw.contains("$(") || raw.contains('`') {
                     self.note_hidden("command substitution `$(…)`");
                 }
+                if !parameter_expansion_is_modelled(&raw) {
+                    self.note_unmodelled(
+                        "a parameter expansion operator (`${x@P}`, `${!x}`, `${a[i]}`, …)",
+                    );
+                }
                 self.push_text(&raw, quoting);
                 self.word.expands_variable = true;
             }
@@ -366,8 +422,18 @@ impl Lexer {
                 let decoded = self.take_ansi_c_quoted()?;
                 self.push_text(&decoded, Quoting::Quoted);
             }
-            // `$"…"` is a translated string; it lexes as a double-quoted one.
-            Some('"') if quoting == Quoting::Unquoted => self.position += 1,
+            // `$"…"` is a translated string: a message catalog may replace its text.
+            Some('"') if quoting == Quoting::Unquoted => {
+                self.note_unmodelled("a locale-translated string `$\"…\"`");
+                self.position += 1
+            }
+            // `$[…]` is the old arithmetic expansion, which can run `a[$(…)]`.
+            Some('[') => {
+                self.note_unmodelled("arithmetic expansion `$[…]`");
+                self.push_character('$', quoting);
+                self.word.expands_variable = true;
+                self.position += 1;
+            }
             Some(next) if next.is_ascii_alphanumeric() || "_@*#?-$!".contains(next) => {
                 self.word.expands_variable = true;
                 self.push_character('$', quoting);
@@ -532,6 +598,9 @@ impl Lexer {
         }
         if digits == 0 {
             decoded.push_str(literal);
+        } else if value == 0 {
+            // Bash cuts the string at a NUL; what follows would be read differently.
+            self.note_unmodelled("a NUL byte in `$'…'`");
         } else {
             decoded.push(char::from_u32(value).unwrap_or('\u{fffd}'));
         }
@@ -663,7 +732,20 @@ impl Lexer {
                 if document.expands && (line.contains("$(") || line.contains('`')) {
                     self.note_hidden("command substitution in a here-document");
                 }
+                if document.expands && line.ends_with('\\') {
+                    // Bash joins the next line before looking for the delimiter.
+                    self.note_unmodelled("a backslash-newline in a here-document body");
+                }
+                if document.expands
+                    && (line.contains("$[")
+                        || line
+                            .match_indices("${")
+                            .any(|(at, _)| !parameter_expansion_is_modelled(&line[at..])))
+                {
+                    self.note_unmodelled("a parameter expansion operator in a here-document");
+                }
             }
         }
     }
 }
+

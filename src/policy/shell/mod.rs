@@ -34,10 +34,13 @@
 //! sh`, `python3 <<EOF`, a bare `bash`). Running a named script is L2.
 //!
 
+mod builtins;
+mod expansions;
 mod files;
 mod git;
 mod interpreters;
 mod lexer;
+mod options;
 mod patterns;
 mod syntax;
 mod system;
@@ -49,10 +52,12 @@ mod wrappers;
 
 use crate::policy::paths::*;
 use crate::policy::{Assessment, RiskLevel, quote_for_reason};
+use builtins::*;
 use files::*;
 use git::*;
 use interpreters::*;
 use lexer::*;
+use options::*;
 use patterns::*;
 use syntax::*;
 use system::*;
@@ -73,6 +78,21 @@ const MAX_BRACE_EXPANSION_WORDS: usize = 64;
 // Public API.
 // ---------------------------------------------------------------------------------------------
 
+/// The simple commands of `command` as the classifier reads them: each one's words (assignments
+/// included, redirections left out) after quote removal, in order. None when the lexer refuses
+/// the text. For differential tests against another parser (`tests/shell_differential.rs`).
+pub fn simple_command_words(command: &str) -> Option<Vec<Vec<String>>> {
+    let lexed = lex(command).ok()?;
+    let (commands, _) = split_into_simple_commands(lexed.tokens);
+    Some(
+        commands
+            .into_iter()
+            .filter(|command| !command.words.is_empty())
+            .map(|command| command.words.into_iter().map(|word| word.text).collect())
+            .collect(),
+    )
+}
+
 /// Classifies a shell command line (see the module documentation for the rules).
 pub fn classify_shell(command: &str) -> Assessment {
     if command.contains('\0') {
@@ -89,6 +109,20 @@ pub fn classify_shell(command: &str) -> Assessment {
     }
     if command.trim().is_empty() {
         return Assessment::new(RiskLevel::L3, "empty command");
+    }
+    // A carriage return, escape or other control character shows one thing on the reviewer's
+    // screen and is read as another by the shell.
+    if let Some(control) = command
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+    {
+        return Assessment::new(
+            RiskLevel::L3,
+            format!(
+                "the command contains the control character U+{:04X}",
+                u32::from(control)
+            ),
+        );
     }
 
     let mut assessment = Assessment {
@@ -111,6 +145,13 @@ pub fn classify_shell(command: &str) -> Assessment {
         Ok(lexed) => lexed,
         Err(error) => return Assessment::new(RiskLevel::L3, error.reason()),
     };
+    for construct in &lexed.unmodelled_constructs {
+        add(
+            &mut assessment,
+            RiskLevel::L3,
+            format!("L3: {construct} is bash syntax the classifier does not model"),
+        );
+    }
     for hidden in &lexed.hidden_commands {
         add(
             &mut assessment,
@@ -262,7 +303,7 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
         if let Some(label) = configuration_file_in(&path) {
             verdict.raise_to(
                 RiskLevel::L2,
-                format!("writes the configuration file `{quoted}` ({label})"),
+                format!("writes `{quoted}`, which a program later runs or loads as configuration ({label})"),
             );
         }
         if is_outside_working_directory(&path) {
@@ -368,10 +409,24 @@ fn classify_program_word(
             ),
         );
     }
-    // Absolute and relative program paths are classified by their base name: `/bin/rm` is `rm`.
+    // Programs in the system's own directories are classified by their base name: `/bin/rm` is
+    // `rm`. Any other path (`./ls`, `bin/make`, `/tmp/x/cat`) runs a file the agent may have
+    // written, whatever its name: at least L2.
     let text = program_word.text.as_str();
-    let program = text.rsplit('/').next().unwrap_or(text);
-    classify_program(program, arguments, input, depth)
+    let Some((directory, program)) = text.rsplit_once('/') else {
+        return classify_program(text, arguments, input, depth);
+    };
+    let mut verdict = classify_program(program, arguments, input, depth);
+    if !SYSTEM_PROGRAM_DIRECTORIES.contains(&normalize_path_text(directory).as_str()) {
+        verdict.raise_to(
+            RiskLevel::L2,
+            format!(
+                "runs the program file `{}`, which is not a system program and may have been written by the agent",
+                quote_for_reason(text)
+            ),
+        );
+    }
+    verdict
 }
 
 /// Looks a program up: dedicated rules first, then the tables; unknown programs are L2.
@@ -381,6 +436,9 @@ fn classify_program(
     input: StandardInput,
     depth: usize,
 ) -> Verdict {
+    if let Some(verdict) = unmodelled_builtin(program, arguments) {
+        return verdict;
+    }
     if let Some(wrapper) = WRAPPERS.iter().find(|wrapper| wrapper.name == program) {
         return classify_wrapper(wrapper, arguments, input, depth);
     }
@@ -406,16 +464,8 @@ fn classify_program(
         "export" | "declare" | "typeset" | "local" | "readonly" => {
             return classify_declaration(program, arguments);
         }
-        "set" => {
-            return if arguments.is_empty() {
-                Verdict::new(
-                    RiskLevel::L1,
-                    "`set` prints shell variables, which may hold secrets",
-                )
-            } else {
-                Verdict::new(RiskLevel::L0, "`set` only sets shell options")
-            };
-        }
+        "set" => return classify_set(arguments),
+        "shopt" => return classify_shopt(arguments),
         "alias" => {
             return if arguments.iter().any(|word| word.text.contains('=')) {
                 Verdict::new(
@@ -487,8 +537,18 @@ fn classify_program(
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
     }
     if let Some(reason) = find_group(WORKING_DIRECTORY_WRITES, program) {
-        return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"))
-            .writing(operands(arguments));
+        // `gunzip .bashrc.gz` writes `.bashrc`: the name without its extension is written too.
+        let written = operands(arguments).into_iter().flat_map(|operand| {
+            let stem = operand
+                .rsplit_once('.')
+                .map(|(stem, _)| stem.to_string())
+                .filter(|stem| !stem.is_empty() && !stem.ends_with('/'));
+            std::iter::once(operand).chain(stem)
+        });
+        return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}")).writing(written);
+    }
+    if let Some(reason) = find_group(RUNS_PROJECT_CODE, program) {
+        return Verdict::new(RiskLevel::L2, format!("`{program}` {reason}"));
     }
     if let Some(reason) = find_group(BUILD_AND_TEST_TOOLS, program) {
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
@@ -527,24 +587,6 @@ fn operands(arguments: &[Word]) -> Vec<String> {
     found
 }
 
-/// Whether `text` is a short-option cluster (`-la`), not `--long`, `-` or an operand.
-fn short_cluster(text: &str) -> Option<&str> {
-    let cluster = text.strip_prefix('-')?;
-    if cluster.is_empty() || cluster.starts_with('-') {
-        return None;
-    }
-    Some(cluster)
-}
-
-fn option_matches(text: &str, spelling: OptionSpelling) -> bool {
-    match spelling {
-        OptionSpelling::Short(letter) => {
-            short_cluster(text).is_some_and(|cluster| cluster.contains(letter))
-        }
-        OptionSpelling::Long(long) => text.starts_with(long),
-    }
-}
-
 fn classify_read_only(program: &str, reason: &str, arguments: &[Word]) -> Verdict {
     let mut verdict = Verdict::new(RiskLevel::L0, format!("`{program}` {reason}"));
     for (command, spelling, level, why) in OPTIONS_THAT_WRITE_OR_RUN {
@@ -578,10 +620,10 @@ fn directory_option_values(words: &[Word]) -> Vec<String> {
     let mut values = Vec::new();
     for (index, word) in words.iter().enumerate() {
         let text = word.text.as_str();
-        if DIRECTORY_OPTIONS.contains(&text) {
+        if option_takes_next_word(text, DIRECTORY_OPTIONS) {
             values.extend(words.get(index + 1).map(|value| value.text.clone()));
-        } else if let Some((option, value)) = text.split_once('=')
-            && DIRECTORY_OPTIONS.contains(&option)
+        } else if let Some((_, value)) = text.split_once('=')
+            && option_is_any_of(text, DIRECTORY_OPTIONS)
         {
             values.push(value.to_string());
         }

@@ -25,7 +25,7 @@ pub(super) fn classify_netcat(arguments: &[Word]) -> Verdict {
         text == "-c"
             || ["--exec", "--sh-exec", "--lua-exec"]
                 .iter()
-                .any(|option| text.starts_with(option))
+                .any(|option| long_option_matches(text, option))
             || short_cluster(text).is_some_and(|cluster| cluster.contains('e'))
     });
     if executes {
@@ -49,7 +49,7 @@ pub(super) fn classify_firewall(program: &str, arguments: &[Word]) -> Verdict {
     let disables = arguments.iter().any(|word| {
         let text = word.text.as_str();
         match program {
-            "iptables" | "ip6tables" => text == "-F" || text.starts_with("--flush"),
+            "iptables" | "ip6tables" => text == "-F" || long_option_matches(text, "--flush"),
             "nft" => text == "flush",
             _ => matches!(text, "disable" | "reset"),
         }
@@ -174,7 +174,7 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
             subcommand = Some(text);
             break;
         }
-        index += if rules.options_with_value.contains(&text) {
+        index += if option_takes_next_word(text, rules.options_with_value) {
             2
         } else {
             1
@@ -193,6 +193,13 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
                 )
             } else if rules.read_only.contains(&subcommand) {
                 Verdict::new(RiskLevel::L0, format!("`{program} {quoted}` only reads"))
+            } else if rules.runs_project_code.contains(&subcommand) {
+                Verdict::new(
+                    RiskLevel::L2,
+                    format!(
+                        "`{program} {quoted}` runs the project's code (build scripts, tests or package scripts the agent may have written)"
+                    ),
+                )
             } else if rules.project_local.contains(&subcommand) {
                 Verdict::new(
                     RiskLevel::L1,
@@ -209,10 +216,9 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
         }
     };
     if let Some(option) = arguments.iter().find(|word| {
-        rules
-            .options_needing_approval
-            .iter()
-            .any(|option| word.text.starts_with(option))
+        rules.options_needing_approval.iter().any(|option| {
+            long_option_matches(&word.text, option) || word.text.starts_with(option)
+        })
     }) {
         verdict.raise_to(
             RiskLevel::L2,

@@ -39,9 +39,9 @@ pub(super) const READ_ONLY_GROUPS: &[CommandGroup] = &[
     (
         "only prints or sets shell state",
         &[
-            "echo", "printf", "pwd", "true", "false", ":", "test", "[", "[[", "seq", "yes",
+            "echo", "printf", "pwd", "true", "false", ":", "test", "[", "seq", "yes",
             "sleep", "expr", "wait", "read", "exit", "return", "break", "continue", "shift",
-            "getopts", "unset", "shopt", "ulimit", "umask", "type", "jobs", "dirs", "history",
+            "getopts", "unset", "ulimit", "umask", "type", "jobs", "dirs", "history",
             "help", "clear", "tput",
         ],
     ),
@@ -82,15 +82,28 @@ pub(super) const WORKING_DIRECTORY_WRITES: &[CommandGroup] = &[(
     ],
 )];
 
-/// L1: build, test and format tools. Their effects stay in the project (and its build
-/// directories); the project's own code is what they run.
+/// L1: formatters and checkers that read the project and run none of its code (no build
+/// scripts, no configuration written in a programming language).
 #[rustfmt::skip]
 pub(super) const BUILD_AND_TEST_TOOLS: &[CommandGroup] = &[(
-    "builds, tests or formats the project",
+    "formats or checks the project without running its code",
+    &["rustfmt", "black", "ruff", "gofmt", "tsc"],
+)];
+
+/// L2: build tools, test runners and compilers run code the agent may have written (a
+/// Makefile's recipes, a test, a build script, a linter's JavaScript configuration, a compiler
+/// plugin or wrapper). A reviewer approves them.
+#[rustfmt::skip]
+pub(super) const RUNS_PROJECT_CODE: &[CommandGroup] = &[(
+    "runs the project's code (build recipes, tests, scripts or plugins the agent may have written)",
     &[
-        "make", "gmake", "cmake", "ninja", "meson", "pytest", "tox", "rustfmt", "rustc", "gcc",
-        "g++", "cc", "c++", "clang", "clang++", "javac", "tsc", "eslint", "prettier", "black",
-        "ruff", "mypy", "gofmt",
+        "make", "gmake", "bmake", "cmake", "ctest", "ninja", "meson", "scons", "bazel", "buck",
+        "just", "task", "rake", "gradle", "gradlew", "mvn", "mvnw", "ant", "sbt", "lein",
+        "pytest", "py.test", "tox", "nox", "hatch", "poetry", "pdm", "uv", "pipenv", "bundle",
+        "rspec", "jest", "vitest", "mocha", "karma", "phpunit", "composer", "mix", "dotnet",
+        "swift", "javac", "rustc", "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "eslint",
+        "prettier", "mypy", "pylint", "webpack", "vite", "rollup", "esbuild", "turbo", "nx",
+        "lerna", "configure", "autoreconf", "automake", "autoconf",
     ],
 )];
 
@@ -215,8 +228,10 @@ pub(super) struct SubcommandRules {
     pub(super) program: &'static str,
     /// Subcommands that only read: L0.
     pub(super) read_only: &'static [&'static str],
-    /// Subcommands whose effects stay in the project (build, test, format, run a script): L1.
+    /// Subcommands whose effects stay in the project and that run none of its code: L1.
     pub(super) project_local: &'static [&'static str],
+    /// Subcommands that run the project's code (build scripts, tests, package scripts): L2.
+    pub(super) runs_project_code: &'static [&'static str],
     /// Subcommands that stop the machine or run code nobody reviews: L3.
     pub(super) blocked: &'static [&'static str],
     /// The level without a subcommand (`cargo` alone prints help, `yarn` alone installs).
@@ -237,10 +252,10 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "tree", "metadata", "search", "version", "help", "locate-project", "verify-project",
             "pkgid", "read-manifest",
         ],
-        project_local: &[
-            "build", "b", "check", "c", "test", "t", "clippy", "fmt", "doc", "d", "bench", "run",
-            "r", "new", "init", "clean", "fix", "fetch", "generate-lockfile", "vendor", "package",
-            "nextest",
+        project_local: &["fmt", "new", "init", "clean", "fetch", "generate-lockfile", "vendor"],
+        runs_project_code: &[
+            "build", "b", "check", "c", "test", "t", "clippy", "doc", "d", "bench", "run", "r",
+            "fix", "package", "nextest", "install", "publish",
         ],
         blocked: &[],
         bare: RiskLevel::L0,
@@ -253,7 +268,11 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "ls", "list", "ll", "la", "view", "v", "info", "show", "outdated", "search", "help",
             "explain", "why", "root", "prefix", "query", "doctor", "ping", "whoami", "fund",
         ],
-        project_local: &["test", "t", "tst", "run", "run-script", "start", "pack"],
+        project_local: &[],
+        runs_project_code: &[
+            "test", "t", "tst", "run", "run-script", "start", "pack", "install", "i", "ci",
+            "exec", "x", "rebuild", "restart", "stop",
+        ],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["--prefix", "-w", "--workspace"],
@@ -264,7 +283,8 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
         read_only: &[
             "ls", "list", "outdated", "why", "view", "info", "help", "root",
         ],
-        project_local: &["test", "t", "run", "start"],
+        project_local: &[],
+        runs_project_code: &["test", "t", "run", "start", "install", "i", "exec", "dlx"],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["-C", "--dir", "--filter", "-F"],
@@ -273,7 +293,8 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
     SubcommandRules {
         program: "yarn",
         read_only: &["info", "list", "why", "outdated", "help", "versions"],
-        project_local: &["test", "run", "build", "start", "lint"],
+        project_local: &[],
+        runs_project_code: &["test", "run", "build", "start", "lint", "install", "exec", "dlx"],
         blocked: &[],
         bare: RiskLevel::L2,
         options_with_value: &["--cwd"],
@@ -282,7 +303,8 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
     SubcommandRules {
         program: "bun",
         read_only: &["pm", "help"],
-        project_local: &["test", "run", "build"],
+        project_local: &[],
+        runs_project_code: &["test", "run", "build", "install", "x"],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["--cwd"],
@@ -291,7 +313,8 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
     SubcommandRules {
         program: "deno",
         read_only: &["info", "doc", "help", "types"],
-        project_local: &["fmt", "lint", "test", "check", "bench"],
+        project_local: &["fmt", "lint", "check"],
+        runs_project_code: &["test", "bench", "run", "task", "compile"],
         blocked: &["eval", "repl"],
         bare: RiskLevel::L3,
         options_with_value: &[],
@@ -300,7 +323,8 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
     SubcommandRules {
         program: "go",
         read_only: &["version", "env", "list", "doc", "help"],
-        project_local: &["build", "test", "vet", "fmt", "run"],
+        project_local: &["fmt"],
+        runs_project_code: &["build", "test", "vet", "run", "generate", "install"],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["-C"],
@@ -312,6 +336,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "list", "show", "freeze", "check", "help", "search", "inspect", "debug",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[],
@@ -323,6 +348,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "list", "show", "freeze", "check", "help", "search", "inspect", "debug",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[],
@@ -335,6 +361,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "changelog",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["-o"],
@@ -347,6 +374,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "stats", "madison",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &["-o"],
@@ -359,6 +387,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "leaves",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[],
@@ -370,6 +399,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "list", "search", "info", "query", "specification", "contents", "environment", "help",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[],
@@ -383,6 +413,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "cat", "help", "get-default", "is-system-running",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[
             "poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "soft-reboot", "suspend",
             "hibernate", "hybrid-sleep",
@@ -401,6 +432,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "history", "search", "diff", "events", "help",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[
@@ -415,6 +447,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "history", "search", "diff", "events", "help",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[
@@ -429,6 +462,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
             "cluster-info", "help",
         ],
         project_local: &[],
+        runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
         options_with_value: &[
@@ -507,6 +541,13 @@ pub(super) const WRAPPERS: &[Wrapper] = &[
     },
 ];
 
+/// Directories whose programs are the system's own (a program named by a path elsewhere may be
+/// a file the agent wrote).
+#[rustfmt::skip]
+pub(super) const SYSTEM_PROGRAM_DIRECTORIES: &[&str] = &[
+    "/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin",
+];
+
 /// `xargs` options whose value is the next word.
 #[rustfmt::skip]
 pub(super) const XARGS_OPTIONS_WITH_VALUE: &[&str] = &[
@@ -518,11 +559,10 @@ pub(super) const XARGS_OPTIONS_WITH_VALUE: &[&str] = &[
 #[rustfmt::skip]
 pub(super) const SHELL_KEYWORDS: &[&str] = &[
     "{", "}", "!", "if", "then", "else", "elif", "fi", "while", "until", "do", "done", "esac",
-    "coproc",
 ];
 
 /// Shell words that start a loop or case header; the header itself runs nothing.
-pub(super) const SHELL_HEADERS: &[&str] = &["for", "select", "case", "function"];
+pub(super) const SHELL_HEADERS: &[&str] = &["for", "select", "case"];
 
 /// Environment variables that make the next program load or run other code: setting one is L3.
 #[rustfmt::skip]

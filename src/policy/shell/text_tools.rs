@@ -22,17 +22,21 @@ pub(super) fn classify_sed(arguments: &[Word]) -> Verdict {
         }
         if text == "--" {
             after_double_dash = true;
-        } else if let Some(long) = text.strip_prefix("--") {
-            if long.starts_with("in-place") {
+        } else if text.starts_with("--") {
+            // GNU sed reads `--in`, `--exp=…`, `--fi` as `--in-place`, `--expression`, `--file`.
+            if long_option_matches(text, "--in-place") {
                 in_place = true;
-            } else if let Some(script) = long.strip_prefix("expression=") {
-                scripts.push(script.to_string());
-            } else if long == "expression" {
-                scripts.extend(arguments.get(index).map(|word| word.text.clone()));
-                index += 1;
-            } else if long.starts_with("file") {
+            } else if long_option_matches(text, "--expression") {
+                match text.split_once('=') {
+                    Some((_, script)) => scripts.push(script.to_string()),
+                    None => {
+                        scripts.extend(arguments.get(index).map(|word| word.text.clone()));
+                        index += 1;
+                    }
+                }
+            } else if long_option_matches(text, "--file") {
                 script_from_file = true;
-                if !long.contains('=') {
+                if !text.contains('=') {
                     index += 1;
                 }
             }
@@ -234,22 +238,37 @@ pub(super) fn skip_delimited(
 pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
     let mut program_text: Option<&str> = None;
     let mut program_from_file = false;
+    let mut writes_file = false;
     let mut index = 0;
     while let Some(word) = arguments.get(index) {
         let text = word.text.as_str();
         index += 1;
+        // gawk reads any unambiguous prefix of its long options (`--lo` is `--load`).
+        let value_follows = !text.contains('=');
         match text {
-            "-F" | "-v" | "--field-separator" | "--assign" => index += 1,
-            "-f" | "--file" | "-i" | "--include" | "-E" | "--exec" => {
-                program_from_file = true;
-                index += 1;
+            _ if option_is_any_of(text, &["-F", "-v", "--field-separator", "--assign"]) => {
+                index += usize::from(value_follows);
             }
-            "-l" | "--load" => {
+            _ if option_is_any_of(text, &["-f", "--file", "-i", "--include", "-E", "--exec"]) => {
+                program_from_file = true;
+                index += usize::from(value_follows);
+            }
+            _ if option_is_any_of(text, &["-l", "--load"]) => {
                 return Verdict::new(RiskLevel::L3, "`awk --load` loads a compiled extension");
             }
-            "-e" | "--source" => {
-                program_text = arguments.get(index).map(|word| word.text.as_str());
-                index += 1;
+            _ if option_is_any_of(text, &["-e", "--source"]) => {
+                program_text = match text.split_once('=') {
+                    Some((_, source)) => Some(source),
+                    None => arguments.get(index).map(|word| word.text.as_str()),
+                };
+                index += usize::from(value_follows);
+            }
+            _ if text.starts_with("-o")
+                || text.starts_with("-p")
+                || text.starts_with("-d")
+                || option_is_any_of(text, &["--pretty-print", "--profile", "--dump-variables"]) =>
+            {
+                writes_file = true;
             }
             "--" => {
                 if program_text.is_none() && !program_from_file {
@@ -267,6 +286,12 @@ pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
         }
     }
     let mut verdict = Verdict::new(RiskLevel::L0, "`awk` only prints processed text");
+    if writes_file {
+        verdict.raise_to(
+            RiskLevel::L2,
+            "`awk -o`/`-p`/`-d` writes a pretty-printed program, a profile or variables to a file",
+        );
+    }
     if program_from_file {
         verdict.raise_to(
             RiskLevel::L2,

@@ -34,6 +34,12 @@ pub(super) fn split_assignment(word: &Word) -> Option<(&str, &str)> {
 
 pub(super) fn assignment_risk(word: &Word) -> Option<(RiskLevel, String)> {
     let (name, value) = split_assignment(word)?;
+    if word.text[..word.text.find('=').unwrap_or(0)].contains('[') {
+        return Some((
+            RiskLevel::L3,
+            format!("assigns to an element of `{name}`: bash evaluates the subscript as arithmetic, which can run commands"),
+        ));
+    }
     if CODE_LOADING_VARIABLES.contains(&name)
         || CODE_LOADING_VARIABLE_PREFIXES
             .iter()
@@ -92,6 +98,7 @@ pub(super) fn classify_wrapper(
     depth: usize,
 ) -> Verdict {
     let name = wrapper.name;
+    let mut timing_file = None;
     let mut index = 0;
     while let Some(word) = arguments.get(index) {
         let text = word.text.as_str();
@@ -107,7 +114,10 @@ pub(super) fn classify_wrapper(
         if !text.starts_with('-') || text == "-" {
             break;
         }
-        if name == "env" && (text.starts_with("-S") || text.starts_with("--split-string")) {
+        if name == "env"
+            && (short_cluster(text).is_some_and(|cluster| cluster.contains('S'))
+                || long_option_matches(text, "--split-string"))
+        {
             return Verdict::new(
                 RiskLevel::L3,
                 "`env -S` splits a string into a command line, which is not reviewed",
@@ -122,12 +132,44 @@ pub(super) fn classify_wrapper(
                 "`ionice` changes the I/O priority of running processes",
             );
         }
-        index += if wrapper.options_with_value.contains(&text) {
+        if name == "time" && (text == "-o" || long_option_matches(text, "--output")) {
+            let target = match text.split_once('=') {
+                Some((_, value)) => value.to_string(),
+                None => arguments
+                    .get(index + 1)
+                    .map_or_else(String::new, |word| word.text.clone()),
+            };
+            timing_file = Some(target);
+        }
+        index += if option_takes_next_word(text, wrapper.options_with_value) {
             2
         } else {
             1
         };
     }
+    let mut verdict = classify_wrapped(wrapper, arguments, index, input, depth);
+    if let Some(target) = timing_file {
+        verdict.raise_to(
+            RiskLevel::L2,
+            format!(
+                "`time -o` writes its timing into `{}`",
+                quote_for_reason(&target)
+            ),
+        );
+        verdict.written_paths.push(target);
+    }
+    verdict
+}
+
+/// The command a wrapper runs, from `index` (after the wrapper's own options).
+fn classify_wrapped(
+    wrapper: &Wrapper,
+    arguments: &[Word],
+    index: usize,
+    input: StandardInput,
+    depth: usize,
+) -> Verdict {
+    let name = wrapper.name;
     // `env NAME=value cmd`: the assignments are checked by `classify_words`.
     let start = index + wrapper.leading_operands;
     let wrapped: Vec<Word> = arguments
@@ -162,7 +204,7 @@ pub(super) fn classify_xargs(arguments: &[Word], depth: usize) -> Verdict {
         if !text.starts_with('-') || text == "-" {
             break;
         }
-        index += if XARGS_OPTIONS_WITH_VALUE.contains(&text) {
+        index += if option_takes_next_word(text, XARGS_OPTIONS_WITH_VALUE) {
             2
         } else {
             1
@@ -174,14 +216,16 @@ pub(super) fn classify_xargs(arguments: &[Word], depth: usize) -> Verdict {
         .iter()
         .map(Word::as_argument)
         .collect();
-    let mut verdict = if wrapped.is_empty() {
-        Verdict::new(RiskLevel::L0, "`xargs` without a command prints its input")
-    } else {
-        classify_words(&wrapped, StandardInput::Inherited, depth + 1)
-    };
+    if wrapped.is_empty() {
+        return Verdict::new(
+            RiskLevel::L0,
+            "`xargs` without a command runs `echo`, which prints its input",
+        );
+    }
+    let mut verdict = classify_words(&wrapped, StandardInput::Inherited, depth + 1);
     verdict.raise_to(
-        RiskLevel::L1,
-        "`xargs` runs a command on arguments read from its input, which the reviewer cannot see",
+        RiskLevel::L2,
+        "`xargs` runs a command on arguments read from its input (options, file names), which the reviewer cannot see",
     );
     verdict
 }
@@ -207,10 +251,11 @@ pub(super) fn classify_find(arguments: &[Word], depth: usize) -> Verdict {
                     .collect();
                 let executed_verdict =
                     classify_words(&executed, StandardInput::Inherited, depth + 1);
+                // The matches become arguments (a file named `--upload-pack=…` is an option).
                 verdict.raise_to(
-                    executed_verdict.level.max(RiskLevel::L1),
+                    executed_verdict.level.max(RiskLevel::L2),
                     format!(
-                        "`find {flag}` runs `{}` on every match: {}",
+                        "`find {flag}` runs `{}` on every match, with file names the reviewer cannot see as arguments: {}",
                         display_words(&executed),
                         executed_verdict.reasons.join("; ")
                     ),

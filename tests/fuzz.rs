@@ -2269,6 +2269,10 @@ mod classifier_target {
                             if destructive == Some(true) {
                                 assert!(assessment.level >= RiskLevel::L2, "{trust:?} {hints:?}");
                             }
+                            // An untrusted server's hints never lower the risk.
+                            if trust == McpTrust::Untrusted {
+                                assert!(assessment.level >= RiskLevel::L2, "{hints:?}");
+                            }
                             if trust == McpTrust::ReadOnly && read_only != Some(true) {
                                 assert_eq!(assessment.level, RiskLevel::L3, "{hints:?}");
                             }

@@ -179,10 +179,12 @@ async fn outcome(harness: &Harness, run: i64, tool: &str) -> Outcome {
             let details: Vec<String> = statement
                 .query_map([run], |row| row.get::<_, String>(0))?
                 .collect::<Result<_, _>>()?;
-            Ok(match details.iter().find(|detail| detail.contains("\"deny\"")) {
-                Some(detail) => Outcome::Refused(detail.clone()),
-                None => Outcome::RanWithoutDecision,
-            })
+            Ok(
+                match details.iter().find(|detail| detail.contains("\"deny\"")) {
+                    Some(detail) => Outcome::Refused(detail.clone()),
+                    None => Outcome::RanWithoutDecision,
+                },
+            )
         })
         .await
         .expect("the store answers")
@@ -237,8 +239,8 @@ async fn no_bypass_runs_without_a_recorded_decision() {
                 "write_file",
                 r#"{"path":"control-marker","content":"x","mode":"overwrite"}"#,
             )
-                .when_last_user_contains("attempt control.")
-                .times(1),
+            .when_last_user_contains("attempt control.")
+            .times(1),
         )
         .rule(Rule::text("fallback"));
     let llm = ScriptedLlm::start(script).await.unwrap();
@@ -279,8 +281,13 @@ async fn no_bypass_runs_without_a_recorded_decision() {
         assert_eq!(reply.text, "attempt over", "{}: {reply:?}", attempt.name);
         let run = reply.run_id.expect("the attempt ran the model");
         let outcome = outcome(&harness, run, attempt.tool).await;
-        let marker_exists = attempt.marker.is_some_and(|marker| exists(&workspace, marker));
-        eprintln!("{}: {outcome:?}, marker exists: {marker_exists}", attempt.name);
+        let marker_exists = attempt
+            .marker
+            .is_some_and(|marker| exists(&workspace, marker));
+        eprintln!(
+            "{}: {outcome:?}, marker exists: {marker_exists}",
+            attempt.name
+        );
         let too_low = matches!(outcome, Outcome::ApprovalRequested(risk) if risk < attempt.minimum);
         if outcome == Outcome::RanWithoutDecision || marker_exists || too_low {
             failures.push(format!(

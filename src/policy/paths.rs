@@ -1,7 +1,6 @@
 //! Path rules: file tool accesses ([`classify_file_access`]) and the sensitive, configuration and
 //! device paths the shell rules look for.
 //!
-//!
 //! The path is resolved lexically against the workspace (`..` folded, no symlinks followed; the
 //! file tool must still refuse to follow a symlink out of the workspace). A path starting with `~`
 //! counts as outside.
@@ -12,9 +11,15 @@
 //! | write  | L1                   | L3      |
 //! | delete | L2                   | L3      |
 //!
-//! Writing or deleting a configuration or CI file is at least L2; a sensitive path then escalates by
-//! one. An empty path or one with a NUL byte is L3.
-//!
+//! Writing or deleting a file that a program later runs or loads as configuration is at least L2:
+//! git's configuration and hooks (the whole `.git/`, `.gitconfig`, `.config/`), build recipes and
+//! manifests (`Makefile`, `Cargo.toml`, `build.rs`, `package.json`, `conftest.py`, …), Python
+//! start-up files (`*.pth`, `sitecustomize.py`), login shells and tool start-up files (`.bashrc`,
+//! `.inputrc`, `.npmrc`, `pip.conf`, `.curlrc`, `.netrc`, `.ssh/config`, …), CI files, systemd
+//! units and workspace skills (`skills/`): otherwise the next harmless `git status` or build would
+//! run what the agent wrote. The shell rules use the same list for redirections and the paths
+//! `cp`, `touch`, `tar`, … write. A sensitive path then escalates by one. An empty path or one with
+//! a NUL byte is L3.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -184,7 +189,9 @@ pub fn classify_file_access(path: &str, access: FileAccess, workspace: &Path) ->
     {
         verdict.raise_to(
             RiskLevel::L2,
-            format!("{verb} `{quoted}`, which a program later runs or loads as configuration ({label})"),
+            format!(
+                "{verb} `{quoted}`, which a program later runs or loads as configuration ({label})"
+            ),
         );
     }
     if let Some(label) = sensitive_path_in(&shown).or_else(|| sensitive_path_in(path)) {

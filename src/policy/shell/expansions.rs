@@ -13,7 +13,10 @@ pub(super) fn parameter_expansion_is_modelled(raw: &str) -> bool {
         return false;
     };
     let inner = &inner[..end];
-    let inner = inner.strip_prefix('#').filter(|rest| !rest.is_empty()).unwrap_or(inner);
+    let inner = inner
+        .strip_prefix('#')
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(inner);
     let name_length = if inner.starts_with(|c: char| c.is_ascii_digit() || "@*#?$-".contains(c)) {
         1
     } else {

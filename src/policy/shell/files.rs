@@ -139,10 +139,18 @@ pub(super) fn classify_tar(arguments: &[Word]) -> Verdict {
             );
         }
         if text == "-C" || long_option_matches(text, "--directory") {
-            written.extend(text.split_once('=').map(|(_, value)| value.to_string()).or_else(next));
+            written.extend(
+                text.split_once('=')
+                    .map(|(_, value)| value.to_string())
+                    .or_else(next),
+            );
         }
         if long_option_matches(text, "--file") {
-            written.extend(text.split_once('=').map(|(_, value)| value.to_string()).or_else(next));
+            written.extend(
+                text.split_once('=')
+                    .map(|(_, value)| value.to_string())
+                    .or_else(next),
+            );
         }
         if text == "--list" {
             mode_letters.push('t');

@@ -214,10 +214,7 @@ pub(super) fn classify_git_branch_or_tag(kind: &str, rest: &[&str]) -> Verdict {
         "--format",
         "--column",
     ];
-    if rest
-        .iter()
-        .any(|text| option_is_any_of(text, DESTRUCTIVE))
-    {
+    if rest.iter().any(|text| option_is_any_of(text, DESTRUCTIVE)) {
         return Verdict::new(
             RiskLevel::L2,
             format!("`git {kind}` deletes, moves or rewrites a {kind}"),

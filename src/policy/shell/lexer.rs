@@ -214,12 +214,7 @@ impl Lexer {
                     }
                     // `@(a|b)`, `!(x)`, `*(x)`, `+(x)`, `?(x)`: extglob patterns, or syntax
                     // errors when extglob is off; either way not what the lexer models.
-                    if self.word_started
-                        && self
-                            .word
-                            .text
-                            .ends_with(['@', '!', '*', '+', '?'])
-                    {
+                    if self.word_started && self.word.text.ends_with(['@', '!', '*', '+', '?']) {
                         self.note_unmodelled("an extended glob pattern such as `@(…)`");
                     }
                     self.finish_word();
@@ -748,4 +743,3 @@ impl Lexer {
         }
     }
 }
-

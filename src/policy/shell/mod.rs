@@ -7,24 +7,36 @@
 //!
 //! # Shell commands ([`classify_shell`])
 //!
-//! 1. Refused outright (L3): an empty command, a NUL byte, more than 10,000 bytes, unbalanced quotes,
-//!    a fork bomb.
-//! 2. The command is lexed the way a POSIX shell reads it: single and double quotes, backslash
-//!    escapes, `$'…'`, comments, here-documents, redirections. Anything whose text the reviewer
-//!    cannot see is L3: command substitution (`$(…)` and backticks, also inside double quotes),
-//!    process substitution, arithmetic evaluation (it can expand `a[$(…)]`).
+//! 1. Refused outright (L3): an empty command, a NUL byte or another control character (only tab
+//!    and newline pass), more than 10,000 bytes, unbalanced quotes, a fork bomb.
+//! 2. The command is lexed the way bash reads it (the shell tool runs `bash -c`, so the classifier
+//!    and the shell agree): single and double quotes, backslash escapes, `$'…'`, comments,
+//!    here-documents and here-strings, redirections (`&>`, `>|`, `|&`), `;&`/`;;&`. Anything whose
+//!    text the reviewer cannot see is L3: command substitution (`$(…)` and backticks, also inside
+//!    double quotes and unquoted here-documents), process substitution, arithmetic evaluation (it
+//!    can expand `a[$(…)]`). Bash syntax the lexer does not model is L3 with a reason naming it:
+//!    `[[ … ]]`, `$[…]`, `$"…"`, `coproc`, `function`, `let`, parameter expansion operators
+//!    (`${x@P}`, `${!x}`, `${a[i]}`, `${x:1}`, …; `${x}`, `${x:-w}`, `${#x}`, `${x%w}` are
+//!    modelled), extglob patterns, brace sequences (`{a..z}`), a backslash-newline inside an
+//!    operator or an expansion or in a here-document body, a NUL in `$'…'`, array subscripts (bash
+//!    evaluates them as arithmetic), `set`/`shopt` options that change how later lines are read.
+//!    History expansion is off in `bash -c` (and `set -H` is L3).
 //! 3. The command is split on `&&`, `||`, `;`, `|`, `&`, newlines and parentheses; each simple
 //!    command is classified on its own, the highest level wins and every part keeps its reasons.
 //! 4. A part is unwrapped before it is looked up: variable assignments (`FOO=1 cmd`; an assignment
 //!    to a variable that loads code, such as `LD_PRELOAD`, is L3), shell keywords (`if`, `then`, `{`),
-//!    wrappers (`env`, `nice`, `timeout N`, `nohup`, `time`, `command`, `stdbuf`, …; `xargs cmd` is
-//!    never below L1). `/bin/rm` is `rm`. A program name the shell computes (`$CMD`, a glob) is L3.
+//!    wrappers (`env`, `nice`, `timeout N`, `nohup`, `time`, `command`, `stdbuf`, …; `xargs cmd` and
+//!    `find -exec cmd` are never below L2: their arguments come from input the reviewer cannot
+//!    see). `/bin/rm` is `rm`; a program named by any other path (`./ls`) is at least L2. A program
+//!    name the shell computes (`$CMD`, a glob) is L3.
 //! 5. The program is looked up: dedicated rules first (`rm`, `git`, `find`, `sed`, `awk`,
-//!    interpreters, …), then the command tables below (L0 read-only, L1 project-local writes and
-//!    builds, L2 other writes, network and system changes, L3 blocked); anything unknown is L2.
+//!    interpreters, …), then the command tables (L0 read-only, L1 project-local writes and
+//!    formatters, L2 build tools and test runners — they run code the agent may have written —,
+//!    other writes, network and system changes, L3 blocked); anything unknown is L2. Long options
+//!    match by prefix, as `getopt_long` reads them (`options.rs`).
 //! 6. Output redirections to a file are L2 (`/dev/null` and `2>&1` are harmless, a block device
-//!    is L3). Paths a command writes that are configuration or CI files, or lie outside the working
-//!    directory, lift it to at least L2. A sensitive path (`.env`, `.ssh/`, keys, …) anywhere in the
+//!    is L3). Paths a command writes that a program later runs or loads as configuration (the one
+//!    list in `policy::paths`), or that lie outside the working directory, lift it to at least L2. A sensitive path (`.env`, `.ssh/`, keys, …) anywhere in the
 //!    words or redirections then escalates the part by one level.
 //! 7. After a `cd` out of the working directory (an absolute path, `~`, `..`, `-`), later L1 commands
 //!    are L2: their relative paths no longer point into the project.

@@ -26,7 +26,10 @@ pub(super) fn long_option_matches(text: &str, long: &str) -> bool {
         let name = name.split('=').next().unwrap_or(name);
         return !name.is_empty() && (option.starts_with(name) || name.starts_with(option));
     }
-    text == long || text.strip_prefix(long).is_some_and(|rest| rest.starts_with('='))
+    text == long
+        || text
+            .strip_prefix(long)
+            .is_some_and(|rest| rest.starts_with('='))
 }
 
 /// Whether `text` is one of `options`: short options (`-o`) match exactly, long ones

@@ -216,9 +216,10 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
         }
     };
     if let Some(option) = arguments.iter().find(|word| {
-        rules.options_needing_approval.iter().any(|option| {
-            long_option_matches(&word.text, option) || word.text.starts_with(option)
-        })
+        rules
+            .options_needing_approval
+            .iter()
+            .any(|option| long_option_matches(&word.text, option) || word.text.starts_with(option))
     }) {
         verdict.raise_to(
             RiskLevel::L2,

@@ -358,7 +358,10 @@ const BYPASS_CASES: &[(&str, RiskLevel)] = &[
     ("(ls)", L0),
     ("docker ps \\\n  -a", L0),
     // Abbreviated long options are the options they abbreviate (class 3).
-    ("tar --checkpoint=1 --checkpoint-act=exec=id -cf a.tar x", L3),
+    (
+        "tar --checkpoint=1 --checkpoint-act=exec=id -cf a.tar x",
+        L3,
+    ),
     ("tar -cf a.tar --checkpoint-a=exec=id x", L3),
     ("tar --use-comp=sh -xf a.tar", L3),
     ("tar --to-com=sh -xf a.tar", L3),

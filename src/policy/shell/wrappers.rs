@@ -37,7 +37,9 @@ pub(super) fn assignment_risk(word: &Word) -> Option<(RiskLevel, String)> {
     if word.text[..word.text.find('=').unwrap_or(0)].contains('[') {
         return Some((
             RiskLevel::L3,
-            format!("assigns to an element of `{name}`: bash evaluates the subscript as arithmetic, which can run commands"),
+            format!(
+                "assigns to an element of `{name}`: bash evaluates the subscript as arithmetic, which can run commands"
+            ),
         ));
     }
     if CODE_LOADING_VARIABLES.contains(&name)

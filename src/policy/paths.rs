@@ -57,8 +57,6 @@ pub(super) const CONFIGURATION_DIRECTORIES: &[&str] = &[
     ".git",
     // XDG configuration: `git/config`, `pip/pip.conf`, shells, editors.
     ".config",
-    // Workspace skills: an enabled skill's text reaches the model as instructions.
-    "skills",
     ".github/workflows", ".circleci", ".husky", ".devcontainer", ".vscode", ".local/bin",
 ];
 
@@ -323,6 +321,11 @@ pub(super) fn configuration_fragment(path: &str) -> Option<&'static str> {
     {
         return Some(directory);
     }
+    // Workspace skills (`<workspace>/skills/<name>/…`): an enabled skill's text reaches the model
+    // as instructions, and its scripts are run. Only the workspace's own top-level directory.
+    if path == "skills" || path.starts_with("skills/") {
+        return Some("skills/");
+    }
     if let Some(end) = CONFIGURATION_PATH_ENDS
         .iter()
         .find(|end| path == **end || path.ends_with(&format!("/{end}")))
@@ -453,6 +456,46 @@ mod tests {
         ("crates/core/Cargo.toml", FileAccess::Write, L2),
         ("deploy/app.service", FileAccess::Write, L2),
         ("docker-compose.prod.yml", FileAccess::Write, L2),
+        // Files a tool later runs or loads (issue #16, class 6): a write is never L1.
+        (".config/git/config", FileAccess::Write, L2),
+        (".gitconfig", FileAccess::Write, L2),
+        (".git/config", FileAccess::Write, L2),
+        (".git/info/attributes", FileAccess::Write, L2),
+        (".git/hooks/post-checkout", FileAccess::Delete, L2),
+        (
+            "venv/lib/python3.12/site-packages/evil.pth",
+            FileAccess::Write,
+            L2,
+        ),
+        ("sitecustomize.py", FileAccess::Write, L2),
+        ("lib/usercustomize.py", FileAccess::Write, L2),
+        (".bashrc", FileAccess::Write, L2),
+        (".profile", FileAccess::Write, L2),
+        (".bash_profile", FileAccess::Write, L2),
+        (".zshrc", FileAccess::Write, L2),
+        (".inputrc", FileAccess::Write, L2),
+        (".npmrc", FileAccess::Write, L2),
+        (".pip/pip.conf", FileAccess::Write, L2),
+        ("pip.conf", FileAccess::Write, L2),
+        (".cargo/config", FileAccess::Write, L2),
+        (".cargo/config.toml", FileAccess::Write, L2),
+        ("makefile", FileAccess::Write, L2),
+        ("GNUmakefile", FileAccess::Write, L2),
+        (".envrc", FileAccess::Write, L2),
+        (".ssh/config", FileAccess::Write, L3),
+        (".curlrc", FileAccess::Write, L2),
+        (".wgetrc", FileAccess::Write, L2),
+        (".netrc", FileAccess::Write, L3),
+        ("skills/x/SKILL.md", FileAccess::Write, L2),
+        ("skills/x/helper.sh", FileAccess::Write, L2),
+        ("build.rs", FileAccess::Write, L2),
+        ("conftest.py", FileAccess::Write, L2),
+        ("eslint.config.js", FileAccess::Write, L2),
+        ("src/lib.rs", FileAccess::Write, L1),
+        ("notes/skills.md", FileAccess::Write, L1),
+        ("src/skills/mod.rs", FileAccess::Write, L1),
+        ("/work/ws/skills/y/SKILL.md", FileAccess::Write, L2),
+        (".git/config", FileAccess::Read, L0),
         ("", FileAccess::Read, L3),
         ("   ", FileAccess::Write, L3),
         ("a\0b", FileAccess::Read, L3),

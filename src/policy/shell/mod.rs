@@ -548,6 +548,17 @@ fn classify_program(
     if let Some(reason) = find_group(ENVIRONMENT_PRINTERS, program) {
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
     }
+    // `zip -TT cmd` (`--unzip-command`) tests the archive by running a command.
+    if program == "zip"
+        && arguments.iter().any(|word| {
+            word.text.starts_with("-TT") || long_option_matches(&word.text, "--unzip-command")
+        })
+    {
+        return Verdict::new(
+            RiskLevel::L3,
+            "`zip -TT` runs a command named on the command line",
+        );
+    }
     if let Some(reason) = find_group(WORKING_DIRECTORY_WRITES, program) {
         // `gunzip .bashrc.gz` writes `.bashrc`: the name without its extension is written too.
         let written = operands(arguments).into_iter().flat_map(|operand| {

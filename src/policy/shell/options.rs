@@ -4,7 +4,9 @@
 //! prefix of a long option: `tar --checkpoint-act=exec=…` is `--checkpoint-action`, and
 //! `git grep --open-files-in-pag` is `--open-files-in-pager`. Every table of options is matched
 //! through [`long_option_matches`], which treats a prefix (even an ambiguous one, which the
-//! program might still resolve to the dangerous option) as the option itself.
+//! program might still resolve to the dangerous option) as the option itself. GNU `find` takes
+//! no abbreviations (its primaries are looked up by exact name), Go and clap programs (`docker`,
+//! `cargo`) take none either; matching a prefix there only errs on the safe side.
 
 use super::*;
 

@@ -393,6 +393,9 @@ const BYPASS_CASES: &[(&str, RiskLevel)] = &[
     ("fish --comm 'rm -rf /'", L3),
     ("cargo --conf 'build.rustc-wrapper=\"sh\"' metadata", L2),
     ("find . -fprint0 out", L2),
+    ("zip -T -TT 'sh -c id' a.zip f", L3),
+    ("zip -T --unzip-com='sh -c id' a.zip f", L3),
+    ("zip a.zip f", L1),
     // xargs and find hide the arguments they pass: at least L2, more when the command is.
     ("ls | xargs sh -c 'id'", L3),
     ("echo x | xargs touch", L2),

@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clawvisor::policy::classifier::{classify_file_access, classify_mcp, classify_shell};
 use clawvisor::policy::{FileAccess, McpToolHints, McpTrust};
+use clawvisor::policy::{classify_file_access, classify_mcp, classify_shell};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn commands() -> Vec<(&'static str, String)> {

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `config` | `config::load_in` (what `serve` and `config check` call), files in a temp dir | an error names its file (or variable, or flag) and key; an accepted config's durations fit the clock arithmetic the daemon does with them; boot-time derived values compute |
 //! | `telegram` | `telegram::intake::read` on stored update JSON, `intake::summary` | deterministic; the poller's re-serialised payload reads the same; commands and text well-formed |
-//! | `classifier` | `policy::classifier::classify_shell`, `classify_file_access`, `classify_mcp` | deterministic; reasons explain the level; an L3 part makes the whole command L3 and no part is ever lowered by its neighbours; quoting a literal word does not change the verdict; file levels grow read ≤ write ≤ delete |
+//! | `classifier` | `policy::shell::classify_shell`, `policy::paths::classify_file_access`, `policy::mcp::classify_mcp` | deterministic; reasons explain the level; an L3 part makes the whole command L3 and no part is ever lowered by its neighbours; quoting a literal word does not change the verdict; file levels grow read ≤ write ≤ delete |
 //! | `cron` | `schedule::ScheduleSpec::parse`, `next_after`, `preview`, `MissedPolicy::resolve` | next time after the given one and consistent from any instant before it; previews increase; no "internal error" translation; missed runs lie between due and now |
 //! | `format` | `telegram::format::markdown_to_html`, `split_html` | only Telegram's tags, balanced, escaped; each part ≤ the limit in UTF-16 units, balanced and non-blank; no visible text lost |
 //! | `studio` | `studio::router` of a real in-process daemon, called with `tower::ServiceExt::oneshot` | no 5xx; every API error is `{"error": {"message": "..."}}` as JSON; every API success is JSON (or an event stream); no request hangs |
@@ -1573,8 +1573,8 @@ fn telegram() {
 mod classifier_target {
     use super::*;
 
-    use clawvisor::policy::classifier::{classify_file_access, classify_mcp, classify_shell};
     use clawvisor::policy::{Assessment, FileAccess, McpToolHints, McpTrust, RiskLevel};
+    use clawvisor::policy::{classify_file_access, classify_mcp, classify_shell};
 
     pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/classifier.txt";
     pub const REGRESSIONS_COMPOSED: &str =
@@ -2268,6 +2268,10 @@ mod classifier_target {
                             assert!(!assessment.reasons.is_empty());
                             if destructive == Some(true) {
                                 assert!(assessment.level >= RiskLevel::L2, "{trust:?} {hints:?}");
+                            }
+                            // An untrusted server's hints never lower the risk.
+                            if trust == McpTrust::Untrusted {
+                                assert!(assessment.level >= RiskLevel::L2, "{hints:?}");
                             }
                             if trust == McpTrust::ReadOnly && read_only != Some(true) {
                                 assert_eq!(assessment.level, RiskLevel::L3, "{hints:?}");

@@ -402,7 +402,7 @@ pub enum McpTransportKind {
     Http,
 }
 
-/// How far a server's tools are trusted (the policy gate's MCP rules, `policy::classifier`).
+/// How far a server's tools are trusted (the policy gate's MCP rules, `policy::mcp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum McpTrustConfig {

@@ -7,7 +7,7 @@
 //! sent. When the run is cancelled (the future is dropped), the link is told to cancel the call,
 //! which sends `notifications/cancelled` to the server.
 //!
-//! Policy: `assess` is `policy::classifier::classify_mcp` (the server's trust and the tool's
+//! Policy: `assess` is `policy::mcp::classify_mcp` (the server's trust and the tool's
 //! read-only / destructive hints); `effect` follows the hints (not declared → a write).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,7 +124,7 @@ impl Tool for McpTool {
     }
 
     fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Assessment {
-        let mut assessment = crate::policy::classifier::classify_mcp(self.trust, &self.info.hints);
+        let mut assessment = crate::policy::mcp::classify_mcp(self.trust, &self.info.hints);
         assessment.reasons.push(format!(
             "MCP tool `{}` of server `{}`",
             self.info.remote_name, self.server

@@ -1,7 +1,7 @@
 //! Policy: how risky an agent's action is, and why.
 //!
-//! [`classifier`] turns an action (a shell command, a file access, an MCP tool call) into an
-//! [`Assessment`]: a [`RiskLevel`] and the reasons that produced it, which are shown to the
+//! [`shell`] (shell commands), [`paths`] (file accesses) and [`mcp`] (MCP tool calls) turn an
+//! action into an [`Assessment`]: a [`RiskLevel`] and the reasons that produced it, which are shown to the
 //! operator. The policy gate (autonomy mode, rules stored in the database, approvals) builds on these
 //! levels; this module only classifies. It never performs the action and never asks anyone.
 //!
@@ -11,12 +11,21 @@
 //! **Architecture Invariant:** `policy` knows nothing about actors, the store, Telegram or HTTP; it
 //! reads no file and no environment variable. The same input always gives the same assessment.
 
-pub mod classifier;
 pub mod gate;
+pub mod mcp;
+pub mod paths;
 pub mod rate_limit;
+pub mod shell;
 
 use std::fmt;
 use std::str::FromStr;
+
+pub use mcp::classify_mcp;
+pub use paths::classify_file_access;
+pub use shell::classify_shell;
+
+/// Command text quoted in a reason is cut after this many characters.
+const MAX_QUOTED_CHARACTERS: usize = 80;
 
 /// L0 auto, L1 run-and-notify, L2 require approval, L3 block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -124,6 +133,34 @@ pub struct McpToolHints {
     pub destructive: Option<bool>,
     pub idempotent: Option<bool>,
     pub open_world: Option<bool>,
+}
+
+/// Shortens text quoted in a reason and removes registered secrets from it.
+fn quote_for_reason(text: &str) -> String {
+    let shortened = if text.chars().count() > MAX_QUOTED_CHARACTERS {
+        let mut cut: String = text.chars().take(MAX_QUOTED_CHARACTERS).collect();
+        cut.push('…');
+        cut
+    } else {
+        text.to_string()
+    };
+    crate::secrets::redact(&shortened).into_owned()
+}
+
+/// Runs a table of cases through a checker and reports every mismatch at once.
+#[cfg(test)]
+fn run_table<Case: Copy>(cases: &[Case], checker: impl Fn(Case) -> Result<(), String>) {
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|case| checker(*case).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde_json::{Value, json};
 
 use crate::llm::ToolSpec;
-use crate::policy::classifier::classify_file_access;
+use crate::policy::paths::classify_file_access;
 use crate::policy::{Assessment, FileAccess, RiskLevel};
 use crate::tools::workspace::{MissingParents, Purpose, Workspace, check_path_lexically};
 use crate::tools::{

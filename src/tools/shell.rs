@@ -58,7 +58,7 @@ const SHELL_FIELDS: &[&str] = &["command"];
 ///
 /// The deterministic classifier: quote-aware split, each part classified, the highest level wins.
 fn assess_shell(command: &str) -> Assessment {
-    crate::policy::classifier::classify_shell(command)
+    crate::policy::shell::classify_shell(command)
 }
 
 impl Tool for ShellTool {

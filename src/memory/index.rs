@@ -20,7 +20,8 @@
 //!   a removed chunk id takes a new slot. [`VectorIndex::needs_rebuild`] says when the
 //!   tombstones are worth a rebuild.
 //! - Parameters are validated before `Hnsw::new`, which calls `std::process::exit(1)` when the
-//!   connection count is above 256.//! - The dump format (sidecar, slot table, checked loading) lives in [`crate::memory::dump`].
+//!   connection count is above 256.
+//! - The dump format (sidecar, slot table, checked loading) lives in [`crate::memory::dump`].
 //!
 //! The index is synchronous and CPU-bound: callers run it on a dedicated thread or in
 //! `spawn_blocking`. `insert`, `remove` and `rebuild_from` take `&mut self`; `search` takes

@@ -77,6 +77,8 @@ const DAY_FULL_NAMES: [&str; 7] = [
     "FRIDAY",
     "SATURDAY",
 ];
+
+/// What happens to local times that a clock change skips or repeats (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockChangeRule {
     /// Second, minute and hour are fixed values: each matching local time runs exactly once —

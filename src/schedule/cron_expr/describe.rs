@@ -30,8 +30,6 @@ const DAY_DISPLAY_NAMES: [&str; 7] = [
     "Saturday",
 ];
 
-/// What happens to local times that a clock change skips or repeats (see the module doc).
-
 impl CronExpr {
     /// A sentence for humans, e.g. "at 09:00 on Monday-Friday (Europe/Berlin)".
     pub fn describe(&self) -> String {

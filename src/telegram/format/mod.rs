@@ -25,7 +25,8 @@
 //!   a cut never falls inside an entity reference (`&amp;`) or a character (so never between the
 //!   halves of a surrogate pair), and a forced cut avoids splitting an emoji sequence.
 //! - Concatenating the chunks' visible texts gives back the input's visible text, except that a
-//!   chunk that would hold only whitespace is dropped (Telegram refuses blank messages).//!
+//!   chunk that would hold only whitespace is dropped (Telegram refuses blank messages).
+//!
 //! The rendering lives in `render.rs`, the reading and cutting of the HTML in `split.rs`; their
 //! public functions are re-exported here, which is the path every caller uses.
 

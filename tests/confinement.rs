@@ -23,6 +23,7 @@ use clawvisor::testkit::harness::{
 };
 use clawvisor::testkit::process::write_config;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
 use clawvisor::tools::shell::ShellTool;
 use clawvisor::tools::{Tool, ToolContext, ToolSettings};
 
@@ -353,13 +354,7 @@ async fn the_daemon_protects_its_data_and_config_from_the_shell() {
         "tools = [\"shell\"]\nallow_shell = true\nautonomy = \"trust_first\"",
     )];
     let harness = Harness::start_in(dir, options).await.unwrap();
-    let addr = harness
-        .daemon()
-        .studio_addr(Duration::from_secs(10))
-        .await
-        .expect("studio bound");
-    let base = format!("http://{addr}");
-    let http = reqwest::Client::new();
+    let (base, http) = harness.studio_http().await;
     let get = |path: &str| {
         let request = http.get(format!("{base}{path}"));
         async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
@@ -375,18 +370,11 @@ async fn the_daemon_protects_its_data_and_config_from_the_shell() {
     let chat = ChatKey::studio("confined");
     let mut outputs = harness.listen(&chat).await.unwrap();
     harness.send("ada", &chat, "show the config").unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let id = loop {
+    let id = wait_until(Duration::from_secs(20), "an approval request", || async {
         let pending = get("/api/v1/approvals?status=pending").await;
-        if let Some(id) = pending["approvals"][0]["id"].as_str() {
-            break id.to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no approval was requested"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        pending["approvals"][0]["id"].as_str().map(str::to_string)
+    })
+    .await;
     let decided = http
         .post(format!("{base}/api/v1/approvals/{id}/decision"))
         .json(&json!({"decision": "approve"}))
@@ -449,12 +437,10 @@ async fn a_workspace_skill_never_replaces_a_bundled_one() {
     );
 
     // Studio's Skills page data says why the workspace copy is not used.
-    let addr = harness
-        .daemon()
-        .studio_addr(Duration::from_secs(10))
-        .await
-        .expect("studio bound");
-    let catalogue: Value = reqwest::get(format!("http://{addr}/api/v1/skills"))
+    let (base, http) = harness.studio_http().await;
+    let catalogue: Value = http
+        .get(format!("{base}/api/v1/skills"))
+        .send()
         .await
         .unwrap()
         .json()

@@ -7,12 +7,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clawvisor::memory::dump::SIDECAR_FILE;
 use clawvisor::memory::embeddings::{
     EmbeddingsClient, EmbeddingsConfig, EmbeddingsError, EmbeddingsProtocol,
 };
 use clawvisor::memory::index::{
-    ChunkVector, Hit, IndexError, IndexParams, LoadOutcome, OwnerFilter, SIDECAR_FILE, VectorIndex,
-    Watermark,
+    ChunkVector, Hit, IndexError, IndexParams, LoadOutcome, OwnerFilter, VectorIndex, Watermark,
 };
 use clawvisor::memory::scoring::{self, GateDecision};
 use clawvisor::secrets::Secret;

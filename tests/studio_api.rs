@@ -232,7 +232,11 @@ async fn the_inbox_decides_a_pending_approval_and_grants_are_listed_and_revoked(
     let grants = body["grants"].as_array().unwrap();
     assert_eq!(grants.len(), 1, "{body}");
     assert_eq!(grants[0]["tool"], "write_file");
-    assert_eq!(grants[0]["target"], "note.txt");
+    // A grant covers exactly the approved action, and shows it.
+    assert_eq!(
+        grants[0]["target"], "write_file (overwrite): note.txt, 2 bytes:\nhi",
+        "{body}"
+    );
     let grant = grants[0]["id"].as_i64().unwrap();
 
     // Within the grant the same write runs without asking.

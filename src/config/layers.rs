@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
+use super::validate::validate;
 use super::{
     Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, LoadedConfig, Overrides, SHIPPED_AGENT,
-    agent, resolve, validate,
+    agent, resolve,
 };
 
 const ENV_PREFIX: &str = "CLAWVISOR_";

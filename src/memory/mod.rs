@@ -6,6 +6,8 @@
 //!   owner filter applied inside the search, and a dump that is checked before it is trusted.
 //!   It is derived data: whenever a dump is missing, stale or corrupt, the caller rebuilds it
 //!   from SQLite.
+//! - [`dump`]: the index's dump format (sidecar, slot table) and its checked loading; the hnsw_rs
+//!   files are walked by `dump_check` before hnsw_rs reads them.
 //! - [`embeddings`]: an HTTP client for OpenAI-compatible `/embeddings` and Gemini
 //!   `batchEmbedContents`, with batching, retries and validation of every vector.
 //! - [`scoring`]: surprise gating, re-ranking and reciprocal rank fusion (pure functions).
@@ -15,6 +17,7 @@
 
 mod dump_check;
 
+pub mod dump;
 pub mod embeddings;
 pub mod index;
 pub mod scoring;

@@ -31,7 +31,6 @@
 //! The crate knows the years 1970–2100; after 2100 (in the job's local time) there is no next
 //! fire time (`None`).
 
-use std::fmt::Write as _;
 use std::str::FromStr;
 
 use chrono::{DateTime, Datelike, LocalResult, NaiveDateTime, TimeDelta, TimeZone, Timelike, Utc};
@@ -39,6 +38,10 @@ use chrono_tz::{GapInfo, Tz};
 
 use crate::schedule::error::{CronField, ScheduleError, echo};
 use crate::schedule::timezone::parse_timezone;
+
+mod describe;
+
+use describe::{compress, month_name};
 
 /// The last year the cron crate iterates over.
 const LAST_SUPPORTED_YEAR: i32 = 2100;
@@ -73,29 +76,6 @@ const DAY_FULL_NAMES: [&str; 7] = [
     "THURSDAY",
     "FRIDAY",
     "SATURDAY",
-];
-const MONTH_DISPLAY_NAMES: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const DAY_DISPLAY_NAMES: [&str; 7] = [
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
 ];
 
 /// What happens to local times that a clock change skips or repeats (see the module doc).
@@ -403,26 +383,6 @@ impl CronExpr {
                 (only, None) | (None, only) => only,
             },
         }
-    }
-
-    /// A sentence for humans, e.g. "at 09:00 on Monday-Friday (Europe/Berlin)".
-    pub fn describe(&self) -> String {
-        let fields = &self.fields;
-        let mut text = describe_time_of_day(fields);
-        let days = describe_days(fields);
-        if !days.is_empty() {
-            text.push(' ');
-            text.push_str(&days);
-        }
-        if fields.months != FieldShape::of(CronField::Month).full() {
-            let _ = write!(
-                text,
-                " in {}",
-                describe_values(fields.months, |month| { month_name(month).to_string() })
-            );
-        }
-        let _ = write!(text, " ({})", self.timezone.name());
-        text
     }
 }
 
@@ -735,316 +695,10 @@ fn crate_field(field: CronField, values: ValueSet, name: impl Fn(u32) -> String)
     }
     values.values().map(name).collect::<Vec<_>>().join(",")
 }
-
-/// The time-of-day part of a description.
-fn describe_time_of_day(fields: &ExpandedFields) -> String {
-    let second_full = FieldShape::of(CronField::Second).full();
-    let minute_full = FieldShape::of(CronField::Minute).full();
-    let hour_full = FieldShape::of(CronField::Hour).full();
-    let only_second_zero = fields.seconds.single() == Some(0);
-
-    // A few fixed times read best as a clock list: "at 09:00 and 17:30".
-    if let Some(second) = fields.seconds.single()
-        && fields.minutes != minute_full
-        && fields.hours != hour_full
-        && fields.minutes.len() * fields.hours.len() <= 6
-    {
-        let times: Vec<String> = fields
-            .hours
-            .values()
-            .flat_map(|hour| {
-                fields.minutes.values().map(move |minute| match second {
-                    0 => format!("{hour:02}:{minute:02}"),
-                    _ => format!("{hour:02}:{minute:02}:{second:02}"),
-                })
-            })
-            .collect();
-        return format!("at {}", join_with_and(&times));
-    }
-
-    let mut parts = Vec::new();
-    if fields.seconds == second_full {
-        parts.push("every second".to_string());
-    } else if let Some(step) = even_step(fields.seconds, 0, 59) {
-        parts.push(format!("every {step} seconds"));
-    } else if !only_second_zero {
-        parts.push(format!("at second {}", compress(fields.seconds, plain)));
-    }
-    let seconds_described = !parts.is_empty();
-    if fields.minutes == minute_full {
-        if !seconds_described {
-            parts.push("every minute".to_string());
-        }
-    } else if let Some(step) = even_step(fields.minutes, 0, 59).filter(|_| !seconds_described) {
-        parts.push(format!("every {step} minutes"));
-    } else {
-        parts.push(format!("at minute {}", compress(fields.minutes, plain)));
-    }
-    if fields.hours != hour_full {
-        if let Some(step) = even_step(fields.hours, 0, 23) {
-            parts.push(format!("of every {} hour", ordinal(step)));
-        } else {
-            parts.push(format!("during hour {}", compress(fields.hours, plain)));
-        }
-    } else if fields.minutes != minute_full && even_step(fields.minutes, 0, 59).is_none() {
-        parts.push("of every hour".to_string());
-    }
-    parts.join(" ")
-}
-
-/// The day part of a description; empty when every day matches.
-fn describe_days(fields: &ExpandedFields) -> String {
-    let day_of_month_full = fields.days_of_month == FieldShape::of(CronField::DayOfMonth).full();
-    let day_of_week_full = fields.days_of_week == FieldShape::of(CronField::DayOfWeek).full();
-    let days_of_month = || match even_step(fields.days_of_month, 1, 31) {
-        Some(step) => format!("on every {} day of the month", ordinal(step)),
-        None => format!(
-            "on day {} of the month",
-            compress(fields.days_of_month, plain)
-        ),
-    };
-    let weekday_names = || {
-        describe_values(fields.days_of_week, |day| {
-            name_at(&DAY_DISPLAY_NAMES, day).to_string()
-        })
-    };
-    if fields.days_are_either() {
-        return format!("{} or on {}", days_of_month(), weekday_names());
-    }
-    match (day_of_month_full, day_of_week_full) {
-        (true, true) => String::new(),
-        (false, true) => days_of_month(),
-        (true, false) => format!("on {}", weekday_names()),
-        (false, false) => format!("{} when it falls on {}", days_of_month(), weekday_names()),
-    }
-}
-
 /// `names[index]`, or `?` for an index the parser cannot produce.
 fn name_at(names: &'static [&'static str], index: u32) -> &'static str {
     names.get(index as usize).copied().unwrap_or("?")
 }
 
-/// The display name of month 1..=12.
-fn month_name(month: u32) -> &'static str {
-    name_at(&MONTH_DISPLAY_NAMES, month.wrapping_sub(1))
-}
-
-fn plain(value: u32) -> String {
-    value.to_string()
-}
-
-/// `Monday-Friday`, `January, July`: runs joined by `-`, the rest listed.
-fn describe_values(values: ValueSet, name: impl Fn(u32) -> String) -> String {
-    compress(values, name).replace(',', ", ")
-}
-
-/// `1-5,7,9-11`: consecutive values as ranges.
-fn compress(values: ValueSet, name: impl Fn(u32) -> String) -> String {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for value in values.values() {
-        match runs.last_mut() {
-            Some((_, last)) if *last + 1 == value => *last = value,
-            _ => runs.push((value, value)),
-        }
-    }
-    runs.iter()
-        .map(|&(first, last)| match last - first {
-            0 => name(first),
-            1 => format!("{},{}", name(first), name(last)),
-            _ => format!("{}-{}", name(first), name(last)),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// `Some(n)` when the set is exactly `min-max/n` with n > 1 (e.g. minutes 0,15,30,45 → 15).
-fn even_step(values: ValueSet, min: u32, max: u32) -> Option<u32> {
-    let mut iter = values.values();
-    let first = iter.next()?;
-    let second = iter.next()?;
-    let step = second - first;
-    if first != min || step < 2 {
-        return None;
-    }
-    let expected: ValueSet = {
-        let mut set = ValueSet::default();
-        let mut value = min;
-        while value <= max {
-            set.insert(value);
-            value += step;
-        }
-        set
-    };
-    (expected == values).then_some(step)
-}
-
-/// `2nd`, `3rd`, `12th`, `21st`.
-fn ordinal(number: u32) -> String {
-    let suffix = match (number % 10, number % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{number}{suffix}")
-}
-
-fn join_with_and(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [only] => only.clone(),
-        [rest @ .., last] => format!("{} and {}", rest.join(", "), last),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn utc(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .with_timezone(&Utc)
-    }
-
-    fn next(expression: &str, timezone: &str, after: &str) -> String {
-        CronExpr::parse(expression, timezone)
-            .unwrap()
-            .next_after(utc(after))
-            .unwrap()
-            .to_rfc3339()
-    }
-
-    #[test]
-    fn day_of_week_numbers_follow_unix_not_the_crate() {
-        // 2026-01-01 is a Thursday.
-        let after = "2026-01-01T00:00:00Z";
-        assert_eq!(next("0 9 * * 0", "UTC", after), "2026-01-04T09:00:00+00:00");
-        assert_eq!(next("0 9 * * 7", "UTC", after), "2026-01-04T09:00:00+00:00");
-        assert_eq!(next("0 9 * * 1", "UTC", after), "2026-01-05T09:00:00+00:00");
-        assert_eq!(next("0 9 * * 6", "UTC", after), "2026-01-03T09:00:00+00:00");
-    }
-
-    #[test]
-    fn fields_expand_to_the_expected_sets() {
-        let expression = CronExpr::parse("*/20 9-17/4 1,15 jan-mar mon-fri", "UTC").unwrap();
-        let fields = expression.fields;
-        assert_eq!(fields.minutes.values().collect::<Vec<_>>(), [0, 20, 40]);
-        assert_eq!(fields.hours.values().collect::<Vec<_>>(), [9, 13, 17]);
-        assert_eq!(fields.days_of_month.values().collect::<Vec<_>>(), [1, 15]);
-        assert_eq!(fields.months.values().collect::<Vec<_>>(), [1, 2, 3]);
-        assert_eq!(
-            fields.days_of_week.values().collect::<Vec<_>>(),
-            [1, 2, 3, 4, 5]
-        );
-        assert!(matches!(expression.day_rule, DayRule::Either { .. }));
-        assert_eq!(expression.clock_change_rule(), ClockChangeRule::Repeating);
-    }
-
-    #[test]
-    fn day_of_week_seven_and_ranges_ending_in_seven_mean_sunday() {
-        let expression = CronExpr::parse("0 0 * * 5-7", "UTC").unwrap();
-        assert_eq!(
-            expression.fields.days_of_week.values().collect::<Vec<_>>(),
-            [0, 5, 6]
-        );
-        let every_day = CronExpr::parse("0 0 * * 0-7", "UTC").unwrap();
-        assert_eq!(every_day.fields.days_of_week.len(), 7);
-    }
-
-    #[test]
-    fn translation_uses_day_names_for_the_crate() {
-        let fields = CronExpr::parse("0 9 * * 1-5", "UTC").unwrap().fields;
-        let schedule = crate_schedule(&fields, DaySelection::Both).unwrap();
-        assert!(
-            schedule.source().ends_with("MON,TUE,WED,THU,FRI"),
-            "{}",
-            schedule.source()
-        );
-    }
-
-    #[test]
-    fn clock_change_rule_follows_vixie_star_flags() {
-        let rule = |expression: &str| {
-            CronExpr::parse(expression, "UTC")
-                .unwrap()
-                .clock_change_rule()
-        };
-        assert_eq!(rule("30 2 * * *"), ClockChangeRule::FixedTime);
-        assert_eq!(rule("0,30 1-3 * * *"), ClockChangeRule::FixedTime);
-        assert_eq!(rule("@daily"), ClockChangeRule::FixedTime);
-        assert_eq!(rule("0 * * * *"), ClockChangeRule::Repeating);
-        assert_eq!(rule("@hourly"), ClockChangeRule::Repeating);
-        assert_eq!(rule("*/15 9 * * *"), ClockChangeRule::Repeating);
-        assert_eq!(rule("* 30 2 * * *"), ClockChangeRule::Repeating);
-    }
-
-    #[test]
-    fn fold_bounds_are_found_in_berlin() {
-        let timezone = Tz::Europe__Berlin;
-        let local = chrono::NaiveDate::from_ymd_opt(2026, 10, 25)
-            .unwrap()
-            .and_hms_opt(2, 17, 3)
-            .unwrap();
-        let LocalResult::Ambiguous(first, second) = timezone.from_local_datetime(&local) else {
-            panic!("02:17 on 2026-10-25 is repeated in Berlin");
-        };
-        let fold = Fold::containing(&timezone, local, &first, &second);
-        assert_eq!(fold.local_start.to_string(), "2026-10-25 02:00:00");
-        assert_eq!(fold.local_end.to_string(), "2026-10-25 03:00:00");
-    }
-
-    #[test]
-    fn descriptions_read_naturally() {
-        let describe = |expression: &str, timezone: &str| {
-            CronExpr::parse(expression, timezone).unwrap().describe()
-        };
-        assert_eq!(
-            describe("0 9 * * 1-5", "Europe/Berlin"),
-            "at 09:00 on Monday-Friday (Europe/Berlin)"
-        );
-        assert_eq!(describe("*/15 * * * *", "UTC"), "every 15 minutes (UTC)");
-        assert_eq!(
-            describe("0 * * * *", "UTC"),
-            "at minute 0 of every hour (UTC)"
-        );
-        assert_eq!(describe("* * * * *", "UTC"), "every minute (UTC)");
-        assert_eq!(describe("*/10 * * * * *", "UTC"), "every 10 seconds (UTC)");
-        assert_eq!(describe("@weekly", "UTC"), "at 00:00 on Sunday (UTC)");
-        assert_eq!(
-            describe("0 9 1 * MON", "UTC"),
-            "at 09:00 on day 1 of the month or on Monday (UTC)"
-        );
-        assert_eq!(
-            describe("30 8,17 * jan,jul *", "Asia/Kolkata"),
-            "at 08:30 and 17:30 in January, July (Asia/Kolkata)"
-        );
-        assert_eq!(
-            describe("0 */2 * * *", "UTC"),
-            "at minute 0 of every 2nd hour (UTC)"
-        );
-        assert_eq!(
-            describe("*/5 */3 * * *", "UTC"),
-            "every 5 minutes of every 3rd hour (UTC)"
-        );
-        assert_eq!(
-            describe("30 0 9 * * 1-5", "UTC"),
-            "at 09:00:30 on Monday-Friday (UTC)"
-        );
-        assert_eq!(
-            describe("0 0 29 2 *", "UTC"),
-            "at 00:00 on day 29 of the month in February (UTC)"
-        );
-        assert_eq!(
-            describe("0 9 */2 * 1", "UTC"),
-            "at 09:00 on every 2nd day of the month when it falls on Monday (UTC)"
-        );
-        assert_eq!(ordinal(21), "21st");
-        assert_eq!(ordinal(12), "12th");
-        assert_eq!(
-            describe("0 9-17 * * *", "UTC"),
-            "at minute 0 during hour 9-17 (UTC)"
-        );
-    }
-}
+mod tests;

@@ -22,6 +22,7 @@ pub mod events;
 pub mod handoff;
 pub mod mcp;
 pub mod memory;
+pub mod outbox;
 pub mod runs;
 pub mod schedules;
 pub mod sessions;

@@ -27,7 +27,7 @@ use super::format;
 use super::governor::Governor;
 use crate::events::{EventBus, EventKind};
 use crate::store::Store;
-use crate::store::runs as outbox;
+use crate::store::outbox;
 use crate::store::telegram as updates;
 
 const EDIT_SPACING: Duration = Duration::from_millis(1500);

@@ -201,6 +201,29 @@ impl Harness {
         })
     }
 
+    /// Studio's base URL and an HTTP client that sends the daemon's local access token, as a
+    /// script on the server would.
+    pub async fn studio_http(&self) -> (String, reqwest::Client) {
+        let addr = self
+            .daemon()
+            .studio_addr(Duration::from_secs(10))
+            .await
+            .expect("Studio is bound");
+        let token = self.daemon().studio_token().expect("Studio runs");
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", token.expose())
+                .parse()
+                .expect("a token is plain ASCII"),
+        );
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("a client with default headers builds");
+        (format!("http://{addr}"), client)
+    }
+
     pub fn daemon(&self) -> &Daemon {
         self.daemon
             .as_ref()

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
-use crate::store::runs as outbox;
+use crate::store::outbox;
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Longest message accepted (Telegram splits it into several messages of 4096 characters).

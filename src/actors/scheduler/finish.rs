@@ -193,7 +193,7 @@ pub(super) async fn finish(
             };
             queries::save_job(conn, &stored_row, now)?;
             let outbox_id = match (&outbox_target, &stored_text) {
-                (Some(chat), Some(text)) => Some(runs::enqueue_reply(
+                (Some(chat), Some(text)) => Some(crate::store::outbox::enqueue_reply(
                     conn,
                     &agent,
                     chat,
@@ -265,7 +265,9 @@ pub(super) async fn tell(state: &SchedulerState, agent: &str, target: Option<&st
         match state
             .args
             .store
-            .write(move |conn| runs::enqueue_reply(conn, &agent, &chat, None, &body, &[], now))
+            .write(move |conn| {
+                crate::store::outbox::enqueue_reply(conn, &agent, &chat, None, &body, &[], now)
+            })
             .await
         {
             Ok(id) => Some(id),

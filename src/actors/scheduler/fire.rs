@@ -6,8 +6,18 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 // Firing.
 
-/// A record of fire times that did not run: (status, first fire time, how many, detail).
-pub(super) type Record = (String, i64, i64, String);
+/// Fire times that did not run, recorded as one `job_runs` row.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    /// `missed` or `skipped`.
+    status: &'static str,
+    /// The first fire time it stands for.
+    fire_ms: i64,
+    /// How many fire times it stands for.
+    count: i64,
+    /// What happened, in words.
+    detail: String,
+}
 /// Fire times to queue, with their trigger (`scheduled`, `caught_up`).
 pub(super) type Fires = Vec<(i64, &'static str)>;
 
@@ -78,12 +88,12 @@ pub(super) async fn fire_regular(
                 .first()
                 .map(|time| time.timestamp_millis())
                 .unwrap_or(due_ms);
-            record = Some((
-                status.to_string(),
-                first,
-                i64::try_from(missed).unwrap_or(i64::MAX),
-                describe_missed(&outcome, job.zone, late),
-            ));
+            record = Some(Record {
+                status,
+                fire_ms: first,
+                count: i64::try_from(missed).unwrap_or(i64::MAX),
+                detail: describe_missed(&outcome, job.zone, late),
+            });
         }
         let mut skipped_busy = false;
         if busy && !runs.is_empty() {
@@ -91,11 +101,11 @@ pub(super) async fn fire_regular(
             let (fire_ms, _) = runs.remove(0);
             skipped_busy = true;
             if record.is_none() {
-                record = Some((
-                    "skipped".to_string(),
+                record = Some(Record {
+                    status: "skipped",
                     fire_ms,
-                    1,
-                    format!(
+                    count: 1,
+                    detail: format!(
                         "the run of {} was still going at {}",
                         format_local(
                             job.running.as_ref().map_or(fire_ms, |r| r.fire_ms),
@@ -103,7 +113,7 @@ pub(super) async fn fire_regular(
                         ),
                         format_local(fire_ms, job.zone)
                     ),
-                ));
+                });
             }
         }
         let notice = late.then(|| late_notice(job, &outcome, policy)).flatten();
@@ -130,7 +140,13 @@ pub(super) async fn fire_regular(
         .write(move |conn| {
             let mut all = Vec::with_capacity(writes.len());
             for (row, record, runs) in &writes {
-                if let Some((status, fire_ms, count, detail)) = record {
+                if let Some(Record {
+                    status,
+                    fire_ms,
+                    count,
+                    detail,
+                }) = record
+                {
                     queries::insert_run(
                         conn,
                         &NewJobRun {
@@ -165,7 +181,7 @@ pub(super) async fn fire_regular(
                 }
                 let mut row = row.clone();
                 if record.is_some() && runs.is_empty() {
-                    row.last_outcome = record.as_ref().map(|(status, ..)| status.clone());
+                    row.last_outcome = record.as_ref().map(|record| record.status.to_string());
                 }
                 queries::save_job(conn, &row, now)?;
                 all.push(ids);
@@ -178,9 +194,15 @@ pub(super) async fn fire_regular(
             continue;
         };
         let had_record = plan.record.is_some();
-        if let Some((status, _, count, detail)) = &plan.record {
+        if let Some(Record {
+            status,
+            count,
+            detail,
+            ..
+        }) = &plan.record
+        {
             if plan.runs.is_empty() {
-                job.row.last_outcome = Some(status.clone());
+                job.row.last_outcome = Some(status.to_string());
             }
             state.args.events.publish_data(
                 EventKind::ScheduleOutcome,

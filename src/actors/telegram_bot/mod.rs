@@ -46,7 +46,7 @@ pub use crate::protocol::telegram::TelegramMsg;
 use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
-use crate::store::runs as outbox;
+use crate::store::outbox;
 use crate::store::telegram::{self as queries, PairingRow, StoredUpdate};
 use crate::telegram::approval::{self, ApprovalButton};
 use crate::telegram::client::{self, TelegramError};

@@ -21,6 +21,8 @@
 //!
 //! Restart policy: permanent.
 
+mod rules;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
@@ -171,95 +173,13 @@ impl Actor for ApprovalDesk {
                 }
             }
             ApprovalDeskMsg::RevokeGrant { id, by, reply } => {
-                let revoked = state
-                    .args
-                    .store
-                    .write(move |conn| {
-                        let revoked = queries::revoke_grant(conn, id, crate::clock::now_ms())?;
-                        if revoked {
-                            crate::audit::append(
-                                conn,
-                                &by,
-                                "grant.revoked",
-                                &format!("grant:{id}"),
-                                &json!({}),
-                            )?;
-                        }
-                        Ok(revoked)
-                    })
-                    .await?;
-                if revoked {
-                    policy_changed(
-                        state,
-                        "grant.revoked",
-                        &format!("grant:{id}"),
-                        json!({"grant": id, "change": "grant_revoked"}),
-                    );
-                }
-                let _ = reply.send(revoked);
+                let _ = reply.send(rules::revoke_grant(state, id, by).await?);
             }
             ApprovalDeskMsg::AddRule { rule, by, reply } => {
-                let id = state
-                    .args
-                    .store
-                    .write(move |conn| {
-                        let id = queries::add_rule(
-                            conn,
-                            rule.effect.as_str(),
-                            rule.tool.as_deref(),
-                            rule.agent.as_deref(),
-                            rule.channel.as_deref(),
-                            rule.pattern.as_deref(),
-                            &rule.description,
-                            &by,
-                            crate::clock::now_ms(),
-                        )?;
-                        crate::audit::append(
-                            conn,
-                            &by,
-                            "policy.rule_added",
-                            &format!("rule:{id}"),
-                            &json!({"effect": rule.effect.as_str(), "tool": rule.tool, "agent": rule.agent,
-                                    "channel": rule.channel, "pattern": rule.pattern, "description": rule.description}),
-                        )?;
-                        Ok(id)
-                    })
-                    .await?;
-                policy_changed(
-                    state,
-                    "policy.rule_added",
-                    &format!("rule:{id}"),
-                    json!({"rule": id, "change": "rule_added"}),
-                );
-                let _ = reply.send(id);
+                let _ = reply.send(rules::add_rule(state, rule, by).await?);
             }
             ApprovalDeskMsg::DisableRule { id, by, reply } => {
-                let disabled = state
-                    .args
-                    .store
-                    .write(move |conn| {
-                        let disabled = queries::disable_rule(conn, id, crate::clock::now_ms())?;
-                        if disabled {
-                            crate::audit::append(
-                                conn,
-                                &by,
-                                "policy.rule_disabled",
-                                &format!("rule:{id}"),
-                                &json!({}),
-                            )?;
-                        }
-                        Ok(disabled)
-                    })
-                    .await?;
-                if disabled {
-                    policy_changed(
-                        state,
-                        "policy.rule_disabled",
-                        &format!("rule:{id}"),
-                        json!({"rule": id, "change": "rule_disabled"}),
-                    );
-                }
-                let _ = reply.send(disabled);
+                let _ = reply.send(rules::disable_rule(state, id, by).await?);
             }
             ApprovalDeskMsg::ExpireDue => {
                 state.timer = None;
@@ -430,17 +350,6 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
     bot_online(&state.args, &request.agent)
         .await
         .then_some("telegram")
-}
-
-/// A policy change outside an approval (a grant revoked, a rule added or disabled), once its
-/// audited write committed: the audit row is announced, and `policy_changed` tells live views.
-fn policy_changed(state: &DeskState, action: &str, subject: &str, data: serde_json::Value) {
-    crate::audit::announce(&state.args.events, action, subject);
-    let detail = data["change"].as_str().unwrap_or(action).replace('_', " ");
-    state
-        .args
-        .events
-        .publish_data(EventKind::PolicyChanged, subject, &detail, data);
 }
 
 /// How long until `expires_ms`, as people read it ("40 s", "5 min").

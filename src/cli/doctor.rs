@@ -1,0 +1,161 @@
+//! `clawvisor doctor`: checks the config, the database and every external dependency, and says
+//! what to fix.
+
+use std::process::ExitCode;
+
+use crate::config::LoadedConfig;
+use crate::store::{self, Store};
+
+/// Each bot token is checked with `getMe`: which bot serves which agent, or why it cannot.
+async fn telegram_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for agent in &loaded.agents {
+        let Some(telegram) = &agent.telegram else {
+            continue;
+        };
+        let what = format!("telegram ({})", agent.name);
+        let Some(token) = loaded.secret(&telegram.token_env) else {
+            checks.push(Check {
+                ok: false,
+                what,
+                detail: format!("{} is not set", telegram.token_env),
+            });
+            continue;
+        };
+        let check = match crate::telegram::client::check_token(token, &telegram.api_url).await {
+            Ok(username) => Check {
+                ok: true,
+                what,
+                detail: format!("@{username} serves agent `{}`", agent.name),
+            },
+            Err(error) => Check {
+                ok: false,
+                what,
+                detail: format!("{} ({})", error, telegram.token_env),
+            },
+        };
+        checks.push(check);
+    }
+    checks
+}
+
+/// One line of the doctor's report.
+struct Check {
+    ok: bool,
+    what: String,
+    detail: String,
+}
+
+pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
+    let mut checks = vec![Check {
+        ok: true,
+        what: "config".into(),
+        detail: format!("{} with {} agent(s)", loaded.source, loaded.agents.len()),
+    }];
+    let (embeddings, reason) = crate::memory::embeddings_config(&loaded.config, &loaded.secrets);
+    checks.push(Check {
+        ok: true,
+        what: "memory".into(),
+        detail: match embeddings {
+            Some(config) => format!("semantic search with embeddings model `{}`", config.model),
+            None => format!("full-text search only — {reason}"),
+        },
+    });
+    let path = loaded.config.db_path();
+    if path.exists() {
+        let latest = store::latest_version();
+        match store::peek_version(&path) {
+            Ok(version) if version > latest => checks.push(Check {
+                ok: false,
+                what: "database".into(),
+                detail: format!(
+                    "schema {version} is newer than this binary ({latest}); run a newer clawvisor"
+                ),
+            }),
+            Ok(version) => {
+                let options = loaded.config.store_options();
+                let opened = tokio::task::spawn_blocking({
+                    let path = path.clone();
+                    move || Store::open(&path, options)
+                })
+                .await;
+                match opened {
+                    Ok(Ok(store)) => {
+                        let integrity = store.integrity_check().await;
+                        store.stop_writer();
+                        match integrity {
+                            Ok(rows) if rows == ["ok"] => checks.push(Check {
+                                ok: true,
+                                what: "database".into(),
+                                detail: format!(
+                                    "{} schema {version}, integrity_check ok",
+                                    path.display()
+                                ),
+                            }),
+                            Ok(rows) => checks.push(Check {
+                                ok: false,
+                                what: "database".into(),
+                                detail: format!("integrity_check reported: {}", rows.join("; ")),
+                            }),
+                            Err(error) => checks.push(Check {
+                                ok: false,
+                                what: "database".into(),
+                                detail: error.to_string(),
+                            }),
+                        }
+                    }
+                    Ok(Err(error)) => checks.push(Check {
+                        ok: false,
+                        what: "database".into(),
+                        detail: error.to_string(),
+                    }),
+                    Err(_) => checks.push(Check {
+                        ok: false,
+                        what: "database".into(),
+                        detail: "opening the database panicked".into(),
+                    }),
+                }
+            }
+            Err(error) => checks.push(Check {
+                ok: false,
+                what: "database".into(),
+                detail: error.to_string(),
+            }),
+        }
+    } else {
+        checks.push(Check {
+            ok: true,
+            what: "database".into(),
+            detail: format!("{} does not exist yet; `serve` creates it", path.display()),
+        });
+    }
+    checks.extend(telegram_checks(loaded).await);
+    let protections = crate::sandbox::protections();
+    checks.push(Check {
+        ok: protections.bash.is_some(),
+        what: "shell sandbox".into(),
+        detail: protections.summary(),
+    });
+    for hint in &loaded.hints {
+        checks.push(Check {
+            ok: false,
+            what: "next step".into(),
+            detail: hint.clone(),
+        });
+    }
+    let mut failed = false;
+    for check in &checks {
+        println!(
+            "[{}] {}: {}",
+            if check.ok { " ok " } else { "FAIL" },
+            check.what,
+            check.detail
+        );
+        failed |= !check.ok && check.what != "next step";
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

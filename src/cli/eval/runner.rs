@@ -1,0 +1,476 @@
+//! Running one scenario: a throwaway daemon in-process, the model (scripted or live), and each
+//! turn sent and listened to, with approval requests decided as the turn says.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::daemon::StartOptions;
+use crate::domain::{ChatKey, OutEvent, Outbound};
+use crate::protocol::agent::{Agent, AgentError, SettingsChange};
+use crate::protocol::approvals::{Approvals, DecideOutcome, Decider, Decision};
+use crate::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
+use crate::testkit::scripted_llm::{Script, ScriptedLlm};
+
+use super::judge::{Heard, Recorded, judge};
+use super::placeholders::{expanded, expanded_script};
+use super::scenario::{ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, workspace_path};
+
+/// How long an agent may take to be offered the tools its file lists.
+const TOOLS_READY_WITHIN: Duration = Duration::from_secs(15);
+const SCRIPTED_TURN_LIMIT: Duration = Duration::from_secs(60);
+const LIVE_TURN_LIMIT: Duration = Duration::from_secs(180);
+/// How often pending approvals are looked for during a turn.
+const APPROVAL_POLL: Duration = Duration::from_millis(100);
+
+/// Where the model comes from.
+#[derive(Debug, Clone)]
+pub enum ModelSource {
+    Scripted,
+    /// A live provider: its `[providers.NAME]` TOML table (with the key variable) and a model.
+    Live {
+        provider_toml: String,
+        provider: String,
+        model: String,
+        env: std::collections::BTreeMap<String, String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub name: String,
+    pub failures: Vec<String>,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// Runs one scenario and judges it.
+pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
+    let outcome = |failures| Outcome {
+        name: scenario.name.clone(),
+        failures,
+    };
+    let script = scenario.script.clone();
+    let scenario = match expanded(scenario, chrono::Utc::now()) {
+        Ok(scenario) => scenario,
+        Err(error) => return outcome(vec![error]),
+    };
+    let (llm, options, dir) = match setup(&scenario, source).await {
+        Ok(setup) => setup,
+        Err(error) => return outcome(vec![error]),
+    };
+    let harness = match Harness::start_in(dir, options.clone()).await {
+        Ok(harness) => harness,
+        Err(error) => return outcome(vec![format!("the daemon did not start: {error}")]),
+    };
+    let failures = converse_all(&scenario, &script, &harness, llm.as_ref(), &options, source).await;
+    harness.stop().await;
+    outcome(failures)
+}
+
+async fn converse_all(
+    scenario: &Scenario,
+    script: &Script,
+    harness: &Harness,
+    llm: Option<&ScriptedLlm>,
+    options: &HarnessOptions,
+    source: &ModelSource,
+) -> Vec<String> {
+    let live = matches!(source, ModelSource::Live { .. });
+    if let Err(error) = tools_ready(harness, scenario, options).await {
+        return vec![error];
+    }
+    // The script's `{{now+…}}` count from here, when the conversation starts, not from before the
+    // daemon booted (slower on a busy machine). No model call has been made yet, so replacing the
+    // script loses no rule's uses.
+    if let Some(llm) = llm {
+        match expanded_script(script, chrono::Utc::now()) {
+            Ok(script) => llm.set_script(script),
+            Err(error) => return vec![error],
+        }
+    }
+    // One listener per chat for the whole scenario, so that nothing said between turns is lost.
+    let mut listeners: BTreeMap<ChatKey, UnboundedReceiver<Outbound>> = BTreeMap::new();
+    for turn in &scenario.turns {
+        if let std::collections::btree_map::Entry::Vacant(entry) = listeners.entry(turn.chat()) {
+            match harness.listen(entry.key()).await {
+                Ok(receiver) => {
+                    entry.insert(receiver);
+                }
+                Err(error) => return vec![error],
+            }
+        }
+    }
+    let workspace = harness
+        .dir
+        .path()
+        .join("data")
+        .join("workspaces")
+        .join(MAIN_AGENT);
+    let limit = if live {
+        LIVE_TURN_LIMIT
+    } else {
+        SCRIPTED_TURN_LIMIT
+    };
+    let mut failures = Vec::new();
+    for (index, turn) in scenario.turns.iter().enumerate() {
+        let prefix = match (&turn.user, &turn.wait) {
+            (Some(user), _) => format!(
+                "turn {} ({:?})",
+                index + 1,
+                user.chars().take(40).collect::<String>()
+            ),
+            (None, wait) => format!("turn {} (wait {})", index + 1, wait.unwrap_or_default()),
+        };
+        if let Some(settings) = &turn.settings
+            && let Err(error) = apply_settings(harness, turn.agent(), settings).await
+        {
+            failures.push(format!("{prefix}: {error}"));
+            continue;
+        }
+        let calls_before = llm.map(ScriptedLlm::request_count).unwrap_or(0);
+        let chat = turn.chat();
+        let Some(outputs) = listeners.get_mut(&chat) else {
+            failures.push(format!("{prefix}: no listener for {chat}"));
+            continue;
+        };
+        let heard = match converse(harness, outputs, turn, limit, &mut failures, &prefix).await {
+            Ok(heard) => heard,
+            Err(error) => {
+                failures.push(format!("{prefix}: {error}"));
+                continue;
+            }
+        };
+        if live && turn.expect.scripted_only {
+            continue;
+        }
+        let recorded = match record(harness, heard.run_id).await {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                failures.push(format!("{prefix}: cannot read the database: {error}"));
+                continue;
+            }
+        };
+        let calls = llm.map(|llm| llm.request_count() - calls_before);
+        let mut found = judge(&turn.expect, &heard, &recorded, calls, &workspace);
+        if !live {
+            found.extend(judge(&turn.scripted, &heard, &recorded, calls, &workspace));
+        }
+        failures.extend(
+            found
+                .into_iter()
+                .map(|failure| format!("{prefix}: {failure}")),
+        );
+    }
+    failures
+}
+
+/// Waits until every agent is offered the tools its file names.
+async fn tools_ready(
+    harness: &Harness,
+    scenario: &Scenario,
+    options: &HarnessOptions,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + TOOLS_READY_WITHIN;
+    for (name, file) in scenario.agent_names().into_iter().zip(&options.agents) {
+        let wanted: Vec<String> = toml::from_str::<toml::Table>(file)
+            .ok()
+            .and_then(|table| table.get("tools").cloned())
+            .and_then(|tools| tools.try_into::<Vec<String>>().ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|tool| !tool.contains(':') && !tool.contains('*'))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        loop {
+            let offered = harness.agent_tools(name).await;
+            let missing: Vec<&String> = wanted
+                .iter()
+                .filter(|tool| !offered.contains(tool))
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "agent `{name}` was not offered {missing:?} within {} s (offered: {offered:?})",
+                    TOOLS_READY_WITHIN.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn apply_settings(harness: &Harness, agent: &str, settings: &Settings) -> Result<(), String> {
+    let change = SettingsChange {
+        autonomy: settings.autonomy,
+        model: None,
+        paused: settings.paused,
+    };
+    match Agent::new(&harness.daemon().registry, agent)
+        .update_settings(change)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(AgentError::Unavailable(error)) => Err(format!(
+            "the settings change did not reach {agent}: {error}"
+        )),
+        Err(error) => Err(format!("the settings change was refused: {error}")),
+    }
+}
+
+/// Sends the turn's message (if any) and collects what the chat shows until the answer, deciding
+/// approval requests as the turn says.
+async fn converse(
+    harness: &Harness,
+    outputs: &mut UnboundedReceiver<Outbound>,
+    turn: &Turn,
+    limit: Duration,
+    failures: &mut Vec<String>,
+    prefix: &str,
+) -> Result<Heard, String> {
+    let agent = turn.agent();
+    let chat = turn.chat();
+    let limit = turn.wait.map_or(limit, |wait| wait.0);
+    if let Some(user) = &turn.user {
+        while outputs.try_recv().is_ok() {}
+        harness.send(agent, &chat, user)?;
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut heard = Heard::default();
+    let mut decided: HashSet<String> = HashSet::new();
+    let mut poll = tokio::time::interval(APPROVAL_POLL);
+    let finished = loop {
+        tokio::select! {
+            received = tokio::time::timeout_at(deadline, outputs.recv()) => {
+                let outbound = match received {
+                    Ok(Some(outbound)) => outbound,
+                    Ok(None) => break Err("the local channel closed".to_string()),
+                    Err(_) => break Err(format!(
+                        "no answer within {} s (notices: {:?})",
+                        limit.as_secs(),
+                        heard.notices
+                    )),
+                };
+                if outbound.agent != agent {
+                    continue;
+                }
+                match outbound.event {
+                    OutEvent::Final { text, .. } => {
+                        heard.text = text;
+                        heard.run_id = outbound.run_id;
+                        break Ok(());
+                    }
+                    OutEvent::Notice { text } if turn.user.is_none() => {
+                        heard.text = text;
+                        heard.run_id = outbound.run_id;
+                        break Ok(());
+                    }
+                    OutEvent::Notice { text } => heard.notices.push(text),
+                    _ => {}
+                }
+            }
+            _ = poll.tick() => {
+                decide_pending(harness, agent, &chat, turn.approval, &mut decided, failures, prefix).await;
+            }
+        }
+    };
+    if turn.approval.is_some() && decided.is_empty() {
+        failures.push(format!(
+            "{prefix}: `approval` is set but no approval was requested during the turn"
+        ));
+    }
+    finished.map(|()| heard)
+}
+
+/// Decides the chat's pending approval requests as the turn says (once each).
+async fn decide_pending(
+    harness: &Harness,
+    agent: &str,
+    chat: &ChatKey,
+    action: Option<ApprovalAction>,
+    decided: &mut HashSet<String>,
+    failures: &mut Vec<String>,
+    prefix: &str,
+) {
+    let (owner, key) = (agent.to_string(), chat.as_str().to_string());
+    let pending: Vec<(String, String)> = harness
+        .store()
+        .read(move |conn| {
+            let mut statement = conn.prepare(
+                "SELECT id, tool FROM approvals WHERE status = 'pending' AND agent = ?1 AND chat = ?2 ORDER BY requested_ms",
+            )?;
+            let rows = statement.query_map([&owner, &key], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap_or_default();
+    for (id, tool) in pending {
+        if decided.contains(&id) {
+            continue;
+        }
+        let decision = match action {
+            Some(ApprovalAction::Approve) => Decision::Approve,
+            Some(ApprovalAction::Deny) => Decision::Deny,
+            Some(ApprovalAction::Expire) => {
+                decided.insert(id);
+                continue;
+            }
+            None => {
+                failures.push(format!(
+                    "{prefix}: approval {id} was requested for `{tool}` but the turn has no `approval` key (denied)"
+                ));
+                Decision::Deny
+            }
+        };
+        decided.insert(id.clone());
+        let decider = Decider::Local { chat: chat.clone() };
+        match Approvals::new(&harness.daemon().registry)
+            .decide(&id, decision, decider)
+            .await
+        {
+            Ok(DecideOutcome::Approved { .. } | DecideOutcome::Denied { .. }) => {}
+            Ok(other) => failures.push(format!(
+                "{prefix}: deciding approval {id}: {}",
+                other.message()
+            )),
+            Err(error) => failures.push(format!("{prefix}: deciding approval {id}: {error}")),
+        }
+    }
+}
+
+/// Reads the turn's run (when there is one) and the scenario's records so far.
+async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, String> {
+    harness
+        .store()
+        .read(move |conn| {
+            fn column(
+                conn: &rusqlite::Connection,
+                sql: &str,
+                run_id: Option<i64>,
+            ) -> rusqlite::Result<Vec<String>> {
+                let mut statement = conn.prepare(sql)?;
+                let params: &[&dyn rusqlite::ToSql] = match &run_id {
+                    Some(run_id) => &[run_id],
+                    None => &[],
+                };
+                let rows = statement.query_map(params, |row| row.get(0))?;
+                rows.collect()
+            }
+            let mut recorded = Recorded {
+                approvals: column(
+                    conn,
+                    "SELECT status FROM approvals ORDER BY requested_ms, rowid",
+                    None,
+                )?,
+                jobs: column(conn, "SELECT status FROM jobs ORDER BY id", None)?,
+                job_runs: column(conn, "SELECT status FROM job_runs ORDER BY id", None)?,
+                handoffs: column(
+                    conn,
+                    "SELECT status FROM handoff_contracts ORDER BY created_ms, rowid",
+                    None,
+                )?,
+                memories: column(
+                    conn,
+                    "SELECT text FROM memory_facts WHERE archived_ms IS NULL AND class != 'session_recap' ORDER BY id",
+                    None,
+                )?,
+                ..Recorded::default()
+            };
+            if let Some(run_id) = run_id {
+                recorded.run = crate::store::runs::get(conn, run_id)?;
+                recorded.ran = crate::store::runs::steps(conn, run_id)?
+                    .into_iter()
+                    .filter(|step| step.kind == "tool_call")
+                    .filter_map(|step| step.name)
+                    .collect();
+                recorded.tool_results = column(
+                    conn,
+                    "SELECT content FROM session_events WHERE kind = 'tool_result' AND run_id = ?1 ORDER BY id",
+                    Some(run_id),
+                )?;
+                let recap: Option<String> = conn.query_row(
+                    "SELECT recap FROM sessions WHERE id = (SELECT session_id FROM runs WHERE id = ?1)",
+                    [run_id],
+                    |row| row.get(0),
+                )?;
+                recorded.recap = recap.is_some();
+            }
+            Ok(recorded)
+        })
+        .await
+        .map_err(|error| error.to_string())
+}
+/// The model, the daemon's options, and its directory with the workspace files in place.
+async fn setup(
+    scenario: &Scenario,
+    source: &ModelSource,
+) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
+    let start = StartOptions {
+        studio: false,
+        channels: false,
+        scheduler: true,
+    };
+    let dir = ScratchDir::new("clawvisor-eval")
+        .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
+    let workspace = dir.path().join("data").join("workspaces").join(MAIN_AGENT);
+    for (path, contents) in &scenario.files {
+        let target = workspace.join(workspace_path(path)?);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|error| format!("[files] `{path}`: {error}"))?;
+        }
+        std::fs::write(&target, contents).map_err(|error| format!("[files] `{path}`: {error}"))?;
+    }
+    let extras = std::iter::once(scenario.agent.as_str())
+        .chain(scenario.agents.iter().map(|agent| agent.file.as_str()));
+    let named = scenario.agent_names().into_iter().zip(extras);
+    match source {
+        ModelSource::Scripted => {
+            let llm = ScriptedLlm::start(scenario.script.clone())
+                .await
+                .map_err(|error| format!("the scripted model did not start: {error}"))?;
+            let mut options = HarnessOptions::new(llm.base_url());
+            options.agents = named.map(|(name, extra)| agent_toml(name, extra)).collect();
+            options.config_extra = scenario.config.clone();
+            options.start = start;
+            Ok((Some(llm), options, dir))
+        }
+        ModelSource::Live {
+            provider_toml,
+            provider,
+            model,
+            env,
+        } => {
+            // The scripted provider entry stays (unused); the agents use the live one, whose
+            // table is appended to the config: it must not use the scripted entry's names.
+            if provider == "scripted" || model == "scripted-model" {
+                return Err(format!(
+                    "--live: the provider name `scripted` and the model name `scripted-model` are \
+                     the eval runner's own; give the live ones other names (got {provider}/{model})"
+                ));
+            }
+            let mut options = HarnessOptions::new("http://127.0.0.1:9/v1");
+            options.agents = named
+                .map(|(name, extra)| {
+                    format!(
+                        "name = \"{name}\"\nprovider = \"{provider}\"\nmodel = \"{model}\"\ninstructions = \"You are {name}, a helpful assistant under test.\"\n{extra}\n"
+                    )
+                })
+                .collect();
+            options.config_extra = format!("{}\n{provider_toml}\n", scenario.config);
+            options.env = env.clone();
+            options.start = start;
+            Ok((None, options, dir))
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The scenario file format (`*.toml` in the evals directory) and the checks serde cannot make.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config::{Autonomy, Dur};
+use crate::domain::ChatKey;
+use crate::testkit::scripted_llm::Script;
+
+/// The agent turns talk to unless they name another.
+pub const MAIN_AGENT: &str = "agent";
+const DEFAULT_CHAT: &str = "eval";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Extra lines for the main agent's file (tools, autonomy, context_tokens, ...).
+    #[serde(default)]
+    pub agent: String,
+    /// More agents (handoff delegates, validators).
+    #[serde(default)]
+    pub agents: Vec<ExtraAgent>,
+    /// Extra lines for the daemon's config.
+    #[serde(default)]
+    pub config: String,
+    /// Files put into the main agent's workspace before start: path → contents.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    #[serde(default)]
+    pub script: Script,
+    pub turns: Vec<Turn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraAgent {
+    pub name: String,
+    /// Extra lines for its agent file.
+    #[serde(default)]
+    pub file: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// The user's message; absent for a `wait` turn.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Send nothing; wait at most this long for the agent's next message in the chat.
+    #[serde(default)]
+    pub wait: Option<Dur>,
+    /// The agent spoken to (default `agent`).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The conversation: the terminal chat `cli:<chat>` (default `eval`).
+    #[serde(default)]
+    pub chat: Option<String>,
+    /// What the user does with approval requests during the turn.
+    #[serde(default)]
+    pub approval: Option<ApprovalAction>,
+    /// An operator's settings change applied before the message.
+    #[serde(default)]
+    pub settings: Option<Settings>,
+    #[serde(default)]
+    pub expect: Expect,
+    /// Expectations checked only against the scripted model (its exact texts).
+    #[serde(default)]
+    pub scripted: Expect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    Approve,
+    Deny,
+    /// Leave the request alone until it expires.
+    Expire,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub paused: Option<bool>,
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Every one of these appears in the reply (case-insensitive).
+    #[serde(default)]
+    pub reply_contains: Vec<String>,
+    #[serde(default)]
+    pub reply_not_contains: Vec<String>,
+    /// Every one of these appears in some notice shown during the turn.
+    #[serde(default)]
+    pub notices_contain: Vec<String>,
+    /// Tools that ran during the turn (in any order).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Tools that did not run during the turn.
+    #[serde(default)]
+    pub tools_not_run: Vec<String>,
+    /// Every one of these appears in some tool result the model got back during the turn.
+    #[serde(default)]
+    pub tool_output_contains: Vec<String>,
+    /// The run's status: succeeded, failed, cancelled, budget_stopped.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// The session's history was compacted into a recap by the end of the turn.
+    #[serde(default)]
+    pub compacted: Option<bool>,
+    /// At most this many model calls during the turn.
+    #[serde(default)]
+    pub max_model_calls: Option<u32>,
+    /// The statuses of every approval request so far, oldest first.
+    #[serde(default)]
+    pub approvals: Option<Vec<String>>,
+    /// The statuses of every scheduled job so far, oldest first.
+    #[serde(default)]
+    pub jobs: Option<Vec<String>>,
+    /// The statuses of every job fire so far, oldest first.
+    #[serde(default)]
+    pub job_runs: Option<Vec<String>>,
+    /// The statuses of every handoff contract so far, oldest first.
+    #[serde(default)]
+    pub handoffs: Option<Vec<String>>,
+    /// Every one of these appears in some saved memory (recaps excluded).
+    #[serde(default)]
+    pub memory_contains: Vec<String>,
+    /// How many saved memories there are (recaps excluded).
+    #[serde(default)]
+    pub memory_count: Option<usize>,
+    /// Files of the main agent's workspace and a text each must contain.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Files that must not exist in the main agent's workspace.
+    #[serde(default)]
+    pub files_absent: Vec<String>,
+    /// Only checked against the scripted model (exact texts a real model would not produce).
+    #[serde(default)]
+    pub scripted_only: bool,
+}
+
+impl Scenario {
+    /// The names of every agent, the main one first.
+    pub(super) fn agent_names(&self) -> Vec<&str> {
+        std::iter::once(MAIN_AGENT)
+            .chain(self.agents.iter().map(|agent| agent.name.as_str()))
+            .collect()
+    }
+
+    /// What serde cannot check: references between keys, one of `user` / `wait`, safe paths.
+    fn check(&self) -> Result<(), String> {
+        if self.turns.is_empty() {
+            return Err("a scenario needs at least one [[turns]]".into());
+        }
+        let mut names = BTreeSet::new();
+        for name in self.agent_names() {
+            if name.trim().is_empty() || !names.insert(name) {
+                return Err(format!(
+                    "[[agents]]: `{name}` is empty or used twice (`{MAIN_AGENT}` is the main agent)"
+                ));
+            }
+        }
+        for path in self.files.keys() {
+            workspace_path(path).map_err(|error| format!("[files]: {error}"))?;
+        }
+        for (index, turn) in self.turns.iter().enumerate() {
+            let number = index + 1;
+            match (&turn.user, &turn.wait) {
+                (Some(_), None) => {}
+                (None, Some(wait)) if !wait.0.is_zero() => {}
+                (None, Some(_)) => return Err(format!("turn {number}: `wait` must be positive")),
+                _ => {
+                    return Err(format!(
+                        "turn {number}: give either `user` (a message) or `wait` (a duration)"
+                    ));
+                }
+            }
+            if let Some(to) = &turn.to
+                && !names.contains(to.as_str())
+            {
+                return Err(format!(
+                    "turn {number}: `to = \"{to}\"` is not an agent of this scenario ({})",
+                    names.iter().copied().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            if turn
+                .chat
+                .as_ref()
+                .is_some_and(|chat| chat.trim().is_empty())
+            {
+                return Err(format!("turn {number}: `chat` is empty"));
+            }
+            for expect in [&turn.expect, &turn.scripted] {
+                for path in expect.files.keys().chain(expect.files_absent.iter()) {
+                    workspace_path(path).map_err(|error| format!("turn {number}: {error}"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Turn {
+    pub(super) fn agent(&self) -> &str {
+        self.to.as_deref().unwrap_or(MAIN_AGENT)
+    }
+
+    pub(super) fn chat(&self) -> ChatKey {
+        ChatKey::cli(self.chat.as_deref().unwrap_or(DEFAULT_CHAT))
+    }
+}
+
+/// A relative path inside a workspace (no `..`, not absolute).
+pub(super) fn workspace_path(path: &str) -> Result<PathBuf, String> {
+    let candidate = Path::new(path);
+    if path.is_empty()
+        || !candidate
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)))
+    {
+        return Err(format!(
+            "`{path}` must be a relative path inside the workspace"
+        ));
+    }
+    Ok(candidate.to_path_buf())
+}
+
+/// Every scenario file of a directory, sorted by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|error| format!("cannot read {}: {error}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            let scenario: Scenario = toml::from_str(&text)
+                .map_err(|error| format!("{}: {}", path.display(), error.message()))?;
+            scenario
+                .check()
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            Ok((path, scenario))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Scenario, String> {
+        let scenario: Scenario = toml::from_str(text).map_err(|error| error.to_string())?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_references_are_named() {
+        let error =
+            parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\nexpect = { replies = 1 }").unwrap_err();
+        assert!(error.contains("replies"), "{error}");
+        let error = parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\nto = \"nobody\"").unwrap_err();
+        assert!(error.contains("nobody"), "{error}");
+        let error = parse("name = \"x\"\n[[turns]]\nexpect = {}").unwrap_err();
+        assert!(error.contains("either `user`"), "{error}");
+        let error =
+            parse("name = \"x\"\n[files]\n\"../x\" = \"\"\n[[turns]]\nuser = \"hi\"").unwrap_err();
+        assert!(error.contains("relative path"), "{error}");
+        let error = parse(
+            "name = \"x\"\n[[turns]]\nuser = \"hi\"\nscripted = { files_absent = [\"/etc/x\"] }",
+        )
+        .unwrap_err();
+        assert!(error.contains("relative path"), "{error}");
+        let error =
+            parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\napproval = \"maybe\"").unwrap_err();
+        assert!(error.contains("maybe"), "{error}");
+        assert!(
+            parse("name = \"x\"\n[[agents]]\nname = \"b\"\n[[turns]]\nwait = \"2s\"\nto = \"b\"")
+                .is_ok()
+        );
+    }
+}

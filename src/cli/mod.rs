@@ -1,0 +1,263 @@
+//! The command line: `clawvisor serve | doctor | migrate | config check | ...`.
+//!
+//! Every command loads the same layered config (a configuration error exits with code 78 and a
+//! message naming the file, key and what is expected), then does its work, in its own file per
+//! subcommand (`doctor.rs`, `migrate.rs`, ...). Only this module (and its children) and
+//! `main.rs` print to stdout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{ConfigError, LoadedConfig, LogFormat, Overrides};
+use crate::daemon::{self, EXIT_CONFIG};
+use crate::store::Store;
+
+mod approvals;
+mod audit;
+pub mod chat;
+mod config;
+mod doctor;
+#[cfg(feature = "testkit")]
+pub mod eval;
+mod memory;
+mod migrate;
+mod serve;
+mod skills;
+mod studio_link;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "clawvisor",
+    version,
+    about = "A supervised home-server daemon for personal AI agents"
+)]
+pub struct Cli {
+    /// Config file (default: config/clawvisor.toml if present, else built-in defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory for the database, workspaces and indexes (default: ./data).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory of agent files (default: actors/ next to the config).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub actors_dir: Option<PathBuf>,
+    /// Studio address (default: 127.0.0.1:7070).
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub studio_bind: Option<String>,
+    /// Log filter, RUST_LOG style (default: info).
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// Log format.
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<CliLogFormat>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CliLogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon until SIGINT/SIGTERM.
+    Serve,
+    /// Check the config, the database and every external dependency, and say what to fix.
+    Doctor,
+    /// Apply pending database migrations (the daemon also does this at boot).
+    Migrate {
+        /// Only print the schema version of the database and of this binary.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Talk to an agent in the terminal, through the same actors as every other channel.
+    Chat {
+        /// The agent's name (see `clawvisor config check`).
+        agent: String,
+    },
+    /// Run the scenario files of a directory (scripted model; `--live` for a real one).
+    Eval {
+        /// Directory of `*.toml` scenarios.
+        dir: PathBuf,
+        /// Use a configured provider instead of each scenario's script.
+        #[arg(long)]
+        live: bool,
+        /// Provider for `--live` (default: the first agent's).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Model for `--live` (default: the first agent's).
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// The tamper-evident audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Pending approval requests (decide them in Studio or with /approve in Telegram).
+    Approvals,
+    /// Print a one-time link that logs a browser into Studio (works once, for 15 minutes).
+    StudioLink,
+    /// Skills: the catalogue, one skill, or a skill folder to check.
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+    /// Memory: counts per owner, and the vector index.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the whole hash chain; names the first broken row (exit 1 when broken).
+    Verify,
+    /// Write every entry as JSON Lines (to a file, or stdout).
+    Export {
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config and agent files; print the effective settings.
+    Check,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Every skill found (bundled, installed, each agent's workspace) and, per agent, whether it
+    /// is enabled and usable.
+    List,
+    /// One skill: where it comes from, what it needs, its instructions.
+    Show { name: String },
+    /// Check a skill folder (or its SKILL.md) and say what to fix.
+    Validate { path: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Memories per owner, embedded or not, archived, redacted; semantic or full-text mode.
+    Stats,
+    /// Rebuild the vector index from the database (run it with the daemon stopped).
+    Reindex,
+}
+
+impl Cli {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            studio_bind: self.studio_bind.clone(),
+            actors_dir: self.actors_dir.clone(),
+            log_level: self.log_level.clone(),
+            log_format: self.log_format.map(|format| match format {
+                CliLogFormat::Text => LogFormat::Text,
+                CliLogFormat::Json => LogFormat::Json,
+            }),
+        }
+    }
+}
+
+/// Entry point used by `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = match crate::config::load(&cli.overrides()) {
+        Ok(loaded) => loaded,
+        Err(error) => return config_error(&error),
+    };
+    // Still single-threaded here (no logging thread, no runtime): the daemon's secrets leave its
+    // environment before anything could start a thread or a tool.
+    let protection = matches!(cli.command, Command::Serve | Command::Chat { .. })
+        .then(|| crate::secrets::protect_daemon_process(loaded.secrets.keys().map(String::as_str)));
+    if let Err(message) = crate::logging::init(&loaded.config.log.level, loaded.config.log.format) {
+        eprintln!("configuration error: {message}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    if let Some(protection) = protection {
+        protection.log();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run_command(cli.command, loaded))
+}
+
+fn config_error(error: &ConfigError) -> ExitCode {
+    eprintln!("configuration error: {error}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
+    match command {
+        Command::Serve => serve::run(loaded).await,
+        Command::Doctor => doctor::run(&loaded).await,
+        Command::Chat { agent } => chat::run(loaded, &agent).await,
+        Command::Migrate { status } => migrate::run(&loaded, status).await,
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => config::check(&loaded),
+        Command::Audit { command } => audit::run(&loaded, command).await,
+        #[cfg(feature = "testkit")]
+        Command::Eval {
+            dir,
+            live,
+            provider,
+            model,
+        } => eval::report::command(&loaded, &dir, live, provider, model).await,
+        #[cfg(not(feature = "testkit"))]
+        Command::Eval { .. } => {
+            eprintln!(
+                "this build has no eval runner (it needs the scripted model of the `testkit` \
+                 feature): run `cargo run --features testkit -- eval <dir>`"
+            );
+            ExitCode::from(2)
+        }
+        Command::Approvals => approvals::run(&loaded).await,
+        Command::StudioLink => studio_link::run(&loaded).await,
+        Command::Memory { command } => memory::run(&loaded, command).await,
+        Command::Skills { command } => skills::run(&loaded, command),
+    }
+}
+
+/// Opens the existing database for an operator command.
+async fn open_existing(loaded: &LoadedConfig) -> Result<Store, ExitCode> {
+    let path = loaded.config.db_path();
+    if !path.exists() {
+        eprintln!(
+            "no database at {} yet (start the daemon once)",
+            path.display()
+        );
+        return Err(ExitCode::FAILURE);
+    }
+    let options = loaded.config.store_options();
+    match tokio::task::spawn_blocking(move || Store::open(&path, options)).await {
+        Ok(Ok(store)) => Ok(store),
+        Ok(Err(error)) => {
+            eprintln!("{error}");
+            Err(ExitCode::from(
+                daemon::DaemonError::Store(error).exit_code(),
+            ))
+        }
+        Err(_) => Err(ExitCode::FAILURE),
+    }
+}

@@ -1,0 +1,50 @@
+//! `[providers.NAME]` and `[pricing.MODEL]`: where models are called and what they cost.
+
+use serde::{Deserialize, Serialize};
+
+use super::Dur;
+
+/// The wire protocol of an LLM provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible chat completions: OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp.
+    Openai,
+    Anthropic,
+    Gemini,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub base_url: String,
+    /// Environment variable holding the API key (empty: no key, e.g. a local Ollama).
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Per-call timeout.
+    #[serde(default = "default_provider_timeout")]
+    pub timeout: Dur,
+    /// Retries on 429 / 5xx / connection errors before the fallback chain moves on.
+    #[serde(default = "default_provider_retries")]
+    pub max_retries: u32,
+    /// When set, this provider also serves embeddings with this model.
+    #[serde(default)]
+    pub embeddings_model: String,
+}
+
+fn default_provider_timeout() -> Dur {
+    Dur::secs(120)
+}
+
+fn default_provider_retries() -> u32 {
+    3
+}
+
+/// Price of a model in US dollars per million tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}

@@ -1,0 +1,291 @@
+//! The semantic checks of a config that types alone cannot express, each error naming the file,
+//! the key and what is expected.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{Config, ConfigError, McpConfig, McpTransportKind, ProviderKind};
+
+/// Semantic checks that types alone cannot express.
+pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError> {
+    // Off loopback Studio also needs its token; that is checked once the secrets are read.
+    config.studio.bind.parse::<SocketAddr>().map_err(|_| {
+        ConfigError::key(
+            origin,
+            "[studio].bind",
+            format!(
+                "invalid socket address `{}` (expected host:port such as 127.0.0.1:7070)",
+                config.studio.bind
+            ),
+        )
+    })?;
+    let memory = &config.memory;
+    if !(0.0..=1.0).contains(&memory.surprise_threshold) {
+        return Err(ConfigError::key(
+            origin,
+            "[memory].surprise_threshold",
+            format!("must be between 0 and 1, not {}", memory.surprise_threshold),
+        ));
+    }
+    if !memory.embeddings_provider.is_empty() {
+        match config.providers.get(&memory.embeddings_provider) {
+            None => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    format!(
+                        "provider `{}` is not defined under [providers]",
+                        memory.embeddings_provider
+                    ),
+                ));
+            }
+            Some(provider) if provider.embeddings_model.trim().is_empty() => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    format!(
+                        "provider `{}` has no `embeddings_model`; set one in [providers.{}]",
+                        memory.embeddings_provider, memory.embeddings_provider
+                    ),
+                ));
+            }
+            Some(provider) if provider.kind == ProviderKind::Anthropic => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[memory].embeddings_provider",
+                    "Anthropic serves no embeddings; use an OpenAI-compatible or Gemini provider",
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let supervision = &config.supervision;
+    if supervision.max_restarts == 0 {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].max_restarts",
+            "must be at least 1",
+        ));
+    }
+    if !(1.0..=10.0).contains(&supervision.backoff_factor) {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].backoff_factor",
+            format!(
+                "{} is out of range (expected 1.0 to 10.0)",
+                supervision.backoff_factor
+            ),
+        ));
+    }
+    if !(0.0..0.9).contains(&supervision.jitter) {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].jitter",
+            format!(
+                "{} is out of range (expected 0.0 to 0.9)",
+                supervision.jitter
+            ),
+        ));
+    }
+    if supervision.backoff_min.0 > supervision.backoff_max.0 {
+        return Err(ConfigError::key(
+            origin,
+            "[supervision].backoff_min",
+            "is larger than [supervision].backoff_max",
+        ));
+    }
+    let poll = config.telegram.poll_timeout.0;
+    if poll.as_secs() > 50 || poll.is_zero() {
+        return Err(ConfigError::key(
+            origin,
+            "[telegram].poll_timeout",
+            format!(
+                "{} is out of range (expected 1s to 50s)",
+                config.telegram.poll_timeout
+            ),
+        ));
+    }
+    for (name, provider) in &config.providers {
+        let key = format!("[providers.{name}].base_url");
+        let url = reqwest::Url::parse(&provider.base_url).map_err(|error| {
+            ConfigError::key(
+                origin,
+                &key,
+                format!("invalid URL `{}`: {error}", provider.base_url),
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConfigError::key(
+                origin,
+                &key,
+                "must be an http:// or https:// URL",
+            ));
+        }
+    }
+    let scheduler = &config.scheduler;
+    if scheduler.max_sleep.0 < Duration::from_secs(1)
+        || scheduler.max_sleep.0 > Duration::from_secs(3600)
+    {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].max_sleep",
+            format!(
+                "{} is out of range (expected 1s to 1h)",
+                scheduler.max_sleep
+            ),
+        ));
+    }
+    if scheduler.min_interval.0 < Duration::from_secs(1) {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].min_interval",
+            "must be at least 1s",
+        ));
+    }
+    if scheduler.max_jobs_per_agent == 0 {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].max_jobs_per_agent",
+            "must be at least 1",
+        ));
+    }
+    if scheduler.retry_backoff.len() > 20 {
+        return Err(ConfigError::key(
+            origin,
+            "[scheduler].retry_backoff",
+            "lists more than 20 retries",
+        ));
+    }
+    validate_mcp(&config.mcp, origin)?;
+    for (model, price) in &config.pricing {
+        if price.input_per_mtok < 0.0
+            || price.output_per_mtok < 0.0
+            || !price.input_per_mtok.is_finite()
+            || !price.output_per_mtok.is_finite()
+        {
+            return Err(ConfigError::key(
+                origin,
+                format!("[pricing.\"{model}\"]"),
+                "prices must be finite and not negative",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[mcp]` and every `[[mcp.servers]]` entry (named by its index, like `[mcp.servers.0].name`).
+fn validate_mcp(mcp: &McpConfig, origin: &str) -> Result<(), ConfigError> {
+    if mcp.connect_timeout.0 < Duration::from_millis(100) {
+        return Err(ConfigError::key(
+            origin,
+            "[mcp].connect_timeout",
+            "must be at least 100ms",
+        ));
+    }
+    if mcp.ping_every.0 < Duration::from_millis(100) {
+        return Err(ConfigError::key(
+            origin,
+            "[mcp].ping_every",
+            "must be at least 100ms",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, server) in mcp.servers.iter().enumerate() {
+        let key = |field: &str| format!("[mcp.servers.{index}].{field}");
+        let name = &server.name;
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` must be 1 to 32 characters of a-z, 0-9, `_` and `-`"),
+            ));
+        }
+        if name.contains("__") {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` must not contain `__` (it separates server and tool names)"),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(ConfigError::key(
+                origin,
+                key("name"),
+                format!("`{name}` is used by another [[mcp.servers]] entry"),
+            ));
+        }
+        match server.transport {
+            McpTransportKind::Stdio => {
+                if server.command.trim().is_empty() {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("command"),
+                        "a stdio server needs the program to run",
+                    ));
+                }
+                if !server.url.is_empty()
+                    || !server.headers.is_empty()
+                    || !server.headers_env.is_empty()
+                {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("url"),
+                        "`url`, `headers` and `headers_env` belong to transport = \"http\"",
+                    ));
+                }
+            }
+            McpTransportKind::Http => {
+                let url = reqwest::Url::parse(&server.url).map_err(|error| {
+                    ConfigError::key(
+                        origin,
+                        key("url"),
+                        format!("invalid URL `{}`: {error}", server.url),
+                    )
+                })?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("url"),
+                        "must be an http:// or https:// URL",
+                    ));
+                }
+                if !server.command.is_empty()
+                    || !server.args.is_empty()
+                    || !server.env.is_empty()
+                    || !server.env_from.is_empty()
+                    || server.cwd.is_some()
+                {
+                    return Err(ConfigError::key(
+                        origin,
+                        key("command"),
+                        "`command`, `args`, `env`, `env_from` and `cwd` belong to transport = \"stdio\"",
+                    ));
+                }
+                for header in server.headers.keys().chain(server.headers_env.keys()) {
+                    if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                        return Err(ConfigError::key(
+                            origin,
+                            key("headers"),
+                            format!("`{header}` is not a valid HTTP header name"),
+                        ));
+                    }
+                }
+            }
+        }
+        if server.timeout.0 < Duration::from_millis(100)
+            || server.timeout.0 > Duration::from_secs(3600)
+        {
+            return Err(ConfigError::key(
+                origin,
+                key("timeout"),
+                format!("{} is out of range (expected 100ms to 1h)", server.timeout),
+            ));
+        }
+    }
+    Ok(())
+}

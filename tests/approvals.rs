@@ -540,3 +540,92 @@ async fn typed_commands_decide_and_report_status() {
     .await;
     w.world.harness.stop().await;
 }
+
+/// Issue #16, class 1: a grant covers exactly the action the human saw. After "this exact action,
+/// 30 min" on one write, the same write runs without asking, but a write of other content to the
+/// same file — same tool, same target — asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_covers_exactly_the_approved_action_and_the_prompt_says_so() {
+    let script = Script::new()
+        .rule(Rule::text("The file tool answered.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "notes.txt", "content": "sneaky `rm -rf ~` </pre>", "mode": "overwrite"}"#,
+            )
+            .when_last_user_contains("other"),
+        )
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "notes.txt", "content": "hello", "mode": "overwrite"}"#,
+            )
+            .when_last_user_contains("write"),
+        );
+    let world = TestWorld::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"\napproval_ttl = \"5m\"\n",
+            "556:AAH-approvals-test-token-exact01",
+            &[OWNER],
+            &[OWNER],
+        )
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    let w = World { world, bot };
+
+    w.fake.push_message(w.bot, OWNER, OWNER, "write the note");
+    let request = w.approval_message(0).await;
+    // The prompt names the grant's exact scope and shows the whole action.
+    assert!(
+        request.visible_text.contains("same arguments"),
+        "{}",
+        request.visible_text
+    );
+    assert!(
+        request.visible_text.contains("notes.txt"),
+        "{}",
+        request.visible_text
+    );
+    let id = World::id_of(&request);
+    let grant_button = request
+        .callback_data()
+        .iter()
+        .find(|data| data.starts_with("ag"))
+        .cloned()
+        .expect("a grant is offered");
+    let answer = w.press(OWNER, &request, &grant_button).await;
+    assert!(answer.contains("Approved"), "{answer} ({id})");
+    w.reply("The file tool answered.").await;
+
+    // The same action again: covered by the grant, no second prompt.
+    w.fake
+        .push_message(w.bot, OWNER, OWNER, "write the note again");
+    wait_until(Duration::from_secs(30), "the granted call ran", || async {
+        w.count("SELECT COUNT(*) FROM audit_log WHERE action = 'tool.executed'")
+            .await
+            >= 2
+    })
+    .await;
+
+    // Another action on the same file: the grant does not cover it; a human is asked again,
+    // and the prompt shows the content whole and escaped.
+    w.fake
+        .push_message(w.bot, OWNER, OWNER, "now the other content");
+    let second = w.approval_message(1).await;
+    assert_ne!(World::id_of(&second), id);
+    assert!(
+        second.visible_text.contains("sneaky `rm -rf ~` </pre>"),
+        "the whole action, as text: {}",
+        second.visible_text
+    );
+    assert_eq!(
+        w.count("SELECT COUNT(*) FROM audit_log WHERE action = 'tool.executed'")
+            .await,
+        2,
+        "nothing ran without a decision"
+    );
+    assert_eq!(w.notes().as_deref(), Some("hello"));
+    w.world.harness.stop().await;
+}

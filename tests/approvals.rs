@@ -595,7 +595,7 @@ async fn a_grant_covers_exactly_the_approved_action_and_the_prompt_says_so() {
         .find(|data| data.starts_with("ag"))
         .cloned()
         .expect("a grant is offered");
-    let answer = w.press(OWNER, &request, &grant_button).await;
+    let answer = w.press(OWNER, &request, grant_button).await;
     assert!(answer.contains("Approved"), "{answer} ({id})");
     w.reply("The file tool answered.").await;
 

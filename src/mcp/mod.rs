@@ -233,6 +233,14 @@ pub fn strip_urls(text: &str) -> String {
         .join(" ")
 }
 
+/// What the connect task hands over.
+pub struct Connection {
+    pub service: client::Service,
+    pub process: Option<process::ServerProcess>,
+    pub tools: Vec<ToolInfo>,
+    pub latency: Duration,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,12 +261,4 @@ mod tests {
             rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text("bad")]);
         assert_eq!(render_result(&result), ToolOutput::error("bad"));
     }
-}
-
-/// What the connect task hands over.
-pub struct Connection {
-    pub service: client::Service,
-    pub process: Option<process::ServerProcess>,
-    pub tools: Vec<ToolInfo>,
-    pub latency: Duration,
 }

@@ -90,7 +90,7 @@ pub async fn start_with(
         source,
     })?;
     let db_path = config.db_path();
-    let store_options = config.store_options();
+    let store_options = crate::store::StoreOptions::from(config);
     let store = tokio::task::spawn_blocking(move || Store::open(&db_path, store_options))
         .await
         .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
@@ -243,13 +243,13 @@ fn agent_plans(
                     pricing: pricing.clone(),
                     tool_settings: Arc::new(crate::tools::ToolSettings {
                         protected_paths: crate::sandbox::protected_paths(loaded),
-                        ..config.tool_settings(spec.allow_shell)
+                        ..crate::tools::ToolSettings::from_config(config, spec.allow_shell)
                     }),
                     workspace,
                     store: store.clone(),
                     registry: registry.clone(),
                     events: events.clone(),
-                    limits: config.runtime_limits(),
+                    limits: crate::agent::RuntimeLimits::from(config),
                     all_agents: all_agents.clone(),
                     skill_catalogue,
                 }),

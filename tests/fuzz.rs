@@ -427,9 +427,9 @@ mod config_target {
             let delay = policy.base_delay(attempt);
             prop_assert!(delay <= config.supervision.backoff_max.0.max(policy.backoff_min));
         }
-        let _ = config.runtime_limits();
-        let _ = config.tool_settings(true);
-        let _ = config.store_options();
+        let _ = clawvisor::agent::RuntimeLimits::from(config);
+        let _ = clawvisor::tools::ToolSettings::from_config(config, true);
+        let _ = clawvisor::store::StoreOptions::from(config);
         let _ = config.studio_addr();
         let _ = config.db_path();
 

@@ -127,7 +127,7 @@ impl McpLinkState {
             return;
         }
         let source = self.source();
-        let trust = self.args.server.trust.policy();
+        let trust = self.args.server.trust.into();
         for target in &self.args.targets {
             let Some(agent) = self
                 .args

@@ -111,3 +111,17 @@ impl AgentSettings {
         self.tools.iter().find(|tool| tool.name() == name).cloned()
     }
 }
+
+/// The loop's limits from `[policy]` and `[sessions]`.
+impl From<&crate::config::Config> for RuntimeLimits {
+    fn from(config: &crate::config::Config) -> Self {
+        RuntimeLimits {
+            tool_calls_per_minute: config.policy.tool_calls_per_minute.max(1) as usize,
+            max_parallel_tools: config.policy.max_parallel_tools.max(1) as usize,
+            tool_output_max_chars: config.policy.tool_output_max_chars.max(1_000) as usize,
+            session_idle: config.sessions.idle_stop.0,
+            history_events: config.sessions.history_events.max(10),
+            recall_limit: config.memory.recall_limit as usize,
+        }
+    }
+}

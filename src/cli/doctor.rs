@@ -73,7 +73,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
                 ),
             }),
             Ok(version) => {
-                let options = loaded.config.store_options();
+                let options = crate::store::StoreOptions::from(&loaded.config);
                 let opened = tokio::task::spawn_blocking({
                     let path = path.clone();
                     move || Store::open(&path, options)

@@ -32,7 +32,7 @@ pub(super) async fn run(loaded: &LoadedConfig, status_only: bool) -> ExitCode {
     } else {
         0
     };
-    let options = loaded.config.store_options();
+    let options = crate::store::StoreOptions::from(&loaded.config);
     let opened = tokio::task::spawn_blocking(move || {
         let store = Store::open(&path, options)?;
         store.stop_writer();

@@ -249,7 +249,7 @@ async fn open_existing(loaded: &LoadedConfig) -> Result<Store, ExitCode> {
         );
         return Err(ExitCode::FAILURE);
     }
-    let options = loaded.config.store_options();
+    let options = crate::store::StoreOptions::from(&loaded.config);
     match tokio::task::spawn_blocking(move || Store::open(&path, options)).await {
         Ok(Ok(store)) => Ok(store),
         Ok(Err(error)) => {

@@ -53,14 +53,6 @@ pub enum McpTrustConfig {
 }
 
 impl McpTrustConfig {
-    pub fn policy(self) -> crate::policy::McpTrust {
-        match self {
-            McpTrustConfig::Trusted => crate::policy::McpTrust::Trusted,
-            McpTrustConfig::Untrusted => crate::policy::McpTrust::Untrusted,
-            McpTrustConfig::ReadOnly => crate::policy::McpTrust::ReadOnly,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             McpTrustConfig::Trusted => "trusted",

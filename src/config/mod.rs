@@ -431,45 +431,8 @@ impl Config {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7070)))
     }
 
-    pub fn store_options(&self) -> crate::store::StoreOptions {
-        crate::store::StoreOptions {
-            busy_timeout: self.store.busy_timeout.0,
-            synchronous: match self.store.synchronous {
-                SyncMode::Full => crate::store::Synchronous::Full,
-                SyncMode::Normal => crate::store::Synchronous::Normal,
-            },
-            max_readers: 4,
-        }
-    }
-
     pub fn db_path(&self) -> PathBuf {
         crate::store::Store::path_in(&self.data_dir)
-    }
-
-    /// The loop's limits from `[policy]` and `[sessions]`.
-    pub fn runtime_limits(&self) -> crate::agent::RuntimeLimits {
-        crate::agent::RuntimeLimits {
-            tool_calls_per_minute: self.policy.tool_calls_per_minute.max(1) as usize,
-            max_parallel_tools: self.policy.max_parallel_tools.max(1) as usize,
-            tool_output_max_chars: self.policy.tool_output_max_chars.max(1_000) as usize,
-            session_idle: self.sessions.idle_stop.0,
-            history_events: self.sessions.history_events.max(10),
-            recall_limit: self.memory.recall_limit as usize,
-        }
-    }
-
-    /// Tool limits for one agent (`allow_shell` comes from its file).
-    pub fn tool_settings(&self, allow_shell: bool) -> crate::tools::ToolSettings {
-        crate::tools::ToolSettings {
-            web_fetch_allow_private: self.tools.web_fetch_allow_private,
-            web_fetch_max_bytes: self.tools.web_fetch_max_bytes,
-            web_fetch_timeout: self.tools.web_fetch_timeout.0,
-            shell_enabled: allow_shell,
-            shell_timeout: self.tools.shell_timeout.0,
-            shell_max_output: self.tools.shell_max_output as usize,
-            read_max_bytes: self.tools.read_max_bytes,
-            protected_paths: vec![self.data_dir.clone()],
-        }
     }
 }
 

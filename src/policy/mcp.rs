@@ -64,6 +64,16 @@ pub fn classify_mcp(trust: McpTrust, hints: &McpToolHints) -> Assessment {
     assessment
 }
 
+impl From<crate::config::McpTrustConfig> for McpTrust {
+    fn from(trust: crate::config::McpTrustConfig) -> Self {
+        match trust {
+            crate::config::McpTrustConfig::Trusted => McpTrust::Trusted,
+            crate::config::McpTrustConfig::Untrusted => McpTrust::Untrusted,
+            crate::config::McpTrustConfig::ReadOnly => McpTrust::ReadOnly,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

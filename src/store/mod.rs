@@ -324,3 +324,16 @@ pub fn peek_version(path: &Path) -> Result<u32> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     schema_version(&conn)
 }
+
+impl From<&crate::config::Config> for StoreOptions {
+    fn from(config: &crate::config::Config) -> Self {
+        StoreOptions {
+            busy_timeout: config.store.busy_timeout.0,
+            synchronous: match config.store.synchronous {
+                crate::config::SyncMode::Full => Synchronous::Full,
+                crate::config::SyncMode::Normal => Synchronous::Normal,
+            },
+            max_readers: 4,
+        }
+    }
+}

@@ -409,3 +409,19 @@ where
         () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
     }
 }
+
+impl ToolSettings {
+    /// Tool limits for one agent from `[tools]` (`allow_shell` comes from its file).
+    pub fn from_config(config: &crate::config::Config, allow_shell: bool) -> ToolSettings {
+        ToolSettings {
+            web_fetch_allow_private: config.tools.web_fetch_allow_private,
+            web_fetch_max_bytes: config.tools.web_fetch_max_bytes,
+            web_fetch_timeout: config.tools.web_fetch_timeout.0,
+            shell_enabled: allow_shell,
+            shell_timeout: config.tools.shell_timeout.0,
+            shell_max_output: config.tools.shell_max_output as usize,
+            read_max_bytes: config.tools.read_max_bytes,
+            protected_paths: vec![config.data_dir.clone()],
+        }
+    }
+}

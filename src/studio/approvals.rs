@@ -32,9 +32,9 @@ fn unavailable(_: ApprovalsError) -> ApiError {
 fn approval_json(row: &ApprovalRow) -> Value {
     json!({
         "id": row.id, "agent": row.agent, "chat": row.chat, "run_id": row.run_id, "tool": row.tool,
-        "action": row.action, "action_hash": row.action_hash, "target": row.target, "risk": row.risk,
+        "action": row.action, "action_hash": row.action_hash, "target": row.target, "risk": row.risk.as_str(),
         "reason": row.reason, "requested_ms": row.requested_ms, "expires_ms": row.expires_ms,
-        "status": row.status, "decided_ms": row.decided_ms, "decided_by": row.decided_by,
+        "status": row.status.as_str(), "decided_ms": row.decided_ms, "decided_by": row.decided_by,
         "consumed_ms": row.consumed_ms,
     })
 }

@@ -235,7 +235,11 @@ async fn send_subtask(
         })
         .await?;
     state.row.status = ContractStatus::InProgress;
-    announce(&state.args.events, &state.row, "in_progress");
+    announce(
+        &state.args.events,
+        &state.row,
+        ContractStatus::InProgress.as_str(),
+    );
     let Some(delegate) = agent(state, &state.row.delegate) else {
         return Err(format!("the delegate `{}` is not running", state.row.delegate).into());
     };

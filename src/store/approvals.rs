@@ -112,7 +112,11 @@ pub fn pending(conn: &Connection) -> Result<Vec<ApprovalRow>> {
 }
 
 /// Newest first, optionally one status (Studio's inbox and history).
-pub fn list(conn: &Connection, status: Option<&str>, limit: u32) -> Result<Vec<ApprovalRow>> {
+pub fn list(
+    conn: &Connection,
+    status: Option<ApprovalStatus>,
+    limit: u32,
+) -> Result<Vec<ApprovalRow>> {
     let mut statement = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_ms DESC LIMIT ?2"
     ))?;

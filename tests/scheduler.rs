@@ -665,7 +665,8 @@ async fn a_fire_recorded_but_never_sent_is_sent_once_and_an_answer_never_recorde
         Duration::from_secs(30),
         move |conn| {
             let (lost, answered) = (history(conn, ids.0), history(conn, ids.1));
-            let done = |rows: &[JobRunRow]| rows.iter().all(|row| row.status == JobRunStatus::Succeeded);
+            let done =
+                |rows: &[JobRunRow]| rows.iter().all(|row| row.status == JobRunStatus::Succeeded);
             Ok((done(&lost) && done(&answered)).then_some((lost, answered)))
         },
     )

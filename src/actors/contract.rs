@@ -118,9 +118,7 @@ impl Actor for Contract {
         }
         myself.send_after(Duration::from_millis(left as u64), || ContractMsg::Expire);
         match state.row.status {
-            ContractStatus::Created | ContractStatus::Accepted => {
-                send_subtask(state, None).await?
-            }
+            ContractStatus::Created | ContractStatus::Accepted => send_subtask(state, None).await?,
             _ => resume(&myself, state).await?,
         }
         Ok(())
@@ -161,7 +159,8 @@ impl Actor for Contract {
                     state,
                     ContractStatus::Cancelled,
                     format!("cancelled by {by}"),
-                ).await?;
+                )
+                .await?;
                 let _ = reply.send(ended);
             }
             ContractMsg::Expire => {
@@ -223,7 +222,13 @@ async fn send_subtask(
         .args
         .store
         .write(move |conn| {
-            queries::transition(conn, &id, ContractStatus::Accepted, "sent to the delegate", now)?;
+            queries::transition(
+                conn,
+                &id,
+                ContractStatus::Accepted,
+                "sent to the delegate",
+                now,
+            )?;
             queries::transition(
                 conn,
                 &id,

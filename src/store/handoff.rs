@@ -4,8 +4,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
-use super::stored_text::stored_text_enum;
 use super::sessions::{self, EventKindRow, NewEvent};
+use super::stored_text::stored_text_enum;
 
 stored_text_enum! {
     /// Where a handoff contract stands: open (created, accepted, in progress) or ended.
@@ -119,7 +119,13 @@ pub fn insert(conn: &Connection, row: &ContractRow) -> Result<()> {
             row.created_ms
         ],
     )?;
-    timeline(conn, &row.id, row.status.as_str(), &row.subtask, row.created_ms)
+    timeline(
+        conn,
+        &row.id,
+        row.status.as_str(),
+        &row.subtask,
+        row.created_ms,
+    )
 }
 
 pub fn get(conn: &Connection, id: &str) -> Result<Option<ContractRow>> {

@@ -427,7 +427,17 @@ mod tests {
             start_run(&conn, second, 14).is_err(),
             "a second running row of the same job is refused by the database"
         );
-        assert!(finish_run(&conn, first, JobRunStatus::Succeeded, Some(7), Some("ok"), 15).unwrap());
+        assert!(
+            finish_run(
+                &conn,
+                first,
+                JobRunStatus::Succeeded,
+                Some(7),
+                Some("ok"),
+                15
+            )
+            .unwrap()
+        );
         assert!(!finish_run(&conn, first, JobRunStatus::Failed, None, None, 16).unwrap());
         let row = job_run(&conn, first).unwrap().unwrap();
         assert_eq!(

@@ -145,7 +145,9 @@ mod tests {
     fn an_unknown_stored_text_is_an_error_naming_it() {
         let conn = Connection::open_in_memory().unwrap();
         let error = conn
-            .query_row("SELECT 'in progress'", [], |row| row.get::<_, SampleStatus>(0))
+            .query_row("SELECT 'in progress'", [], |row| {
+                row.get::<_, SampleStatus>(0)
+            })
             .unwrap_err();
         let message = error.to_string();
         assert!(message.contains("SampleStatus"), "{message}");

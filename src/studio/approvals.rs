@@ -70,8 +70,8 @@ pub async fn list_approvals(
         .iter()
         .map(|status| status.as_str())
         .collect();
-    let status = super::status_filter(query.status, &names)?
-        .and_then(|text| ApprovalStatus::parse(&text));
+    let status =
+        super::status_filter(query.status, &names)?.and_then(|text| ApprovalStatus::parse(&text));
     let limit = query.limit.unwrap_or(100).clamp(1, 1_000);
     let rows = state
         .store

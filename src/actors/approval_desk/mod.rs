@@ -241,7 +241,7 @@ async fn on_request(
                     id: existing.id.clone(),
                     reason: format!("it was {}", other.as_str().replace('_', " ")),
                 }
-            },
+            }
         };
         let _ = reply.send(verdict);
         return Ok(());

@@ -137,11 +137,16 @@ pub(super) async fn on_message(
         {
             let now = crate::clock::now_ms();
             let _ = store
-                .write(move |conn| queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now))
+                .write(move |conn| {
+                    queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
+                })
                 .await;
         }
     });
-    (UpdateStatus::Pending, Some("downloading attachments".into()))
+    (
+        UpdateStatus::Pending,
+        Some("downloading attachments".into()),
+    )
 }
 
 pub(super) fn forward(
@@ -153,9 +158,14 @@ pub(super) fn forward(
         .registry
         .lookup(&crate::protocol::agent::name(&inbound.agent))
     {
-        Some(agent) if agent.cast(AgentMsg::Inbound(inbound)).is_ok() => (UpdateStatus::Dispatched, None),
+        Some(agent) if agent.cast(AgentMsg::Inbound(inbound)).is_ok() => {
+            (UpdateStatus::Dispatched, None)
+        }
         // The agent is restarting: the sweep dispatches the update once it is back.
-        _ => (UpdateStatus::Pending, Some("agent not reachable; will retry".into())),
+        _ => (
+            UpdateStatus::Pending,
+            Some("agent not reachable; will retry".into()),
+        ),
     }
 }
 

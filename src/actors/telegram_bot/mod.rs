@@ -439,14 +439,12 @@ async fn dispatch(
     let mut statuses: Vec<(i64, UpdateStatus, Option<String>)> = Vec::new();
     for update in updates {
         match intake::read(&update.payload, state.bot_id, &username) {
-            Intake::Unsupported(why) => statuses.push((update.id, UpdateStatus::Ignored, Some(why))),
+            Intake::Unsupported(why) => {
+                statuses.push((update.id, UpdateStatus::Ignored, Some(why)))
+            }
             Intake::Callback(callback) => {
                 on_callback(state, callback).await;
-                statuses.push((
-                    update.id,
-                    UpdateStatus::Processed,
-                    Some("callback".into()),
-                ));
+                statuses.push((update.id, UpdateStatus::Processed, Some("callback".into())));
             }
             Intake::Message(message) => {
                 let (status, note) = on_message(myself, state, &update, message).await;

@@ -11,6 +11,7 @@ use clawvisor::actors::approval_desk::{
 };
 use clawvisor::domain::ChatKey;
 use clawvisor::events::EventBus;
+use clawvisor::policy::RiskLevel;
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions, Synchronous};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -58,7 +59,7 @@ fn expiry(c: &mut Criterion) {
                 action: format!("write_file: notes-{i}.txt"),
                 action_hash: format!("{i:064x}"),
                 target: format!("notes-{i}.txt"),
-                risk: "L2".into(),
+                risk: RiskLevel::L2,
                 reason: "benchmark".into(),
                 ttl,
             };
@@ -133,7 +134,7 @@ fn expiry(c: &mut Criterion) {
                         action: "write_file: x".into(),
                         action_hash: "h".into(),
                         target: "x".into(),
-                        risk: "L2".into(),
+                        risk: RiskLevel::L2,
                         reason: "benchmark".into(),
                         ttl: Duration::from_secs(300),
                     };

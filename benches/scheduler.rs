@@ -17,7 +17,7 @@ use clawvisor::config::{self, SchedulerConfig};
 use clawvisor::domain::{ChatKey, InboundSource, OutEvent, Outbound};
 use clawvisor::events::EventBus;
 use clawvisor::registry::Registry;
-use clawvisor::store::schedules::{self, JobRow};
+use clawvisor::store::schedules::{self, JobRow, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::harness::{agent_toml, config_toml};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -101,7 +101,7 @@ fn at_job(at_ms: i64, now: i64) -> JobRow {
         timezone: "UTC".into(),
         anchor_ms: now,
         missed_policy: "run_once".into(),
-        status: "active".into(),
+        status: JobStatus::Active,
         next_run_ms: Some(at_ms),
         last_run_ms: None,
         last_outcome: None,

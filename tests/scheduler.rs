@@ -16,7 +16,7 @@ use clawvisor::config::{self, AgentSpec, Autonomy, Dur, SchedulerConfig};
 use clawvisor::domain::{ChatKey, OutEvent, Outbound};
 use clawvisor::events::EventBus;
 use clawvisor::registry::Registry;
-use clawvisor::store::schedules::{self, JobRow, JobRunRow};
+use clawvisor::store::schedules::{self, JobRow, JobRunRow, JobRunStatus, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, config_toml};
 use clawvisor::testkit::process::DaemonProcess;
@@ -370,7 +370,7 @@ async fn pause_resume_update_and_cancel_through_the_tools_take_effect_at_once() 
     harness.ask("ada", &chat, "resume it").await.unwrap();
     let job = job_view(&scheduler, 1).await;
     let resumed = job.next_run_ms.expect("resumed");
-    assert_eq!(job.status, "active");
+    assert_eq!(job.status.as_str(), "active");
     assert_eq!(
         (resumed - next) % HOUR,
         0,
@@ -411,7 +411,7 @@ async fn pause_resume_update_and_cancel_through_the_tools_take_effect_at_once() 
         "{}",
         last_tool_result(&harness, "bob").await
     );
-    assert_eq!(job_view(&scheduler, 1).await.status, "active");
+    assert_eq!(job_view(&scheduler, 1).await.status.as_str(), "active");
 
     harness.ask("ada", &chat, "drop it").await.unwrap();
     let job = job_view(&scheduler, 1).await;
@@ -515,7 +515,7 @@ async fn a_job_due_while_the_daemon_was_down_follows_skip_run_once_and_catch_up_
         rows.iter()
             .map(|row| {
                 (
-                    row.status.clone(),
+                    row.status.as_str().to_string(),
                     row.trigger.clone(),
                     row.fire_ms - anchor,
                     row.missed_count,
@@ -560,7 +560,7 @@ async fn a_job_due_while_the_daemon_was_down_follows_skip_run_once_and_catch_up_
             Some(anchor + 4 * HOUR),
             "recomputed from the anchor"
         );
-        assert_eq!(job.status, "active");
+        assert_eq!(job.status.as_str(), "active");
     }
     assert_eq!(jobs[0].last_outcome.as_deref(), Some("skipped"));
     assert!(
@@ -628,7 +628,7 @@ async fn a_fire_recorded_but_never_sent_is_sent_once_and_an_answer_never_recorde
         move |conn| {
             Ok(history(conn, answered_id)
                 .first()
-                .filter(|row| row.status == "succeeded")
+                .filter(|row| row.status == JobRunStatus::Succeeded)
                 .map(|_| ()))
         },
     )
@@ -665,7 +665,8 @@ async fn a_fire_recorded_but_never_sent_is_sent_once_and_an_answer_never_recorde
         Duration::from_secs(30),
         move |conn| {
             let (lost, answered) = (history(conn, ids.0), history(conn, ids.1));
-            let done = |rows: &[JobRunRow]| rows.iter().all(|row| row.status == "succeeded");
+            let done =
+                |rows: &[JobRunRow]| rows.iter().all(|row| row.status == JobRunStatus::Succeeded);
             Ok((done(&lost) && done(&answered)).then_some((lost, answered)))
         },
     )
@@ -765,7 +766,7 @@ async fn a_scheduled_run_killed_midway_is_finished_once_after_a_restart() {
                     timezone: "UTC".into(),
                     anchor_ms: now,
                     missed_policy: "run_once".into(),
-                    status: "active".into(),
+                    status: JobStatus::Active,
                     next_run_ms: Some(now + 2_000),
                     last_run_ms: None,
                     last_outcome: None,
@@ -1009,7 +1010,7 @@ fn at_job(at_ms: i64) -> JobRow {
         timezone: "UTC".into(),
         anchor_ms: START_MS,
         missed_policy: "run_once".into(),
-        status: "active".into(),
+        status: JobStatus::Active,
         next_run_ms: Some(at_ms),
         last_run_ms: None,
         last_outcome: None,
@@ -1186,7 +1187,7 @@ async fn pause_resume_update_and_cancel_take_effect_at_once_on_the_timer() {
     })
     .unwrap()
     .unwrap();
-    assert_eq!(cancelled.status, "cancelled");
+    assert_eq!(cancelled.status.as_str(), "cancelled");
     let fired = settle(&mut bench).await;
     tokio::time::advance(Duration::from_secs(300)).await;
     assert_eq!(settle(&mut bench).await, fired, "no fire after cancel");
@@ -1219,7 +1220,7 @@ async fn a_failed_run_is_retried_with_backoff_and_marked_failing() {
             (
                 row.attempt,
                 row.trigger.clone(),
-                row.status.clone(),
+                row.status.as_str().to_string(),
                 row.due_ms - START_MS,
             )
         })

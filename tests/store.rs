@@ -129,3 +129,92 @@ async fn a_failing_write_rolls_back_alone_and_others_in_the_batch_commit() {
     );
     store.stop_writer();
 }
+
+/// Typed statuses and risk levels are stored as the same words as before (no migration), read
+/// back as the same values, and a word this binary does not know fails the read with an error
+/// naming it instead of being guessed.
+#[tokio::test]
+async fn statuses_are_stored_as_their_exact_words_and_an_unknown_word_is_an_error_naming_it() {
+    use clawvisor::policy::RiskLevel;
+    use clawvisor::store::approvals::{self, ApprovalRow, ApprovalStatus};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).unwrap();
+    let row = ApprovalRow {
+        id: "ab12cd".into(),
+        agent: "ada".into(),
+        chat: "local:main".into(),
+        run_id: 1,
+        call_id: "call-1".into(),
+        tool: "write_file".into(),
+        action: "write notes.md".into(),
+        action_hash: "hash".into(),
+        target: "notes.md".into(),
+        risk: RiskLevel::L2,
+        reason: "writes a file".into(),
+        requested_ms: 10,
+        expires_ms: 1_000,
+        status: ApprovalStatus::Pending,
+        decided_ms: None,
+        decided_by: None,
+        consumed_ms: None,
+        tg_chat_id: None,
+        tg_message_id: None,
+    };
+    let inserted = row.clone();
+    store
+        .write(move |conn| approvals::insert(conn, &inserted))
+        .await
+        .unwrap();
+    let decided = store
+        .write(|conn| {
+            approvals::decide(conn, "ab12cd", ApprovalStatus::DeniedTimeout, "system", 20)
+        })
+        .await
+        .unwrap();
+    assert!(decided);
+    let words: (String, String) = store
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT status, risk FROM approvals WHERE id = 'ab12cd'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(words, ("denied_timeout".to_string(), "L2".to_string()));
+    let read = store
+        .read(|conn| approvals::get(conn, "ab12cd"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (read.status, read.risk),
+        (ApprovalStatus::DeniedTimeout, RiskLevel::L2)
+    );
+    let filtered = store
+        .read(|conn| approvals::list(conn, Some(ApprovalStatus::DeniedTimeout), 10))
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 1);
+
+    store
+        .write(|conn| {
+            conn.execute(
+                "UPDATE approvals SET status = 'half_approved' WHERE id = 'ab12cd'",
+                [],
+            )?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let error = store
+        .read(|conn| approvals::get(conn, "ab12cd"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("ApprovalStatus"), "{error}");
+    assert!(error.contains("`half_approved`"), "{error}");
+    store.stop_writer();
+}

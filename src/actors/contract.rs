@@ -36,7 +36,7 @@ use crate::events::{EventBus, EventKind};
 use crate::protocol::handoff::ContractOutcome;
 use crate::registry::Registry;
 use crate::store::Store;
-use crate::store::handoff::{self as queries, ContractRow};
+use crate::store::handoff::{self as queries, ContractRow, ContractStatus};
 
 /// Rejections by the validator after which the contract fails (the "at most 2 retries").
 pub const MAX_REJECTIONS: i64 = 3;
@@ -117,8 +117,8 @@ impl Actor for Contract {
             return Ok(());
         }
         myself.send_after(Duration::from_millis(left as u64), || ContractMsg::Expire);
-        match state.row.status.as_str() {
-            "created" | "accepted" => send_subtask(state, None).await?,
+        match state.row.status {
+            ContractStatus::Created | ContractStatus::Accepted => send_subtask(state, None).await?,
             _ => resume(&myself, state).await?,
         }
         Ok(())
@@ -154,12 +154,18 @@ impl Actor for Contract {
             }
             ContractMsg::Return(result) => state.explicit_result = Some(result),
             ContractMsg::Cancel { by, reply } => {
-                let ended = end(&myself, state, "cancelled", format!("cancelled by {by}")).await?;
+                let ended = end(
+                    &myself,
+                    state,
+                    ContractStatus::Cancelled,
+                    format!("cancelled by {by}"),
+                )
+                .await?;
                 let _ = reply.send(ended);
             }
             ContractMsg::Expire => {
                 let reason = "the deadline passed before the delegate returned".to_string();
-                end(&myself, state, "expired", reason).await?;
+                end(&myself, state, ContractStatus::Expired, reason).await?;
             }
         }
         Ok(())
@@ -216,13 +222,29 @@ async fn send_subtask(
         .args
         .store
         .write(move |conn| {
-            queries::transition(conn, &id, "accepted", "sent to the delegate", now)?;
-            queries::transition(conn, &id, "in_progress", "the delegate is working", now)?;
+            queries::transition(
+                conn,
+                &id,
+                ContractStatus::Accepted,
+                "sent to the delegate",
+                now,
+            )?;
+            queries::transition(
+                conn,
+                &id,
+                ContractStatus::InProgress,
+                "the delegate is working",
+                now,
+            )?;
             Ok(())
         })
         .await?;
-    state.row.status = "in_progress".into();
-    announce(&state.args.events, &state.row, "in_progress");
+    state.row.status = ContractStatus::InProgress;
+    announce(
+        &state.args.events,
+        &state.row,
+        ContractStatus::InProgress.as_str(),
+    );
     let Some(delegate) = agent(state, &state.row.delegate) else {
         return Err(format!("the delegate `{}` is not running", state.row.delegate).into());
     };
@@ -311,7 +333,7 @@ async fn on_result(
         return Ok(());
     }
     let Some(validator) = state.row.validator.clone() else {
-        return finish(myself, state, "returned", result).await;
+        return finish(myself, state, ContractStatus::Returned, result).await;
     };
     state.row.result = Some(result.clone());
     let (id, now, candidate) = (state.row.id.clone(), crate::clock::now_ms(), result.clone());
@@ -331,7 +353,7 @@ async fn on_result(
         return end(
             myself,
             state,
-            "failed",
+            ContractStatus::Failed,
             format!("the validator `{validator}` is not running"),
         )
         .await
@@ -371,7 +393,7 @@ async fn on_review(
     let trimmed = verdict.trim();
     if trimmed.to_ascii_uppercase().starts_with("APPROVE") {
         let result = state.row.result.clone().unwrap_or_default();
-        return finish(myself, state, "returned", result).await;
+        return finish(myself, state, ContractStatus::Returned, result).await;
     }
     let reason = trimmed
         .split_once(':')
@@ -393,7 +415,7 @@ async fn on_review(
         end(
             myself,
             state,
-            "failed",
+            ContractStatus::Failed,
             format!("the validator rejected the work {rejections} times; last: {reason}"),
         )
         .await?;
@@ -405,37 +427,32 @@ async fn on_review(
 async fn finish(
     myself: &ActorRef<ContractMsg>,
     state: &mut ContractState,
-    status: &str,
+    status: ContractStatus,
     text: String,
 ) -> Result<(), ActorProcessingErr> {
-    let (id, now, status_owned, stored) = (
-        state.row.id.clone(),
-        crate::clock::now_ms(),
-        status.to_string(),
-        text.clone(),
-    );
+    let (id, now, stored) = (state.row.id.clone(), crate::clock::now_ms(), text.clone());
     let changed = state
         .args
         .store
         .write(move |conn| {
-            let (result, reason) = if status_owned == "returned" {
+            let (result, reason) = if status == ContractStatus::Returned {
                 (Some(stored.as_str()), None)
             } else {
                 (None, Some(stored.as_str()))
             };
-            queries::finish(conn, &id, &status_owned, result, reason, now)
+            queries::finish(conn, &id, status, result, reason, now)
         })
         .await?;
     if !changed {
         return Ok(());
     }
-    state.row.status = status.to_string();
-    if status == "returned" {
+    state.row.status = status;
+    if status == ContractStatus::Returned {
         state.row.result = Some(text);
     } else {
         state.row.reason = Some(text);
     }
-    announce(&state.args.events, &state.row, status);
+    announce(&state.args.events, &state.row, status.as_str());
     deliver(myself, state).await
 }
 
@@ -443,7 +460,7 @@ async fn finish(
 async fn end(
     myself: &ActorRef<ContractMsg>,
     state: &mut ContractState,
-    status: &str,
+    status: ContractStatus,
     reason: String,
 ) -> Result<bool, ActorProcessingErr> {
     if !state.row.is_open() {
@@ -475,7 +492,7 @@ async fn deliver(
     }
     let outcome = ContractOutcome {
         id: state.row.id.clone(),
-        status: state.row.status.clone(),
+        status: state.row.status,
         delegate: state.row.delegate.clone(),
         text: state.row.outcome_text(),
     };

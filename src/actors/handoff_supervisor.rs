@@ -27,7 +27,7 @@ use crate::events::EventBus;
 pub use crate::protocol::handoff::{ContractOutcome, HandoffError, HandoffMsg, NewContract};
 use crate::registry::{Registry, ServiceName};
 use crate::store::Store;
-use crate::store::handoff::{self as queries, ContractRow};
+use crate::store::handoff::{self as queries, ContractRow, ContractStatus};
 
 impl From<ChildCmd> for HandoffMsg {
     fn from(cmd: ChildCmd) -> Self {
@@ -259,7 +259,7 @@ async fn create(
         validator: request.validator,
         tools: request.tools,
         deadline_ms: now + request.deadline.as_millis() as i64,
-        status: "created".into(),
+        status: ContractStatus::Created,
         attempts: 0,
         result: None,
         reason: None,

@@ -49,7 +49,7 @@ pub async fn request(
         action: tool.describe_call(args),
         action_hash: action_hash(&call.name, args),
         target: tool.target(args),
-        risk: envelope.risk.as_str().to_string(),
+        risk: envelope.risk,
         reason: envelope.reason.clone(),
         ttl: ctx.runtime.spec.approval_ttl.0,
     };

@@ -26,6 +26,7 @@ use crate::events::EventKind;
 use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback, cost_usd};
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
+use crate::store::approvals::ApprovalStatus;
 use crate::store::outbox;
 use crate::store::runs::{self, NewStep, RunStatus};
 use crate::store::sessions::{self, EventKindRow, NewEvent};
@@ -478,7 +479,9 @@ async fn close_interrupted_calls(ctx: &RunCtx) -> Result<Vec<crate::llm::ToolCal
             let mut waiting = Vec::new();
             for call in &open {
                 let approval = crate::store::approvals::for_call(conn, run_id, &call.id)?;
-                if approval.is_some_and(|row| row.status == "pending" || row.status == "approved") {
+                if approval.is_some_and(|row| {
+                    matches!(row.status, ApprovalStatus::Pending | ApprovalStatus::Approved)
+                }) {
                     waiting.push(call.clone());
                     continue;
                 }

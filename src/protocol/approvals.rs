@@ -8,7 +8,9 @@ use ractor::RpcReplyPort;
 
 use super::{CallError, ServiceName};
 use crate::domain::ChatKey;
+use crate::policy::RiskLevel;
 use crate::registry::Registry;
+use crate::store::approvals::ApprovalStatus;
 
 /// Where the approval desk is registered.
 pub const NAME: ServiceName<ApprovalDeskMsg> = ServiceName::fixed("approvals");
@@ -26,7 +28,7 @@ pub struct ApprovalRequest {
     pub action: String,
     pub action_hash: String,
     pub target: String,
-    pub risk: String,
+    pub risk: RiskLevel,
     pub reason: String,
     pub ttl: Duration,
 }
@@ -83,7 +85,7 @@ pub enum DecideOutcome {
     /// Unknown, already decided, or expired.
     NotPending {
         id: String,
-        status: Option<String>,
+        status: Option<ApprovalStatus>,
     },
     NotAllowed {
         reason: String,
@@ -99,7 +101,7 @@ impl DecideOutcome {
             DecideOutcome::NotPending {
                 status: Some(status),
                 ..
-            } if status == "denied_timeout" => {
+            } if *status == ApprovalStatus::DeniedTimeout => {
                 "This request has expired; it was not approved.".into()
             }
             DecideOutcome::NotPending {

@@ -9,6 +9,7 @@ use ractor::RpcReplyPort;
 use super::{CallError, ServiceName};
 use crate::domain::Outbound;
 use crate::registry::Registry;
+use crate::store::handoff::ContractStatus;
 use crate::supervision::ChildCmd;
 
 /// Where the handoff supervisor is registered.
@@ -21,7 +22,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ContractOutcome {
     pub id: String,
     /// `returned`, `failed`, `expired`, `cancelled`.
-    pub status: String,
+    pub status: ContractStatus,
     pub delegate: String,
     /// The result (returned) or the reason (otherwise).
     pub text: String,

@@ -9,7 +9,7 @@ use super::{CallError, ServiceName};
 use crate::domain::{ChatKey, Outbound};
 use crate::registry::Registry;
 use crate::schedule::format::{format_local, shorten, zone_of};
-use crate::store::schedules::{JobRow, JobRunRow};
+use crate::store::schedules::{JobRow, JobRunRow, JobStatus};
 
 /// Where the scheduler is registered.
 pub const NAME: ServiceName<SchedulerMsg> = ServiceName::fixed("scheduler");
@@ -129,7 +129,7 @@ pub struct JobView {
     pub schedule: String,
     pub missed_policy: String,
     /// active | paused | done | cancelled.
-    pub status: String,
+    pub status: JobStatus,
     pub next_run_ms: Option<i64>,
     /// The next fire times (at most [`PREVIEW_COUNT`]).
     pub upcoming: Vec<i64>,
@@ -163,7 +163,7 @@ impl JobView {
                 .map(|ms| format_local(*ms, zone))
                 .collect();
             lines.push(format!("  next runs: {}", times.join(", ")));
-        } else if self.status == "active" {
+        } else if self.status == JobStatus::Active {
             lines.push("  next runs: none (the schedule is over)".to_string());
         }
         if let Some(last) = self.last_run_ms {

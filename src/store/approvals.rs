@@ -3,6 +3,27 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
+use crate::policy::RiskLevel;
+
+stored_text_enum! {
+    /// Where an approval request stands. Only `Pending` can be decided; only `Approved` can be
+    /// consumed (exactly once, as its action starts).
+    pub enum ApprovalStatus {
+        /// Waiting for a human.
+        Pending => "pending",
+        /// A human allowed it; the action has not started yet.
+        Approved => "approved",
+        /// A human refused it.
+        Denied => "denied",
+        /// Nobody decided before it expired.
+        DeniedTimeout => "denied_timeout",
+        /// No approver could be reached when it was asked, so it was refused at once.
+        DeniedUnreachable => "denied_unreachable",
+        /// Approved and started: it never runs again from this approval.
+        Consumed => "consumed",
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRow {
@@ -15,11 +36,11 @@ pub struct ApprovalRow {
     pub action: String,
     pub action_hash: String,
     pub target: String,
-    pub risk: String,
+    pub risk: RiskLevel,
     pub reason: String,
     pub requested_ms: i64,
     pub expires_ms: i64,
-    pub status: String,
+    pub status: ApprovalStatus,
     pub decided_ms: Option<i64>,
     pub decided_by: Option<String>,
     pub consumed_ms: Option<i64>,
@@ -91,7 +112,11 @@ pub fn pending(conn: &Connection) -> Result<Vec<ApprovalRow>> {
 }
 
 /// Newest first, optionally one status (Studio's inbox and history).
-pub fn list(conn: &Connection, status: Option<&str>, limit: u32) -> Result<Vec<ApprovalRow>> {
+pub fn list(
+    conn: &Connection,
+    status: Option<ApprovalStatus>,
+    limit: u32,
+) -> Result<Vec<ApprovalRow>> {
     let mut statement = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM approvals WHERE (?1 IS NULL OR status = ?1) ORDER BY requested_ms DESC LIMIT ?2"
     ))?;
@@ -100,7 +125,13 @@ pub fn list(conn: &Connection, status: Option<&str>, limit: u32) -> Result<Vec<A
 }
 
 /// Moves a pending approval to `status`; false when it was no longer pending.
-pub fn decide(conn: &Connection, id: &str, status: &str, by: &str, now_ms: i64) -> Result<bool> {
+pub fn decide(
+    conn: &Connection,
+    id: &str,
+    status: ApprovalStatus,
+    by: &str,
+    now_ms: i64,
+) -> Result<bool> {
     let changed = conn.execute(
         "UPDATE approvals SET status = ?2, decided_ms = ?3, decided_by = ?4 WHERE id = ?1 AND status = 'pending'",
         params![id, status, now_ms, by],

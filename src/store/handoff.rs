@@ -5,6 +5,31 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
 use super::sessions::{self, EventKindRow, NewEvent};
+use super::stored_text::stored_text_enum;
+
+stored_text_enum! {
+    /// Where a handoff contract stands: open (created, accepted, in progress) or ended.
+    pub enum ContractStatus {
+        Created => "created",
+        Accepted => "accepted",
+        InProgress => "in_progress",
+        /// The delegate returned a result (it passed the validator, if any).
+        Returned => "returned",
+        Cancelled => "cancelled",
+        Expired => "expired",
+        Failed => "failed",
+    }
+}
+
+impl ContractStatus {
+    /// Still running: created, accepted or in progress.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            ContractStatus::Created | ContractStatus::Accepted | ContractStatus::InProgress
+        )
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContractRow {
@@ -18,7 +43,7 @@ pub struct ContractRow {
     pub validator: Option<String>,
     pub tools: Option<Vec<String>>,
     pub deadline_ms: i64,
-    pub status: String,
+    pub status: ContractStatus,
     pub attempts: i64,
     pub result: Option<String>,
     pub reason: Option<String>,
@@ -30,12 +55,12 @@ pub struct ContractRow {
 impl ContractRow {
     /// Still running: created, accepted or in progress.
     pub fn is_open(&self) -> bool {
-        matches!(self.status.as_str(), "created" | "accepted" | "in_progress")
+        self.status.is_open()
     }
 
     /// What the owner is told: the result when returned, the reason otherwise.
     pub fn outcome_text(&self) -> String {
-        let text = if self.status == "returned" {
+        let text = if self.status == ContractStatus::Returned {
             &self.result
         } else {
             &self.reason
@@ -94,7 +119,13 @@ pub fn insert(conn: &Connection, row: &ContractRow) -> Result<()> {
             row.created_ms
         ],
     )?;
-    timeline(conn, &row.id, &row.status, &row.subtask, row.created_ms)
+    timeline(
+        conn,
+        &row.id,
+        row.status.as_str(),
+        &row.subtask,
+        row.created_ms,
+    )
 }
 
 pub fn get(conn: &Connection, id: &str) -> Result<Option<ContractRow>> {
@@ -145,7 +176,7 @@ pub fn timeline_of(conn: &Connection, id: &str) -> Result<Vec<(i64, String, Stri
 pub fn transition(
     conn: &Connection,
     id: &str,
-    status: &str,
+    status: ContractStatus,
     detail: &str,
     now_ms: i64,
 ) -> Result<bool> {
@@ -155,7 +186,7 @@ pub fn transition(
         params![id, status, now_ms],
     )? == 1;
     if changed {
-        timeline(conn, id, status, detail, now_ms)?;
+        timeline(conn, id, status.as_str(), detail, now_ms)?;
     }
     Ok(changed)
 }
@@ -165,7 +196,7 @@ pub fn transition(
 pub fn finish(
     conn: &Connection,
     id: &str,
-    status: &str,
+    status: ContractStatus,
     result: Option<&str>,
     reason: Option<&str>,
     now_ms: i64,
@@ -176,7 +207,13 @@ pub fn finish(
         params![id, status, result, reason, now_ms],
     )? == 1;
     if changed {
-        timeline(conn, id, status, reason.or(result).unwrap_or(""), now_ms)?;
+        timeline(
+            conn,
+            id,
+            status.as_str(),
+            reason.or(result).unwrap_or(""),
+            now_ms,
+        )?;
     }
     Ok(changed)
 }

@@ -15,6 +15,7 @@
 //! world (a Telegram offset, an approval callback) as soon as `write` returns `Ok`.
 
 mod migrate;
+pub(crate) mod stored_text;
 mod writer;
 
 pub mod approvals;

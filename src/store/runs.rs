@@ -3,45 +3,22 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
 
-/// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Running,
-    WaitingApproval,
-    Succeeded,
-    Failed,
-    Cancelled,
-    Interrupted,
-    BudgetStopped,
+stored_text_enum! {
+    /// Where a run stands.
+    pub enum RunStatus {
+        Running => "running",
+        WaitingApproval => "waiting_approval",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        Cancelled => "cancelled",
+        Interrupted => "interrupted",
+        BudgetStopped => "budget_stopped",
+    }
 }
 
 impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::WaitingApproval => "waiting_approval",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::BudgetStopped => "budget_stopped",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RunStatus> {
-        Some(match text {
-            "running" => RunStatus::Running,
-            "waiting_approval" => RunStatus::WaitingApproval,
-            "succeeded" => RunStatus::Succeeded,
-            "failed" => RunStatus::Failed,
-            "cancelled" => RunStatus::Cancelled,
-            "interrupted" => RunStatus::Interrupted,
-            "budget_stopped" => RunStatus::BudgetStopped,
-            _ => return None,
-        })
-    }
-
     pub fn is_open(self) -> bool {
         matches!(self, RunStatus::Running | RunStatus::WaitingApproval)
     }
@@ -97,13 +74,12 @@ const RUN_COLUMNS: &str = "id, session_id, agent, chat, status, trigger, started
     input_tokens, output_tokens, cost_usd, turns, outcome, correlation";
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
-    let status: String = row.get(4)?;
     Ok(RunRow {
         id: row.get(0)?,
         session_id: row.get(1)?,
         agent: row.get(2)?,
         chat: row.get(3)?,
-        status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
+        status: row.get(4)?,
         trigger: row.get(5)?,
         started_ms: row.get(6)?,
         finished_ms: row.get(7)?,

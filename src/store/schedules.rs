@@ -11,6 +11,42 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
+
+stored_text_enum! {
+    /// Where a job stands: live (active, paused) or finished (done, cancelled).
+    pub enum JobStatus {
+        /// Fires at its next time.
+        Active => "active",
+        /// Kept, but does not fire until resumed.
+        Paused => "paused",
+        /// A one-shot job that has fired (or can never fire again).
+        Done => "done",
+        Cancelled => "cancelled",
+    }
+}
+
+impl JobStatus {
+    /// Active or paused: counted against the agent's limit and listed by default.
+    pub fn is_live(self) -> bool {
+        matches!(self, JobStatus::Active | JobStatus::Paused)
+    }
+}
+
+stored_text_enum! {
+    /// Where one history row of a job stands.
+    pub enum JobRunStatus {
+        /// Recorded, its message not sent yet.
+        Queued => "queued",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// Fire times that passed while the daemon was down (one row per batch).
+        Missed => "missed",
+        /// Fire times deliberately not run (missed-run policy, busy, cancelled).
+        Skipped => "skipped",
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRow {
@@ -24,7 +60,7 @@ pub struct JobRow {
     pub timezone: String,
     pub anchor_ms: i64,
     pub missed_policy: String,
-    pub status: String,
+    pub status: JobStatus,
     pub next_run_ms: Option<i64>,
     pub last_run_ms: Option<i64>,
     pub last_outcome: Option<String>,
@@ -176,7 +212,7 @@ pub struct JobRunRow {
     pub fire_ms: i64,
     pub attempt: i64,
     pub trigger: String,
-    pub status: String,
+    pub status: JobRunStatus,
     pub due_ms: i64,
     pub started_ms: Option<i64>,
     pub finished_ms: Option<i64>,
@@ -214,7 +250,7 @@ pub struct NewJobRun<'a> {
     pub fire_ms: i64,
     pub attempt: i64,
     pub trigger: &'a str,
-    pub status: &'a str,
+    pub status: JobRunStatus,
     pub due_ms: i64,
     pub missed_count: Option<i64>,
     pub detail: Option<&'a str>,
@@ -260,7 +296,7 @@ pub fn start_run(conn: &Connection, job_run_id: i64, now_ms: i64) -> Result<bool
 pub fn finish_run(
     conn: &Connection,
     job_run_id: i64,
-    status: &str,
+    status: JobRunStatus,
     run_id: Option<i64>,
     detail: Option<&str>,
     now_ms: i64,
@@ -342,7 +378,7 @@ mod tests {
             timezone: "UTC".into(),
             anchor_ms: 0,
             missed_policy: "run_once".into(),
-            status: "active".into(),
+            status: JobStatus::Active,
             next_run_ms: Some(1_000),
             last_run_ms: None,
             last_outcome: None,
@@ -364,7 +400,7 @@ mod tests {
             fire_ms: 1_000,
             attempt: 1,
             trigger: "scheduled",
-            status: "queued",
+            status: JobRunStatus::Queued,
             due_ms: 1_000,
             missed_count: None,
             detail: None,
@@ -391,8 +427,18 @@ mod tests {
             start_run(&conn, second, 14).is_err(),
             "a second running row of the same job is refused by the database"
         );
-        assert!(finish_run(&conn, first, "succeeded", Some(7), Some("ok"), 15).unwrap());
-        assert!(!finish_run(&conn, first, "failed", None, None, 16).unwrap());
+        assert!(
+            finish_run(
+                &conn,
+                first,
+                JobRunStatus::Succeeded,
+                Some(7),
+                Some("ok"),
+                15
+            )
+            .unwrap()
+        );
+        assert!(!finish_run(&conn, first, JobRunStatus::Failed, None, None, 16).unwrap());
         let row = job_run(&conn, first).unwrap().unwrap();
         assert_eq!(
             (row.status.as_str(), row.run_id, row.finished_ms),
@@ -411,15 +457,15 @@ mod tests {
         let ada = insert_job(&conn, &job("ada"), 5).unwrap();
         insert_job(&conn, &job("bob"), 6).unwrap();
         let mut row = super::job(&conn, ada).unwrap().unwrap();
-        row.status = "paused".into();
+        row.status = JobStatus::Paused;
         row.next_run_ms = None;
         save_job(&conn, &row, 9).unwrap();
         let listed = list_jobs(&conn, Some("ada"), false, 10).unwrap();
         assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].status, "paused");
+        assert_eq!(listed[0].status.as_str(), "paused");
         assert_eq!(listed[0].updated_ms, 9);
         assert_eq!(live_count(&conn, "ada").unwrap(), 1);
-        row.status = "cancelled".into();
+        row.status = JobStatus::Cancelled;
         save_job(&conn, &row, 10).unwrap();
         assert!(list_jobs(&conn, Some("ada"), false, 10).unwrap().is_empty());
         assert_eq!(list_jobs(&conn, None, true, 10).unwrap().len(), 2);

@@ -2,14 +2,23 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::stored_text::stored_text_enum;
 use super::{Result, StoreError};
+
+stored_text_enum! {
+    /// A session is active (one per agent and chat) until `/new` archives it.
+    pub enum SessionStatus {
+        Active => "active",
+        Archived => "archived",
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRow {
     pub id: i64,
     pub agent: String,
     pub chat: String,
-    pub status: String,
+    pub status: SessionStatus,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub recap: Option<String>,

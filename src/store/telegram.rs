@@ -3,6 +3,30 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
+
+stored_text_enum! {
+    /// Where a stored Telegram update stands. `Processed` and `Ignored` are final.
+    pub enum UpdateStatus {
+        /// Stored, not handed to a session yet.
+        Pending => "pending",
+        /// Handed to its session; not answered yet.
+        Dispatched => "dispatched",
+        /// Answered (or otherwise fully handled).
+        Processed => "processed",
+        /// Not for this agent (unsupported kind, unknown user, …); the note says why.
+        Ignored => "ignored",
+        /// A group message kept as context for the next answer in that chat.
+        Context => "context",
+    }
+}
+
+impl UpdateStatus {
+    /// Processed or ignored: never changed again.
+    pub fn is_final(self) -> bool {
+        matches!(self, UpdateStatus::Processed | UpdateStatus::Ignored)
+    }
+}
 
 /// An update as fetched, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +49,7 @@ pub struct StoredUpdate {
     pub payload: String,
     pub sent_ms: Option<i64>,
     pub received_ms: i64,
-    pub status: String,
+    pub status: UpdateStatus,
 }
 
 pub fn next_offset(conn: &Connection, bot_id: i64) -> Result<Option<i64>> {
@@ -73,7 +97,7 @@ pub fn store_batch(
                 payload: update.payload.clone(),
                 sent_ms: update.sent_ms,
                 received_ms: now_ms,
-                status: "pending".into(),
+                status: UpdateStatus::Pending,
             });
         }
     }
@@ -92,11 +116,11 @@ pub fn store_batch(
 pub fn set_status(
     conn: &Connection,
     id: i64,
-    status: &str,
+    status: UpdateStatus,
     note: Option<&str>,
     now_ms: i64,
 ) -> Result<()> {
-    let processed = matches!(status, "processed" | "ignored").then_some(now_ms);
+    let processed = status.is_final().then_some(now_ms);
     conn.prepare_cached(
         "UPDATE inbound_updates SET status = ?2, note = COALESCE(?3, note), processed_ms = COALESCE(?4, processed_ms)
          WHERE id = ?1 AND status NOT IN ('processed', 'ignored')",
@@ -108,7 +132,7 @@ pub fn set_status(
 /// Marks answered updates processed (called with the outbox row's ids once the reply is sent).
 pub fn mark_processed(conn: &Connection, ids: &[i64], now_ms: i64) -> Result<()> {
     for id in ids {
-        set_status(conn, *id, "processed", None, now_ms)?;
+        set_status(conn, *id, UpdateStatus::Processed, None, now_ms)?;
     }
     Ok(())
 }

@@ -85,7 +85,7 @@ fn unreachable_reason(name: &str) -> String {
 
 fn session_json(row: &SessionRow) -> Value {
     json!({
-        "id": row.id, "agent": row.agent, "chat": row.chat, "status": row.status,
+        "id": row.id, "agent": row.agent, "chat": row.chat, "status": row.status.as_str(),
         "created_ms": row.created_ms, "updated_ms": row.updated_ms,
     })
 }

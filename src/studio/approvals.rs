@@ -16,7 +16,7 @@ use super::{ApiError, StudioState};
 use crate::protocol::approvals::{
     Approvals, ApprovalsError, DecideOutcome, Decider, Decision, NewRule, RuleEffect,
 };
-use crate::store::approvals::{self as queries, ApprovalRow, GrantRow, RuleRow};
+use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus, GrantRow, RuleRow};
 
 /// Who the Studio operator is in decisions and the audit log.
 const OPERATOR: &str = "studio";
@@ -32,9 +32,9 @@ fn unavailable(_: ApprovalsError) -> ApiError {
 fn approval_json(row: &ApprovalRow) -> Value {
     json!({
         "id": row.id, "agent": row.agent, "chat": row.chat, "run_id": row.run_id, "tool": row.tool,
-        "action": row.action, "action_hash": row.action_hash, "target": row.target, "risk": row.risk,
+        "action": row.action, "action_hash": row.action_hash, "target": row.target, "risk": row.risk.as_str(),
         "reason": row.reason, "requested_ms": row.requested_ms, "expires_ms": row.expires_ms,
-        "status": row.status, "decided_ms": row.decided_ms, "decided_by": row.decided_by,
+        "status": row.status.as_str(), "decided_ms": row.decided_ms, "decided_by": row.decided_by,
         "consumed_ms": row.consumed_ms,
     })
 }
@@ -55,15 +55,6 @@ fn rule_json(row: &RuleRow) -> Value {
     })
 }
 
-const STATUSES: &[&str] = &[
-    "pending",
-    "approved",
-    "denied",
-    "denied_timeout",
-    "denied_unreachable",
-    "consumed",
-];
-
 #[derive(Deserialize)]
 pub struct ListQuery {
     status: Option<String>,
@@ -75,11 +66,16 @@ pub async fn list_approvals(
     State(state): State<StudioState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let status = super::status_filter(query.status, STATUSES)?;
+    let names: Vec<&str> = ApprovalStatus::ALL
+        .iter()
+        .map(|status| status.as_str())
+        .collect();
+    let status =
+        super::status_filter(query.status, &names)?.and_then(|text| ApprovalStatus::parse(&text));
     let limit = query.limit.unwrap_or(100).clamp(1, 1_000);
     let rows = state
         .store
-        .read(move |conn| queries::list(conn, status.as_deref(), limit))
+        .read(move |conn| queries::list(conn, status, limit))
         .await?;
     Ok(Json(
         json!({"approvals": rows.iter().map(approval_json).collect::<Vec<_>>()}),

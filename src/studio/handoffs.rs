@@ -15,7 +15,7 @@ fn contract_json(row: &ContractRow) -> Value {
     json!({
         "id": row.id, "owner": row.owner, "owner_chat": row.owner_chat, "delegate": row.delegate,
         "subtask": row.subtask, "expected": row.expected, "validator": row.validator,
-        "deadline_ms": row.deadline_ms, "status": row.status, "attempts": row.attempts,
+        "deadline_ms": row.deadline_ms, "status": row.status.as_str(), "attempts": row.attempts,
         "result": row.result, "reason": row.reason, "created_ms": row.created_ms,
         "updated_ms": row.updated_ms, "delivered_ms": row.delivered_ms,
     })

@@ -25,7 +25,7 @@ pub fn job_json(job: &JobView) -> Value {
         "id": job.id, "agent": job.agent, "name": job.name, "prompt": job.prompt,
         "target": job.target, "kind": job.kind, "expression": job.expression,
         "timezone": job.timezone, "schedule": job.schedule, "missed_policy": job.missed_policy,
-        "status": job.status, "next_run_ms": job.next_run_ms, "upcoming": job.upcoming,
+        "status": job.status.as_str(), "next_run_ms": job.next_run_ms, "upcoming": job.upcoming,
         "last_run_ms": job.last_run_ms, "last_outcome": job.last_outcome,
         "consecutive_failures": job.consecutive_failures, "failing": job.failing,
         "running": job.running, "queued": job.queued, "created_by": job.created_by,
@@ -35,7 +35,7 @@ pub fn job_json(job: &JobView) -> Value {
 fn history_json(row: &JobRunRow) -> Value {
     json!({
         "id": row.id, "fire_ms": row.fire_ms, "attempt": row.attempt, "trigger": row.trigger,
-        "status": row.status, "due_ms": row.due_ms, "started_ms": row.started_ms,
+        "status": row.status.as_str(), "due_ms": row.due_ms, "started_ms": row.started_ms,
         "finished_ms": row.finished_ms, "run_id": row.run_id, "missed_count": row.missed_count,
         "detail": row.detail,
     })

@@ -17,7 +17,7 @@ use crate::llm::ToolSpec;
 use crate::policy::{Assessment, RiskLevel};
 use crate::protocol::CallError;
 use crate::protocol::handoff::{HandoffError, Handoffs, NewContract};
-use crate::store::handoff as queries;
+use crate::store::handoff::{self as queries, ContractStatus};
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// How long `handoff_task` waits by default before leaving the result to arrive later.
@@ -79,7 +79,7 @@ async fn delegate_and_wait(
     match handoffs.wait(&id, wait).await {
         Ok(outcome) => Ok(ToolOutput {
             text: outcome.as_data(),
-            is_error: outcome.status != "returned",
+            is_error: outcome.status != ContractStatus::Returned,
         }),
         Err(_) => Ok(ToolOutput::ok(format!(
             "Contract {id} is still in progress. Its result will be added to this conversation \

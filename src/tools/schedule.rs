@@ -24,7 +24,7 @@ use crate::protocol::scheduler::{
 };
 use crate::schedule::format::format_local;
 use crate::schedule::{MAX_PREVIEW, ScheduleSpec, parse_timezone};
-use crate::store::schedules::JobRunRow;
+use crate::store::schedules::{JobRunRow, JobRunStatus};
 use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Every tool name of this module, as agent files list them.
@@ -445,8 +445,8 @@ async fn get(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
 
 /// One history entry: "2026-01-05 09:00 … succeeded (attempt 1): <answer>".
 fn history_line(run: &JobRunRow, zone: chrono_tz::Tz) -> String {
-    let what = match (run.status.as_str(), run.trigger.as_str()) {
-        ("missed" | "skipped", _) => format!(
+    let what = match (run.status, run.trigger.as_str()) {
+        (JobRunStatus::Missed | JobRunStatus::Skipped, _) => format!(
             "{} ({} fire time(s))",
             run.status,
             run.missed_count.unwrap_or(1)

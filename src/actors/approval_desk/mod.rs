@@ -38,7 +38,7 @@ pub use crate::protocol::approvals::{
 use crate::protocol::telegram::{ApprovalPrompt, Bot, TelegramMsg};
 use crate::registry::Registry;
 use crate::store::Store;
-use crate::store::approvals::{self as queries, ApprovalRow};
+use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
 
 /// How long the grant offered with a request lasts (it covers exactly the action asked for).
 const GRANT_MINUTES: u32 = 30;
@@ -213,8 +213,8 @@ async fn on_request(
         .read(move |conn| queries::for_call(conn, run_id, &call_id))
         .await?
     {
-        let verdict = match existing.status.as_str() {
-            "pending" => {
+        let verdict = match existing.status {
+            ApprovalStatus::Pending => {
                 state
                     .waiters
                     .entry(existing.id.clone())
@@ -222,24 +222,26 @@ async fn on_request(
                     .push(reply);
                 return Ok(());
             }
-            "approved" => ApprovalVerdict::Approved {
+            ApprovalStatus::Approved => ApprovalVerdict::Approved {
                 id: existing.id.clone(),
                 by: existing.decided_by.clone().unwrap_or_default(),
             },
-            "consumed" => ApprovalVerdict::Denied {
+            ApprovalStatus::Consumed => ApprovalVerdict::Denied {
                 id: existing.id.clone(),
                 reason:
                     "this action was already started once before a restart; it is not run twice"
                         .into(),
             },
-            "denied_timeout" => ApprovalVerdict::Denied {
+            ApprovalStatus::DeniedTimeout => ApprovalVerdict::Denied {
                 id: existing.id.clone(),
                 reason: "the request expired without a decision".into(),
             },
-            other => ApprovalVerdict::Denied {
-                id: existing.id.clone(),
-                reason: format!("it was {}", other.replace('_', " ")),
-            },
+            other @ (ApprovalStatus::Denied | ApprovalStatus::DeniedUnreachable) => {
+                ApprovalVerdict::Denied {
+                    id: existing.id.clone(),
+                    reason: format!("it was {}", other.as_str().replace('_', " ")),
+                }
+            }
         };
         let _ = reply.send(verdict);
         return Ok(());
@@ -258,14 +260,14 @@ async fn on_request(
         action: request.action.clone(),
         action_hash: request.action_hash.clone(),
         target: request.target.clone(),
-        risk: request.risk.clone(),
+        risk: request.risk,
         reason: request.reason.clone(),
         requested_ms: now,
         expires_ms: now + request.ttl.as_millis() as i64,
         status: if reachable.is_some() {
-            "pending".into()
+            ApprovalStatus::Pending
         } else {
-            "denied_unreachable".into()
+            ApprovalStatus::DeniedUnreachable
         },
         decided_ms: reachable.is_none().then_some(now),
         decided_by: reachable.is_none().then(|| "system".to_string()),
@@ -285,9 +287,9 @@ async fn on_request(
                 "approval.requested",
                 &stored.id,
                 &json!({"run_id": stored.run_id, "tool": stored.tool, "action": stored.action,
-                        "action_hash": stored.action_hash, "risk": stored.risk, "status": stored.status}),
+                        "action_hash": stored.action_hash, "risk": stored.risk.as_str(), "status": stored.status}),
             )?;
-            if stored.status != "pending" {
+            if stored.status != ApprovalStatus::Pending {
                 crate::audit::append(conn, "system", "approval.denied", &stored.id, &json!({"reason": "no approver reachable"}))?;
             }
             Ok(())
@@ -317,7 +319,7 @@ async fn on_request(
         EventKind::ApprovalRequested,
         &format!("approval:{id}"),
         &row.action,
-        json!({"id": id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "risk": row.risk,
+        json!({"id": id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "risk": row.risk.as_str(),
                "action": row.action, "reason": row.reason, "expires_ms": row.expires_ms, "run_id": row.run_id}),
     );
     Ok(())
@@ -369,7 +371,7 @@ fn prompt(row: &ApprovalRow, again: bool) -> ApprovalPrompt {
         id: row.id.clone(),
         agent: row.agent.clone(),
         action: row.action.clone(),
-        risk: row.risk.clone(),
+        risk: row.risk.as_str().to_string(),
         reason: row.reason.clone(),
         expires_in: expires_in(row.expires_ms),
         again,
@@ -439,7 +441,7 @@ async fn on_decide(
             status: None,
         });
     };
-    if row.status != "pending" {
+    if row.status != ApprovalStatus::Pending {
         return Ok(DecideOutcome::NotPending {
             id: key,
             status: Some(row.status),
@@ -448,7 +450,7 @@ async fn on_decide(
     if row.expires_ms <= crate::clock::now_ms() {
         return Ok(DecideOutcome::NotPending {
             id: key,
-            status: Some("denied_timeout".into()),
+            status: Some(ApprovalStatus::DeniedTimeout),
         });
     }
     match decider {
@@ -468,8 +470,8 @@ async fn on_decide(
     }
     let by = decider.label();
     let status = match decision {
-        Decision::Approve | Decision::ApproveFor(_) => "approved",
-        Decision::Deny => "denied",
+        Decision::Approve | Decision::ApproveFor(_) => ApprovalStatus::Approved,
+        Decision::Deny => ApprovalStatus::Denied,
     };
     let now = crate::clock::now_ms();
     let stored = row.clone();
@@ -539,7 +541,7 @@ async fn on_decide(
         );
     }
     let verdict = match status {
-        "approved" => ApprovalVerdict::Approved {
+        ApprovalStatus::Approved => ApprovalVerdict::Approved {
             id: row.id.clone(),
             by: by.clone(),
         },
@@ -551,7 +553,7 @@ async fn on_decide(
     for waiter in state.waiters.remove(&row.id).unwrap_or_default() {
         let _ = waiter.send(verdict.clone());
     }
-    let mark = if status == "approved" {
+    let mark = if status == ApprovalStatus::Approved {
         "✅ Approved"
     } else {
         "❌ Denied"
@@ -570,7 +572,7 @@ async fn on_decide(
         &format!("{status} by {by}"),
         json!({"id": row.id, "status": status, "by": by, "agent": row.agent}),
     );
-    Ok(if status == "approved" {
+    Ok(if status == ApprovalStatus::Approved {
         DecideOutcome::Approved { id: row.id }
     } else {
         DecideOutcome::Denied { id: row.id }
@@ -631,7 +633,7 @@ async fn expire_due(
             .write(move |conn| {
                 let mut expired = Vec::new();
                 for id in &ids {
-                    if queries::decide(conn, id, "denied_timeout", "system", now)? {
+                    if queries::decide(conn, id, ApprovalStatus::DeniedTimeout, "system", now)? {
                         crate::audit::append(
                             conn,
                             "system",

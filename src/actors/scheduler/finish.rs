@@ -52,7 +52,7 @@ pub(super) async fn on_deliver(
     let cancelled = state
         .jobs
         .get(&id)
-        .is_some_and(|job| job.row.status == "cancelled");
+        .is_some_and(|job| job.row.status == JobStatus::Cancelled);
     let ending = match status {
         _ if cancelled => Ending::Cancelled,
         None | Some(RunStatus::Succeeded) => Ending::Succeeded(text.clone()),
@@ -94,7 +94,7 @@ pub(super) async fn finish(
             row.failing = false;
             row.last_outcome = Some("succeeded".into());
             (
-                "succeeded",
+                JobRunStatus::Succeeded,
                 shorten(text, 500),
                 None,
                 Some(text.clone()),
@@ -115,12 +115,18 @@ pub(super) async fn finish(
             if out_of_retries {
                 row.failing = true;
             }
-            ("failed", shorten(reason, 500), retry, None, became_failing)
+            (
+                JobRunStatus::Failed,
+                shorten(reason, 500),
+                retry,
+                None,
+                became_failing,
+            )
         }
         Ending::Cancelled => {
             row.last_outcome = Some("cancelled".into());
             (
-                "skipped",
+                JobRunStatus::Skipped,
                 "the task was cancelled during its run".to_string(),
                 None,
                 None,
@@ -182,7 +188,7 @@ pub(super) async fn finish(
                         fire_ms,
                         attempt: attempt + 1,
                         trigger: "retry",
-                        status: "queued",
+                        status: JobRunStatus::Queued,
                         due_ms,
                         missed_count: None,
                         detail: None,
@@ -229,14 +235,18 @@ pub(super) async fn finish(
             due_ms,
         });
     }
-    let outcome = if became_failing { "failing" } else { status };
+    let outcome = if became_failing {
+        "failing"
+    } else {
+        status.as_str()
+    };
     state.args.events.publish_data(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
         &format!("task #{id} run {job_run_id} {outcome}"),
         json!({"job_id": id, "job_run_id": job_run_id, "agent": job.row.agent, "outcome": outcome, "run_id": run_id, "retry_at_ms": retry_at}),
     );
-    if job.row.status == "cancelled" && job.running.is_none() {
+    if job.row.status == JobStatus::Cancelled && job.running.is_none() {
         state.jobs.remove(&id);
         return Ok(());
     }

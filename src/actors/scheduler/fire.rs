@@ -10,7 +10,7 @@ use super::*;
 #[derive(Debug, Clone)]
 pub(super) struct Record {
     /// `missed` or `skipped`.
-    status: &'static str,
+    status: JobRunStatus,
     /// The first fire time it stands for.
     fire_ms: i64,
     /// How many fire times it stands for.
@@ -47,7 +47,7 @@ pub(super) async fn fire_regular(
         let Some(due_ms) = job.row.next_run_ms.filter(|due_ms| *due_ms <= now) else {
             continue;
         };
-        if job.row.status != "active" {
+        if job.row.status != JobStatus::Active {
             continue;
         }
         let late = now - due_ms > grace || due_ms < state.started_ms;
@@ -67,7 +67,7 @@ pub(super) async fn fire_regular(
         let mut row = job.row.clone();
         row.next_run_ms = outcome.next_run_at.map(|time| time.timestamp_millis());
         if row.next_run_ms.is_none() {
-            row.status = "done".to_string();
+            row.status = JobStatus::Done;
         }
         let trigger = if late { "caught_up" } else { "scheduled" };
         let mut runs: Vec<(i64, &'static str)> = outcome
@@ -79,9 +79,9 @@ pub(super) async fn fire_regular(
         let missed = outcome.missed.value();
         if missed > 0 {
             let status = if late && policy == MissedPolicy::Skip {
-                "skipped"
+                JobRunStatus::Skipped
             } else {
-                "missed"
+                JobRunStatus::Missed
             };
             let first = outcome
                 .missed_samples
@@ -102,7 +102,7 @@ pub(super) async fn fire_regular(
             skipped_busy = true;
             if record.is_none() {
                 record = Some(Record {
-                    status: "skipped",
+                    status: JobRunStatus::Skipped,
                     fire_ms,
                     count: 1,
                     detail: format!(
@@ -154,7 +154,7 @@ pub(super) async fn fire_regular(
                             fire_ms: *fire_ms,
                             attempt: 0,
                             trigger: "record",
-                            status,
+                            status: *status,
                             due_ms: *fire_ms,
                             missed_count: Some(*count),
                             detail: Some(detail),
@@ -171,7 +171,7 @@ pub(super) async fn fire_regular(
                             fire_ms: *fire_ms,
                             attempt: 1,
                             trigger,
-                            status: "queued",
+                            status: JobRunStatus::Queued,
                             due_ms: now,
                             missed_count: None,
                             detail: None,
@@ -212,7 +212,7 @@ pub(super) async fn fire_regular(
             );
         }
         job.row.next_run_ms = plan.row.next_run_ms;
-        job.row.status = plan.row.status.clone();
+        job.row.status = plan.row.status;
         for ((fire_ms, _), id) in plan.runs.iter().zip(ids) {
             // `None`: this fire was recorded before (the clock went back); it is not run again.
             if let Some(job_run_id) = id {

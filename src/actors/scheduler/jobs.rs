@@ -160,7 +160,7 @@ pub(super) async fn create(
         timezone: checked.timezone,
         anchor_ms: checked.anchor_ms,
         missed_policy: checked.policy.to_string(),
-        status: "active".to_string(),
+        status: JobStatus::Active,
         next_run_ms: Some(checked.next_run_ms),
         last_run_ms: None,
         last_outcome: None,
@@ -296,7 +296,14 @@ pub(super) async fn drop_queue(
         .store
         .write(move |conn| {
             for job_run_id in &queued {
-                queries::finish_run(conn, *job_run_id, "skipped", None, Some(&reason), now)?;
+                queries::finish_run(
+                    conn,
+                    *job_run_id,
+                    JobRunStatus::Skipped,
+                    None,
+                    Some(&reason),
+                    now,
+                )?;
             }
             Ok(())
         })
@@ -318,8 +325,8 @@ pub(super) fn live_job<'a>(
     state: &'a mut SchedulerState,
     row: &JobRow,
 ) -> Result<&'a mut Job, String> {
-    match row.status.as_str() {
-        "done" | "cancelled" => Err(format!(
+    match row.status {
+        JobStatus::Done | JobStatus::Cancelled => Err(format!(
             "task #{} is {} and cannot be changed; schedule a new one",
             row.id, row.status
         )),
@@ -380,7 +387,7 @@ pub(super) async fn update(
         next.missed_policy = result.policy.to_string();
         if !only_policy {
             next.anchor_ms = result.anchor_ms;
-            if next.status == "active" {
+            if next.status == JobStatus::Active {
                 next.next_run_ms = Some(result.next_run_ms);
             }
         }
@@ -419,23 +426,23 @@ pub(super) async fn set_paused(
     let mut next = job.row.clone();
     let mut missed_notice = None;
     if paused {
-        if next.status == "paused" {
+        if next.status == JobStatus::Paused {
             return Ok(job.view(now));
         }
-        next.status = "paused".into();
+        next.status = JobStatus::Paused;
         next.next_run_ms = None;
     } else {
-        if next.status == "active" {
+        if next.status == JobStatus::Active {
             return Ok(job.view(now));
         }
-        next.status = "active".into();
+        next.status = JobStatus::Active;
         next.next_run_ms = job
             .spec
             .next_after(crate::clock::to_datetime(now))
             .map(|time| time.timestamp_millis());
         if next.next_run_ms.is_none() {
             // A one-shot whose time passed while it was paused: recorded, never silent.
-            next.status = "done".into();
+            next.status = JobStatus::Done;
             next.last_outcome = Some("missed".into());
             missed_notice =
                 Some("its time passed while it was paused; recorded as missed".to_string());
@@ -466,7 +473,7 @@ pub(super) async fn set_paused(
                         fire_ms,
                         attempt: 0,
                         trigger: "record",
-                        status: "missed",
+                        status: JobRunStatus::Missed,
                         due_ms: fire_ms,
                         missed_count: Some(1),
                         detail: Some(detail),
@@ -503,7 +510,7 @@ pub(super) async fn cancel(
     let now = state.now();
     let job = live_job(state, &row)?;
     let mut next = job.row.clone();
-    next.status = "cancelled".into();
+    next.status = JobStatus::Cancelled;
     next.next_run_ms = None;
     let running = job.running.is_some();
     drop_queue(state, id, "the task was cancelled").await?;
@@ -587,7 +594,7 @@ pub(super) async fn pause_broken(
         .write(move |conn| {
             for (row, _) in &broken {
                 let mut row = row.clone();
-                row.status = "paused".into();
+                row.status = JobStatus::Paused;
                 row.next_run_ms = None;
                 row.failing = true;
                 queries::save_job(conn, &row, now)?;

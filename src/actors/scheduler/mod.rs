@@ -69,7 +69,9 @@ use crate::schedule::format::{format_local, shorten, zone_of};
 use crate::schedule::{MissedOutcome, MissedPolicy, ScheduleKind, ScheduleSpec, parse_timezone};
 use crate::store::Store;
 use crate::store::runs::{self, RunStatus};
-use crate::store::schedules::{self as queries, JobRow, JobRunRow, NewJobRun};
+use crate::store::schedules::{
+    self as queries, JobRow, JobRunRow, JobRunStatus, JobStatus, NewJobRun,
+};
 
 /// How soon to try again to dispatch to an agent that is not running (booting, restarting).
 const AGENT_RETRY: i64 = 500;
@@ -169,13 +171,13 @@ impl Job {
     }
 
     fn accepts_work(&self) -> bool {
-        !matches!(self.row.status.as_str(), "paused" | "cancelled")
+        !matches!(self.row.status, JobStatus::Paused | JobStatus::Cancelled)
     }
 
     /// When this job next needs the scheduler: its next regular fire, its first queued fire
     /// (when nothing runs), or the check of its running fire.
     fn wake_ms(&self) -> Option<i64> {
-        let regular = (self.row.status == "active")
+        let regular = (self.row.status == JobStatus::Active)
             .then_some(self.row.next_run_ms)
             .flatten();
         let queued = match (&self.running, self.accepts_work()) {
@@ -195,7 +197,7 @@ impl Job {
 
     fn view(&self, now_ms: i64) -> JobView {
         let row = &self.row;
-        let upcoming = if row.status == "active" {
+        let upcoming = if row.status == JobStatus::Active {
             let start = crate::clock::to_datetime(now_ms);
             let mut times: Vec<i64> = row.next_run_ms.into_iter().collect();
             let after = row
@@ -225,7 +227,7 @@ impl Job {
             timezone: row.timezone.clone(),
             schedule: self.spec.describe(),
             missed_policy: row.missed_policy.clone(),
-            status: row.status.clone(),
+            status: row.status,
             next_run_ms: row.next_run_ms,
             upcoming,
             last_run_ms: row.last_run_ms,
@@ -294,7 +296,7 @@ impl Actor for Scheduler {
             let Some(job) = state.jobs.get_mut(&run.job_id) else {
                 continue;
             };
-            if run.status == "running" {
+            if run.status == JobRunStatus::Running {
                 job.running = Some(Running {
                     job_run_id: run.id,
                     fire_ms: run.fire_ms,

@@ -8,7 +8,7 @@ pub(super) async fn on_command(
     message: &IncomingMessage,
     command: &str,
     args: &str,
-) -> (&'static str, Option<String>) {
+) -> (UpdateStatus, Option<String>) {
     let chat = ChatKey::telegram(message.chat_id);
     let agent_ref = state
         .args
@@ -55,7 +55,7 @@ pub(super) async fn on_command(
     if let Some(text) = reply {
         let _ = worker(state, message.chat_id).send(SendJob::Notice { text });
     }
-    ("processed", Some(format!("command /{command}")))
+    (UpdateStatus::Processed, Some(format!("command /{command}")))
 }
 
 pub(super) async fn decide_by_text(

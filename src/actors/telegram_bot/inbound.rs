@@ -9,12 +9,12 @@ pub(super) async fn on_message(
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: IncomingMessage,
-) -> (&'static str, Option<String>) {
+) -> (UpdateStatus, Option<String>) {
     let grace = state.args.config.stale_grace.0.as_millis() as i64;
     if message.date_ms < state.args.boot_ms - grace {
         tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
         return (
-            "ignored",
+            UpdateStatus::Ignored,
             Some("stale: sent long before the daemon started".into()),
         );
     }
@@ -31,10 +31,10 @@ pub(super) async fn on_message(
         if message.private {
             pairing_reply(state, &message).await;
         }
-        return ("ignored", Some("unauthorized sender".into()));
+        return (UpdateStatus::Ignored, Some("unauthorized sender".into()));
     }
     if !message.addressed {
-        return ("context", None);
+        return (UpdateStatus::Context, None);
     }
     if let Some((command, args)) = message.command.clone() {
         return on_command(state, &message, &command, &args).await;
@@ -137,25 +137,35 @@ pub(super) async fn on_message(
         {
             let now = crate::clock::now_ms();
             let _ = store
-                .write(move |conn| queries::set_status(conn, row_id, "dispatched", None, now))
+                .write(move |conn| {
+                    queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
+                })
                 .await;
         }
     });
-    ("pending", Some("downloading attachments".into()))
+    (
+        UpdateStatus::Pending,
+        Some("downloading attachments".into()),
+    )
 }
 
 pub(super) fn forward(
     state: &TelegramBotState,
     inbound: Inbound,
-) -> (&'static str, Option<String>) {
+) -> (UpdateStatus, Option<String>) {
     match state
         .args
         .registry
         .lookup(&crate::protocol::agent::name(&inbound.agent))
     {
-        Some(agent) if agent.cast(AgentMsg::Inbound(inbound)).is_ok() => ("dispatched", None),
+        Some(agent) if agent.cast(AgentMsg::Inbound(inbound)).is_ok() => {
+            (UpdateStatus::Dispatched, None)
+        }
         // The agent is restarting: the sweep dispatches the update once it is back.
-        _ => ("pending", Some("agent not reachable; will retry".into())),
+        _ => (
+            UpdateStatus::Pending,
+            Some("agent not reachable; will retry".into()),
+        ),
     }
 }
 

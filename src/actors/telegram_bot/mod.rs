@@ -47,7 +47,7 @@ use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
 use crate::store::outbox;
-use crate::store::telegram::{self as queries, PairingRow, StoredUpdate};
+use crate::store::telegram::{self as queries, PairingRow, StoredUpdate, UpdateStatus};
 use crate::telegram::approval::{self, ApprovalButton};
 use crate::telegram::client::{self, TelegramError};
 use crate::telegram::governor::{Governor, Limits};
@@ -436,13 +436,15 @@ async fn dispatch(
     updates: Vec<StoredUpdate>,
 ) -> Result<(), ActorProcessingErr> {
     let username = state.username.clone().unwrap_or_default();
-    let mut statuses: Vec<(i64, &'static str, Option<String>)> = Vec::new();
+    let mut statuses: Vec<(i64, UpdateStatus, Option<String>)> = Vec::new();
     for update in updates {
         match intake::read(&update.payload, state.bot_id, &username) {
-            Intake::Unsupported(why) => statuses.push((update.id, "ignored", Some(why))),
+            Intake::Unsupported(why) => {
+                statuses.push((update.id, UpdateStatus::Ignored, Some(why)))
+            }
             Intake::Callback(callback) => {
                 on_callback(state, callback).await;
-                statuses.push((update.id, "processed", Some("callback".into())));
+                statuses.push((update.id, UpdateStatus::Processed, Some("callback".into())));
             }
             Intake::Message(message) => {
                 let (status, note) = on_message(myself, state, &update, message).await;
@@ -456,7 +458,7 @@ async fn dispatch(
         .store
         .write(move |conn| {
             for (id, status, note) in &statuses {
-                queries::set_status(conn, *id, status, note.as_deref(), now)?;
+                queries::set_status(conn, *id, *status, note.as_deref(), now)?;
             }
             Ok(())
         })

@@ -613,7 +613,7 @@ async fn a_grant_covers_exactly_the_approved_action_and_the_prompt_says_so() {
     // and the prompt shows the content whole and escaped.
     w.fake
         .push_message(w.bot, OWNER, OWNER, "now the other content");
-    let second = w.approval_message(1).await;
+    let second = w.approval_message(request.message_id as usize).await;
     assert_ne!(World::id_of(&second), id);
     assert!(
         second.visible_text.contains("sneaky `rm -rf ~` </pre>"),

@@ -95,7 +95,10 @@ pub fn announce(events: &crate::events::EventBus, action: &str, subject: &str) {
         crate::events::EventKind::AuditAppended,
         subject,
         action,
-        serde_json::json!({"action": action, "subject": subject}),
+        crate::events::EventData::AuditAppended {
+            action: action.to_string(),
+            subject: subject.to_string(),
+        },
     );
 }
 

@@ -4,6 +4,10 @@
 //! live stream and tests subscribe to it; the `Events` actor (src/actors/events.rs) subscribes too
 //! and writes the events to the `runtime_events` table with bounded retention.
 //!
+//! Each event carries an [`EventData`]: plain Rust fields, one variant per payload shape. The
+//! daemon's core never builds JSON for an event; only Studio does (`studio::event_json`), for its
+//! live stream and for the `data` column the `Events` actor stores.
+//!
 //! Invariant: publishing never blocks and never fails. A slow subscriber lags and is told how many
 //! events it missed; it never slows the publisher down.
 
@@ -100,9 +104,184 @@ impl EventKind {
     }
 }
 
+/// The structured fields of an event, for Studio. One variant per payload shape that is
+/// published; `studio::event_json::data_json` turns each into the JSON object Studio's pages read.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum EventData {
+    /// The event says all there is in its subject and detail (lifecycle, boot, warnings).
+    #[default]
+    None,
+    /// `message_in`: a message reached an agent's session.
+    MessageIn {
+        agent: String,
+        chat: String,
+        sender: String,
+    },
+    /// `message_out` from the local channel (CLI, Studio chat); `run_id` when a run answered.
+    MessageOut {
+        agent: String,
+        chat: String,
+        run_id: Option<i64>,
+    },
+    /// `message_out`: a reply reached Telegram, in `parts` messages.
+    TelegramReplySent {
+        agent: String,
+        chat: String,
+        parts: usize,
+    },
+    RunStarted {
+        run_id: i64,
+        agent: String,
+        chat: String,
+        resume: bool,
+    },
+    /// `run_step`: `kind` is the step kind (`tool_call`, `tool_result`, ...), `name` the tool.
+    RunStep {
+        run_id: i64,
+        agent: String,
+        kind: String,
+        name: String,
+    },
+    RunFinished {
+        run_id: i64,
+        agent: String,
+        chat: String,
+        status: String,
+    },
+    CostRecorded {
+        agent: String,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        cost_usd: f64,
+    },
+    ApprovalRequested {
+        id: String,
+        agent: String,
+        chat: String,
+        tool: String,
+        risk: String,
+        action: String,
+        reason: String,
+        expires_ms: i64,
+        run_id: i64,
+    },
+    /// `approval_decided` by a person or by the system (`by`), with the stored status.
+    ApprovalDecided {
+        id: String,
+        status: String,
+        by: String,
+        agent: String,
+    },
+    /// `approval_decided`: nobody decided before `expires_ms`, so it was denied at `expired_ms`.
+    ApprovalExpired {
+        id: String,
+        agent: String,
+        expires_ms: i64,
+        expired_ms: i64,
+    },
+    /// `bot_status`: the bot knows its username and is polling.
+    BotOnline { agent: String, username: String },
+    /// `bot_status`: the poller's status changed (`polling`, `conflict`, `rate_limited`, ...).
+    BotPolling {
+        agent: String,
+        state: String,
+        detail: String,
+        at_ms: i64,
+    },
+    /// `bot_status`: Telegram refused the token; the bot stopped.
+    BotUnauthorized { agent: String },
+    /// `bot_status`: an unknown user asked to pair with code `code`.
+    BotPairingRequested {
+        agent: String,
+        code: String,
+        user_id: i64,
+    },
+    McpHealth {
+        server: String,
+        transport: String,
+        trust: String,
+        state: String,
+        last_error: Option<String>,
+        restarts: u32,
+        last_latency_ms: Option<u64>,
+        tool_count: usize,
+    },
+    ScheduleFired {
+        job_id: i64,
+        job_run_id: i64,
+        agent: String,
+        fire_ms: i64,
+        started_ms: i64,
+        attempt: i64,
+    },
+    /// `schedule_outcome` for the job itself: `created`, `paused`, `resumed`, `cancelled`, `broken`.
+    JobChanged {
+        job_id: i64,
+        agent: String,
+        outcome: String,
+    },
+    /// `schedule_outcome` of one run of a job; `retry_at_ms` when another attempt is queued.
+    JobRunFinished {
+        job_id: i64,
+        job_run_id: i64,
+        agent: String,
+        outcome: String,
+        run_id: Option<i64>,
+        retry_at_ms: Option<i64>,
+    },
+    /// `schedule_outcome`: `count` fire times were `missed` or `skipped` (`busy`: the job was
+    /// still running).
+    FiresNotRun {
+        job_id: i64,
+        agent: String,
+        outcome: String,
+        count: i64,
+        busy: bool,
+    },
+    /// `schedule_outcome`: `count` missed fire times are run late (outcome `caught_up`).
+    FiresCaughtUp {
+        job_id: i64,
+        agent: String,
+        count: usize,
+    },
+    HandoffChanged {
+        id: String,
+        status: String,
+        change: String,
+        owner: String,
+        delegate: String,
+    },
+    /// `memory_changed`: memory `id` was `saved`, or governed (`change` names the operation).
+    MemoryChanged { id: i64, change: String },
+    /// `agent_changed`: the tools from `source` (an MCP server, ...) changed.
+    AgentToolsChanged { agent: String, source: String },
+    /// `agent_changed`: a skill was turned on or off.
+    AgentSkillToggled {
+        agent: String,
+        skill: String,
+        enabled: bool,
+    },
+    /// `agent_changed`: the runtime settings after an update.
+    AgentSettingsChanged {
+        agent: String,
+        autonomy: String,
+        model: String,
+        paused: bool,
+    },
+    /// `policy_changed`: grant `grant` was revoked.
+    GrantRevoked { grant: i64 },
+    /// `policy_changed`: rule `rule` was added.
+    RuleAdded { rule: i64 },
+    /// `policy_changed`: rule `rule` was disabled.
+    RuleDisabled { rule: i64 },
+    /// `audit_appended`: a row with this action and subject was committed.
+    AuditAppended { action: String, subject: String },
+}
+
 /// One event. `subject` names what it is about (an actor id such as `agent:assistant`,
 /// a run id, an approval id); `detail` is a human sentence; `data` carries structured fields
-/// for Studio (a JSON object, or `Null`).
+/// for Studio ([`EventData::None`] when there are none).
 #[derive(Debug, Clone)]
 pub struct RuntimeEvent {
     pub seq: u64,
@@ -110,7 +289,7 @@ pub struct RuntimeEvent {
     pub kind: EventKind,
     pub subject: String,
     pub detail: String,
-    pub data: serde_json::Value,
+    pub data: EventData,
 }
 
 /// The publishing handle. Clone it freely.
@@ -146,16 +325,10 @@ impl EventBus {
     }
 
     pub fn publish(&self, kind: EventKind, subject: &str, detail: &str) {
-        self.publish_data(kind, subject, detail, serde_json::Value::Null);
+        self.publish_data(kind, subject, detail, EventData::None);
     }
 
-    pub fn publish_data(
-        &self,
-        kind: EventKind,
-        subject: &str,
-        detail: &str,
-        data: serde_json::Value,
-    ) {
+    pub fn publish_data(&self, kind: EventKind, subject: &str, detail: &str, data: EventData) {
         let event = RuntimeEvent {
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
             at_ms: crate::clock::now_ms(),

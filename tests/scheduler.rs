@@ -18,6 +18,7 @@ use clawvisor::events::EventBus;
 use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow, JobRunRow, JobRunStatus, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
+use clawvisor::studio::event_json::data_json;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, config_toml};
 use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
@@ -1209,7 +1210,7 @@ async fn a_failed_run_is_retried_with_backoff_and_marked_failing() {
     let mut events = bench.events.subscribe();
     loop {
         let event = events.recv().await.expect("the bus is open");
-        if event.data["outcome"] == "failing" {
+        if data_json(&event.data)["outcome"] == "failing" {
             break;
         }
     }

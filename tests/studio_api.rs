@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clawvisor::domain::ChatKey;
 use clawvisor::events::{EventKind, RuntimeEvent};
+use clawvisor::studio::event_json::data_json;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, wait_reply};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::{poll_until, wait_until};
@@ -93,7 +94,7 @@ impl Studio {
                 .published(EventKind::AuditAppended)
                 .iter()
                 .map(|event| {
-                    event.data["action"]
+                    data_json(&event.data)["action"]
                         .as_str()
                         .unwrap_or_default()
                         .to_string()
@@ -341,7 +342,7 @@ async fn a_stored_deny_rule_blocks_a_tool_and_disabling_it_is_audited() {
         .published(EventKind::PolicyChanged)
         .iter()
         .map(|event| {
-            event.data["change"]
+            data_json(&event.data)["change"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string()
@@ -667,8 +668,9 @@ async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys
     .await
     .expect("agent_changed after a skill toggle");
     assert_eq!(announced.subject, "agent:ada");
+    let announced_data = data_json(&announced.data);
     assert_eq!(
-        (&announced.data["skill"], &announced.data["enabled"]),
+        (&announced_data["skill"], &announced_data["enabled"]),
         (&json!("journal"), &json!(true))
     );
 

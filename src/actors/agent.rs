@@ -23,7 +23,7 @@ use super::supervise::{Action, ChildSpec, Children, Restart, RestartPolicy};
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
 use crate::domain::ChatKey;
-use crate::events::EventKind;
+use crate::events::{EventData, EventKind};
 use crate::protocol::agent::AgentError;
 pub use crate::protocol::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
 use crate::registry::ServiceName;
@@ -186,11 +186,9 @@ impl Actor for AgentActor {
                 rebuild_tools(state);
                 push_settings(state);
                 if tool_names(state) != before {
-                    announce(
-                        state,
-                        &format!("tools from {source} changed"),
-                        json!({"change": "tools", "source": source}),
-                    );
+                    announce(state, &format!("tools from {source} changed"), |agent| {
+                        EventData::AgentToolsChanged { agent, source }
+                    });
                 }
             }
             AgentMsg::SetSkill {
@@ -202,11 +200,13 @@ impl Actor for AgentActor {
                 if result.is_ok() {
                     push_settings(state);
                     let verb = if enabled { "enabled" } else { "disabled" };
-                    announce(
-                        state,
-                        &format!("skill {skill} {verb}"),
-                        json!({"change": "skill", "skill": skill, "enabled": enabled}),
-                    );
+                    announce(state, &format!("skill {skill} {verb}"), |agent| {
+                        EventData::AgentSkillToggled {
+                            agent,
+                            skill,
+                            enabled,
+                        }
+                    });
                 }
                 let _ = reply.send(result.map(|()| view(state)));
             }
@@ -224,8 +224,12 @@ impl Actor for AgentActor {
                             settings.model,
                             if settings.paused { "paused" } else { "running" }
                         ),
-                        json!({"change": "settings", "autonomy": settings.autonomy.as_str(),
-                               "model": settings.model, "paused": settings.paused}),
+                        |agent| EventData::AgentSettingsChanged {
+                            agent,
+                            autonomy: settings.autonomy.as_str().to_string(),
+                            model: settings.model.clone(),
+                            paused: settings.paused,
+                        },
                     );
                 }
                 let _ = reply.send(result.map(|()| view(state)).map_err(AgentError::Refused));
@@ -405,15 +409,15 @@ fn tool_names(state: &AgentState) -> Vec<String> {
         .collect()
 }
 
-/// `agent_changed` once a change is stored and applied (Studio's Agents, Skills and Chat pages).
-fn announce(state: &AgentState, detail: &str, mut data: serde_json::Value) {
+/// `agent_changed` once a change is stored and applied (Studio's Agents, Skills and Chat pages);
+/// `data` builds the payload from the agent's name.
+fn announce(state: &AgentState, detail: &str, data: impl FnOnce(String) -> EventData) {
     let agent = &state.runtime.spec.name;
-    data["agent"] = json!(agent);
     state.runtime.events.publish_data(
         EventKind::AgentChanged,
         &format!("agent:{agent}"),
         detail,
-        data,
+        data(agent.clone()),
     );
 }
 

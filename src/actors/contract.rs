@@ -179,8 +179,13 @@ pub fn announce(events: &EventBus, row: &ContractRow, change: &str) {
         EventKind::HandoffChanged,
         &format!("contract:{}", row.id),
         change,
-        serde_json::json!({"id": row.id, "status": row.status, "change": change,
-                           "owner": row.owner, "delegate": row.delegate}),
+        crate::events::EventData::HandoffChanged {
+            id: row.id.clone(),
+            status: row.status.as_str().to_string(),
+            change: change.to_string(),
+            owner: row.owner.clone(),
+            delegate: row.delegate.clone(),
+        },
     );
 }
 

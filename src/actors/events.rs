@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, oneshot};
 use crate::events::{EventBus, EventKind, RuntimeEvent};
 pub use crate::protocol::events::{ActorView, EventsMsg, TreeSnapshot};
 use crate::store::Store;
+use crate::store::events::EventToStore;
 
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 const FLUSH_BATCH: usize = 256;
@@ -77,7 +78,7 @@ impl Actor for EventsActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            EventsMsg::Observed(event) => observe(state, event),
+            EventsMsg::Observed(event) => observe(state, *event),
             EventsMsg::BotPolled { agent, at_ms } => {
                 let last = state.bot_polls.entry(agent).or_insert(at_ms);
                 *last = (*last).max(at_ms);
@@ -157,7 +158,7 @@ async fn persist(
             received = receiver.recv() => match received {
                 Ok(event) => {
                     if event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
-                        let _ = events_actor.cast(EventsMsg::Observed(event.clone()));
+                        let _ = events_actor.cast(EventsMsg::Observed(Box::new(event.clone())));
                     }
                     buffer.push(event);
                     if buffer.len() >= FLUSH_BATCH {
@@ -185,7 +186,14 @@ async fn flush(store: &Store, buffer: &mut Vec<RuntimeEvent>, retention: u64) {
     if buffer.is_empty() {
         return;
     }
-    let batch = std::mem::take(buffer);
+    // Stored as the JSON Studio's live stream sends, so history and the live view agree.
+    let batch: Vec<EventToStore> = std::mem::take(buffer)
+        .into_iter()
+        .map(|event| EventToStore {
+            data: crate::studio::event_json::stored_data(&event.data),
+            event,
+        })
+        .collect();
     if let Err(error) = store
         .write(move |conn| crate::store::events::append(conn, &batch, retention))
         .await

@@ -13,7 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
 use crate::domain::{ChatKey, OutEvent, Outbound};
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 pub use crate::protocol::local::LocalChannelMsg;
 
 #[derive(Clone)]
@@ -61,7 +61,11 @@ impl Actor for LocalChannel {
                         EventKind::MessageOut,
                         &outbound.chat.to_string(),
                         &text.chars().take(200).collect::<String>(),
-                        serde_json::json!({"agent": outbound.agent, "chat": outbound.chat.as_str(), "run_id": outbound.run_id}),
+                        EventData::MessageOut {
+                            agent: outbound.agent.clone(),
+                            chat: outbound.chat.as_str().to_string(),
+                            run_id: outbound.run_id,
+                        },
                     );
                 }
                 if let Some(listeners) = state.listeners.get_mut(&outbound.chat) {

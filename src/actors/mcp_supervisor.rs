@@ -23,13 +23,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use serde_json::json;
 
 use super::mcp_link::{AgentTarget, McpLink, McpLinkArgs};
 use super::root::actor_spec;
 use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 pub use crate::protocol::mcp::{LinkReport, McpHealth, McpSupervisorMsg};
 use crate::registry::Registry;
 use crate::secrets::Secret;
@@ -142,16 +141,16 @@ impl McpSupervisorState {
             EventKind::McpHealth,
             crate::protocol::mcp::link(server).local(),
             health.state,
-            json!({
-                "server": health.server,
-                "transport": health.transport,
-                "trust": health.trust,
-                "state": health.state,
-                "last_error": health.last_error,
-                "restarts": health.restarts,
-                "last_latency_ms": health.last_latency_ms,
-                "tool_count": health.tools.len(),
-            }),
+            EventData::McpHealth {
+                server: health.server.clone(),
+                transport: health.transport.to_string(),
+                trust: health.trust.to_string(),
+                state: health.state.to_string(),
+                last_error: health.last_error.clone(),
+                restarts: health.restarts,
+                last_latency_ms: health.last_latency_ms,
+                tool_count: health.tools.len(),
+            },
         );
     }
 

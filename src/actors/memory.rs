@@ -31,7 +31,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
 use crate::memory::index::{
     ChunkVector, IndexParams, LoadOutcome, OwnerFilter, VectorIndex, Watermark,
@@ -278,7 +278,10 @@ impl Actor for MemoryActor {
                         EventKind::MemoryChanged,
                         &subject,
                         &action,
-                        json!({"id": id, "change": name}),
+                        EventData::MemoryChanged {
+                            id,
+                            change: name.to_string(),
+                        },
                     );
                 }
                 let _ = reply.send(result.map_err(MemoryError::from));
@@ -485,7 +488,10 @@ fn announce_saved(args: &MemoryArgs, outcome: &Result<SaveOutcome, String>) {
             EventKind::MemoryChanged,
             &format!("memory:{id}"),
             "saved",
-            json!({"id": id, "change": "saved"}),
+            EventData::MemoryChanged {
+                id: *id,
+                change: "saved".to_string(),
+            },
         );
     }
 }

@@ -30,7 +30,7 @@ use crate::agent::{AgentRuntime, AgentSettings};
 use crate::domain::{
     ChatKey, ChatKind, Inbound, InboundSource, OutEvent, Outbound, SessionCommand,
 };
-use crate::events::EventKind;
+use crate::events::{EventData, EventKind};
 use crate::llm::ChatMessage;
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::runs::{self, RunStatus};
@@ -411,7 +411,11 @@ async fn store_inbound(
             EventKind::MessageIn,
             state.chat.as_str(),
             &inbound.text.chars().take(200).collect::<String>(),
-            json!({"agent": state.runtime.spec.name, "chat": state.chat.as_str(), "sender": inbound.sender.name}),
+            EventData::MessageIn {
+                agent: state.runtime.spec.name.clone(),
+                chat: state.chat.as_str().to_string(),
+                sender: inbound.sender.name.clone(),
+            },
         );
     }
     Ok(())

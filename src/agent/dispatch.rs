@@ -561,7 +561,12 @@ async fn execute(
                 crate::events::EventKind::RunStep,
                 &announced,
                 &format!("tool_result {}", call.name),
-                json!({"run_id": run_id, "agent": ctx.agent(), "kind": "tool_result", "name": call.name}),
+                crate::events::EventData::RunStep {
+                    run_id,
+                    agent: ctx.agent().to_string(),
+                    kind: "tool_result".to_string(),
+                    name: call.name.clone(),
+                },
             );
         }
         Err(error) => tracing::warn!(run_id, %error, "could not record a tool result"),

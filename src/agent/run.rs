@@ -22,7 +22,7 @@ use super::loop_guard::{GuardStop, LoopGuard};
 use super::transcript::{self, estimate_tokens, message_tokens};
 use super::{AgentRuntime, AgentSettings};
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
-use crate::events::EventKind;
+use crate::events::{EventData, EventKind};
 use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback, cost_usd};
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
@@ -112,7 +112,12 @@ impl RunCtx {
             EventKind::RunStep,
             &format!("run:{run_id}"),
             &format!("{kind} {name}"),
-            json!({"run_id": run_id, "agent": self.agent(), "kind": kind, "name": name}),
+            EventData::RunStep {
+                run_id,
+                agent: self.agent().to_string(),
+                kind: kind.to_string(),
+                name,
+            },
         );
     }
 
@@ -163,7 +168,12 @@ pub async fn execute(request: RunRequest) -> RunReport {
         EventKind::RunStarted,
         &format!("run:{}", ctx.run_id),
         &format!("{} in {}", ctx.agent(), ctx.chat),
-        json!({"run_id": ctx.run_id, "agent": ctx.agent(), "chat": ctx.chat.as_str(), "resume": request.resume}),
+        EventData::RunStarted {
+            run_id: ctx.run_id,
+            agent: ctx.agent().to_string(),
+            chat: ctx.chat.as_str().to_string(),
+            resume: request.resume,
+        },
     );
     if ctx.chat.kind() != ChatKind::Schedule && ctx.chat.kind() != ChatKind::Handoff {
         ctx.deliver(OutEvent::Working);
@@ -561,9 +571,17 @@ async fn record_model_call(
     ctx.runtime.events.publish_data(
         EventKind::CostRecorded,
         &format!("run:{}", ctx.run_id),
-        &format!("{} {}+{} tokens ${cost:.5}", outcome.model.model, usage.input_tokens, usage.output_tokens),
-        json!({"agent": ctx.agent(), "model": outcome.model.model, "input_tokens": usage.input_tokens,
-               "output_tokens": usage.output_tokens, "cost_usd": cost}),
+        &format!(
+            "{} {}+{} tokens ${cost:.5}",
+            outcome.model.model, usage.input_tokens, usage.output_tokens
+        ),
+        EventData::CostRecorded {
+            agent: ctx.agent().to_string(),
+            model: outcome.model.model.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cost_usd: cost,
+        },
     );
     Ok(())
 }
@@ -687,7 +705,12 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
         EventKind::RunFinished,
         &format!("run:{run_id}"),
         status.as_str(),
-        json!({"run_id": run_id, "agent": ctx.agent(), "chat": ctx.chat.as_str(), "status": status.as_str()}),
+        EventData::RunFinished {
+            run_id,
+            agent: ctx.agent().to_string(),
+            chat: ctx.chat.as_str().to_string(),
+            status: status.as_str().to_string(),
+        },
     );
     ctx.deliver(OutEvent::Final {
         text: text.clone(),

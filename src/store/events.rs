@@ -16,13 +16,20 @@ pub struct StoredEvent {
     pub data: Option<String>,
 }
 
+/// An event on its way to the table: the bus event and its `data` as the JSON text Studio reads
+/// (`studio::event_json::stored_data`), `None` when it has no data.
+#[derive(Debug, Clone)]
+pub struct EventToStore {
+    pub event: RuntimeEvent,
+    pub data: Option<String>,
+}
+
 /// Appends events and trims the table to the newest `keep` rows.
-pub fn append(conn: &Connection, events: &[RuntimeEvent], keep: u64) -> Result<()> {
+pub fn append(conn: &Connection, events: &[EventToStore], keep: u64) -> Result<()> {
     let mut insert = conn.prepare_cached(
         "INSERT INTO runtime_events (seq, at_ms, kind, subject, detail, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    for event in events {
-        let data = (!event.data.is_null()).then(|| event.data.to_string());
+    for EventToStore { event, data } in events {
         insert.execute(params![
             event.seq as i64,
             event.at_ms,

@@ -13,14 +13,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::StudioState;
-use crate::events::RuntimeEvent;
-
-pub fn event_json(event: &RuntimeEvent) -> serde_json::Value {
-    json!({
-        "seq": event.seq, "at_ms": event.at_ms, "kind": event.kind.as_str(),
-        "subject": event.subject, "detail": event.detail, "data": event.data,
-    })
-}
+use super::event_json::event_json;
 
 fn stream(state: StudioState) -> impl Stream<Item = Result<Event, Infallible>> {
     let receiver = state.events.subscribe();

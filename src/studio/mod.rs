@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod assets;
 pub mod audit;
 pub mod error;
+pub mod event_json;
 pub mod gateway;
 pub mod handoffs;
 pub mod live;

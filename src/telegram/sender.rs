@@ -319,11 +319,19 @@ impl ChatWorker {
                 EventKind::MessageOut,
                 &format!("tg:{}", self.chat_id),
                 &text.chars().take(200).collect::<String>(),
-                serde_json::json!({"agent": self.agent, "chat": format!("tg:{}", self.chat_id), "parts": chunks.len()}),
+                crate::events::EventData::TelegramReplySent {
+                    agent: self.agent.clone(),
+                    chat: format!("tg:{}", self.chat_id),
+                    parts: chunks.len(),
+                },
             ),
             Err(error) => {
                 tracing::warn!(chat = self.chat_id, outbox_id = id, %error, "reply not delivered; it stays in the outbox");
-                self.events.publish(EventKind::Warning, &format!("bot:{}", self.agent), &format!("reply to chat {} not delivered: {error}", self.chat_id));
+                self.events.publish(
+                    EventKind::Warning,
+                    &format!("bot:{}", self.agent),
+                    &format!("reply to chat {} not delivered: {error}", self.chat_id),
+                );
             }
         }
     }

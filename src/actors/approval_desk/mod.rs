@@ -31,7 +31,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 pub use crate::protocol::approvals::{
     ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, DecideOutcome, Decider, Decision,
 };
@@ -303,7 +303,12 @@ async fn on_request(
             EventKind::ApprovalDecided,
             &format!("approval:{id}"),
             "denied: no approver reachable",
-            json!({"id": id, "status": row.status, "by": "system", "agent": row.agent}),
+            EventData::ApprovalDecided {
+                id: id.clone(),
+                status: row.status.as_str().to_string(),
+                by: "system".to_string(),
+                agent: row.agent.clone(),
+            },
         );
         let _ = reply.send(ApprovalVerdict::Denied {
             id,
@@ -319,8 +324,17 @@ async fn on_request(
         EventKind::ApprovalRequested,
         &format!("approval:{id}"),
         &row.action,
-        json!({"id": id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "risk": row.risk.as_str(),
-               "action": row.action, "reason": row.reason, "expires_ms": row.expires_ms, "run_id": row.run_id}),
+        EventData::ApprovalRequested {
+            id: id.clone(),
+            agent: row.agent.clone(),
+            chat: row.chat.clone(),
+            tool: row.tool.clone(),
+            risk: row.risk.as_str().to_string(),
+            action: row.action.clone(),
+            reason: row.reason.clone(),
+            expires_ms: row.expires_ms,
+            run_id: row.run_id,
+        },
     );
     Ok(())
 }
@@ -570,7 +584,12 @@ async fn on_decide(
         EventKind::ApprovalDecided,
         &format!("approval:{}", row.id),
         &format!("{status} by {by}"),
-        json!({"id": row.id, "status": status, "by": by, "agent": row.agent}),
+        EventData::ApprovalDecided {
+            id: row.id.clone(),
+            status: status.to_string(),
+            by: by.to_string(),
+            agent: row.agent.clone(),
+        },
     );
     Ok(if status == ApprovalStatus::Approved {
         DecideOutcome::Approved { id: row.id }
@@ -669,7 +688,12 @@ async fn expire_due(
                 EventKind::ApprovalDecided,
                 &format!("approval:{}", row.id),
                 "denied_timeout",
-                json!({"id": row.id, "status": "denied_timeout", "agent": row.agent, "expires_ms": row.expires_ms, "expired_ms": now}),
+                EventData::ApprovalExpired {
+                    id: row.id.clone(),
+                    agent: row.agent.clone(),
+                    expires_ms: row.expires_ms,
+                    expired_ms: now,
+                },
             );
         }
     }

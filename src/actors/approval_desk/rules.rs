@@ -6,7 +6,7 @@ use ractor::ActorProcessingErr;
 use serde_json::json;
 
 use super::DeskState;
-use crate::events::EventKind;
+use crate::events::{EventData, EventKind};
 use crate::protocol::approvals::NewRule;
 use crate::store::approvals as queries;
 
@@ -38,7 +38,8 @@ pub(super) async fn revoke_grant(
             state,
             "grant.revoked",
             &format!("grant:{id}"),
-            json!({"grant": id, "change": "grant_revoked"}),
+            "grant revoked",
+            EventData::GrantRevoked { grant: id },
         );
     }
     Ok(revoked)
@@ -80,7 +81,8 @@ pub(super) async fn add_rule(
         state,
         "policy.rule_added",
         &format!("rule:{id}"),
-        json!({"rule": id, "change": "rule_added"}),
+        "rule added",
+        EventData::RuleAdded { rule: id },
     );
     Ok(id)
 }
@@ -113,7 +115,8 @@ pub(super) async fn disable_rule(
             state,
             "policy.rule_disabled",
             &format!("rule:{id}"),
-            json!({"rule": id, "change": "rule_disabled"}),
+            "rule disabled",
+            EventData::RuleDisabled { rule: id },
         );
     }
     Ok(disabled)
@@ -121,11 +124,10 @@ pub(super) async fn disable_rule(
 
 /// A policy change outside an approval (a grant revoked, a rule added or disabled), once its
 /// audited write committed: the audit row is announced, and `policy_changed` tells live views.
-fn policy_changed(state: &DeskState, action: &str, subject: &str, data: serde_json::Value) {
+fn policy_changed(state: &DeskState, action: &str, subject: &str, detail: &str, data: EventData) {
     crate::audit::announce(&state.args.events, action, subject);
-    let detail = data["change"].as_str().unwrap_or(action).replace('_', " ");
     state
         .args
         .events
-        .publish_data(EventKind::PolicyChanged, subject, &detail, data);
+        .publish_data(EventKind::PolicyChanged, subject, detail, data);
 }

@@ -244,7 +244,14 @@ pub(super) async fn finish(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
         &format!("task #{id} run {job_run_id} {outcome}"),
-        json!({"job_id": id, "job_run_id": job_run_id, "agent": job.row.agent, "outcome": outcome, "run_id": run_id, "retry_at_ms": retry_at}),
+        EventData::JobRunFinished {
+            job_id: id,
+            job_run_id,
+            agent: job.row.agent.clone(),
+            outcome: outcome.to_string(),
+            run_id,
+            retry_at_ms: retry_at,
+        },
     );
     if job.row.status == JobStatus::Cancelled && job.running.is_none() {
         state.jobs.remove(&id);

@@ -208,7 +208,13 @@ pub(super) async fn fire_regular(
                 EventKind::ScheduleOutcome,
                 &format!("job:{}", plan.job_id),
                 &format!("task #{} {status}: {detail}", plan.job_id),
-                json!({"job_id": plan.job_id, "agent": job.row.agent, "outcome": status, "count": count, "busy": plan.skipped_busy}),
+                EventData::FiresNotRun {
+                    job_id: plan.job_id,
+                    agent: job.row.agent.clone(),
+                    outcome: status.to_string(),
+                    count: *count,
+                    busy: plan.skipped_busy,
+                },
             );
         }
         job.row.next_run_ms = plan.row.next_run_ms;
@@ -229,7 +235,11 @@ pub(super) async fn fire_regular(
                 EventKind::ScheduleOutcome,
                 &format!("job:{}", plan.job_id),
                 &format!("task #{} caught up {} run(s)", plan.job_id, plan.runs.len()),
-                json!({"job_id": plan.job_id, "agent": job.row.agent, "outcome": "caught_up", "count": plan.runs.len()}),
+                EventData::FiresCaughtUp {
+                    job_id: plan.job_id,
+                    agent: job.row.agent.clone(),
+                    count: plan.runs.len(),
+                },
             );
         }
         if let Some(text) = plan.notice
@@ -362,7 +372,14 @@ pub(super) async fn dispatch(
                 format_local(queued.fire_ms, job.zone),
                 queued.attempt
             ),
-            json!({"job_id": id, "job_run_id": queued.job_run_id, "agent": job.row.agent, "fire_ms": queued.fire_ms, "started_ms": now, "attempt": queued.attempt}),
+            EventData::ScheduleFired {
+                job_id: id,
+                job_run_id: queued.job_run_id,
+                agent: job.row.agent.clone(),
+                fire_ms: queued.fire_ms,
+                started_ms: now,
+                attempt: queued.attempt,
+            },
         );
     }
     Ok(())

@@ -195,7 +195,11 @@ pub(super) async fn create(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
         &format!("task #{id} created: {}", view.schedule),
-        json!({"job_id": id, "agent": view.agent, "outcome": "created"}),
+        EventData::JobChanged {
+            job_id: id,
+            agent: view.agent.clone(),
+            outcome: "created".to_string(),
+        },
     );
     Ok(view)
 }
@@ -495,7 +499,11 @@ pub(super) async fn set_paused(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
         &format!("task #{id} {outcome}"),
-        json!({"job_id": id, "agent": view.agent, "outcome": outcome}),
+        EventData::JobChanged {
+            job_id: id,
+            agent: view.agent.clone(),
+            outcome: outcome.to_string(),
+        },
     );
     reschedule(state, id);
     Ok(view)
@@ -541,7 +549,11 @@ pub(super) async fn cancel(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
         &format!("task #{id} cancelled"),
-        json!({"job_id": id, "agent": view.agent, "outcome": "cancelled"}),
+        EventData::JobChanged {
+            job_id: id,
+            agent: view.agent.clone(),
+            outcome: "cancelled".to_string(),
+        },
     );
     Ok(view)
 }
@@ -585,7 +597,11 @@ pub(super) async fn pause_broken(
                 "task #{} paused: its schedule does not read ({error})",
                 row.id
             ),
-            json!({"job_id": row.id, "agent": row.agent, "outcome": "broken"}),
+            EventData::JobChanged {
+                job_id: row.id,
+                agent: row.agent.clone(),
+                outcome: "broken".to_string(),
+            },
         );
     }
     state

@@ -52,13 +52,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::json;
 
 use crate::config::{AgentSpec, SchedulerConfig};
 use crate::domain::{
     ChatKey, ChatKind, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
 };
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 use crate::protocol::agent::AgentMsg;
 pub use crate::protocol::scheduler::{
     JobChange, JobScope, JobView, MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob, PREVIEW_COUNT,

@@ -257,7 +257,11 @@ pub(super) async fn pairing_reply(state: &mut TelegramBotState, message: &Incomi
             EventKind::BotStatus,
             &state.args.subject(),
             &format!("pairing requested by {} ({})", row.name, row.user_id),
-            json!({"agent": row.agent, "state": "pairing_requested", "code": row.code, "user_id": row.user_id}),
+            EventData::BotPairingRequested {
+                agent: row.agent.clone(),
+                code: row.code.clone(),
+                user_id: row.user_id,
+            },
         );
         let _ = worker(state, message.chat_id).send(SendJob::Notice { text });
     }

@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::json;
 use teloxide::prelude::*;
 use teloxide::types::BotCommand;
 use tokio::sync::mpsc;
@@ -37,7 +36,7 @@ use crate::config::{AgentSpec, TelegramConfig};
 use crate::domain::{
     Attachment, ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
 };
-use crate::events::{EventBus, EventKind};
+use crate::events::{EventBus, EventData, EventKind};
 use crate::protocol::agent::AgentMsg;
 use crate::protocol::approvals::Approvals;
 use crate::protocol::approvals::{ApprovalDeskMsg, Decider, Decision};
@@ -228,7 +227,10 @@ impl Actor for TelegramBot {
                     EventKind::BotStatus,
                     &state.args.subject(),
                     &format!("@{username} online"),
-                    json!({"agent": state.args.spec.name, "state": "online", "username": username}),
+                    EventData::BotOnline {
+                        agent: state.args.spec.name.clone(),
+                        username: username.clone(),
+                    },
                 );
                 state.username = Some(username);
                 if let Some(desk) = state
@@ -271,8 +273,17 @@ impl Actor for TelegramBot {
                 state.args.events.publish_data(
                     EventKind::BotStatus,
                     &state.args.subject(),
-                    &if detail.is_empty() { status.to_string() } else { format!("{status}: {detail}") },
-                    json!({"agent": state.args.spec.name, "state": status, "detail": detail, "at_ms": crate::clock::now_ms()}),
+                    &if detail.is_empty() {
+                        status.to_string()
+                    } else {
+                        format!("{status}: {detail}")
+                    },
+                    EventData::BotPolling {
+                        agent: state.args.spec.name.clone(),
+                        state: status.to_string(),
+                        detail,
+                        at_ms: crate::clock::now_ms(),
+                    },
                 );
             }
             TelegramMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)) => {
@@ -292,7 +303,9 @@ impl Actor for TelegramBot {
                     EventKind::BotStatus,
                     &state.args.subject(),
                     &text,
-                    json!({"agent": state.args.spec.name, "state": "unauthorized"}),
+                    EventData::BotUnauthorized {
+                        agent: state.args.spec.name.clone(),
+                    },
                 );
                 myself.stop(Some("unauthorized".into()));
             }

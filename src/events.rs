@@ -289,7 +289,9 @@ pub struct RuntimeEvent {
     pub kind: EventKind,
     pub subject: String,
     pub detail: String,
-    pub data: EventData,
+    /// Boxed: the bus pre-allocates `BUS_CAPACITY` events, so a large inline payload would cost
+    /// its size 8,192 times over in resident memory.
+    pub data: Box<EventData>,
 }
 
 /// The publishing handle. Clone it freely.
@@ -335,7 +337,7 @@ impl EventBus {
             kind,
             subject: subject.to_string(),
             detail: crate::secrets::redact(detail).into_owned(),
-            data,
+            data: Box::new(data),
         };
         // No receiver is not an error: nobody is watching right now.
         let _ = self.sender.send(event);

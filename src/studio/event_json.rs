@@ -482,7 +482,7 @@ mod tests {
             kind: EventKind::Warning,
             subject: text("bot:ada"),
             detail: text("reply not delivered"),
-            data: EventData::None,
+            data: Box::new(EventData::None),
         };
         assert_eq!(
             event_json(&event),

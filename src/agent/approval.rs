@@ -16,7 +16,6 @@ use crate::policy::gate::DecisionEnvelope;
 use crate::protocol::approvals::{ApprovalRequest, ApprovalVerdict, Approvals};
 use crate::store::approvals;
 use crate::store::runs::{self, NewStep, RunStatus};
-use crate::tools::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalOutcome {
@@ -33,11 +32,18 @@ pub fn action_hash(tool: &str, args: &Value) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// What the approver is asked about: the action as shown, its hash (what a grant covers) and the
+/// tool's target (for display), as the dispatcher planned them.
+pub struct Asked<'a> {
+    pub action: &'a str,
+    pub hash: &'a str,
+    pub target: String,
+}
+
 pub async fn request(
     ctx: &RunCtx,
     call: &ToolCall,
-    tool: &dyn Tool,
-    args: &Value,
+    asked: Asked<'_>,
     envelope: &DecisionEnvelope,
 ) -> ApprovalOutcome {
     let request = ApprovalRequest {
@@ -46,9 +52,9 @@ pub async fn request(
         run_id: ctx.run_id,
         call_id: call.id.clone(),
         tool: call.name.clone(),
-        action: tool.describe_call(args),
-        action_hash: action_hash(&call.name, args),
-        target: tool.target(args),
+        action: asked.action.to_string(),
+        action_hash: asked.hash.to_string(),
+        target: asked.target,
         risk: envelope.risk,
         reason: envelope.reason.clone(),
         ttl: ctx.runtime.spec.approval_ttl.0,

@@ -45,12 +45,14 @@ type BoxedCall<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutput)> + Send + 'a>>;
 
 /// A call cleared to run: its index, tool, parsed arguments and the approval that cleared it.
-type Planned = (usize, Arc<dyn Tool>, Value, Option<String>);
+type Planned = (usize, Arc<dyn Tool>, Value, String, Option<String>);
 
 enum Plan {
     Run {
         tool: Arc<dyn Tool>,
         args: Value,
+        /// `approval::action_hash` of the call, computed once when it is planned.
+        hash: String,
         approval: Option<String>,
     },
     Refused(ToolOutput),
@@ -100,8 +102,15 @@ pub async fn dispatch(
                         Plan::Run {
                             tool,
                             args,
+                            hash,
                             approval,
-                        } => Some((i, tool.clone(), args.clone(), approval.clone())),
+                        } => Some((
+                            i,
+                            tool.clone(),
+                            args.clone(),
+                            hash.clone(),
+                            approval.clone(),
+                        )),
                         Plan::Refused(_) => None,
                     })
                     .collect();
@@ -109,11 +118,11 @@ pub async fn dispatch(
                 // lifetime inference for `Send` futures.
                 let futures: Vec<BoxedCall<'_>> = batch
                     .into_iter()
-                    .map(|(i, tool, args, approval)| -> BoxedCall<'_> {
+                    .map(|(i, tool, args, hash, approval)| -> BoxedCall<'_> {
                         Box::pin(async move {
                             (
                                 i,
-                                execute(ctx, &calls[i], tool.as_ref(), args, approval).await,
+                                execute(ctx, &calls[i], tool.as_ref(), args, &hash, approval).await,
                             )
                         })
                     })
@@ -134,6 +143,7 @@ pub async fn dispatch(
             Plan::Run {
                 tool,
                 args,
+                hash,
                 approval,
             } => {
                 let output = execute(
@@ -141,6 +151,7 @@ pub async fn dispatch(
                     &calls[index],
                     tool.as_ref(),
                     args.clone(),
+                    hash,
                     approval.clone(),
                 )
                 .await;
@@ -277,6 +288,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
     };
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
+    let hash = approval::action_hash(&call.name, &args);
     // A skill loaded in this run tightens it by its `risk` hint (never loosens). Only when the
     // agent has such a skill does the lookup also read which skills the run loaded.
     let could_tighten: Vec<(&str, crate::config::Autonomy)> = ctx
@@ -291,14 +303,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
         grant,
         rule,
         skills_loaded,
-    } = policy_lookup(
-        ctx,
-        &call.name,
-        &action,
-        &super::approval::action_hash(&call.name, &args),
-        skills_of_run,
-    )
-    .await;
+    } = policy_lookup(ctx, &call.name, &action, &hash, skills_of_run).await;
     let tightening: Vec<(&str, crate::config::Autonomy)> = could_tighten
         .into_iter()
         .filter(|(name, _)| skills_loaded.iter().any(|loaded| loaded == name))
@@ -343,6 +348,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
         Decision::Allow => Plan::Run {
             tool,
             args,
+            hash,
             approval: None,
         },
         Decision::Deny => Plan::Refused(ToolOutput::error(format!(
@@ -350,7 +356,12 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
             envelope.reason, envelope.source
         ))),
         Decision::RequireApproval => {
-            match approval::request(ctx, call, tool.as_ref(), &args, &envelope).await {
+            let asked = approval::Asked {
+                action: &action,
+                hash: &hash,
+                target: tool.target(&args),
+            };
+            match approval::request(ctx, call, asked, &envelope).await {
                 ApprovalOutcome::Approved { id, by } => {
                     ctx.record_step(NewStep {
                         kind: "note",
@@ -362,6 +373,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
                     Plan::Run {
                         tool,
                         args,
+                        hash,
                         approval: Some(id),
                     }
                 }
@@ -480,9 +492,9 @@ async fn execute(
     call: &ToolCall,
     tool: &dyn Tool,
     args: Value,
+    hash: &str,
     approval: Option<String>,
 ) -> ToolOutput {
-    let hash = super::approval::action_hash(&call.name, &args);
     ctx.deliver(OutEvent::Tool {
         name: call.name.clone(),
         status: "started".into(),

@@ -356,21 +356,9 @@ async fn the_gateway_speaks_openai_chat_completions() {
         vec![agent_toml("ada", "")],
     )
     .await;
-    let addr = harness
-        .daemon()
-        .studio_addr(Duration::from_secs(10))
-        .await
-        .unwrap();
     // Scripts on the server send the daemon's local access token.
-    let token = harness.daemon().studio_token().expect("Studio runs");
-    let client = reqwest::Client::builder()
-        .default_headers(reqwest::header::HeaderMap::from_iter([(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {}", token.expose()).parse().unwrap(),
-        )]))
-        .build()
-        .unwrap();
-    let url = format!("http://{addr}/v1/chat/completions");
+    let (studio, client) = harness.studio_http().await;
+    let url = format!("{studio}/v1/chat/completions");
     let body = serde_json::json!({
         "model": "ada",
         "user": "alice",

@@ -228,28 +228,16 @@ async fn a_passed_deadline_expires_the_contract_and_a_cancel_stops_the_delegate(
     assert_eq!(reply.text, "Lead: told about the outcome.");
     let id = contract_rows(&harness).await[0].0.clone();
     // The operator cancels it through Studio: the delegate's run is stopped.
-    let addr = harness
-        .daemon()
-        .studio_addr(Duration::from_secs(10))
-        .await
-        .unwrap();
     // Scripts on the server send the daemon's local access token.
-    let token = harness.daemon().studio_token().expect("Studio runs");
-    let http = reqwest::Client::builder()
-        .default_headers(reqwest::header::HeaderMap::from_iter([(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {}", token.expose()).parse().unwrap(),
-        )]))
-        .build()
-        .unwrap();
+    let (studio, http) = harness.studio_http().await;
     let cancelled = http
-        .post(format!("http://{addr}/api/v1/handoffs/{id}/cancel"))
+        .post(format!("{studio}/api/v1/handoffs/{id}/cancel"))
         .send()
         .await
         .unwrap();
     assert_eq!(cancelled.status().as_u16(), 200);
     let detail: serde_json::Value = http
-        .get(format!("http://{addr}/api/v1/handoffs/{id}"))
+        .get(format!("{studio}/api/v1/handoffs/{id}"))
         .send()
         .await
         .unwrap()

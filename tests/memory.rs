@@ -514,22 +514,9 @@ async fn studio_reviews_searches_and_governs_memory() {
     let id = w
         .saved("worker", "The printer toner is in the hall cupboard")
         .await;
-    let addr = w
-        .harness
-        .daemon()
-        .studio_addr(std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
     // Scripts on the server send the daemon's local access token.
-    let token = w.harness.daemon().studio_token().expect("Studio runs");
-    let http = reqwest::Client::builder()
-        .default_headers(reqwest::header::HeaderMap::from_iter([(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {}", token.expose()).parse().unwrap(),
-        )]))
-        .build()
-        .unwrap();
-    let base = format!("http://{addr}/api/v1/memory");
+    let (studio, http) = w.harness.studio_http().await;
+    let base = format!("{studio}/api/v1/memory");
     let review: serde_json::Value = http.get(&base).send().await.unwrap().json().await.unwrap();
     assert_eq!(
         review["memories"][0]["text"],

@@ -18,6 +18,7 @@ use clawvisor::testkit::harness::{
 };
 use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait_until;
 use serde_json::{Value, json};
 
 /// The headers a reverse proxy adds, claiming the caller is the machine itself.
@@ -97,29 +98,27 @@ impl Studio {
 
     /// Pending approvals of `tool`, waiting (up to 20 s) for one to appear.
     async fn pending(&self, tool: &str) -> String {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let list = self
-                .authed(
-                    reqwest::Method::GET,
-                    "/api/v1/approvals?status=pending",
-                    None,
-                )
-                .await;
-            if let Some(approval) = list["approvals"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|approval| approval["tool"] == tool)
-            {
-                return approval["id"].as_str().unwrap().to_string();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no pending {tool} approval: {list}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until(
+            Duration::from_secs(20),
+            &format!("a pending {tool} approval"),
+            || async {
+                let list = self
+                    .authed(
+                        reqwest::Method::GET,
+                        "/api/v1/approvals?status=pending",
+                        None,
+                    )
+                    .await;
+                list["approvals"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|approval| approval["tool"] == tool)
+                    .map(|approval| approval["id"].as_str().unwrap().to_string())
+                    .ok_or_else(|| format!("no pending {tool} approval: {list}"))
+            },
+        )
+        .await
     }
 
     async fn rule_count(&self) -> i64 {

@@ -268,27 +268,9 @@ async fn world() -> World {
         .dir(dir)
         .start()
         .await;
-    let addr = world
-        .harness
-        .daemon()
-        .studio_addr(Duration::from_secs(10))
-        .await
-        .expect("studio bound");
     // Scripts on the server call the API with the daemon's local access token.
-    let token = world.harness.daemon().studio_token().expect("Studio runs");
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {}", token.expose()).parse().unwrap(),
-    );
-    World {
-        world,
-        base: format!("http://{addr}"),
-        http: reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .unwrap(),
-    }
+    let (base, http) = world.harness.studio_http().await;
+    World { world, base, http }
 }
 
 async fn log_in(browser: &Browser, world: &World) {

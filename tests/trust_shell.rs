@@ -254,19 +254,18 @@ async fn no_bypass_runs_without_a_recorded_decision() {
     );
     options.env = BTreeMap::new();
     let harness = Harness::start(options).await.expect("the daemon starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !harness
-        .agent_tools("ada")
-        .await
-        .iter()
-        .any(|tool| tool == "shady__echo")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the untrusted server's tools were never published"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    clawvisor::testkit::wait_until(
+        std::time::Duration::from_secs(15),
+        "the untrusted server's tools published",
+        || async {
+            harness
+                .agent_tools("ada")
+                .await
+                .iter()
+                .any(|tool| tool == "shady__echo")
+        },
+    )
+    .await;
     let workspace = workspace(&harness);
     prepare_workspace(&workspace);
     // Before the fix the untrusted server's read-only tool ran at once in this mode.

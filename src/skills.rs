@@ -450,7 +450,7 @@ pub fn enabled_names(configured: &[String], toggles: &[(String, bool)]) -> Vec<S
 pub fn usable(skills: &[AgentSkill], enabled: &[String]) -> Vec<Skill> {
     skills
         .iter()
-        .filter(|skill| skill.entry.shadowed.is_none())
+        // A shadowed skill is never available, so this also leaves shadowed ones out.
         .filter(|skill| enabled.contains(&skill.entry.name) && skill.available.is_ok())
         .filter_map(|skill| skill.entry.skill.as_ref().ok().cloned())
         .collect()

@@ -66,10 +66,11 @@ pub async fn dispatch(
 ) -> Result<Vec<CallResult>, StoreError> {
     let mut plans = Vec::with_capacity(calls.len());
     for call in calls {
-        let planned = if carries_secret(call) {
+        let arguments = parse_arguments(call);
+        let planned = if carries_secret(call, arguments.as_ref().ok()) {
             refuse_secret(ctx, call).await
         } else {
-            plan(ctx, guard, limiter, call).await
+            plan(ctx, guard, limiter, call, arguments).await
         };
         plans.push(match planned {
             Plan::Refused(output) => Plan::Refused(redacted_output(output)),
@@ -172,13 +173,18 @@ pub async fn dispatch(
 /// What the model is told when a call is refused for carrying a secret. It names no value.
 pub const SECRET_REFUSAL: &str = "Not run: the arguments carry a secret of this daemon (a bot token or API key, possibly encoded). Tools never receive the daemon's secrets and nothing may send them anywhere. Do not retry this call; tell the user if it matters.";
 
+/// A call's arguments as JSON (no arguments at all is an empty object); parsed once per call.
+fn parse_arguments(call: &ToolCall) -> Result<Value, serde_json::Error> {
+    let text = call.arguments.trim();
+    serde_json::from_str(if text.is_empty() { "{}" } else { text })
+}
+
 /// Whether a call's arguments hold a registered secret: in the text as sent (raw, URL-encoded,
 /// base64, hex) or in any string once parsed (a JSON escape hides nothing).
-fn carries_secret(call: &ToolCall) -> bool {
+fn carries_secret(call: &ToolCall, parsed: Option<&Value>) -> bool {
     crate::secrets::contains_secret(&call.arguments)
         || crate::secrets::contains_secret(&call.name)
-        || serde_json::from_str::<Value>(&call.arguments)
-            .is_ok_and(|args| crate::secrets::json_contains_secret(&args))
+        || parsed.is_some_and(crate::secrets::json_contains_secret)
 }
 
 /// Refuses a call that carries a secret, before the gate: the decision is recorded as a step and
@@ -254,7 +260,13 @@ pub fn redacted_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
         .collect()
 }
 
-async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: &ToolCall) -> Plan {
+async fn plan(
+    ctx: &RunCtx,
+    guard: &LoopGuard,
+    limiter: &mut RateLimiter,
+    call: &ToolCall,
+    arguments: Result<Value, serde_json::Error>,
+) -> Plan {
     let Some(tool) = ctx.settings.tool(&call.name) else {
         let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
         return Plan::Refused(ToolOutput::error(format!(
@@ -267,11 +279,7 @@ async fn plan(ctx: &RunCtx, guard: &LoopGuard, limiter: &mut RateLimiter, call: 
             }
         )));
     };
-    let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
-        "{}"
-    } else {
-        &call.arguments
-    }) {
+    let args: Value = match arguments {
         Ok(value @ Value::Object(_)) => value,
         Ok(_) => {
             return Plan::Refused(ToolOutput::error(format!(
@@ -499,13 +507,12 @@ async fn execute(
         name: call.name.clone(),
         status: "started".into(),
     });
-    // Calls carrying a secret never get here; redacting the recorded copy is defence in depth.
-    let mut recorded_args = args.clone();
-    crate::secrets::redact_json(&mut recorded_args);
+    // Calls carrying a secret never get here (secrets are registered once, at boot), so the
+    // arguments are recorded as they are.
     ctx.record_step(NewStep {
         kind: "tool_call",
         name: Some(call.name.clone()),
-        detail: json!({"call_id": call.id, "arguments": recorded_args}),
+        detail: json!({"call_id": call.id, "arguments": args}),
         ..NewStep::default()
     })
     .await;

@@ -25,10 +25,9 @@ pub async fn recall(runtime: &AgentRuntime, chat: &ChatKey, query: &str) -> Opti
         limit,
         include_secret: false,
     };
-    let memory = Memory::new(&runtime.registry);
-    let result = tokio::time::timeout(RECALL_TIMEOUT, memory.search(request))
+    let result = Memory::new(&runtime.registry)
+        .search_within(request, RECALL_TIMEOUT)
         .await
-        .ok()?
         .ok()?;
     if result.hits.is_empty() {
         return None;

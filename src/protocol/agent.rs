@@ -137,12 +137,7 @@ impl Agent {
     }
 
     fn cast(&self, message: AgentMsg) -> Result<(), AgentError> {
-        let agent = super::find(&self.registry, &self.name)?;
-        agent.cast(message).map_err(|_| {
-            AgentError::Unavailable(CallError::NotRunning {
-                service: self.name.local().to_string(),
-            })
-        })
+        Ok(super::tell(&self.registry, &self.name, message)?)
     }
 
     /// Hands the agent something a person (or a job, or a contract) said.
@@ -166,14 +161,12 @@ impl Agent {
     }
 
     pub async fn view(&self) -> Result<AgentView, AgentError> {
-        let agent = super::find(&self.registry, &self.name)?;
-        Ok(super::call(&agent, self.name.local(), Some(TIMEOUT), AgentMsg::View).await?)
+        Ok(super::ask(&self.registry, &self.name, Some(TIMEOUT), AgentMsg::View).await?)
     }
 
     /// Applies an operator's change to the runtime settings (stored, pushed to the sessions).
     pub async fn update_settings(&self, change: SettingsChange) -> Result<AgentView, AgentError> {
-        let agent = super::find(&self.registry, &self.name)?;
-        super::call(&agent, self.name.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &self.name, Some(TIMEOUT), |reply| {
             AgentMsg::UpdateSettings(change, reply)
         })
         .await?
@@ -181,9 +174,8 @@ impl Agent {
 
     /// Turns a skill on or off for this agent (stored, applied from the next turn).
     pub async fn set_skill(&self, skill: &str, enabled: bool) -> Result<AgentView, AgentError> {
-        let agent = super::find(&self.registry, &self.name)?;
         let skill = skill.to_string();
-        super::call(&agent, self.name.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &self.name, Some(TIMEOUT), |reply| {
             AgentMsg::SetSkill {
                 skill,
                 enabled,

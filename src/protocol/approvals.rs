@@ -213,8 +213,7 @@ impl Approvals {
         &self,
         request: ApprovalRequest,
     ) -> Result<ApprovalVerdict, ApprovalsError> {
-        let desk = super::find(&self.registry, &NAME)?;
-        Ok(super::call(&desk, NAME.local(), None, |reply| {
+        Ok(super::ask(&self.registry, &NAME, None, |reply| {
             ApprovalDeskMsg::Request(request, reply)
         })
         .await?)
@@ -227,9 +226,8 @@ impl Approvals {
         decision: Decision,
         decider: Decider,
     ) -> Result<DecideOutcome, ApprovalsError> {
-        let desk = super::find(&self.registry, &NAME)?;
         let id = id.to_string();
-        Ok(super::call(&desk, NAME.local(), Some(TIMEOUT), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             ApprovalDeskMsg::Decide(id, decision, decider, reply)
         })
         .await?)
@@ -237,29 +235,26 @@ impl Approvals {
 
     /// A bot posted the buttons of request `id` (so that the message can be resolved later).
     pub fn posted(&self, id: String, chat_id: i64, message_id: i32) {
-        if let Ok(desk) = super::find(&self.registry, &NAME) {
-            let _ = desk.cast(ApprovalDeskMsg::Posted {
-                id,
-                chat_id,
-                message_id,
-            });
-        }
+        let posted = ApprovalDeskMsg::Posted {
+            id,
+            chat_id,
+            message_id,
+        };
+        let _ = super::tell(&self.registry, &NAME, posted);
     }
 
     /// An agent's bot is online: requests carried over from before a restart are posted again.
     pub fn bot_online(&self, agent: &str) {
-        if let Ok(desk) = super::find(&self.registry, &NAME) {
-            let _ = desk.cast(ApprovalDeskMsg::BotOnline {
-                agent: agent.to_string(),
-            });
-        }
+        let online = ApprovalDeskMsg::BotOnline {
+            agent: agent.to_string(),
+        };
+        let _ = super::tell(&self.registry, &NAME, online);
     }
 
     /// Revokes a scoped grant (audited); `false` when it was not live.
     pub async fn revoke_grant(&self, id: i64, by: &str) -> Result<bool, ApprovalsError> {
-        let desk = super::find(&self.registry, &NAME)?;
         let by = by.to_string();
-        Ok(super::call(&desk, NAME.local(), Some(TIMEOUT), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             ApprovalDeskMsg::RevokeGrant { id, by, reply }
         })
         .await?)
@@ -267,9 +262,8 @@ impl Approvals {
 
     /// Adds a policy rule (audited); the new rule's id.
     pub async fn add_rule(&self, rule: NewRule, by: &str) -> Result<i64, ApprovalsError> {
-        let desk = super::find(&self.registry, &NAME)?;
         let by = by.to_string();
-        Ok(super::call(&desk, NAME.local(), Some(TIMEOUT), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             ApprovalDeskMsg::AddRule { rule, by, reply }
         })
         .await?)
@@ -277,9 +271,8 @@ impl Approvals {
 
     /// Disables a policy rule (audited); `false` when it was not active.
     pub async fn disable_rule(&self, id: i64, by: &str) -> Result<bool, ApprovalsError> {
-        let desk = super::find(&self.registry, &NAME)?;
         let by = by.to_string();
-        Ok(super::call(&desk, NAME.local(), Some(TIMEOUT), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             ApprovalDeskMsg::DisableRule { id, by, reply }
         })
         .await?)

@@ -61,17 +61,15 @@ impl Events {
 
     /// The live view of the supervision tree.
     pub async fn snapshot(&self) -> Result<TreeSnapshot, CallError> {
-        let events = super::find(&self.registry, &NAME)?;
-        super::call(&events, NAME.local(), Some(TIMEOUT), EventsMsg::Snapshot).await
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), EventsMsg::Snapshot).await
     }
 
     /// A bot's `getUpdates` call completed at `at_ms`.
     pub fn bot_polled(&self, agent: &str, at_ms: i64) {
-        if let Some(events) = self.registry.lookup(&NAME) {
-            let _ = events.cast(EventsMsg::BotPolled {
-                agent: agent.to_string(),
-                at_ms,
-            });
-        }
+        let polled = EventsMsg::BotPolled {
+            agent: agent.to_string(),
+            at_ms,
+        };
+        let _ = super::tell(&self.registry, &NAME, polled);
     }
 }

@@ -101,12 +101,7 @@ impl Handoffs {
     }
 
     fn cast(&self, message: HandoffMsg) -> Result<(), HandoffError> {
-        let handoffs = super::find(&self.registry, &NAME)?;
-        handoffs.cast(message).map_err(|_| {
-            HandoffError::Unavailable(CallError::NotRunning {
-                service: NAME.local().to_string(),
-            })
-        })
+        Ok(super::tell(&self.registry, &NAME, message)?)
     }
 
     /// Output of a delegate's or validator's run; missed when the service is down (the contract
@@ -117,8 +112,7 @@ impl Handoffs {
 
     /// Stores a new contract and starts it; its id.
     pub async fn create(&self, contract: NewContract) -> Result<String, HandoffError> {
-        let handoffs = super::find(&self.registry, &NAME)?;
-        super::call(&handoffs, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             HandoffMsg::Create(contract, reply)
         })
         .await?
@@ -126,9 +120,8 @@ impl Handoffs {
 
     /// Waits up to `wait` for contract `id`'s outcome (at once when it already ended).
     pub async fn wait(&self, id: &str, wait: Duration) -> Result<ContractOutcome, HandoffError> {
-        let handoffs = super::find(&self.registry, &NAME)?;
         let id = id.to_string();
-        Ok(super::call(&handoffs, NAME.local(), Some(wait), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(wait), |reply| {
             HandoffMsg::Await(id, reply)
         })
         .await?)
@@ -146,9 +139,8 @@ impl Handoffs {
 
     /// Cancels contract `id` on behalf of `by`.
     pub async fn cancel(&self, id: &str, by: &str) -> Result<(), HandoffError> {
-        let handoffs = super::find(&self.registry, &NAME)?;
         let (id, by) = (id.to_string(), by.to_string());
-        super::call(&handoffs, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             HandoffMsg::Cancel { id, by, reply }
         })
         .await?

@@ -35,17 +35,14 @@ impl LocalChannel {
 
     /// Shows `outbound` to whoever listens to its chat (nobody listening: it is dropped).
     pub fn deliver(&self, outbound: Outbound) {
-        if let Some(channel) = self.registry.lookup(&NAME) {
-            let _ = channel.cast(LocalChannelMsg::Deliver(outbound));
-        }
+        let _ = super::tell(&self.registry, &NAME, LocalChannelMsg::Deliver(outbound));
     }
 
     /// Subscribes to a local chat's output. `None` when the local channel is not running.
     pub async fn subscribe(&self, chat: &ChatKey) -> Option<mpsc::UnboundedReceiver<Outbound>> {
-        let channel = self.registry.lookup(&NAME)?;
         let (sender, receiver) = mpsc::unbounded_channel();
         let chat = chat.clone();
-        super::call(&channel, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             LocalChannelMsg::Subscribe(chat, sender, reply)
         })
         .await

@@ -104,10 +104,9 @@ impl Mcp {
 
     /// Every configured server's health.
     pub async fn health(&self) -> Result<Vec<McpHealth>, CallError> {
-        let supervisor = super::find(&self.registry, &NAME)?;
-        super::call(
-            &supervisor,
-            NAME.local(),
+        super::ask(
+            &self.registry,
+            &NAME,
             Some(TIMEOUT),
             McpSupervisorMsg::Health,
         )
@@ -116,8 +115,7 @@ impl Mcp {
 
     /// Applies a new `[[mcp.servers]]` list: changed links restart, the others are untouched.
     pub async fn reload(&self, servers: Vec<McpServerConfig>) -> Result<(), CallError> {
-        let supervisor = super::find(&self.registry, &NAME)?;
-        super::call(&supervisor, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             McpSupervisorMsg::Reload(servers, reply)
         })
         .await

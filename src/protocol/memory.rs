@@ -176,16 +176,23 @@ impl Memory {
     }
 
     pub async fn save(&self, request: SaveRequest) -> Result<SaveOutcome, MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
-        super::call(&memory, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             MemoryMsg::Save(request, reply)
         })
         .await?
     }
 
     pub async fn search(&self, request: SearchRequest) -> Result<SearchResult, MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
-        super::call(&memory, NAME.local(), Some(TIMEOUT), |reply| {
+        self.search_within(request, TIMEOUT).await
+    }
+
+    /// A search that may take at most `within` (the prompt's recall has a budget of its own).
+    pub async fn search_within(
+        &self,
+        request: SearchRequest,
+        within: Duration,
+    ) -> Result<SearchResult, MemoryError> {
+        super::ask(&self.registry, &NAME, Some(within), |reply| {
             MemoryMsg::Search(request, reply)
         })
         .await?
@@ -198,9 +205,8 @@ impl Memory {
         operation: Governance,
         by: &str,
     ) -> Result<(), MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
         let by = by.to_string();
-        super::call(&memory, NAME.local(), Some(TIMEOUT), |reply| {
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             MemoryMsg::Govern {
                 id,
                 operation,
@@ -213,22 +219,19 @@ impl Memory {
 
     /// The owners `agent` may read (the read model).
     pub async fn readable_owners(&self, agent: &str) -> Result<Vec<String>, MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
         let agent = agent.to_string();
-        Ok(super::call(&memory, NAME.local(), Some(TIMEOUT), |reply| {
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             MemoryMsg::ReadableOwners(agent, reply)
         })
         .await?)
     }
 
     pub async fn stats(&self) -> Result<MemoryStats, MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
-        Ok(super::call(&memory, NAME.local(), Some(TIMEOUT), MemoryMsg::Stats).await?)
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), MemoryMsg::Stats).await?)
     }
 
     /// Rebuilds the index from SQLite now; the number of memories indexed.
     pub async fn reindex(&self) -> Result<usize, MemoryError> {
-        let memory = super::find(&self.registry, &NAME)?;
-        super::call(&memory, NAME.local(), None, MemoryMsg::Reindex).await?
+        super::ask(&self.registry, &NAME, None, MemoryMsg::Reindex).await?
     }
 }

@@ -43,7 +43,7 @@ pub enum CallError {
 
 /// Sends a request built by `make` to `actor` and waits for the reply, at most `timeout` (`None`:
 /// as long as it takes, e.g. a human's decision).
-pub(crate) async fn call<M, T>(
+async fn call<M, T>(
     actor: &ActorRef<M>,
     service: &str,
     timeout: Option<Duration>,
@@ -62,11 +62,39 @@ where
 }
 
 /// The actor under `name`, or [`CallError::NotRunning`].
-pub(crate) fn find<M: Message>(
+fn find<M: Message>(
     registry: &crate::registry::Registry,
     name: &ServiceName<M>,
 ) -> Result<ActorRef<M>, CallError> {
     registry.lookup(name).ok_or_else(|| CallError::NotRunning {
         service: name.local().to_string(),
     })
+}
+
+/// Finds the service under `name` and asks it (see [`call`]).
+pub(crate) async fn ask<M, T>(
+    registry: &crate::registry::Registry,
+    name: &ServiceName<M>,
+    timeout: Option<Duration>,
+    make: impl FnOnce(RpcReplyPort<T>) -> M,
+) -> Result<T, CallError>
+where
+    M: Message,
+    T: Send + 'static,
+{
+    let actor = find(registry, name)?;
+    call(&actor, name.local(), timeout, make).await
+}
+
+/// Sends `message` to the service under `name` without waiting for anything.
+pub(crate) fn tell<M: Message>(
+    registry: &crate::registry::Registry,
+    name: &ServiceName<M>,
+    message: M,
+) -> Result<(), CallError> {
+    find(registry, name)?
+        .cast(message)
+        .map_err(|_| CallError::NotRunning {
+            service: name.local().to_string(),
+        })
 }

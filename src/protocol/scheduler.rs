@@ -242,16 +242,13 @@ impl Scheduler {
         &self,
         make: impl FnOnce(RpcReplyPort<Result<T, SchedulerError>>) -> SchedulerMsg,
     ) -> Result<T, SchedulerError> {
-        let scheduler = super::find(&self.registry, &NAME)?;
-        super::call(&scheduler, NAME.local(), Some(TIMEOUT), make).await?
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), make).await?
     }
 
     /// Output of a scheduled run (its chat is `sched:<job>`); missed when the scheduler is down
     /// (the run's end is in the database and is reconciled when it is back).
     pub fn deliver(&self, outbound: Outbound) {
-        if let Some(scheduler) = self.registry.lookup(&NAME) {
-            let _ = scheduler.cast(SchedulerMsg::Deliver(outbound));
-        }
+        let _ = super::tell(&self.registry, &NAME, SchedulerMsg::Deliver(outbound));
     }
 
     pub async fn create(&self, job: NewJob) -> Result<JobView, SchedulerError> {
@@ -323,7 +320,6 @@ impl Scheduler {
     }
 
     pub async fn stats(&self) -> Result<SchedulerStats, SchedulerError> {
-        let scheduler = super::find(&self.registry, &NAME)?;
-        Ok(super::call(&scheduler, NAME.local(), Some(TIMEOUT), SchedulerMsg::Stats).await?)
+        Ok(super::ask(&self.registry, &NAME, Some(TIMEOUT), SchedulerMsg::Stats).await?)
     }
 }

@@ -110,9 +110,7 @@ impl Bot {
     }
 
     fn cast(&self, message: TelegramMsg) {
-        if let Some(bot) = self.registry.lookup(&self.name) {
-            let _ = bot.cast(message);
-        }
+        let _ = super::tell(&self.registry, &self.name, message);
     }
 
     pub fn deliver(&self, outbound: Outbound) {
@@ -135,19 +133,13 @@ impl Bot {
 
     /// Is the bot polling? `false` when it is down or does not answer at once.
     pub async fn is_online(&self) -> bool {
-        let Some(bot) = self.registry.lookup(&self.name) else {
-            return false;
-        };
-        matches!(
-            super::call(
-                &bot,
-                self.name.local(),
-                Some(TIMEOUT),
-                TelegramMsg::IsOnline
-            )
-            .await,
-            Ok(true)
-        )
+        let answer = super::ask(
+            &self.registry,
+            &self.name,
+            Some(TIMEOUT),
+            TelegramMsg::IsOnline,
+        );
+        matches!(answer.await, Ok(true))
     }
 
     /// Fault injection: the bot's handler panics (chaos tests, Studio's crash action).

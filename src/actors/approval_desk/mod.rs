@@ -35,7 +35,7 @@ use crate::events::{EventBus, EventData, EventKind};
 pub use crate::protocol::approvals::{
     ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, DecideOutcome, Decider, Decision,
 };
-use crate::protocol::telegram::{ApprovalPrompt, Bot, TelegramMsg};
+use crate::protocol::telegram::{ApprovalPrompt, Bot};
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
@@ -340,13 +340,7 @@ async fn on_request(
 }
 
 async fn bot_online(args: &ApprovalDeskArgs, agent: &str) -> bool {
-    let Some(bot) = args
-        .registry
-        .lookup(&crate::protocol::telegram::name(agent))
-    else {
-        return false;
-    };
-    matches!(ractor::call_t!(bot, TelegramMsg::IsOnline, 1_000), Ok(true))
+    Bot::new(&args.registry, agent).is_online().await
 }
 
 /// Where an approver can see this request; `None` when nowhere.
@@ -599,16 +593,12 @@ async fn on_decide(
 }
 
 fn resolve_message(args: &ApprovalDeskArgs, row: &ApprovalRow, text: &str) {
-    if let (Some(chat_id), Some(message_id)) = (row.tg_chat_id, row.tg_message_id)
-        && let Some(bot) = args
-            .registry
-            .lookup(&crate::protocol::telegram::name(&row.agent))
-    {
-        let _ = bot.cast(TelegramMsg::ResolveApproval {
+    if let (Some(chat_id), Some(message_id)) = (row.tg_chat_id, row.tg_message_id) {
+        Bot::new(&args.registry, &row.agent).resolve_approval(
             chat_id,
-            message_id: message_id as i32,
-            text: text.to_string(),
-        });
+            message_id as i32,
+            text.to_string(),
+        );
     }
 }
 

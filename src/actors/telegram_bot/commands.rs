@@ -2,6 +2,8 @@
 //! approval buttons' callbacks.
 
 use super::*;
+use crate::protocol::CallError;
+use crate::protocol::approvals::ApprovalsError;
 
 pub(super) async fn on_command(
     state: &mut TelegramBotState,
@@ -87,21 +89,20 @@ pub(super) async fn decide(
     user_id: i64,
     name: &str,
 ) -> String {
-    let Some(desk) = state
-        .args
-        .registry
-        .lookup(&crate::protocol::approvals::NAME)
-    else {
-        return "Approvals are not available right now; try again in a moment.".into();
-    };
     let decider = Decider::Telegram {
         agent: state.args.spec.name.clone(),
         user_id,
         name: name.to_string(),
         approver: state.args.is_approver(user_id),
     };
-    match ractor::call_t!(desk, ApprovalDeskMsg::Decide, 10_000, id, decision, decider) {
+    match Approvals::new(&state.args.registry)
+        .decide(&id, decision, decider)
+        .await
+    {
         Ok(outcome) => outcome.message(),
+        Err(ApprovalsError::Unavailable(CallError::NotRunning { .. })) => {
+            "Approvals are not available right now; try again in a moment.".into()
+        }
         Err(_) => "Approvals did not answer; try again.".into(),
     }
 }

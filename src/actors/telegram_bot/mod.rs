@@ -38,9 +38,8 @@ use crate::domain::{
 };
 use crate::events::{EventBus, EventData, EventKind};
 use crate::protocol::agent::AgentMsg;
-use crate::protocol::approvals::Approvals;
-use crate::protocol::approvals::{ApprovalDeskMsg, Decider, Decision};
-use crate::protocol::events::EventsMsg;
+use crate::protocol::approvals::{Approvals, Decider, Decision};
+use crate::protocol::events::Events;
 pub use crate::protocol::telegram::TelegramMsg;
 use crate::registry::Registry;
 use crate::secrets::Secret;
@@ -233,15 +232,7 @@ impl Actor for TelegramBot {
                     },
                 );
                 state.username = Some(username);
-                if let Some(desk) = state
-                    .args
-                    .registry
-                    .lookup(&crate::protocol::approvals::NAME)
-                {
-                    let _ = desk.cast(ApprovalDeskMsg::BotOnline {
-                        agent: state.args.spec.name.clone(),
-                    });
-                }
+                Approvals::new(&state.args.registry).bot_online(&state.args.spec.name);
                 let early = std::mem::take(&mut state.early);
                 dispatch(&myself, state, early).await?;
                 // Right after start nothing is in flight: recover everything left from before.
@@ -249,12 +240,7 @@ impl Actor for TelegramBot {
             }
             TelegramMsg::Poll(PollEvent::Polled { at_ms }) => {
                 // Kept by the Events actor in memory, for `/metrics`' polling lag.
-                if let Some(events) = state.args.registry.lookup(&crate::protocol::events::NAME) {
-                    let _ = events.cast(EventsMsg::BotPolled {
-                        agent: state.args.spec.name.clone(),
-                        at_ms,
-                    });
-                }
+                Events::new(&state.args.registry).bot_polled(&state.args.spec.name, at_ms);
             }
             TelegramMsg::Poll(PollEvent::Stored(updates)) => {
                 if state.username.is_none() {

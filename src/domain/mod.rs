@@ -42,6 +42,15 @@ impl ChatKey {
         ChatKey(format!("tg:{chat_id}"))
     }
 
+    /// A Telegram chat, or one forum topic of it (`tg:<chat_id>/<thread_id>`): each topic of a
+    /// forum group is its own conversation.
+    pub fn telegram_topic(chat_id: i64, thread_id: Option<i32>) -> ChatKey {
+        match thread_id {
+            Some(thread) => ChatKey(format!("tg:{chat_id}/{thread}")),
+            None => ChatKey::telegram(chat_id),
+        }
+    }
+
     pub fn cli(name: &str) -> ChatKey {
         ChatKey(format!("cli:{name}"))
     }
@@ -89,10 +98,20 @@ impl ChatKey {
         })
     }
 
-    /// The Telegram chat id of a `tg:` key.
+    /// The Telegram chat id of a `tg:` key (of the whole chat, for a topic's key too).
     pub fn telegram_chat_id(&self) -> Option<i64> {
         (self.kind() == ChatKind::Telegram)
-            .then(|| self.id().parse().ok())
+            .then(|| {
+                let id = self.id();
+                id.split_once('/').map_or(id, |(chat, _)| chat).parse().ok()
+            })
+            .flatten()
+    }
+
+    /// The forum topic (`message_thread_id`) of a `tg:<chat_id>/<thread_id>` key.
+    pub fn telegram_thread_id(&self) -> Option<i32> {
+        (self.kind() == ChatKind::Telegram)
+            .then(|| self.id().split_once('/')?.1.parse().ok())
             .flatten()
     }
 }
@@ -135,6 +154,8 @@ pub struct Attachment {
 pub enum AttachmentKind {
     Image,
     Audio,
+    /// A voice note recorded in the chat (Telegram `voice`): what the user said, to be transcribed.
+    Voice,
     Document,
 }
 
@@ -143,6 +164,7 @@ impl AttachmentKind {
         match self {
             AttachmentKind::Image => "image",
             AttachmentKind::Audio => "audio",
+            AttachmentKind::Voice => "voice",
             AttachmentKind::Document => "document",
         }
     }
@@ -217,4 +239,30 @@ pub enum OutEvent {
     Tool { name: String, status: String },
     /// Nothing will be said for these stored updates (filtered, duplicate): mark them processed.
     Silent { inbound_ids: Vec<i64> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forum_topic_is_its_own_conversation_of_its_chat() {
+        let topic = ChatKey::telegram_topic(-100_123, Some(7));
+        assert_eq!(topic.as_str(), "tg:-100123/7");
+        assert_eq!(topic.kind(), ChatKind::Telegram);
+        assert_eq!(topic.telegram_chat_id(), Some(-100_123));
+        assert_eq!(topic.telegram_thread_id(), Some(7));
+        assert_ne!(topic, ChatKey::telegram_topic(-100_123, Some(8)));
+        assert_eq!(ChatKey::parse("tg:-100123/7"), Some(topic));
+
+        let whole = ChatKey::telegram_topic(42, None);
+        assert_eq!(whole, ChatKey::telegram(42));
+        assert_eq!(whole.telegram_chat_id(), Some(42));
+        assert_eq!(whole.telegram_thread_id(), None);
+        assert_eq!(ChatKey::cli("x").telegram_thread_id(), None);
+        assert_eq!(
+            ChatKey::parse("tg:42/x").and_then(|k| k.telegram_thread_id()),
+            None
+        );
+    }
 }

@@ -232,7 +232,7 @@ fn files(message: &teloxide::types::Message) -> Vec<RemoteFile> {
             .collect(),
         MediaKind::Voice(voice) => vec![RemoteFile {
             file_id: voice.voice.file.id.0.clone(),
-            kind: AttachmentKind::Audio,
+            kind: AttachmentKind::Voice,
             name: format!("voice-{}.ogg", message.id.0),
             mime: voice
                 .voice

@@ -44,6 +44,8 @@
 //! - `[script]`: the scripted model's rules (see `testkit::scripted_llm`); rules are shared by all
 //!   agents. Make answers depend on what a tool returned (`after_tool_result` with
 //!   `last_tool_result_contains`), so that a broken tool shows in the reply.
+//! - `telegram = true`: the main agent gets a bot on a fake Bot API (users 1001 "Ada", the
+//!   approver, and 1002 "Bo" may talk to it); turns may then talk in Telegram chats (below).
 //! - `[[turns]]`: at least one.
 //!
 //! Placeholders, in `agent`, `[[agents]] file`, `config`, `[files]` contents and the script's
@@ -63,7 +65,12 @@
 //!   answer). A user turn ignores what the chat showed before its message; a wait does not. A
 //!   scheduled task's answer comes without its run: check it with `jobs` and `job_runs`.
 //! - `to`: the agent (default `agent`). `chat`: the conversation, a terminal chat `cli:<chat>`
-//!   (default `eval`).
+//!   (default `eval`), or with `telegram = true` a Telegram chat: `tg:1001` (Ada's private chat),
+//!   `tg:-100500` (a group), `tg:-100500/7` (topic 7 of a forum group). A Telegram turn's message
+//!   is an update the bot receives from `from` (default: the private chat's owner, else 1001);
+//!   what it heard is every message the bot sent to that chat until the update was answered
+//!   (messages with buttons, such as approval prompts, count as notices); approval requests are
+//!   decided by Ada.
 //! - `approval`: `approve`, `deny` or `expire` (leave it until its `approval_ttl` passes): what the
 //!   user does with every approval requested in the chat during the turn. Without it a request is
 //!   denied at once and the turn fails.
@@ -101,3 +108,4 @@ mod placeholders;
 pub(in crate::cli) mod report;
 pub mod runner;
 pub mod scenario;
+mod telegram;

@@ -16,6 +16,7 @@ use crate::testkit::scripted_llm::{Script, ScriptedLlm};
 use super::judge::{Heard, Recorded, judge};
 use super::placeholders::{expanded, expanded_script};
 use super::scenario::{ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, workspace_path};
+use super::telegram::{self, TelegramSide};
 
 /// How long an agent may take to be offered the tools its file lists.
 const TOOLS_READY_WITHIN: Duration = Duration::from_secs(15);
@@ -60,7 +61,7 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(scenario) => scenario,
         Err(error) => return outcome(vec![error]),
     };
-    let (llm, options, dir) = match setup(&scenario, source).await {
+    let (llm, options, dir, telegram) = match setup(&scenario, source).await {
         Ok(setup) => setup,
         Err(error) => return outcome(vec![error]),
     };
@@ -68,8 +69,20 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(harness) => harness,
         Err(error) => return outcome(vec![format!("the daemon did not start: {error}")]),
     };
-    let failures = converse_all(&scenario, &script, &harness, llm.as_ref(), &options, source).await;
+    let failures = converse_all(
+        &scenario,
+        &script,
+        &harness,
+        llm.as_ref(),
+        &options,
+        source,
+        telegram.as_ref(),
+    )
+    .await;
     harness.stop().await;
+    if let Some(telegram) = telegram {
+        telegram.fake.stop().await;
+    }
     outcome(failures)
 }
 
@@ -80,6 +93,7 @@ async fn converse_all(
     llm: Option<&ScriptedLlm>,
     options: &HarnessOptions,
     source: &ModelSource,
+    telegram: Option<&TelegramSide>,
 ) -> Vec<String> {
     let live = matches!(source, ModelSource::Live { .. });
     if let Err(error) = tools_ready(harness, scenario, options).await {
@@ -96,7 +110,7 @@ async fn converse_all(
     }
     // One listener per chat for the whole scenario, so that nothing said between turns is lost.
     let mut listeners: BTreeMap<ChatKey, UnboundedReceiver<Outbound>> = BTreeMap::new();
-    for turn in &scenario.turns {
+    for turn in scenario.turns.iter().filter(|turn| !is_telegram(turn)) {
         if let std::collections::btree_map::Entry::Vacant(entry) = listeners.entry(turn.chat()) {
             match harness.listen(entry.key()).await {
                 Ok(receiver) => {
@@ -135,11 +149,16 @@ async fn converse_all(
         }
         let calls_before = llm.map(ScriptedLlm::request_count).unwrap_or(0);
         let chat = turn.chat();
-        let Some(outputs) = listeners.get_mut(&chat) else {
-            failures.push(format!("{prefix}: no listener for {chat}"));
-            continue;
+        let heard = match (telegram, listeners.get_mut(&chat)) {
+            (Some(telegram), _) if is_telegram(turn) => {
+                converse_on_telegram(harness, telegram, turn, limit, &mut failures, &prefix).await
+            }
+            (_, Some(outputs)) => {
+                converse(harness, outputs, turn, limit, &mut failures, &prefix).await
+            }
+            _ => Err(format!("no listener for {chat}")),
         };
-        let heard = match converse(harness, outputs, turn, limit, &mut failures, &prefix).await {
+        let heard = match heard {
             Ok(heard) => heard,
             Err(error) => {
                 failures.push(format!("{prefix}: {error}"));
@@ -280,7 +299,8 @@ async fn converse(
                 }
             }
             _ = poll.tick() => {
-                decide_pending(harness, agent, &chat, turn.approval, &mut decided, failures, prefix).await;
+                let decider = Decider::Local { chat: chat.clone() };
+                decide_pending(harness, agent, &chat, turn.approval, decider, &mut decided, failures, prefix).await;
             }
         }
     };
@@ -292,12 +312,66 @@ async fn converse(
     finished.map(|()| heard)
 }
 
+fn is_telegram(turn: &Turn) -> bool {
+    turn.chat().telegram_chat_id().is_some()
+}
+
+/// A turn in a Telegram chat: the message goes to the bot as an update, and approval requests
+/// are decided by the approver (user 1001) as the turn says.
+async fn converse_on_telegram(
+    harness: &Harness,
+    telegram: &TelegramSide,
+    turn: &Turn,
+    limit: Duration,
+    failures: &mut Vec<String>,
+    prefix: &str,
+) -> Result<Heard, String> {
+    let (agent, chat) = (turn.agent(), turn.chat());
+    let limit = turn.wait.map_or(limit, |wait| wait.0);
+    let from = turn
+        .from
+        .unwrap_or_else(|| TelegramSide::default_sender(&chat));
+    let conversation = telegram.converse(
+        harness.store(),
+        agent,
+        &chat,
+        from,
+        turn.user.as_deref(),
+        limit,
+    );
+    tokio::pin!(conversation);
+    let mut decided: HashSet<String> = HashSet::new();
+    let mut poll = tokio::time::interval(APPROVAL_POLL);
+    let heard = loop {
+        tokio::select! {
+            heard = &mut conversation => break heard,
+            _ = poll.tick() => {
+                let decider = Decider::Telegram {
+                    agent: agent.to_string(),
+                    user_id: telegram::OWNER,
+                    name: "Ada".into(),
+                    approver: true,
+                };
+                decide_pending(harness, agent, &chat, turn.approval, decider, &mut decided, failures, prefix).await;
+            }
+        }
+    };
+    if turn.approval.is_some() && decided.is_empty() {
+        failures.push(format!(
+            "{prefix}: `approval` is set but no approval was requested during the turn"
+        ));
+    }
+    heard
+}
+
 /// Decides the chat's pending approval requests as the turn says (once each).
+#[allow(clippy::too_many_arguments)]
 async fn decide_pending(
     harness: &Harness,
     agent: &str,
     chat: &ChatKey,
     action: Option<ApprovalAction>,
+    decider: Decider,
     decided: &mut HashSet<String>,
     failures: &mut Vec<String>,
     prefix: &str,
@@ -333,9 +407,8 @@ async fn decide_pending(
             }
         };
         decided.insert(id.clone());
-        let decider = Decider::Local { chat: chat.clone() };
         match Approvals::new(&harness.daemon().registry)
-            .decide(&id, decision, decider)
+            .decide(&id, decision, decider.clone())
             .await
         {
             Ok(DecideOutcome::Approved { .. } | DecideOutcome::Denied { .. }) => {}
@@ -410,16 +483,30 @@ async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, Stri
         .await
         .map_err(|error| error.to_string())
 }
-/// The model, the daemon's options, and its directory with the workspace files in place.
+/// The model, the daemon's options, its directory with the workspace files in place, and the
+/// fake Bot API when the scenario talks over Telegram.
 async fn setup(
     scenario: &Scenario,
     source: &ModelSource,
-) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
+) -> Result<
+    (
+        Option<ScriptedLlm>,
+        HarnessOptions,
+        ScratchDir,
+        Option<TelegramSide>,
+    ),
+    String,
+> {
     let start = StartOptions {
         studio: false,
-        channels: false,
+        channels: scenario.telegram,
         scheduler: true,
     };
+    let telegram = match scenario.telegram {
+        true => Some(TelegramSide::start().await?),
+        false => None,
+    };
+    let (options, llm) = harness_options(scenario, source, start, telegram.as_ref()).await?;
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
     let workspace = dir.path().join("data").join("workspaces").join(MAIN_AGENT);
@@ -431,6 +518,32 @@ async fn setup(
         }
         std::fs::write(&target, contents).map_err(|error| format!("[files] `{path}`: {error}"))?;
     }
+    Ok((llm, options, dir, telegram))
+}
+
+/// The daemon's options for the model source; the main agent's file gets the bot's table.
+async fn harness_options(
+    scenario: &Scenario,
+    source: &ModelSource,
+    start: StartOptions,
+    telegram: Option<&TelegramSide>,
+) -> Result<(HarnessOptions, Option<ScriptedLlm>), String> {
+    let (mut options, llm) = model_options(scenario, source, start).await?;
+    if let Some(telegram) = telegram {
+        if let Some(main) = options.agents.first_mut() {
+            main.push_str(&telegram.agent_table());
+        }
+        let (variable, token) = TelegramSide::token_env();
+        options.env.insert(variable, token);
+    }
+    Ok((options, llm))
+}
+
+async fn model_options(
+    scenario: &Scenario,
+    source: &ModelSource,
+    start: StartOptions,
+) -> Result<(HarnessOptions, Option<ScriptedLlm>), String> {
     let extras = std::iter::once(scenario.agent.as_str())
         .chain(scenario.agents.iter().map(|agent| agent.file.as_str()));
     let named = scenario.agent_names().into_iter().zip(extras);
@@ -443,7 +556,7 @@ async fn setup(
             options.agents = named.map(|(name, extra)| agent_toml(name, extra)).collect();
             options.config_extra = scenario.config.clone();
             options.start = start;
-            Ok((Some(llm), options, dir))
+            Ok((options, Some(llm)))
         }
         ModelSource::Live {
             provider_toml,
@@ -470,7 +583,7 @@ async fn setup(
             options.config_extra = format!("{}\n{provider_toml}\n", scenario.config);
             options.env = env.clone();
             options.start = start;
-            Ok((None, options, dir))
+            Ok((options, None))
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct Scenario {
     pub files: BTreeMap<String, String>,
     #[serde(default)]
     pub script: Script,
+    /// The main agent gets a bot on a fake Bot API; turns may then talk to `tg:` chats.
+    #[serde(default)]
+    pub telegram: bool,
     pub turns: Vec<Turn>,
 }
 
@@ -57,9 +60,13 @@ pub struct Turn {
     /// The agent spoken to (default `agent`).
     #[serde(default)]
     pub to: Option<String>,
-    /// The conversation: the terminal chat `cli:<chat>` (default `eval`).
+    /// The conversation: the terminal chat `cli:<chat>` (default `eval`), or with `telegram = true`
+    /// a Telegram chat `tg:<chat_id>` (a forum topic: `tg:<chat_id>/<thread_id>`).
     #[serde(default)]
     pub chat: Option<String>,
+    /// The Telegram user who sends the message (default: the private chat's owner, else 1001).
+    #[serde(default)]
+    pub from: Option<i64>,
     /// What the user does with approval requests during the turn.
     #[serde(default)]
     pub approval: Option<ApprovalAction>,
@@ -193,12 +200,24 @@ impl Scenario {
                     names.iter().copied().collect::<Vec<_>>().join(", ")
                 ));
             }
-            if turn
-                .chat
-                .as_ref()
-                .is_some_and(|chat| chat.trim().is_empty())
-            {
-                return Err(format!("turn {number}: `chat` is empty"));
+            match turn.chat.as_deref().map(str::trim) {
+                Some("") => return Err(format!("turn {number}: `chat` is empty")),
+                Some(chat) if chat.starts_with("tg:") => {
+                    if !self.telegram {
+                        return Err(format!(
+                            "turn {number}: `chat = \"{chat}\"` needs `telegram = true`"
+                        ));
+                    }
+                    if turn.chat().telegram_chat_id().is_none() {
+                        return Err(format!(
+                            "turn {number}: `{chat}` is not `tg:<chat_id>` or `tg:<chat_id>/<thread_id>`"
+                        ));
+                    }
+                }
+                _ if turn.from.is_some() => {
+                    return Err(format!("turn {number}: `from` is for Telegram chats only"));
+                }
+                _ => {}
             }
             for expect in [&turn.expect, &turn.scripted] {
                 for path in expect.files.keys().chain(expect.files_absent.iter()) {
@@ -216,7 +235,11 @@ impl Turn {
     }
 
     pub(super) fn chat(&self) -> ChatKey {
-        ChatKey::cli(self.chat.as_deref().unwrap_or(DEFAULT_CHAT))
+        let chat = self.chat.as_deref().unwrap_or(DEFAULT_CHAT).trim();
+        match chat.strip_prefix("tg:") {
+            Some(_) => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
+            None => ChatKey::cli(chat),
+        }
     }
 }
 
@@ -292,5 +315,17 @@ mod tests {
             parse("name = \"x\"\n[[agents]]\nname = \"b\"\n[[turns]]\nwait = \"2s\"\nto = \"b\"")
                 .is_ok()
         );
+        let error = parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\nchat = \"tg:5\"").unwrap_err();
+        assert!(error.contains("telegram = true"), "{error}");
+        let error =
+            parse("name = \"x\"\ntelegram = true\n[[turns]]\nuser = \"hi\"\nchat = \"tg:x\"")
+                .unwrap_err();
+        assert!(error.contains("tg:<chat_id>"), "{error}");
+        let error = parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\nfrom = 5").unwrap_err();
+        assert!(error.contains("`from`"), "{error}");
+        let topic =
+            parse("name = \"x\"\ntelegram = true\n[[turns]]\nuser = \"hi\"\nchat = \"tg:-100/7\"")
+                .expect("a topic chat");
+        assert_eq!(topic.turns[0].chat().telegram_thread_id(), Some(7));
     }
 }

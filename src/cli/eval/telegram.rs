@@ -1,0 +1,183 @@
+//! Turns through Telegram. With `telegram = true` the main agent gets a bot on a fake Bot API
+//! (`testkit::fake_telegram`), and a turn to a `tg:` chat is an update that bot receives: what the
+//! turn heard is what the bot sent to that chat (and forum topic) until the update was answered.
+//!
+//! The people: user 1001 ("Ada") may talk to the agent and approve; user 1002 ("Bo") may talk.
+//! A turn's `from` picks the sender; by default the private chat's owner, or Ada in a group.
+
+use std::time::Duration;
+
+use crate::domain::ChatKey;
+use crate::store::Store;
+use crate::testkit::fake_telegram::{BotId, FakeTelegram, IncomingMessage, SentMessage};
+use crate::testkit::harness::telegram_toml;
+use crate::testkit::wait::poll_until;
+
+use super::judge::Heard;
+
+/// The user who talks to the agent and approves its requests.
+pub(super) const OWNER: i64 = 1001;
+/// Another allowed user (not an approver).
+const FRIEND: i64 = 1002;
+const TOKEN: &str = "424242:eval-bot-token";
+const TOKEN_ENV: &str = "CLAWVISOR_EVAL_BOT_TOKEN";
+pub(super) const BOT_USERNAME: &str = "eval_bot";
+
+/// The fake Bot API and the main agent's bot on it.
+pub(super) struct TelegramSide {
+    pub(super) fake: FakeTelegram,
+    pub(super) bot: BotId,
+}
+
+impl TelegramSide {
+    pub(super) async fn start() -> Result<TelegramSide, String> {
+        let fake = FakeTelegram::try_start()
+            .await
+            .map_err(|error| format!("the fake Bot API did not start: {error}"))?;
+        let bot = fake.add_bot(TOKEN, BOT_USERNAME);
+        fake.set_user(OWNER, "Ada", Some("ada"));
+        fake.set_user(FRIEND, "Bo", Some("bo"));
+        Ok(TelegramSide { fake, bot })
+    }
+
+    /// The `[telegram]` table of the main agent's file.
+    pub(super) fn agent_table(&self) -> String {
+        telegram_toml(TOKEN_ENV, &self.fake.base_url(), &[OWNER, FRIEND], &[OWNER])
+    }
+
+    /// The environment variable holding the bot's token.
+    pub(super) fn token_env() -> (String, String) {
+        (TOKEN_ENV.to_string(), TOKEN.to_string())
+    }
+
+    /// Who sends a turn's message to `chat` when the turn does not say.
+    pub(super) fn default_sender(chat: &ChatKey) -> i64 {
+        match chat.telegram_chat_id() {
+            Some(id) if id > 0 => id,
+            _ => OWNER,
+        }
+    }
+
+    /// Sends the user's message as an update and listens until it was answered: its stored
+    /// update is final (or kept as group context), no run is open and no reply waits in the
+    /// outbox. What the bot sent to the chat in the meantime is what the turn heard.
+    pub(super) async fn converse(
+        &self,
+        store: &Store,
+        agent: &str,
+        chat: &ChatKey,
+        from: i64,
+        text: Option<&str>,
+        limit: Duration,
+    ) -> Result<Heard, String> {
+        let chat_id = chat
+            .telegram_chat_id()
+            .ok_or_else(|| format!("`{chat}` is not a Telegram chat"))?;
+        let already_sent = self.fake.sent(self.bot).len();
+        let last_run = last_run_id(store, agent, chat).await?;
+        match text {
+            Some(text) => {
+                let pushed = self
+                    .fake
+                    .push(self.bot, IncomingMessage::new(chat_id, from, text));
+                poll_until(limit, || async {
+                    match settled(store, agent, pushed.update_id).await {
+                        Ok(true) => Ok(()),
+                        Ok(false) => Err(format!(
+                            "update {} not answered yet (sent so far: {:?})",
+                            pushed.update_id,
+                            self.texts_since(already_sent, chat)
+                        )),
+                        Err(error) => Err(error),
+                    }
+                })
+                .await
+                .map_err(|seen| format!("no answer within {} s: {seen}", limit.as_secs()))?;
+            }
+            None => {
+                poll_until(limit, || async {
+                    !self.sent_since(already_sent, chat).is_empty()
+                })
+                .await
+                .map_err(|_| format!("nothing was sent to {chat} within {} s", limit.as_secs()))?;
+            }
+        }
+        let mut heard = Heard::default();
+        for message in self.sent_since(already_sent, chat) {
+            if message.buttons.is_empty() {
+                if !heard.text.is_empty() {
+                    heard.text.push('\n');
+                }
+                heard.text.push_str(&message.visible_text);
+            } else {
+                heard.notices.push(message.visible_text.clone());
+            }
+        }
+        heard.run_id = match last_run_id(store, agent, chat).await? {
+            Some(run) if Some(run) != last_run => Some(run),
+            _ => None,
+        };
+        Ok(heard)
+    }
+
+    /// What the bot sent to `chat` (its topic, for a topic's key) after the first `skip` messages.
+    fn sent_since(&self, skip: usize, chat: &ChatKey) -> Vec<SentMessage> {
+        let chat_id = chat.telegram_chat_id();
+        self.fake
+            .sent(self.bot)
+            .into_iter()
+            .skip(skip)
+            .filter(|message| Some(message.chat_id) == chat_id)
+            .collect()
+    }
+
+    fn texts_since(&self, skip: usize, chat: &ChatKey) -> Vec<String> {
+        self.sent_since(skip, chat)
+            .into_iter()
+            .map(|message| message.visible_text)
+            .collect()
+    }
+}
+
+/// The newest run in the agent's conversation with `chat`.
+async fn last_run_id(store: &Store, agent: &str, chat: &ChatKey) -> Result<Option<i64>, String> {
+    let (agent, chat) = (agent.to_string(), chat.as_str().to_string());
+    store
+        .read(move |conn| {
+            Ok(conn.query_row(
+                "SELECT MAX(id) FROM runs WHERE agent = ?1 AND chat = ?2",
+                [&agent, &chat],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .map_err(|error| format!("cannot read the runs: {error}"))
+}
+
+/// The update is final (or kept as context), no run of the agent is open, and no reply of it
+/// waits in the outbox.
+async fn settled(store: &Store, agent: &str, update_id: i64) -> Result<bool, String> {
+    let agent = agent.to_string();
+    store
+        .read(move |conn| {
+            let status: Option<String> = conn
+                .query_row(
+                    "SELECT status FROM inbound_updates WHERE agent = ?1 AND update_id = ?2",
+                    rusqlite::params![agent, update_id],
+                    |row| row.get(0),
+                )
+                .ok();
+            if !matches!(status.as_deref(), Some("processed" | "ignored" | "context")) {
+                return Ok(false);
+            }
+            let open: i64 = conn.query_row(
+                "SELECT (SELECT COUNT(*) FROM runs WHERE agent = ?1 AND finished_ms IS NULL)
+                      + (SELECT COUNT(*) FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL)",
+                [&agent],
+                |row| row.get(0),
+            )?;
+            Ok(open == 0)
+        })
+        .await
+        .map_err(|error| format!("cannot read the updates: {error}"))
+}

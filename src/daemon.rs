@@ -217,6 +217,7 @@ fn agent_plans(
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
     let pricing = Arc::new(config.pricing.clone());
     let all_agents = Arc::new(loaded.agents.clone());
+    let web_search = crate::tools::web_search::WebSearchTool::from_config(loaded);
     loaded
         .agents
         .iter()
@@ -227,7 +228,11 @@ fn agent_plans(
                 .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
             let skill_catalogue = Arc::new(agent_skills(loaded, spec, &workspace));
             let skills = Arc::new(crate::skills::usable(&skill_catalogue, &spec.skills));
-            let (mut tools, unknown) = crate::tools::tools_for_agent(spec, &skills);
+            let (mut tools, unknown) =
+                crate::tools::tools_for_agent(spec, &skills, web_search.as_ref());
+            if web_search.is_none() && spec.tools.iter().any(|tool| tool == crate::tools::WEB_SEARCH) {
+                tracing::warn!(agent = %spec.name, "the agent lists web_search but no [web_search] backend is configured; the tool is absent (`clawvisor doctor` says how to add one)");
+            }
             if !scheduler {
                 // Without the scheduler (a terminal chat beside a running daemon) its tools could
                 // only fail.

@@ -39,6 +39,44 @@ async fn telegram_checks(loaded: &LoadedConfig) -> Vec<Check> {
     checks
 }
 
+/// Where `web_search` looks things up, asked once; or how to add a backend.
+async fn web_search_check(loaded: &LoadedConfig) -> Check {
+    let what = "web search".to_string();
+    let Some(tool) = crate::tools::web_search::WebSearchTool::build(loaded) else {
+        let listed = loaded.agents.iter().any(|agent| {
+            agent
+                .tools
+                .iter()
+                .any(|tool| tool == crate::tools::WEB_SEARCH)
+        });
+        return Check {
+            ok: !listed,
+            what: if listed { "next step".into() } else { what },
+            detail: "no backend: the web_search tool is absent. Add [web_search] with backend = \"searxng\" and url = \"http://<your SearXNG>:8080\" (json enabled in its settings.yml), or backend = \"brave\" with api_key_env = \"BRAVE_API_KEY\", or backend = \"mcp\" with mcp_tool = \"<server>__<tool>\"".into(),
+        };
+    };
+    let label = tool.backend_label();
+    match tool.probe().await {
+        Ok(Some(results)) => Check {
+            ok: true,
+            what,
+            detail: format!("{label} answered a test search ({results} result(s))"),
+        },
+        Ok(None) => Check {
+            ok: true,
+            what,
+            detail: format!(
+                "{label} (its tool is checked when the daemon has connected the server)"
+            ),
+        },
+        Err(error) => Check {
+            ok: false,
+            what,
+            detail: format!("{label}: {error}"),
+        },
+    }
+}
+
 /// One line of the doctor's report.
 struct Check {
     ok: bool,
@@ -130,6 +168,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
         });
     }
     checks.extend(telegram_checks(loaded).await);
+    checks.push(web_search_check(loaded).await);
     let protections = crate::sandbox::protections();
     checks.push(Check {
         ok: protections.bash.is_some(),

@@ -403,6 +403,7 @@ pub(super) fn load(
             .iter()
             .flat_map(|server| server.secret_vars()),
     );
+    wanted.extend(config.web_search.secret_vars());
     for var in wanted.into_iter().filter(|var| !var.trim().is_empty()) {
         if let Some(value) = env
             .get(var)

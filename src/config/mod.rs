@@ -22,6 +22,7 @@ mod layers;
 mod mcp;
 mod providers;
 mod validate;
+mod web_search;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,6 +34,7 @@ pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, p
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind};
+pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
 use crate::supervision::RestartPolicy;
 
@@ -395,6 +397,7 @@ pub struct Config {
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
     pub mcp: McpConfig,
+    pub web_search: WebSearchConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
 }
@@ -416,6 +419,7 @@ impl Default for Config {
             tools: ToolsConfig::default(),
             memory: MemoryConfig::default(),
             mcp: McpConfig::default(),
+            web_search: WebSearchConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
         }

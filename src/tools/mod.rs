@@ -18,6 +18,7 @@ pub mod shell;
 pub mod skill;
 pub mod time;
 pub mod web_fetch;
+pub mod web_search;
 pub mod workspace;
 
 use std::future::Future;
@@ -207,18 +208,24 @@ pub const PER_AGENT_TOOLS: &[&str] = &["send_message", "spawn_subagent", "use_sk
 /// MCP tool (`mcp:<server>`, `<server>__<tool>`)?
 pub fn is_known_tool(name: &str) -> bool {
     PER_AGENT_TOOLS.contains(&name)
+        || name == WEB_SEARCH
         || schedule::TOOL_NAMES.contains(&name)
         || name.starts_with("mcp:")
         || name.contains("__")
         || builtin_tools().iter().any(|tool| tool.name() == name)
 }
 
-/// The tools one agent starts with: the shared built-ins and schedule tools it lists, and its own
-/// instances of the per-agent tools. MCP tools arrive later from their links (`SetTools`); names
-/// that are none of these are returned for the caller to report.
+/// The tool configured by `[web_search]`; absent without a backend.
+pub const WEB_SEARCH: &str = "web_search";
+
+/// The tools one agent starts with: the shared built-ins and schedule tools it lists, its own
+/// instances of the per-agent tools, and `web_search` when a backend is configured (`web_search`).
+/// MCP tools arrive later from their links (`SetTools`); names that are none of these are
+/// returned for the caller to report.
 pub fn tools_for_agent(
     spec: &crate::config::AgentSpec,
     skills: &Arc<Vec<crate::skills::Skill>>,
+    web_search: Option<&Arc<dyn Tool>>,
 ) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
     let builtin = builtin_tools();
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -229,6 +236,7 @@ pub fn tools_for_agent(
                 spec.telegram_people(),
             ))),
             "spawn_subagent" => tools.push(Arc::new(handoff::SpawnSubagentTool::new())),
+            WEB_SEARCH => tools.extend(web_search.cloned()),
             // Added below, also when only skills are enabled.
             "use_skill" => {}
             _ => match builtin.iter().find(|tool| tool.name() == name) {

@@ -186,6 +186,24 @@ pub async fn start_with(
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);
     }
+    // Each provider is asked once for its model list, in the background (a slow provider must not
+    // delay the boot): one line each, and a warning event for Studio when one fails.
+    let providers = Providers::from_config_with_secrets(config, &loaded.secrets);
+    let probe_events = events.clone();
+    tokio::spawn(async move {
+        for outcome in providers.probe_all().await {
+            if outcome.ok {
+                tracing::info!(provider = %outcome.provider, "provider check: {}", outcome.detail);
+            } else {
+                tracing::warn!(provider = %outcome.provider, "provider check failed: {}", outcome.detail);
+                probe_events.publish(
+                    EventKind::Warning,
+                    &format!("provider:{}", outcome.provider),
+                    &format!("provider `{}`: {}", outcome.provider, outcome.detail),
+                );
+            }
+        }
+    });
     events.publish(
         EventKind::BootComplete,
         "root",

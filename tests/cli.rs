@@ -179,3 +179,58 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
         "doctor says plainly that memory has no embeddings: {stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_asks_every_provider_and_names_the_variable_of_a_refused_key() {
+    let refusing = ScriptedLlm::start(Script::new()).await.unwrap();
+    refusing.require_api_key("the-right-key-123");
+    let working = ScriptedLlm::start(Script::new()).await.unwrap();
+    let dir = ScratchDir::new("clawvisor-cli-doctor-providers").unwrap();
+    let providers = format!(
+        "[providers.cloud]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"CLOUD_KEY\"\n\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+         [providers.unset]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"UNSET_KEY_FOR_DOCTOR\"\n",
+        refusing.base_url(),
+        working.base_url()
+    );
+    write_config(
+        dir.path(),
+        &config_toml(&working.base_url(), &providers),
+        &[agent_toml("helper", "")],
+    )
+    .unwrap();
+    let path = dir.path().to_path_buf();
+    let wrong = "sk-wrong-key-for-doctor-456";
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(BINARY)
+            .args([
+                "--config",
+                path.join("clawvisor.toml").to_str().unwrap(),
+                "doctor",
+            ])
+            .env("CLOUD_KEY", wrong)
+            .env_remove("UNSET_KEY_FOR_DOCTOR")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("[FAIL] provider cloud: CLOUD_KEY is set but the provider answered 401"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[ ok ] provider local: http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[FAIL] provider unset: UNSET_KEY_FOR_DOCTOR is not set"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(wrong),
+        "the key is never printed: {stdout}"
+    );
+    assert!(!output.status.success(), "a refused key fails doctor");
+}

@@ -39,6 +39,22 @@ async fn telegram_checks(loaded: &LoadedConfig) -> Vec<Check> {
     checks
 }
 
+/// Every provider asked for its model list, with what to do when it fails.
+async fn provider_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let providers =
+        crate::llm::Providers::from_config_with_secrets(&loaded.config, &loaded.secrets);
+    providers
+        .probe_all()
+        .await
+        .into_iter()
+        .map(|outcome| Check {
+            ok: outcome.ok,
+            what: format!("provider {}", outcome.provider),
+            detail: outcome.detail,
+        })
+        .collect()
+}
+
 /// Where `web_search` looks things up, asked once; or how to add a backend.
 async fn web_search_check(loaded: &LoadedConfig) -> Check {
     let what = "web search".to_string();
@@ -167,6 +183,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
             detail: format!("{} does not exist yet; `serve` creates it", path.display()),
         });
     }
+    checks.extend(provider_checks(loaded).await);
     checks.extend(telegram_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
     let protections = crate::sandbox::protections();

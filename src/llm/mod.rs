@@ -27,7 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::config::{Config, PriceConfig};
 
 pub use error::{LlmError, TimeoutKind};
-pub use provider::Provider;
+pub use provider::{ProbeOutcome, Provider};
 pub use types::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, ImageInput, Role, StreamDelta, ToolCall,
     ToolSpec, Usage,
@@ -100,6 +100,11 @@ impl Providers {
 
     pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
         self.by_name.get(name).cloned()
+    }
+
+    /// Probes every provider at once (see [`Provider::probe`]), in name order.
+    pub async fn probe_all(&self) -> Vec<ProbeOutcome> {
+        futures::future::join_all(self.by_name.values().map(|provider| provider.probe())).await
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

@@ -25,6 +25,9 @@ use crate::llm::wire::{CallMode, StreamProgress};
 use crate::llm::{ChatRequest, ChatResponse, LlmError, StreamDelta, anthropic, gemini, openai};
 use crate::secrets::Secret;
 
+mod probe;
+pub use probe::ProbeOutcome;
+
 /// First retry waits about this long; each further retry doubles it.
 const DEFAULT_RETRY_BASE: Duration = Duration::from_secs(1);
 /// No backoff wait is longer than this.
@@ -56,6 +59,8 @@ pub struct Provider {
     kind: ProviderKind,
     base_url: String,
     key: ApiKey,
+    /// The variable the key is read from (`api_key_env`), for messages.
+    key_env: String,
     timeout: Duration,
     idle_timeout: Duration,
     max_retries: u32,
@@ -95,6 +100,7 @@ impl Provider {
             kind: config.kind,
             base_url: config.base_url.trim().trim_end_matches('/').to_string(),
             key,
+            key_env: env.to_string(),
             timeout,
             idle_timeout: timeout / 2,
             max_retries: config.max_retries,

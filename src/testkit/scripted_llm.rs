@@ -203,7 +203,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
-async fn models() -> Response {
+/// The model list (`GET /v1/models`, what `doctor`'s provider check asks), behind the same key.
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let required_key = shared
+        .required_key
+        .read()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .clone();
+    if let Some(refused) = key_refusal(&headers, required_key.as_deref()) {
+        return refused;
+    }
     json_response(
         StatusCode::OK,
         &json!({ "object": "list", "data": [{ "id": "scripted", "object": "model", "created": 0, "owned_by": "clawvisor-testkit" }] }),
@@ -245,6 +254,26 @@ async fn chat_completions(
     answer(&script, &request, &headers, required_key.as_deref(), number).await
 }
 
+/// OpenAI's 401 (which echoes the presented key) when a key is required and another was given.
+fn key_refusal(headers: &HeaderMap, required_key: Option<&str>) -> Option<Response> {
+    let expected = required_key?;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("");
+    (given != expected).then(|| {
+        error_response(
+            401,
+            &format!(
+                "Incorrect API key provided: {given}. You can find your API key at https://platform.openai.com/account/api-keys."
+            ),
+            Some("invalid_request_error"),
+            None,
+        )
+    })
+}
+
 async fn answer(
     script: &ActiveScript,
     request: &Value,
@@ -252,22 +281,8 @@ async fn answer(
     required_key: Option<&str>,
     number: u64,
 ) -> Response {
-    if let Some(expected) = required_key {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if given != expected {
-            return error_response(
-                401,
-                &format!(
-                    "Incorrect API key provided: {given}. You can find your API key at https://platform.openai.com/account/api-keys."
-                ),
-                Some("invalid_request_error"),
-                None,
-            );
-        }
+    if let Some(refused) = key_refusal(headers, required_key) {
+        return refused;
     }
     if let Err(message) = validate(request) {
         return error_response(400, &message, Some("invalid_request_error"), None);

@@ -153,7 +153,9 @@ fn footer(prompt: &ApprovalPrompt) -> String {
         ));
     }
     if let Some(chat) = &prompt.from_chat {
-        let id = chat.telegram_chat_id().map_or(chat.to_string(), |id| id.to_string());
+        let id = chat
+            .telegram_chat_id()
+            .map_or(chat.to_string(), |id| id.to_string());
         match chat.telegram_thread_id() {
             Some(topic) => footer.push_str(&format!("\n(from chat {id}, topic {topic})")),
             None => footer.push_str(&format!("\n(from chat {id})")),

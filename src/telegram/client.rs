@@ -81,9 +81,7 @@ impl From<RequestError> for TelegramError {
                 | ApiError::CantTalkWithBots
                 | ApiError::MessageToEditNotFound),
             ) => TelegramError::Undeliverable(text(api)),
-            RequestError::Api(ApiError::Unknown(ref description))
-                if is_topic_gone(description) =>
-            {
+            RequestError::Api(ApiError::Unknown(ref description)) if is_topic_gone(description) => {
                 TelegramError::TopicGone(text(description))
             }
             RequestError::RetryAfter(seconds) => TelegramError::RetryAfter(retry_duration(seconds)),

@@ -450,7 +450,10 @@ mod tests {
         assert!(!plain.addressed, "not addressed: only in the bot's topic");
         let mut bots_answer = created_by_bot.clone();
         bots_answer["message_id"] = serde_json::json!(9);
-        bots_answer.as_object_mut().unwrap().remove("forum_topic_created");
+        bots_answer
+            .as_object_mut()
+            .unwrap()
+            .remove("forum_topic_created");
         bots_answer["text"] = serde_json::json!("noted");
         let reply = read_group(
             serde_json::json!({
@@ -461,7 +464,10 @@ mod tests {
             }),
             true,
         );
-        assert!(reply.addressed, "a reply to the bot's own message addresses it");
+        assert!(
+            reply.addressed,
+            "a reply to the bot's own message addresses it"
+        );
     }
 
     #[test]

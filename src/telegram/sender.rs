@@ -358,7 +358,10 @@ impl ChatWorker {
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<MessageId, TelegramError> {
-        match self.send_html_in(self.thread_id, html, keyboard.clone()).await {
+        match self
+            .send_html_in(self.thread_id, html, keyboard.clone())
+            .await
+        {
             Err(TelegramError::TopicGone(why)) if self.thread_id.is_some() => {
                 tracing::warn!(chat = self.chat_id, thread = ?self.thread_id, %why, "forum topic gone; sending in the chat instead");
                 self.send_html_in(None, html, keyboard).await

@@ -388,11 +388,7 @@ async fn go_online(bot: &Bot) -> Result<String, TelegramError> {
 /// The send worker of a conversation (a `tg:` key: a chat, or a forum topic of it), started on
 /// first use. Callers pass only Telegram keys.
 fn worker(state: &mut TelegramBotState, chat: &ChatKey) -> mpsc::UnboundedSender<SendJob> {
-    if let Some(sender) = state
-        .workers
-        .get(chat)
-        .filter(|sender| !sender.is_closed())
-    {
+    if let Some(sender) = state.workers.get(chat).filter(|sender| !sender.is_closed()) {
         return sender.clone();
     }
     let sender = ChatWorker {

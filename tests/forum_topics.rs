@@ -360,7 +360,7 @@ async fn two_topics_and_general_keep_separate_conversations_and_every_reply_land
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn new_resets_only_its_topic_and_approvals_are_asked_in_the_topic_that_needs_them() {
+async fn new_resets_only_its_topic_and_approvals_and_pause_notices_are_in_the_topic_concerned() {
     let script = Script::new()
         .rule(Rule::text("The file tool answered.").when_after_tool_result("write_file"))
         .rule(
@@ -459,6 +459,23 @@ async fn new_resets_only_its_topic_and_approvals_are_asked_in_the_topic_that_nee
         Some(travel),
         "the run's answer is in Travel"
     );
+
+    // While the operator pauses the agent, a message in a topic is kept and told so there, and
+    // answered there on resume.
+    let (studio, http) = w.harness.studio_http().await;
+    let pause = |paused: bool| {
+        http.patch(format!("{studio}/api/v1/agents/alpha"))
+            .json(&json!({ "paused": paused }))
+            .send()
+    };
+    assert!(pause(true).await.unwrap().status().is_success());
+    say(&w, bot, Some(shopping), "@alpha_bot are you there?");
+    let kept = sent_with(&w, bot, "paused by the operator").await;
+    assert_eq!(kept.thread_id, Some(shopping), "told in Shopping");
+    assert!(pause(false).await.unwrap().status().is_success());
+    let answered = sent_with(&w, bot, "are you there").await;
+    assert_eq!(answered.thread_id, Some(shopping), "answered in Shopping");
+
     assert!(
         w.fake
             .sent(bot)
@@ -471,7 +488,8 @@ async fn new_resets_only_its_topic_and_approvals_are_asked_in_the_topic_that_nee
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_scheduled_in_a_topic_answers_there_and_a_deleted_topic_falls_back_to_general() {
+async fn a_task_scheduled_in_a_topic_and_send_message_answer_there_and_a_deleted_topic_falls_back_to_general()
+ {
     let at =
         (Utc::now() + chrono::TimeDelta::seconds(6)).to_rfc3339_opts(SecondsFormat::Secs, true);
     let arguments = json!({
@@ -489,9 +507,18 @@ async fn a_task_scheduled_in_a_topic_answers_there_and_a_deleted_topic_falls_bac
         .rule(
             Rule::text("Time to stretch, in Shopping!").when_last_user_contains("time to stretch"),
         )
+        .rule(Rule::text("Progress sent.").when_after_tool_result("send_message"))
+        .rule(
+            // The chat's id names the run's own conversation: in a forum, its topic.
+            Rule::tool_call(
+                "send_message",
+                json!({"text": "Still checking the shelves.", "chat_id": FORUM}).to_string(),
+            )
+            .when_last_user_contains("keep me posted"),
+        )
         .rule(Rule::echo());
     let (w, bot, shopping, travel) = forum_world(
-        "autonomy = \"trust_first\"\ntools = [\"schedule_task\", \"list_tasks\"]\n",
+        "autonomy = \"trust_first\"\ntools = [\"schedule_task\", \"list_tasks\", \"send_message\"]\n",
         script,
     )
     .await;
@@ -522,6 +549,16 @@ async fn a_task_scheduled_in_a_topic_answers_there_and_a_deleted_topic_falls_bac
         .await
         .unwrap();
     assert_eq!(target, Some(format!("tg:{FORUM}/{shopping}")));
+
+    say(&w, bot, Some(shopping), "@alpha_bot keep me posted");
+    let progress = sent_with(&w, bot, "Still checking the shelves.").await;
+    assert_eq!(
+        progress.thread_id,
+        Some(shopping),
+        "send_message speaks in the topic"
+    );
+    let done = sent_with(&w, bot, "Progress sent.").await;
+    assert_eq!(done.thread_id, Some(shopping));
 
     // A topic deleted before the answer: Telegram refuses the thread, the answer goes to the
     // chat's General instead of being lost.

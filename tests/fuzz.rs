@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `config` | `config::load_in` (what `serve` and `config check` call), files in a temp dir | an error names its file (or variable, or flag) and key; an accepted config's durations fit the clock arithmetic the daemon does with them; boot-time derived values compute |
 //! | `telegram` | `telegram::intake::read` on stored update JSON, `intake::summary` | deterministic; the poller's re-serialised payload reads the same; commands and text well-formed |
+//! | `forum_topics` | `telegram::intake::read` and `intake::topic` on messages with `message_thread_id`, `is_topic_message`, `is_forum` of any shape | the `telegram` properties; a topic only for a topic message with a positive thread id; its chat key round-trips and names the chat and the topic |
 //! | `classifier` | `policy::shell::classify_shell`, `policy::paths::classify_file_access`, `policy::mcp::classify_mcp` | deterministic; reasons explain the level; an L3 part makes the whole command L3 and no part is ever lowered by its neighbours; quoting a literal word does not change the verdict; file levels grow read ≤ write ≤ delete |
 //! | `cron` | `schedule::ScheduleSpec::parse`, `next_after`, `preview`, `MissedPolicy::resolve` | next time after the given one and consistent from any instant before it; previews increase; no "internal error" translation; missed runs lie between due and now |
 //! | `format` | `telegram::format::markdown_to_html`, `split_html` | only Telegram's tags, balanced, escaped; each part ≤ the limit in UTF-16 units, balanced and non-blank; no visible text lost |
@@ -3512,4 +3513,121 @@ fn studio() {
         runtime.block_on(check(router, &request))
     });
     runtime.block_on(studio.harness.stop());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: forum topics — `message_thread_id`, `is_topic_message` and `is_forum` of any shape on
+// a stored update, read the way the bot reads it (issue #18).
+// ---------------------------------------------------------------------------------------------
+
+mod forum_topics_target {
+    use super::*;
+
+    use clawvisor::domain::ChatKey;
+    use clawvisor::telegram::intake::{self, Intake};
+    use serde_json::{Value, json};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/forum-topics.txt";
+
+    /// A field's value of any JSON shape, with the edges a thread id can hit; `None`: absent.
+    fn field(typical: Value) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            2 => Just(Some(typical)),
+            1 => Just(None),
+            4 => prop::sample::select(vec![
+                json!(0), json!(1), json!(-1), json!(-7), json!(i32::MAX), json!(i32::MIN),
+                json!(i64::from(i32::MAX) + 1), json!(i64::MAX), json!(u64::MAX), json!(1e300),
+                json!(7.5), json!("7"), json!(""), json!(null), json!(true), json!(false),
+                json!([7]), json!({"id": 7}),
+            ])
+            .prop_map(Some),
+            2 => any::<i64>().prop_map(|n| Some(json!(n))),
+        ]
+    }
+
+    /// A message in a chat of some type, with thread fields of any shape.
+    pub fn strategy() -> impl Strategy<Value = String> {
+        (
+            field(json!(7)),
+            field(json!(true)),
+            field(json!(true)),
+            prop::sample::select(vec!["supergroup", "group", "private", "channel"]),
+            any::<bool>(),
+            "\\PC{0,24}",
+        )
+            .prop_map(|(thread, topic, forum, kind, reply, text)| {
+                let chat_id = if kind == "private" { 42 } else { -1_001_234_567_890_i64 };
+                let mut chat = json!({"id": chat_id, "type": kind, "title": "Home", "first_name": "Ada"});
+                if let Some(forum) = forum {
+                    chat["is_forum"] = forum;
+                }
+                let mut message = json!({
+                    "message_id": 12,
+                    "date": 1_700_000_000,
+                    "chat": chat,
+                    "from": {"id": 42, "is_bot": false, "first_name": "Ada"},
+                    "text": format!("@kiki_bot {text}"),
+                });
+                if let Some(thread) = thread.clone() {
+                    message["message_thread_id"] = thread;
+                }
+                if let Some(topic) = topic {
+                    message["is_topic_message"] = topic;
+                }
+                if reply {
+                    let mut root = message.clone();
+                    root["message_id"] = thread.unwrap_or(json!(7));
+                    root["from"] = json!({"id": 777, "is_bot": true, "first_name": "Kiki", "username": "kiki_bot"});
+                    message["reply_to_message"] = root;
+                }
+                json!({"update_id": 5001, "message": message}).to_string()
+            })
+    }
+
+    /// The properties: the general Telegram ones, and a topic only when Telegram marked the
+    /// message a topic message with a positive thread id; its key names the chat and the topic.
+    pub fn check(payload: &str) -> Result<(), TestCaseError> {
+        super::telegram_target::check(payload)?;
+        let raw: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+        let parsed = serde_json::from_str::<teloxide::types::Update>(payload).ok();
+        match intake::read(payload, super::telegram_target::BOT_ID, "kiki_bot") {
+            Intake::Message(message) => {
+                let key = message.chat();
+                prop_assert_eq!(ChatKey::parse(key.as_str()), Some(key.clone()));
+                prop_assert_eq!(key.telegram_chat_id(), Some(message.chat_id));
+                prop_assert_eq!(key.telegram_thread_id(), message.thread_id);
+                if let Some(thread) = message.thread_id {
+                    prop_assert!(thread > 0, "thread {}", thread);
+                    prop_assert_eq!(&raw["message"]["is_topic_message"], &json!(true));
+                    prop_assert_eq!(&raw["message"]["message_thread_id"], &json!(thread));
+                    prop_assert_eq!(key.as_str(), format!("tg:{}/{thread}", message.chat_id));
+                } else {
+                    prop_assert_eq!(key, ChatKey::telegram(message.chat_id));
+                }
+                if let Some(update) = &parsed {
+                    prop_assert_eq!(intake::topic(update), message.thread_id);
+                }
+            }
+            _ => {
+                if let Some(update) = &parsed {
+                    let _ = intake::topic(update);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn forum_topics() {
+    use forum_topics_target::*;
+    // The committed Telegram corpus holds a topic message; every input passes these properties.
+    replay(
+        "telegram",
+        |text| text.trim_end_matches('\n').to_string(),
+        |payload| check(payload),
+    );
+    run(runner(REGRESSIONS, 400), strategy(), |payload| {
+        check(&payload)
+    });
 }

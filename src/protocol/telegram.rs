@@ -7,7 +7,7 @@ use std::time::Duration;
 use ractor::RpcReplyPort;
 
 use super::ServiceName;
-use crate::domain::Outbound;
+use crate::domain::{ChatKey, Outbound};
 use crate::registry::Registry;
 use crate::telegram::poller::PollEvent;
 
@@ -30,9 +30,10 @@ pub enum TelegramMsg {
     Poll(PollEvent),
     Deliver(Outbound),
     Sweep,
-    /// Post an approval request with buttons; the message id comes back to the desk.
+    /// Post an approval request with buttons in a chat (or its forum topic); the message id
+    /// comes back to the desk.
     PostApproval {
-        chat_id: i64,
+        chat: ChatKey,
         prompt: ApprovalPrompt,
     },
     /// Replace a decided approval's message (buttons removed).
@@ -41,9 +42,9 @@ pub enum TelegramMsg {
         message_id: i32,
         text: String,
     },
-    /// Send a plain message to a chat (pairing approved, approval notices).
+    /// Send a plain message to a chat or its forum topic (pairing approved, approval notices).
     Notify {
-        chat_id: i64,
+        chat: ChatKey,
         text: String,
     },
     /// Is the bot polling? (for approvals: is an approver reachable here)
@@ -69,8 +70,8 @@ pub struct ApprovalPrompt {
     pub again: bool,
     /// A grant offered with the request: exactly this action, in this chat, for this long.
     pub grant_minutes: Option<u32>,
-    /// Shown privately to an approver: the chat the request came from.
-    pub from_chat: Option<i64>,
+    /// Shown privately to an approver: the chat (or forum topic) the request came from.
+    pub from_chat: Option<ChatKey>,
 }
 
 impl ApprovalPrompt {
@@ -117,9 +118,10 @@ impl Bot {
         self.cast(TelegramMsg::Deliver(outbound));
     }
 
-    /// Posts an approval request with buttons (the message id goes back to the desk).
-    pub fn post_approval(&self, chat_id: i64, prompt: ApprovalPrompt) {
-        self.cast(TelegramMsg::PostApproval { chat_id, prompt });
+    /// Posts an approval request with buttons in `chat` — a forum topic's key posts it in that
+    /// topic (the message id goes back to the desk).
+    pub fn post_approval(&self, chat: ChatKey, prompt: ApprovalPrompt) {
+        self.cast(TelegramMsg::PostApproval { chat, prompt });
     }
 
     /// Replaces a decided approval's message (its buttons removed).

@@ -34,6 +34,8 @@ pub struct NewUpdate {
     pub update_id: i64,
     pub kind: String,
     pub chat_id: Option<i64>,
+    /// The forum topic of a topic message (`message_thread_id`).
+    pub thread_id: Option<i32>,
     pub user_id: Option<i64>,
     pub payload: String,
     pub sent_ms: Option<i64>,
@@ -69,8 +71,8 @@ pub fn store_batch(
     now_ms: i64,
 ) -> Result<Vec<StoredUpdate>> {
     let mut insert = conn.prepare_cached(
-        "INSERT OR IGNORE INTO inbound_updates (bot_id, agent, update_id, kind, chat_id, user_id, payload, sent_ms, received_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT OR IGNORE INTO inbound_updates (bot_id, agent, update_id, kind, chat_id, user_id, payload, sent_ms, received_ms, thread_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     let mut stored = Vec::new();
     let mut max_id = None::<i64>;
@@ -85,7 +87,8 @@ pub fn store_batch(
             update.user_id,
             update.payload,
             update.sent_ms,
-            now_ms
+            now_ms,
+            update.thread_id
         ])?;
         if inserted == 1 {
             stored.push(StoredUpdate {
@@ -169,27 +172,30 @@ pub fn undelivered(
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Group messages kept as context for the next answer in that chat, oldest first.
+/// Group messages kept as context for the next answer in that chat (in that forum topic when
+/// `thread_id` is given, outside every topic when not), oldest first.
 pub fn take_context(
     conn: &Connection,
     agent: &str,
     chat_id: i64,
+    thread_id: Option<i32>,
     limit: u32,
     now_ms: i64,
 ) -> Result<Vec<StoredUpdate>> {
     let mut statement = conn.prepare_cached(
         "SELECT id, update_id, kind, chat_id, user_id, payload, sent_ms, received_ms, status FROM
-         (SELECT * FROM inbound_updates WHERE agent = ?1 AND chat_id = ?2 AND status = 'context' ORDER BY update_id DESC LIMIT ?3)
+         (SELECT * FROM inbound_updates WHERE agent = ?1 AND chat_id = ?2 AND thread_id IS ?4 AND status = 'context'
+          ORDER BY update_id DESC LIMIT ?3)
          ORDER BY update_id",
     )?;
     let rows: Vec<StoredUpdate> = statement
-        .query_map(params![agent, chat_id, limit], stored_from_row)?
+        .query_map(params![agent, chat_id, limit, thread_id], stored_from_row)?
         .collect::<Result<Vec<_>, _>>()?;
     conn.prepare_cached(
         "UPDATE inbound_updates SET status = 'processed', processed_ms = ?3, note = 'used as group context'
-         WHERE agent = ?1 AND chat_id = ?2 AND status = 'context'",
+         WHERE agent = ?1 AND chat_id = ?2 AND thread_id IS ?4 AND status = 'context'",
     )?
-    .execute(params![agent, chat_id, now_ms])?;
+    .execute(params![agent, chat_id, now_ms, thread_id])?;
     Ok(rows)
 }
 

@@ -123,7 +123,7 @@ pub async fn create(
         None | Some("") => None,
         Some(text) => Some(ChatKey::parse(text).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "`target` `{text}` is not a chat (like `tg:12345` or `studio:operator`)"
+                "`target` `{text}` is not a chat (like `tg:12345`, `tg:-100123/7` for a forum topic, or `studio:operator`)"
             ))
         })?),
     };

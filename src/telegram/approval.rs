@@ -152,8 +152,14 @@ fn footer(prompt: &ApprovalPrompt) -> String {
              without asking. Anything else still asks."
         ));
     }
-    if let Some(chat) = prompt.from_chat {
-        footer.push_str(&format!("\n(from chat {chat})"));
+    if let Some(chat) = &prompt.from_chat {
+        let id = chat
+            .telegram_chat_id()
+            .map_or(chat.to_string(), |id| id.to_string());
+        match chat.telegram_thread_id() {
+            Some(topic) => footer.push_str(&format!("\n(from chat {id}, topic {topic})")),
+            None => footer.push_str(&format!("\n(from chat {id})")),
+        }
     }
     footer.push_str(&format!(
         "\nExpires in {}. Reply /approve {} or /deny {}.",

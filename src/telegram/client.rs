@@ -37,6 +37,9 @@ pub enum TelegramError {
     /// The chat cannot be reached (blocked the bot, deleted, not found): do not retry.
     #[error("the chat cannot be reached: {0}")]
     Undeliverable(String),
+    /// The forum topic is gone or closed ("message thread not found", `TOPIC_CLOSED`).
+    #[error("the forum topic cannot be written to: {0}")]
+    TopicGone(String),
     #[error("network error: {0}")]
     Network(String),
     #[error("{0}")]
@@ -78,11 +81,22 @@ impl From<RequestError> for TelegramError {
                 | ApiError::CantTalkWithBots
                 | ApiError::MessageToEditNotFound),
             ) => TelegramError::Undeliverable(text(api)),
+            RequestError::Api(ApiError::Unknown(ref description)) if is_topic_gone(description) => {
+                TelegramError::TopicGone(text(description))
+            }
             RequestError::RetryAfter(seconds) => TelegramError::RetryAfter(retry_duration(seconds)),
             RequestError::Network(error) => TelegramError::Network(text(&error)),
             other => TelegramError::Other(text(&other)),
         }
     }
+}
+
+/// Telegram's descriptions for a send into a forum topic that no longer takes messages.
+fn is_topic_gone(description: &str) -> bool {
+    let description = description.to_ascii_lowercase();
+    ["message thread not found", "topic_deleted", "topic_closed"]
+        .iter()
+        .any(|known| description.contains(known))
 }
 
 fn retry_duration(seconds: Seconds) -> Duration {

@@ -2,8 +2,15 @@
 //!
 //! Updates are stored as JSON before they are read here, so a payload this code does not
 //! understand is simply `Intake::Unsupported` — never a panic, never a lost offset.
+//!
+//! Forum topics: a message sent in a topic of a forum supergroup carries `message_thread_id` and
+//! `is_topic_message: true`, and belongs to the conversation `tg:<chat>/<thread>`. Replies in
+//! ordinary supergroups (and, in forums, in General) may carry a `message_thread_id` too — the
+//! id of the reply chain's first message, not a topic — so only `is_topic_message` makes a topic.
 
-use teloxide::types::{MediaKind, MessageEntityKind, MessageKind, Update, UpdateKind};
+use teloxide::types::{MediaKind, Message, MessageEntityKind, MessageKind, Update, UpdateKind};
+
+use crate::domain::ChatKey;
 
 /// A file attached to a message, still on Telegram's servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +25,8 @@ pub struct RemoteFile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncomingMessage {
     pub chat_id: i64,
+    /// The forum topic the message was sent in (`message_thread_id`); `None` outside topics.
+    pub thread_id: Option<i32>,
     pub private: bool,
     pub chat_title: String,
     pub user_id: i64,
@@ -30,6 +39,13 @@ pub struct IncomingMessage {
     /// `/command args` (the `@botname` suffix removed), when the text is a command.
     pub command: Option<(String, String)>,
     pub files: Vec<RemoteFile>,
+}
+
+impl IncomingMessage {
+    /// The conversation the message belongs to: the chat, or its forum topic.
+    pub fn chat(&self) -> ChatKey {
+        ChatKey::telegram_topic(self.chat_id, self.thread_id)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +90,27 @@ pub fn summary(update: &Update) -> (&'static str, Option<i64>, Option<i64>, Opti
     }
 }
 
+/// The forum topic of a stored update's message (stored beside it, so that a group's context
+/// is taken per topic); `None` for anything else.
+pub fn topic(update: &Update) -> Option<i32> {
+    match &update.kind {
+        UpdateKind::Message(message) | UpdateKind::EditedMessage(message) => topic_of(message),
+        _ => None,
+    }
+}
+
+/// The topic a message was sent in: only a message Telegram marks `is_topic_message`, and only
+/// a positive id (a thread id is the id of the message that created the topic).
+fn topic_of(message: &Message) -> Option<i32> {
+    if !message.is_topic_message {
+        return None;
+    }
+    message
+        .thread_id
+        .map(|thread| thread.0.0)
+        .filter(|thread| *thread > 0)
+}
+
 fn display_name(user: &teloxide::types::User) -> String {
     match &user.last_name {
         Some(last) => format!("{} {last}", user.first_name),
@@ -104,13 +141,25 @@ pub fn read(payload: &str, bot_id: i64, bot_username: &str) -> Intake {
     }
 }
 
-fn read_message(message: &teloxide::types::Message, bot_id: i64, bot_username: &str) -> Intake {
+fn read_message(message: &Message, bot_id: i64, bot_username: &str) -> Intake {
     let Some(from) = message.from.as_ref() else {
         return Intake::Unsupported("message without a sender (channel post)".into());
     };
     if from.is_bot {
         return Intake::Unsupported("messages from bots are not answered".into());
     }
+    if matches!(
+        message.kind,
+        MessageKind::ForumTopicCreated(_)
+            | MessageKind::ForumTopicEdited(_)
+            | MessageKind::ForumTopicClosed(_)
+            | MessageKind::ForumTopicReopened(_)
+            | MessageKind::GeneralForumTopicHidden(_)
+            | MessageKind::GeneralForumTopicUnhidden(_)
+    ) {
+        return Intake::Unsupported("a forum topic's service message".into());
+    }
+    let thread_id = topic_of(message);
     let private = message.chat.is_private();
     let raw_text = message
         .text()
@@ -131,8 +180,11 @@ fn read_message(message: &teloxide::types::Message, bot_id: i64, bot_username: &
                         .is_some_and(|named| named.eq_ignore_ascii_case(&mention))
             })
         }) || raw_text.to_lowercase().contains(&mention.to_lowercase()));
+    // In a topic, a message that replies to nothing else "replies" to the topic's first message
+    // (the one that created it): that is not a reply to the bot, even if the bot made the topic.
     let reply_to_bot = message
         .reply_to_message()
+        .filter(|reply| thread_id != Some(reply.id.0))
         .and_then(|reply| reply.from.as_ref())
         .is_some_and(|user| user.id.0 as i64 == bot_id);
     let command = parse_command(&raw_text, bot_username);
@@ -145,6 +197,7 @@ fn read_message(message: &teloxide::types::Message, bot_id: i64, bot_username: &
     let text = strip_mention(&raw_text, &mention);
     Intake::Message(IncomingMessage {
         chat_id: message.chat.id.0,
+        thread_id,
         private,
         chat_title: message.chat.title().unwrap_or_default().to_string(),
         user_id: from.id.0 as i64,
@@ -211,7 +264,7 @@ pub fn parse_command(text: &str, bot_username: &str) -> Option<(String, String)>
     Some((name.to_ascii_lowercase(), args.trim().to_string()))
 }
 
-fn files(message: &teloxide::types::Message) -> Vec<RemoteFile> {
+fn files(message: &Message) -> Vec<RemoteFile> {
     use crate::domain::AttachmentKind;
     let MessageKind::Common(common) = &message.kind else {
         return Vec::new();
@@ -317,5 +370,122 @@ mod tests {
                 "{payload}"
             );
         }
+    }
+    /// A message update in supergroup `-1001234567890`; `extra` is merged into the message.
+    fn group_update(extra: serde_json::Value, forum: bool) -> String {
+        let mut message = serde_json::json!({
+            "message_id": 50,
+            "date": 1_700_000_000,
+            "chat": {"id": -1_001_234_567_890_i64, "type": "supergroup", "title": "Home", "is_forum": forum},
+            "from": {"id": 42, "is_bot": false, "first_name": "Ada"},
+            "text": "@ada_bot hello"
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            message[key] = value.clone();
+        }
+        serde_json::json!({"update_id": 1, "message": message}).to_string()
+    }
+
+    fn read_group(extra: serde_json::Value, forum: bool) -> IncomingMessage {
+        match read(&group_update(extra, forum), 999, "ada_bot") {
+            Intake::Message(message) => message,
+            other => panic!("not a message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_topic_message_belongs_to_its_topic_and_general_to_the_chat() {
+        let topic = read_group(
+            serde_json::json!({"message_thread_id": 7, "is_topic_message": true}),
+            true,
+        );
+        assert_eq!(topic.thread_id, Some(7));
+        assert_eq!(topic.chat().as_str(), "tg:-1001234567890/7");
+        assert_eq!(topic.chat().telegram_chat_id(), Some(-1_001_234_567_890));
+
+        let general = read_group(serde_json::json!({}), true);
+        assert_eq!(general.thread_id, None);
+        assert_eq!(general.chat(), ChatKey::telegram(-1_001_234_567_890));
+    }
+
+    #[test]
+    fn a_reply_thread_is_not_a_topic() {
+        // Replies in an ordinary supergroup (and in a forum's General) name their reply chain.
+        for forum in [false, true] {
+            let reply = read_group(serde_json::json!({"message_thread_id": 31}), forum);
+            assert_eq!(reply.thread_id, None, "forum: {forum}");
+        }
+        let odd = read_group(
+            serde_json::json!({"message_thread_id": -5, "is_topic_message": true}),
+            true,
+        );
+        assert_eq!(odd.thread_id, None, "a thread id is a positive message id");
+        let zero = read_group(
+            serde_json::json!({"message_thread_id": 0, "is_topic_message": true}),
+            true,
+        );
+        assert_eq!(zero.thread_id, None);
+    }
+
+    #[test]
+    fn the_topics_first_message_is_not_a_reply_to_the_bot() {
+        let created_by_bot = serde_json::json!({
+            "message_id": 7,
+            "date": 1_700_000_000,
+            "chat": {"id": -1_001_234_567_890_i64, "type": "supergroup", "title": "Home", "is_forum": true},
+            "from": {"id": 999, "is_bot": true, "first_name": "Ada", "username": "ada_bot"},
+            "message_thread_id": 7,
+            "is_topic_message": true,
+            "forum_topic_created": {"name": "Shopping", "icon_color": 7_322_096}
+        });
+        let plain = read_group(
+            serde_json::json!({
+                "text": "milk is gone",
+                "message_thread_id": 7,
+                "is_topic_message": true,
+                "reply_to_message": created_by_bot
+            }),
+            true,
+        );
+        assert!(!plain.addressed, "not addressed: only in the bot's topic");
+        let mut bots_answer = created_by_bot.clone();
+        bots_answer["message_id"] = serde_json::json!(9);
+        bots_answer
+            .as_object_mut()
+            .unwrap()
+            .remove("forum_topic_created");
+        bots_answer["text"] = serde_json::json!("noted");
+        let reply = read_group(
+            serde_json::json!({
+                "text": "thanks",
+                "message_thread_id": 7,
+                "is_topic_message": true,
+                "reply_to_message": bots_answer
+            }),
+            true,
+        );
+        assert!(
+            reply.addressed,
+            "a reply to the bot's own message addresses it"
+        );
+    }
+
+    #[test]
+    fn topic_service_messages_are_not_conversation() {
+        let payload = group_update(
+            serde_json::json!({
+                "message_thread_id": 7,
+                "is_topic_message": true,
+                "forum_topic_created": {"name": "Shopping", "icon_color": 7_322_096}
+            }),
+            true,
+        );
+        let mut update: serde_json::Value = serde_json::from_str(&payload).unwrap();
+        update["message"].as_object_mut().unwrap().remove("text");
+        let payload = update.to_string();
+        assert!(
+            matches!(read(&payload, 999, "ada_bot"), Intake::Unsupported(_)),
+            "{payload}"
+        );
     }
 }

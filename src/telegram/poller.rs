@@ -170,6 +170,7 @@ impl Poller {
                         update_id: update.id.0 as i64,
                         kind: kind.to_string(),
                         chat_id,
+                        thread_id: intake::topic(update),
                         user_id,
                         payload: serde_json::to_string(update).unwrap_or_else(|_| "{}".into()),
                         sent_ms,

@@ -1,6 +1,11 @@
 //! The outbound side of a bot: one worker task per active chat, so that one slow chat never holds
 //! up another and every chat's messages leave in order.
 //!
+//! A forum topic (`tg:<chat>/<thread>`) has its own worker: every message and typing indicator
+//! it sends carries the topic's `message_thread_id` (edits name their message, which already
+//! is in the topic). A topic that was deleted or closed gets the message in the chat instead
+//! (its General), so an answer is never lost to it.
+//!
 //! Pacing (Telegram's flood limits): every send and edit takes a slot from the bot's `Governor`
 //! (≤ 1 per second per chat, ≤ 20 per minute per group, ≤ 30 per second per bot); streaming
 //! edits of one message are at least 1.5 s apart (the newest text coalesced); the typing indicator
@@ -13,10 +18,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teloxide::payloads::{EditMessageTextSetters, SendMessageSetters};
+use teloxide::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
 use teloxide::prelude::*;
 use teloxide::types::{
-    ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
+    ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, ThreadId,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -70,6 +75,8 @@ pub struct ChatWorker {
     pub bot: Bot,
     pub governor: Arc<Governor>,
     pub chat_id: i64,
+    /// The forum topic this worker writes into (`None`: the chat itself).
+    pub thread_id: Option<i32>,
     pub agent: String,
     pub store: Store,
     pub events: EventBus,
@@ -158,7 +165,11 @@ impl ChatWorker {
                 _ = sleep_until(wake), if wake.is_some() => {
                     let now = Instant::now();
                     if typing && now >= next_typing {
-                        let _ = self.bot.send_chat_action(ChatId(self.chat_id), ChatAction::Typing).await;
+                        let mut action = self.bot.send_chat_action(ChatId(self.chat_id), ChatAction::Typing);
+                        if let Some(thread) = self.thread_id {
+                            action = action.message_thread_id(ThreadId(MessageId(thread)));
+                        }
+                        let _ = action.await;
                         next_typing = now + TYPING_EVERY;
                     }
                     if let Some(current) = stream.as_mut()
@@ -317,11 +328,11 @@ impl ChatWorker {
         match result {
             Ok(()) => self.events.publish_data(
                 EventKind::MessageOut,
-                &format!("tg:{}", self.chat_id),
+                self.chat().as_str(),
                 &text.chars().take(200).collect::<String>(),
                 crate::events::EventData::TelegramReplySent {
                     agent: self.agent.clone(),
-                    chat: format!("tg:{}", self.chat_id),
+                    chat: self.chat().to_string(),
                     parts: chunks.len(),
                 },
             ),
@@ -336,18 +347,46 @@ impl ChatWorker {
         }
     }
 
-    /// Sends HTML, falling back to plain text when Telegram rejects the entities; waits out 429s.
+    /// The conversation this worker writes into.
+    fn chat(&self) -> crate::domain::ChatKey {
+        crate::domain::ChatKey::telegram_topic(self.chat_id, self.thread_id)
+    }
+
+    /// Sends HTML into the worker's topic; a topic that is gone gets it in the chat instead.
     async fn send_html(
         &self,
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,
     ) -> Result<MessageId, TelegramError> {
+        match self
+            .send_html_in(self.thread_id, html, keyboard.clone())
+            .await
+        {
+            Err(TelegramError::TopicGone(why)) if self.thread_id.is_some() => {
+                tracing::warn!(chat = self.chat_id, thread = ?self.thread_id, %why, "forum topic gone; sending in the chat instead");
+                self.send_html_in(None, html, keyboard).await
+            }
+            result => result,
+        }
+    }
+
+    /// Sends HTML, falling back to plain text when Telegram rejects the entities; waits out 429s.
+    async fn send_html_in(
+        &self,
+        thread_id: Option<i32>,
+        html: &str,
+        keyboard: Option<InlineKeyboardMarkup>,
+    ) -> Result<MessageId, TelegramError> {
+        let thread = thread_id.map(|thread| ThreadId(MessageId(thread)));
         for attempt in 0..3 {
             self.governor.acquire(self.chat_id).await;
             let mut request = self
                 .bot
                 .send_message(ChatId(self.chat_id), html.to_string())
                 .parse_mode(ParseMode::Html);
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
+            }
             if let Some(keyboard) = keyboard.clone() {
                 request = request.reply_markup(keyboard);
             }
@@ -358,6 +397,9 @@ impl ChatWorker {
                     let mut plain = self
                         .bot
                         .send_message(ChatId(self.chat_id), format::plain_text(html));
+                    if let Some(thread) = thread {
+                        plain = plain.message_thread_id(thread);
+                    }
                     if let Some(keyboard) = keyboard.clone() {
                         plain = plain.reply_markup(keyboard);
                     }

@@ -23,7 +23,11 @@
 //!   revoked token, connections closed without an answer;
 //! - Telegram's flood limits, counted but not enforced (see [`Violations`]).
 //!
-//! What it does not model: channels, inline mode, payments, forum topics, webhooks (setWebhook
+//! - forum supergroups (`forum`): topics, `message_thread_id` on messages in them and on sends
+//!   into them ("message thread not found" for a topic that does not exist);
+//!
+//! What it does not model: channels, inline mode, payments, topic management methods
+//! (`createForumTopic`: topics are made by test controls), webhooks (setWebhook
 //! is unknown; deleteWebhook succeeds), `MarkdownV2` (accepted, not parsed: the visible text is
 //! the raw text), and Telegram's "chat not found" (any numeric chat id can be written to).
 //!
@@ -41,6 +45,7 @@
 //! `Shared::activity`, so the `wait_for_*` controls never miss a change they wait for.
 
 mod flood;
+mod forum;
 mod html;
 mod methods;
 mod records;
@@ -61,6 +66,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 pub use flood::{ViolationExample, ViolationKind, Violations};
+pub use forum::THREAD_NOT_FOUND_DESCRIPTION;
 pub use html::{HtmlEntity, ParsedHtml, parse_html};
 pub use records::{
     AttachmentKind, BotCommandRecord, BotId, CallbackAnswer, ChatActionRecord, FakeTelegramError,
@@ -220,6 +226,13 @@ impl FakeTelegram {
             {
                 message["reply_to_message"] = without_reply(target);
             }
+            forum::place_in_thread(
+                directory,
+                state,
+                incoming.chat_id,
+                incoming.thread_id,
+                &mut message,
+            );
             state.store_message(incoming.chat_id, message_id, message.clone());
             let update_id = state.enqueue("message", message);
             PushedUpdate {

@@ -54,7 +54,11 @@ impl SendMessageTool {
                 )),
             };
         };
-        if ctx.chat.telegram_chat_id() == Some(chat_id) || self.people.contains(&chat_id) {
+        // The run's own chat by its id is the run's conversation: in a forum, its topic.
+        if ctx.chat.telegram_chat_id() == Some(chat_id) {
+            return Ok(ctx.chat.clone());
+        }
+        if self.people.contains(&chat_id) {
             return Ok(ChatKey::telegram(chat_id));
         }
         Err(ToolError::Refused(format!(

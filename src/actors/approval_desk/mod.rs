@@ -398,7 +398,8 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
         ChatKind::Telegram => {
             let bot = Bot::new(&args.registry, &row.agent);
             let chat_id = chat.telegram_chat_id().unwrap_or_default();
-            bot.post_approval(chat_id, prompt.clone());
+            // In the conversation that asked: a forum topic's key posts it in that topic.
+            bot.post_approval(chat.clone(), prompt.clone());
             // Approvers who are not in this chat get it privately.
             if let Some(approvers) = args.approvers.get(&row.agent) {
                 for approver in approvers
@@ -407,10 +408,10 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                     .filter(|approver| **approver != chat_id)
                 {
                     let private = ApprovalPrompt {
-                        from_chat: Some(chat_id),
+                        from_chat: Some(chat.clone()),
                         ..prompt.clone()
                     };
-                    bot.post_approval(*approver, private);
+                    bot.post_approval(ChatKey::telegram(*approver), private);
                 }
             }
         }

@@ -11,7 +11,8 @@ pub(super) async fn on_command(
     command: &str,
     args: &str,
 ) -> (UpdateStatus, Option<String>) {
-    let chat = ChatKey::telegram(message.chat_id);
+    // In a forum topic, `/new` and `/stop` act on that topic's conversation only.
+    let chat = message.chat();
     let agent_ref = state
         .args
         .registry
@@ -55,7 +56,7 @@ pub(super) async fn on_command(
         other => Some(format!("I don't know /{other}. /help lists what I understand.")),
     };
     if let Some(text) = reply {
-        let _ = worker(state, message.chat_id).send(SendJob::Notice { text });
+        let _ = worker(state, &message.chat()).send(SendJob::Notice { text });
     }
     (UpdateStatus::Processed, Some(format!("command /{command}")))
 }
@@ -161,7 +162,7 @@ pub(super) async fn pair(
         .await
     {
         Ok(Some(row)) => {
-            let _ = worker(state, row.chat_id).send(SendJob::Notice {
+            let _ = worker(state, &ChatKey::telegram(row.chat_id)).send(SendJob::Notice {
                 text: format!("You're approved, {}. Write to me anytime.", row.name),
             });
             format!(

@@ -43,15 +43,19 @@ pub(super) async fn on_message(
     // Group answers get the conversation since the bot's last answer, with names and times.
     let mut text = message.text.clone();
     if !message.private {
-        let (agent, chat_id, now) = (
+        let (agent, chat_id, thread_id, now) = (
             state.args.spec.name.clone(),
             message.chat_id,
+            message.thread_id,
             crate::clock::now_ms(),
         );
+        // A forum topic is its own conversation: only what was said in it is its context.
         let context = state
             .args
             .store
-            .write(move |conn| queries::take_context(conn, &agent, chat_id, GROUP_CONTEXT, now))
+            .write(move |conn| {
+                queries::take_context(conn, &agent, chat_id, thread_id, GROUP_CONTEXT, now)
+            })
             .await
             .unwrap_or_default();
         let lines: Vec<String> = context
@@ -86,7 +90,7 @@ pub(super) async fn on_message(
     }
     let inbound = Inbound {
         agent: state.args.spec.name.clone(),
-        chat: ChatKey::telegram(message.chat_id),
+        chat: message.chat(),
         sender: Sender::new(message.user_id.to_string(), message.user_name.clone()),
         text,
         attachments: Vec::new(),
@@ -263,7 +267,7 @@ pub(super) async fn pairing_reply(state: &mut TelegramBotState, message: &Incomi
                 user_id: row.user_id,
             },
         );
-        let _ = worker(state, message.chat_id).send(SendJob::Notice { text });
+        let _ = worker(state, &message.chat()).send(SendJob::Notice { text });
     }
 }
 

@@ -7,8 +7,9 @@
 //! as context for its next answer; commands are handled here; everything else goes to the agent
 //! (`agent:<name>`) — the bot that received an update decides the agent, never a guess.
 //!
-//! Outbound: `Deliver(Outbound)` goes to a per-chat worker (`telegram::sender`) that paces sends
-//! and edits and confirms delivery in the outbox.
+//! Outbound: `Deliver(Outbound)` goes to a per-conversation worker (`telegram::sender`: one per
+//! chat, or per forum topic of a chat) that paces sends and edits and confirms delivery in the
+//! outbox. The bot's one governor paces per Telegram chat, so a forum's topics share its limits.
 //!
 //! Background jobs (owner: this actor, cancelled with it through a drop guard — also when it
 //! fails): the poll loop; the sweep every 30 s, which re-dispatches stored updates that never
@@ -80,7 +81,8 @@ pub struct TelegramBotState {
     governor: Arc<Governor>,
     bot_id: i64,
     username: Option<String>,
-    workers: HashMap<i64, mpsc::UnboundedSender<SendJob>>,
+    /// One send worker per conversation: a chat, or one forum topic of it.
+    workers: HashMap<ChatKey, mpsc::UnboundedSender<SendJob>>,
     cancel: CancellationToken,
     /// Cancels every task of this incarnation when the state is dropped (stop or failure).
     _guard: DropGuard,
@@ -304,13 +306,16 @@ impl Actor for TelegramBot {
             }
             TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
             TelegramMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
-            TelegramMsg::PostApproval { chat_id, prompt } => {
+            TelegramMsg::PostApproval { chat, prompt } => {
+                let Some(chat_id) = chat.telegram_chat_id() else {
+                    return Ok(());
+                };
                 let buttons = approval::buttons(&prompt)
                     .iter()
                     .map(|button| (button.label(), button.encode()))
                     .collect();
                 let (reply, answer) = tokio::sync::oneshot::channel();
-                worker(state, chat_id)
+                worker(state, &chat)
                     .send(SendJob::Buttons {
                         parts: approval::render(&prompt),
                         buttons,
@@ -329,10 +334,14 @@ impl Actor for TelegramBot {
                 message_id,
                 text,
             } => {
-                let _ = worker(state, chat_id).send(SendJob::Resolve { message_id, text });
+                // An edit names the message; the whole chat's worker makes it, topic or not.
+                let _ = worker(state, &ChatKey::telegram(chat_id))
+                    .send(SendJob::Resolve { message_id, text });
             }
-            TelegramMsg::Notify { chat_id, text } => {
-                let _ = worker(state, chat_id).send(SendJob::Notice { text });
+            TelegramMsg::Notify { chat, text } => {
+                if chat.telegram_chat_id().is_some() {
+                    let _ = worker(state, &chat).send(SendJob::Notice { text });
+                }
             }
             TelegramMsg::IsOnline(reply) => {
                 let _ = reply.send(state.username.is_some());
@@ -376,32 +385,31 @@ async fn go_online(bot: &Bot) -> Result<String, TelegramError> {
     Ok(me.username.clone().unwrap_or_default())
 }
 
-fn worker(state: &mut TelegramBotState, chat_id: i64) -> mpsc::UnboundedSender<SendJob> {
-    if let Some(sender) = state
-        .workers
-        .get(&chat_id)
-        .filter(|sender| !sender.is_closed())
-    {
+/// The send worker of a conversation (a `tg:` key: a chat, or a forum topic of it), started on
+/// first use. Callers pass only Telegram keys.
+fn worker(state: &mut TelegramBotState, chat: &ChatKey) -> mpsc::UnboundedSender<SendJob> {
+    if let Some(sender) = state.workers.get(chat).filter(|sender| !sender.is_closed()) {
         return sender.clone();
     }
     let sender = ChatWorker {
         bot: state.bot.clone(),
         governor: state.governor.clone(),
-        chat_id,
+        chat_id: chat.telegram_chat_id().unwrap_or_default(),
+        thread_id: chat.telegram_thread_id(),
         agent: state.args.spec.name.clone(),
         store: state.args.store.clone(),
         events: state.args.events.clone(),
         cancel: state.cancel.child_token(),
     }
     .spawn();
-    state.workers.insert(chat_id, sender.clone());
+    state.workers.insert(chat.clone(), sender.clone());
     sender
 }
 
 async fn deliver(state: &mut TelegramBotState, outbound: Outbound) {
-    let Some(chat_id) = outbound.chat.telegram_chat_id() else {
+    if outbound.chat.telegram_chat_id().is_none() {
         return;
-    };
+    }
     let job = match outbound.event {
         OutEvent::Working => SendJob::Typing(true),
         OutEvent::Partial { text } => match outbound.run_id {
@@ -425,7 +433,7 @@ async fn deliver(state: &mut TelegramBotState, outbound: Outbound) {
             return;
         }
     };
-    let _ = worker(state, chat_id).send(job);
+    let _ = worker(state, &outbound.chat).send(job);
 }
 
 /// What to do with each stored update; statuses are written together at the end.

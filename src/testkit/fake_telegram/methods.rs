@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::flood::Activity;
+use super::forum::thread_param;
 use super::html::{HtmlEntity, parse_html};
 use super::state::{
     BotState, CallbackState, Directory, FileHandle, SentRecord, World, media_json, unix_now,
@@ -210,7 +211,7 @@ impl World {
             "editmessagetext" => edit_message(state, directory, params, started, EditKind::Text),
             "editmessagereplymarkup" => edit_message(state, directory, params, started, EditKind::ReplyMarkup),
             "deletemessage" => delete_message(state, params),
-            "sendchataction" => send_chat_action(state, params),
+            "sendchataction" => send_chat_action(state, directory, params),
             "answercallbackquery" => answer_callback_query(state, params),
             "setmycommands" => set_my_commands(state, params),
             "getmycommands" => Ok(Value::Array(
@@ -325,11 +326,13 @@ fn send_message(
     }
     let markup = parse_markup(params)?;
     let reply_to = reply_target(state, chat_id, params)?;
+    let thread_id = thread_param(directory, chat_id, params)?;
     let message_id = state.allocate_message_id(chat_id);
     let record = SentRecord {
         message: SentMessage {
             chat_id,
             message_id,
+            thread_id,
             method: "sendMessage",
             text: text.clone(),
             visible_text: formatted.visible,
@@ -377,6 +380,7 @@ fn send_media(
     }
     let markup = parse_markup(params)?;
     let reply_to = reply_target(state, chat_id, params)?;
+    let thread_id = thread_param(directory, chat_id, params)?;
     let (handle, attachment) = if let Some(upload) = params.file(field) {
         let handle = state.store_file(
             directory,
@@ -438,6 +442,7 @@ fn send_media(
         message: SentMessage {
             chat_id,
             message_id,
+            thread_id,
             method,
             text: caption.clone(),
             visible_text: formatted.visible,
@@ -574,7 +579,11 @@ fn delete_message(state: &mut BotState, params: &Params) -> Result<Value, Reply>
     Ok(Value::Bool(true))
 }
 
-fn send_chat_action(state: &mut BotState, params: &Params) -> Result<Value, Reply> {
+fn send_chat_action(
+    state: &mut BotState,
+    directory: &Directory,
+    params: &Params,
+) -> Result<Value, Reply> {
     let chat_id = chat_id_param(params)?;
     let action = params.string("action").unwrap_or_default();
     if !CHAT_ACTIONS.contains(&action.as_str()) {
@@ -582,8 +591,10 @@ fn send_chat_action(state: &mut BotState, params: &Params) -> Result<Value, Repl
             "Bad Request: wrong parameter action in request",
         ));
     }
+    let thread_id = thread_param(directory, chat_id, params)?;
     state.chat_actions.push(ChatActionRecord {
         chat_id,
+        thread_id,
         action,
         at: Instant::now(),
     });

@@ -39,6 +39,11 @@ pub struct IncomingMessage {
     pub text: String,
     /// A message of the same chat this one replies to; ignored if the chat has no such message.
     pub reply_to_message_id: Option<i32>,
+    /// The forum topic it is sent in (see [`FakeTelegram::create_forum_topic`]); `None`: the
+    /// chat itself (a forum's General).
+    ///
+    /// [`FakeTelegram::create_forum_topic`]: super::FakeTelegram::create_forum_topic
+    pub thread_id: Option<i32>,
 }
 
 impl IncomingMessage {
@@ -48,11 +53,18 @@ impl IncomingMessage {
             user_id,
             text: text.into(),
             reply_to_message_id: None,
+            thread_id: None,
         }
     }
 
     pub fn replying_to(mut self, message_id: i32) -> IncomingMessage {
         self.reply_to_message_id = Some(message_id);
+        self
+    }
+
+    /// Sent in the forum topic `thread_id` of its chat.
+    pub fn in_topic(mut self, thread_id: i32) -> IncomingMessage {
+        self.thread_id = Some(thread_id);
         self
     }
 }
@@ -98,6 +110,8 @@ pub struct SentEdit {
 pub struct SentMessage {
     pub chat_id: i64,
     pub message_id: i32,
+    /// The forum topic it was sent in (`message_thread_id`); `None`: the chat itself.
+    pub thread_id: Option<i32>,
     /// `sendMessage`, `sendDocument` or `sendPhoto`.
     pub method: &'static str,
     /// The text (or caption) as the bot sent it, after the latest edit.
@@ -130,6 +144,8 @@ impl SentMessage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChatActionRecord {
     pub chat_id: i64,
+    /// The forum topic it was shown in; `None`: the chat itself.
+    pub thread_id: Option<i32>,
     pub action: String,
     pub at: Instant,
 }

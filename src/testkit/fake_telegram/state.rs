@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::flood::FloodTracker;
+use super::forum::{Forum, mark_in_topic};
 use super::wire::{mime_type_for, user_json};
 use super::{
     AttachmentKind, BotCommandRecord, BotId, CallbackAnswer, ChatActionRecord, SentMessage,
@@ -31,6 +32,8 @@ pub(super) struct World {
 pub(super) struct Directory {
     pub(super) users: HashMap<i64, UserProfile>,
     pub(super) chat_titles: HashMap<i64, String>,
+    /// Forum supergroups and their open topics.
+    pub(super) forums: HashMap<i64, Forum>,
     pub(super) next_callback_id: u64,
     pub(super) next_file_number: u64,
 }
@@ -81,6 +84,9 @@ impl Directory {
             .cloned()
             .unwrap_or_else(|| format!("Group {}", chat_id.unsigned_abs()));
         // Supergroup ids are -100xxxxxxxxxx on Telegram; shorter negative ids are basic groups.
+        if self.is_forum(chat_id) {
+            return json!({"id": chat_id, "type": "supergroup", "title": title, "is_forum": true});
+        }
         let kind = if chat_id <= -1_000_000_000_000 {
             "supergroup"
         } else {
@@ -385,6 +391,7 @@ impl BotState {
         if let Some(edit_date) = record.edit_date {
             message["edit_date"] = json!(edit_date);
         }
+        mark_in_topic(&mut message, record.message.thread_id);
         message
     }
 }

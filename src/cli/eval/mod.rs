@@ -46,6 +46,8 @@
 //!   `last_tool_result_contains`), so that a broken tool shows in the reply.
 //! - `telegram = true`: the main agent gets a bot on a fake Bot API (users 1001 "Ada", the
 //!   approver, and 1002 "Bo" may talk to it); turns may then talk in Telegram chats (below).
+//! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API
+//!   and their topics, which turns address by name.
 //! - `[[turns]]`: at least one.
 //!
 //! Placeholders, in `agent`, `[[agents]] file`, `config`, `[files]` contents and the script's
@@ -66,7 +68,8 @@
 //!   scheduled task's answer comes without its run: check it with `jobs` and `job_runs`.
 //! - `to`: the agent (default `agent`). `chat`: the conversation, a terminal chat `cli:<chat>`
 //!   (default `eval`), or with `telegram = true` a Telegram chat: `tg:1001` (Ada's private chat),
-//!   `tg:-100500` (a group), `tg:-100500/7` (topic 7 of a forum group). A Telegram turn's message
+//!   `tg:-1001234567890` (a group), `tg:-1001234567890/Trips` (the topic named Trips of a group
+//!   declared under `[forums]`). A Telegram turn's message
 //!   is an update the bot receives from `from` (default: the private chat's owner, else 1001);
 //!   what it heard is every message the bot sent to that chat until the update was answered
 //!   (messages with buttons, such as approval prompts, count as notices); approval requests are

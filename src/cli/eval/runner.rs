@@ -326,7 +326,7 @@ async fn converse_on_telegram(
     failures: &mut Vec<String>,
     prefix: &str,
 ) -> Result<Heard, String> {
-    let (agent, chat) = (turn.agent(), turn.chat());
+    let (agent, chat) = (turn.agent(), telegram.chat_of(&turn.chat()));
     let limit = turn.wait.map_or(limit, |wait| wait.0);
     let from = turn
         .from
@@ -503,7 +503,7 @@ async fn setup(
         scheduler: true,
     };
     let telegram = match scenario.telegram {
-        true => Some(TelegramSide::start().await?),
+        true => Some(TelegramSide::start(&scenario.forums).await?),
         false => None,
     };
     let (options, llm) = harness_options(scenario, source, start, telegram.as_ref()).await?;

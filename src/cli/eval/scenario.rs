@@ -36,6 +36,10 @@ pub struct Scenario {
     /// The main agent gets a bot on a fake Bot API; turns may then talk to `tg:` chats.
     #[serde(default)]
     pub telegram: bool,
+    /// Forum groups on the fake Bot API: chat id (negative) → its topics' names, which turns
+    /// address as `tg:<chat_id>/<topic name>`.
+    #[serde(default)]
+    pub forums: BTreeMap<String, Vec<String>>,
     pub turns: Vec<Turn>,
 }
 
@@ -180,6 +184,16 @@ impl Scenario {
         for path in self.files.keys() {
             workspace_path(path).map_err(|error| format!("[files]: {error}"))?;
         }
+        for (chat, topics) in &self.forums {
+            if !self.telegram {
+                return Err("[forums] needs `telegram = true`".into());
+            }
+            if !chat.parse::<i64>().is_ok_and(|id| id < 0) || topics.is_empty() {
+                return Err(format!(
+                    "[forums]: `{chat}` must be a group's (negative) chat id with at least one topic name"
+                ));
+            }
+        }
         for (index, turn) in self.turns.iter().enumerate() {
             let number = index + 1;
             match (&turn.user, &turn.wait) {
@@ -210,7 +224,18 @@ impl Scenario {
                     }
                     if turn.chat().telegram_chat_id().is_none() {
                         return Err(format!(
-                            "turn {number}: `{chat}` is not `tg:<chat_id>` or `tg:<chat_id>/<thread_id>`"
+                            "turn {number}: `{chat}` is not `tg:<chat_id>` or `tg:<chat_id>/<topic>`"
+                        ));
+                    }
+                    if let Some((group, topic)) = chat["tg:".len()..].split_once('/')
+                        && topic.parse::<i32>().is_err()
+                        && !self
+                            .forums
+                            .get(group)
+                            .is_some_and(|topics| topics.iter().any(|name| name == topic))
+                    {
+                        return Err(format!(
+                            "turn {number}: `{chat}`: no topic `{topic}` of group {group} under [forums]"
                         ));
                     }
                 }

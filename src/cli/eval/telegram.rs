@@ -5,6 +5,7 @@
 //! The people: user 1001 ("Ada") may talk to the agent and approve; user 1002 ("Bo") may talk.
 //! A turn's `from` picks the sender; by default the private chat's owner, or Ada in a group.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::domain::ChatKey;
@@ -22,22 +23,51 @@ const FRIEND: i64 = 1002;
 const TOKEN: &str = "424242:eval-bot-token";
 const TOKEN_ENV: &str = "CLAWVISOR_EVAL_BOT_TOKEN";
 pub(super) const BOT_USERNAME: &str = "eval_bot";
+/// How long a settled turn that heard nothing still listens for a late notice.
+const LATE_NOTICE: Duration = Duration::from_secs(3);
 
 /// The fake Bot API and the main agent's bot on it.
 pub(super) struct TelegramSide {
     pub(super) fake: FakeTelegram,
     pub(super) bot: BotId,
+    /// `tg:<chat>/<topic name>` → the topic's key with its thread id.
+    topics: BTreeMap<String, ChatKey>,
 }
 
 impl TelegramSide {
-    pub(super) async fn start() -> Result<TelegramSide, String> {
+    /// Starts the fake with the scenario's forum groups and their topics.
+    pub(super) async fn start(
+        forums: &BTreeMap<String, Vec<String>>,
+    ) -> Result<TelegramSide, String> {
         let fake = FakeTelegram::try_start()
             .await
             .map_err(|error| format!("the fake Bot API did not start: {error}"))?;
         let bot = fake.add_bot(TOKEN, BOT_USERNAME);
         fake.set_user(OWNER, "Ada", Some("ada"));
         fake.set_user(FRIEND, "Bo", Some("bo"));
-        Ok(TelegramSide { fake, bot })
+        let mut topics = BTreeMap::new();
+        for (group, names) in forums {
+            let chat_id: i64 = group
+                .parse()
+                .map_err(|_| format!("[forums]: `{group}` is not a chat id"))?;
+            fake.create_forum(chat_id, &format!("Forum {group}"));
+            for name in names {
+                let thread = fake.create_forum_topic(bot, chat_id, OWNER, name);
+                topics.insert(
+                    format!("tg:{group}/{name}"),
+                    ChatKey::telegram_topic(chat_id, Some(thread)),
+                );
+            }
+        }
+        Ok(TelegramSide { fake, bot, topics })
+    }
+
+    /// The chat a turn talks in, a named forum topic resolved to its thread id.
+    pub(super) fn chat_of(&self, chat: &ChatKey) -> ChatKey {
+        self.topics
+            .get(chat.as_str())
+            .cloned()
+            .unwrap_or_else(|| chat.clone())
     }
 
     /// The `[telegram]` table of the main agent's file.
@@ -77,9 +107,11 @@ impl TelegramSide {
         let last_run = last_run_id(store, agent, chat).await?;
         match text {
             Some(text) => {
-                let pushed = self
-                    .fake
-                    .push(self.bot, IncomingMessage::new(chat_id, from, text));
+                let mut message = IncomingMessage::new(chat_id, from, text);
+                if let Some(thread) = chat.telegram_thread_id() {
+                    message = message.in_topic(thread);
+                }
+                let pushed = self.fake.push(self.bot, message);
                 poll_until(limit, || async {
                     match settled(store, agent, pushed.update_id).await {
                         Ok(true) => Ok(()),
@@ -93,6 +125,14 @@ impl TelegramSide {
                 })
                 .await
                 .map_err(|seen| format!("no answer within {} s: {seen}", limit.as_secs()))?;
+                // A command's answer (`/new`) comes from the session after the update is done:
+                // give it a moment to arrive when nothing was said yet.
+                if self.sent_since(already_sent, chat).is_empty() {
+                    let _ = poll_until(LATE_NOTICE, || async {
+                        !self.sent_since(already_sent, chat).is_empty()
+                    })
+                    .await;
+                }
             }
             None => {
                 poll_until(limit, || async {
@@ -122,12 +162,12 @@ impl TelegramSide {
 
     /// What the bot sent to `chat` (its topic, for a topic's key) after the first `skip` messages.
     fn sent_since(&self, skip: usize, chat: &ChatKey) -> Vec<SentMessage> {
-        let chat_id = chat.telegram_chat_id();
+        let (chat_id, thread) = (chat.telegram_chat_id(), chat.telegram_thread_id());
         self.fake
             .sent(self.bot)
             .into_iter()
             .skip(skip)
-            .filter(|message| Some(message.chat_id) == chat_id)
+            .filter(|message| Some(message.chat_id) == chat_id && message.thread_id == thread)
             .collect()
     }
 
@@ -167,6 +207,7 @@ async fn settled(store: &Store, agent: &str, update_id: i64) -> Result<bool, Str
                     |row| row.get(0),
                 )
                 .ok();
+
             if !matches!(status.as_deref(), Some("processed" | "ignored" | "context")) {
                 return Ok(false);
             }

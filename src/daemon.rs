@@ -252,6 +252,7 @@ fn agent_plans(
                     limits: crate::agent::RuntimeLimits::from(config),
                     all_agents: all_agents.clone(),
                     skill_catalogue,
+                    daemon_timezone: loaded.timezone.clone(),
                 }),
                 tools,
             }

@@ -131,6 +131,10 @@ pub struct AgentSpec {
     /// The model reads images: photos a user sends are given to it (not only saved).
     #[serde(default)]
     pub vision: bool,
+    /// The agent's IANA time zone (`Europe/Berlin`) for people who set none (default: the
+    /// daemon's `timezone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,
@@ -229,6 +233,10 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
                 ),
             ));
         }
+    }
+    if let Some(name) = &spec.timezone {
+        let zone = super::timezone::check_timezone(origin, "timezone", name)?;
+        spec.timezone = Some(zone.name().to_string());
     }
     if spec.model.trim().is_empty() {
         return Err(ConfigError::key(origin, "model", "must not be empty"));

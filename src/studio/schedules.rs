@@ -12,6 +12,7 @@ use super::{ApiError, StudioState, json_body};
 use crate::domain::ChatKey;
 use crate::protocol::scheduler::{JobScope, JobView, NewJob, Scheduler, SchedulerError};
 use crate::schedule::ScheduleSpec;
+use crate::schedule::format::{format_local, zone_of};
 use crate::store::schedules::JobRunRow;
 
 const PREVIEW: usize = 5;
@@ -20,8 +21,14 @@ fn scheduler(state: &StudioState) -> Scheduler {
     Scheduler::new(&state.registry)
 }
 
+/// A job as JSON; `next_run_local` and `upcoming_local` are its times in the job's own zone
+/// ("2027-01-15 09:00:00 CET (Fri)"), the way its reminders word them.
 pub fn job_json(job: &JobView) -> Value {
+    let zone = zone_of(&job.timezone);
+    let local = |ms: &i64| format_local(*ms, zone);
     json!({
+        "next_run_local": job.next_run_ms.as_ref().map(local),
+        "upcoming_local": job.upcoming.iter().map(local).collect::<Vec<_>>(),
         "id": job.id, "agent": job.agent, "name": job.name, "prompt": job.prompt,
         "target": job.target, "kind": job.kind, "expression": job.expression,
         "timezone": job.timezone, "schedule": job.schedule, "missed_policy": job.missed_policy,

@@ -81,17 +81,29 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     let script = Script::new()
         .rule(Rule::text("Noted, I will remind you.").when_after_tool_result("schedule_task"))
         .rule(
-            Rule::tool_call("schedule_task", schedule_call(WINTER, "Remind the user to call Ann"))
-                .when_last_user_contains("remind me at 9 tomorrow"),
+            Rule::tool_call(
+                "schedule_task",
+                schedule_call(WINTER, "Remind the user to call Ann"),
+            )
+            .when_last_user_contains("remind me at 9 tomorrow"),
         )
         .rule(
-            Rule::tool_call("schedule_task", schedule_call(SUMMER, "Remind the user to call Ann"))
-                .when_last_user_contains("same in July"),
+            Rule::tool_call(
+                "schedule_task",
+                schedule_call(SUMMER, "Remind the user to call Ann"),
+            )
+            .when_last_user_contains("same in July"),
         )
         .rule(Rule::text("Time to stretch!").when_last_user_contains("Remind the user to stretch"))
         .rule(Rule::text("Hello!"));
     let w = World::builder(script)
-        .agent_with_bot("ada", TOOLS, "7001:AAH-timezone-test-token-0001", &[USER], &[])
+        .agent_with_bot(
+            "ada",
+            TOOLS,
+            "7001:AAH-timezone-test-token-0001",
+            &[USER],
+            &[],
+        )
         .start()
         .await;
     let bot = w.bot("ada");
@@ -99,17 +111,25 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     // Before choosing, the person lives in the daemon's zone (UTC here) and is told so.
     w.fake.push_message(bot, USER, USER, "/timezone");
     let shown = wait_for_reply(&w, "Your time zone is").await;
-    assert!(shown.contains("Your time zone is UTC (the daemon's default"), "{shown}");
+    assert!(
+        shown.contains("Your time zone is UTC (the daemon's default"),
+        "{shown}"
+    );
     w.fake.push_message(bot, USER, USER, "hello");
     wait_for_reply(&w, "Hello!").await;
     let before = system_prompt_for(&w.llm.requests(), "hello").expect("a request for hello");
-    assert!(before.contains("Current time: ") && before.contains(" (UTC)."), "{before}");
+    assert!(
+        before.contains("Current time: ") && before.contains(" (UTC)."),
+        "{before}"
+    );
 
     // A typo is refused with the reason and a close match; nothing is stored.
-    w.fake.push_message(bot, USER, USER, "/timezone Europe/Berln");
+    w.fake
+        .push_message(bot, USER, USER, "/timezone Europe/Berln");
     let refused = wait_for_reply(&w, "unknown timezone").await;
     assert!(refused.contains("did you mean Europe/Berlin?"), "{refused}");
-    w.fake.push_message(bot, USER, USER, "/timezone europe/berlin");
+    w.fake
+        .push_message(bot, USER, USER, "/timezone europe/berlin");
     let confirmed = wait_for_reply(&w, "Your time zone is now Europe/Berlin").await;
     let now_local = Utc::now().with_timezone(&berlin);
     assert!(
@@ -118,7 +138,8 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     );
 
     // "Remind me at 9 tomorrow": 09:00 without an offset, read in Berlin.
-    w.fake.push_message(bot, USER, USER, "remind me at 9 tomorrow");
+    w.fake
+        .push_message(bot, USER, USER, "remind me at 9 tomorrow");
     wait_for_reply(&w, "Noted, I will remind you.").await;
     w.fake.push_message(bot, USER, USER, "same in July please");
     wait_until(Duration::from_secs(30), "two jobs stored", || async {
@@ -126,23 +147,40 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     })
     .await;
     let stored = jobs(&w).await;
-    let winter_utc = Utc.with_ymd_and_hms(2027, 1, 15, 8, 0, 0).unwrap().timestamp_millis();
-    let summer_utc = Utc.with_ymd_and_hms(2027, 7, 15, 7, 0, 0).unwrap().timestamp_millis();
+    let winter_utc = Utc
+        .with_ymd_and_hms(2027, 1, 15, 8, 0, 0)
+        .unwrap()
+        .timestamp_millis();
+    let summer_utc = Utc
+        .with_ymd_and_hms(2027, 7, 15, 7, 0, 0)
+        .unwrap()
+        .timestamp_millis();
     assert_eq!(stored[0].1, "Europe/Berlin", "{stored:?}");
-    assert_eq!(stored[0].2, Some(winter_utc), "winter: 09:00 CET is 08:00 UTC");
+    assert_eq!(
+        stored[0].2,
+        Some(winter_utc),
+        "winter: 09:00 CET is 08:00 UTC"
+    );
     assert_eq!(stored[1].1, "Europe/Berlin", "{stored:?}");
-    assert_eq!(stored[1].2, Some(summer_utc), "summer: 09:00 CEST is 07:00 UTC");
+    assert_eq!(
+        stored[1].2,
+        Some(summer_utc),
+        "summer: 09:00 CEST is 07:00 UTC"
+    );
 
     // The prompt stated Berlin's local time; the tool's answer the local fire time.
     let requests = w.llm.requests();
     let prompt = system_prompt_for(&requests, "remind me at 9 tomorrow").expect("the request");
     let offset = format!("(Europe/Berlin, UTC{})", now_local.format("%:z"));
-    assert!(prompt.contains("Current time: ") && prompt.contains(&offset), "{prompt}");
+    assert!(
+        prompt.contains("Current time: ") && prompt.contains(&offset),
+        "{prompt}"
+    );
     assert!(prompt.contains("are in Europe/Berlin"), "{prompt}");
     assert!(
-        requests
-            .iter()
-            .any(|r| r.to_string().contains("next runs: 2027-01-15 09:00:00 CET (Fri)")),
+        requests.iter().any(|r| r
+            .to_string()
+            .contains("next runs: 2027-01-15 09:00:00 CET (Fri)")),
         "the schedule_task answer shows the local fire time"
     );
 
@@ -162,8 +200,14 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
         .iter()
         .filter_map(|job| job["next_run_local"].as_str())
         .collect();
-    assert!(locals.contains(&"2027-01-15 09:00:00 CET (Fri)"), "{listed}");
-    assert!(locals.contains(&"2027-07-15 09:00:00 CEST (Thu)"), "{listed}");
+    assert!(
+        locals.contains(&"2027-01-15 09:00:00 CET (Fri)"),
+        "{listed}"
+    );
+    assert!(
+        locals.contains(&"2027-07-15 09:00:00 CEST (Thu)"),
+        "{listed}"
+    );
     assert!(
         listed["jobs"][0]["schedule"]
             .as_str()
@@ -175,18 +219,28 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     // A reminder due in a few seconds of Berlin wall time fires then (not an hour off) and
     // reaches the chat.
     let due = Utc::now() + chrono::Duration::seconds(20);
-    let due_local = due.with_timezone(&berlin).format("%Y-%m-%d %H:%M:%S").to_string();
+    let due_local = due
+        .with_timezone(&berlin)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string();
     w.llm.set_script(
         Script::new()
             .rule(Rule::text("Noted, soon.").when_after_tool_result("schedule_task"))
             .rule(
-                Rule::tool_call("schedule_task", schedule_call(&due_local, "Remind the user to stretch"))
-                    .when_last_user_contains("in a moment"),
+                Rule::tool_call(
+                    "schedule_task",
+                    schedule_call(&due_local, "Remind the user to stretch"),
+                )
+                .when_last_user_contains("in a moment"),
             )
-            .rule(Rule::text("Time to stretch!").when_last_user_contains("Remind the user to stretch"))
+            .rule(
+                Rule::text("Time to stretch!")
+                    .when_last_user_contains("Remind the user to stretch"),
+            )
             .rule(Rule::text("Hello!")),
     );
-    w.fake.push_message(bot, USER, USER, "remind me to stretch in a moment");
+    w.fake
+        .push_message(bot, USER, USER, "remind me to stretch in a moment");
     wait_for_reply(&w, "Noted, soon.").await;
     let due_ms = due.timestamp_millis() / 1000 * 1000;
     wait_for_reply(&w, "Time to stretch!").await;
@@ -199,20 +253,35 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
         })
         .await
         .unwrap();
-    assert_eq!(fired, vec![due_ms], "the fire time is the Berlin time asked for");
+    assert_eq!(
+        fired,
+        vec![due_ms],
+        "the fire time is the Berlin time asked for"
+    );
     let requests = w.llm.requests();
     let fire_prompt = requests
         .iter()
         .map(Value::to_string)
         .find(|text| text.contains("Remind the user to stretch") && text.contains("due "))
         .expect("the scheduled run's request");
-    let due_shown = due.with_timezone(&berlin).format("%Y-%m-%d %H:%M:%S %Z").to_string();
-    assert!(fire_prompt.contains(&due_shown), "the job's run names its local time: {fire_prompt}");
+    let due_shown = due
+        .with_timezone(&berlin)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string();
+    assert!(
+        fire_prompt.contains(&due_shown),
+        "the job's run names its local time: {fire_prompt}"
+    );
 
     // The operator sets the person's zone in Studio: a typo is refused the same way, a good
     // name is stored and audited, and `/timezone` then says where it comes from.
     let url = format!("{base}/api/v1/users/{USER}/timezone");
-    let refused = http.patch(&url).json(&json!({"timezone": "Berlin"})).send().await.unwrap();
+    let refused = http
+        .patch(&url)
+        .json(&json!({"timezone": "Berlin"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 400);
     let body = refused.text().await.unwrap();
     assert!(body.contains("did you mean Europe/Berlin?"), "{body}");
@@ -267,7 +336,10 @@ async fn a_person_in_berlin_is_reminded_at_nine_berlin_time_in_winter_and_summer
     // `/timezone reset` forgets the choice: back to the daemon's zone.
     w.fake.push_message(bot, USER, USER, "/timezone reset");
     let reset = wait_for_reply(&w, "Forgot your time zone").await;
-    assert!(reset.contains("you are on UTC (the daemon's default"), "{reset}");
+    assert!(
+        reset.contains("you are on UTC (the daemon's default"),
+        "{reset}"
+    );
     w.harness.stop().await;
 }
 
@@ -293,12 +365,21 @@ async fn the_agent_files_zone_applies_to_people_who_chose_none() {
     let bot = w.bot("ada");
     w.fake.push_message(bot, USER, USER, "/timezone");
     let shown = wait_for_reply(&w, "Your time zone is").await;
-    assert!(shown.contains("Asia/Tokyo (the agent's default)"), "{shown}");
+    assert!(
+        shown.contains("Asia/Tokyo (the agent's default)"),
+        "{shown}"
+    );
     w.fake.push_message(bot, USER, USER, "remind me at 9");
     wait_for_reply(&w, "Noted.").await;
     let stored = jobs(&w).await;
-    let tokyo_nine = Utc.with_ymd_and_hms(2027, 1, 15, 0, 0, 0).unwrap().timestamp_millis();
-    assert_eq!(stored, vec![(stored[0].0, "Asia/Tokyo".to_string(), Some(tokyo_nine))]);
+    let tokyo_nine = Utc
+        .with_ymd_and_hms(2027, 1, 15, 0, 0, 0)
+        .unwrap()
+        .timestamp_millis();
+    assert_eq!(
+        stored,
+        vec![(stored[0].0, "Asia/Tokyo".to_string(), Some(tokyo_nine))]
+    );
     let prompt = system_prompt_for(&w.llm.requests(), "remind me at 9").expect("the request");
     assert!(prompt.contains("(Asia/Tokyo, UTC+09:00)"), "{prompt}");
     w.harness.stop().await;

@@ -49,7 +49,8 @@ impl ResolvedZone {
 /// The rule itself: the person's zone, else the agent's, else the daemon's. Stored names were
 /// validated when written; one a newer tz database no longer knows is skipped.
 pub fn resolve(person: Option<&str>, agent: Option<&str>, daemon: &DaemonTimezone) -> ResolvedZone {
-    let known = |name: Option<&str>| name.and_then(|name| crate::schedule::parse_timezone(name).ok());
+    let known =
+        |name: Option<&str>| name.and_then(|name| crate::schedule::parse_timezone(name).ok());
     if let Some(zone) = known(person) {
         return ResolvedZone {
             zone,
@@ -85,13 +86,15 @@ pub async fn zone_for_run(runtime: &AgentRuntime, session_id: i64, chat: &ChatKe
                 .store
                 .read(move |conn| schedules::job(conn, job_id))
                 .await
-                .map(|job| match job.filter(|job| !job.timezone.trim().is_empty()) {
-                    Some(job) => ResolvedZone {
-                        zone: zone_of(&job.timezone),
-                        source: ZoneSource::Job,
+                .map(
+                    |job| match job.filter(|job| !job.timezone.trim().is_empty()) {
+                        Some(job) => ResolvedZone {
+                            zone: zone_of(&job.timezone),
+                            source: ZoneSource::Job,
+                        },
+                        None => fallback(),
                     },
-                    None => fallback(),
-                }),
+                ),
             Err(_) => Ok(fallback()),
         },
         ChatKind::Local | ChatKind::Handoff => Ok(fallback()),
@@ -140,7 +143,9 @@ pub async fn set_user_zone(
         .write(move |conn| {
             let before = timezones::user_timezone(conn, user_id)?;
             match &name {
-                Some(name) => timezones::set_user_timezone(conn, user_id, name, &audited_actor, now)?,
+                Some(name) => {
+                    timezones::set_user_timezone(conn, user_id, name, &audited_actor, now)?
+                }
                 None => {
                     timezones::clear_user_timezone(conn, user_id)?;
                 }
@@ -170,13 +175,19 @@ mod tests {
             origin: "timezone in c.toml".into(),
         };
         let both = resolve(Some("Europe/Berlin"), Some("America/New_York"), &daemon);
-        assert_eq!((both.zone, both.source), (Tz::Europe__Berlin, ZoneSource::Person));
+        assert_eq!(
+            (both.zone, both.source),
+            (Tz::Europe__Berlin, ZoneSource::Person)
+        );
         let agent = resolve(None, Some("America/New_York"), &daemon);
         assert_eq!(agent.zone, Tz::America__New_York);
         assert_eq!(agent.describe_source(), "the agent's default");
         let stale = resolve(Some("Gone/Zone"), None, &daemon);
         assert_eq!(stale.zone, Tz::Asia__Tokyo);
-        assert_eq!(stale.describe_source(), "the daemon's default: timezone in c.toml");
+        assert_eq!(
+            stale.describe_source(),
+            "the daemon's default: timezone in c.toml"
+        );
     }
 
     #[test]
@@ -191,6 +202,9 @@ mod tests {
             local_time_text(summer, Tz::Europe__Berlin),
             "Thursday 2027-07-15 12:20 (Europe/Berlin, UTC+02:00)"
         );
-        assert_eq!(local_time_text(winter, Tz::UTC), "Thursday 2026-11-26 10:20 (UTC)");
+        assert_eq!(
+            local_time_text(winter, Tz::UTC),
+            "Thursday 2026-11-26 10:20 (UTC)"
+        );
     }
 }

@@ -60,7 +60,11 @@ pub fn system_timezone(
     etc: &Path,
     warnings: &mut Vec<String>,
 ) -> DaemonTimezone {
-    if let Some(value) = env.get("TZ").map(|value| value.trim()).filter(|v| !v.is_empty()) {
+    if let Some(value) = env
+        .get("TZ")
+        .map(|value| value.trim())
+        .filter(|v| !v.is_empty())
+    {
         match zone_in_text(value) {
             Some(zone) => {
                 return DaemonTimezone {
@@ -138,7 +142,11 @@ mod tests {
         let zone = system_timezone(&empty, etc.path(), &mut warnings);
         assert_eq!(zone.zone, Tz::Europe__Berlin);
         assert!(zone.origin.contains("localtime"), "{}", zone.origin);
-        for tz in ["Asia/Tokyo", ":Asia/Tokyo", "/usr/share/zoneinfo/Asia/Tokyo"] {
+        for tz in [
+            "Asia/Tokyo",
+            ":Asia/Tokyo",
+            "/usr/share/zoneinfo/Asia/Tokyo",
+        ] {
             let zone = system_timezone(&env(&[("TZ", tz)]), etc.path(), &mut warnings);
             assert_eq!(zone.zone, Tz::Asia__Tokyo, "{tz}");
             assert!(zone.origin.contains("TZ"), "{}", zone.origin);
@@ -161,7 +169,10 @@ mod tests {
         let error = daemon_timezone("Europe/Berln", "c.toml", &tz, &mut warnings)
             .unwrap_err()
             .to_string();
-        assert!(error.starts_with("c.toml: timezone: unknown timezone"), "{error}");
+        assert!(
+            error.starts_with("c.toml: timezone: unknown timezone"),
+            "{error}"
+        );
         assert!(error.contains("did you mean Europe/Berlin?"), "{error}");
     }
 }

@@ -201,13 +201,21 @@ mod tests {
         for (name, expected) in cases {
             let error = parse_timezone(name).expect_err(name).to_string();
             assert!(error.contains(expected), "{name}: {error}");
-            assert!(error.starts_with(&format!("unknown timezone `{name}`")), "{error}");
+            assert!(
+                error.starts_with(&format!("unknown timezone `{name}`")),
+                "{error}"
+            );
         }
     }
 
     #[test]
     fn nothing_close_means_no_guess() {
-        for name in ["Mars/Olympus", "xyzzy-plugh", "../etc/passwd", &"Europe/".repeat(40)] {
+        for name in [
+            "Mars/Olympus",
+            "xyzzy-plugh",
+            "../etc/passwd",
+            &"Europe/".repeat(40),
+        ] {
             assert_eq!(suggest_timezone(name), None, "{name}");
         }
         assert_eq!(fixed_offset_hours("UTC+15"), None);

@@ -52,7 +52,12 @@ impl Directory {
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let (stored, names) = state
         .store
-        .read(|conn| Ok((timezones::user_timezones(conn)?, timezones::known_names(conn)?)))
+        .read(|conn| {
+            Ok((
+                timezones::user_timezones(conn)?,
+                timezones::known_names(conn)?,
+            ))
+        })
         .await?;
     let directory = &state.timezones;
     let now = chrono::Utc::now();
@@ -68,14 +73,23 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
             })
         })
         .collect();
-    let mut people: std::collections::BTreeSet<i64> = stored.iter().map(|row| row.user_id).collect();
+    let mut people: std::collections::BTreeSet<i64> =
+        stored.iter().map(|row| row.user_id).collect();
     people.extend(names.iter().map(|(id, _)| *id));
-    people.extend(directory.agents.iter().flat_map(|agent| agent.people.iter().copied()));
+    people.extend(
+        directory
+            .agents
+            .iter()
+            .flat_map(|agent| agent.people.iter().copied()),
+    );
     let people: Vec<Value> = people
         .into_iter()
         .map(|user_id| {
             let row = stored.iter().find(|row| row.user_id == user_id);
-            let name = names.iter().find(|(id, _)| *id == user_id).map(|(_, name)| name);
+            let name = names
+                .iter()
+                .find(|(id, _)| *id == user_id)
+                .map(|(_, name)| name);
             let agents: Vec<&str> = directory
                 .agents
                 .iter()

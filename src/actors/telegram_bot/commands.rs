@@ -204,7 +204,11 @@ pub(super) async fn timezone(
             zone.zone.name(),
             zone.describe_source(),
             local_time_text(now, zone.zone),
-            if stored.is_some() { "; /timezone reset goes back to the default" } else { "" }
+            if stored.is_some() {
+                "; /timezone reset goes back to the default"
+            } else {
+                ""
+            }
         );
     }
     let zone = if ["reset", "default", "clear"].contains(&wanted.to_ascii_lowercase().as_str()) {

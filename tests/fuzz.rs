@@ -11,6 +11,7 @@
 //! | `cron` | `schedule::ScheduleSpec::parse`, `next_after`, `preview`, `MissedPolicy::resolve` | next time after the given one and consistent from any instant before it; previews increase; no "internal error" translation; missed runs lie between due and now |
 //! | `format` | `telegram::format::markdown_to_html`, `split_html` | only Telegram's tags, balanced, escaped; each part ≤ the limit in UTF-16 units, balanced and non-blank; no visible text lost |
 //! | `studio` | `studio::router` of a real in-process daemon, called with `tower::ServiceExt::oneshot` | no 5xx; every API error is `{"error": {"message": "..."}}` as JSON; every API success is JSON (or an event stream); no request hangs |
+//! | `timezone` | `schedule::parse_timezone` (`/timezone`, Studio, the schedule tools) and `config::load_in` with the name as the daemon's and an agent's `timezone` | an accepted name is canonical and reads back; a refusal echoes bounded input and every zone it proposes exists; the config accepts a name exactly when `parse_timezone` does (blank: not set) and refuses it naming the file and `timezone` |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -21,7 +22,7 @@
 //!
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
-//! 250 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 250, timezone 300 names + 60 config loads — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.

@@ -76,13 +76,15 @@ pub struct PreviewBody {
     timezone: String,
 }
 
-/// `POST /api/v1/schedules/preview`: what a schedule means and when it would fire next.
+/// `POST /api/v1/schedules/preview`: what a schedule means and when it would fire next (in the
+/// daemon's zone when none is given).
 pub async fn preview(
+    State(state): State<StudioState>,
     body: Result<Json<PreviewBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = json_body(body)?;
     let timezone = if body.timezone.trim().is_empty() {
-        "UTC"
+        state.timezones.daemon.zone.name()
     } else {
         body.timezone.trim()
     };
@@ -94,7 +96,12 @@ pub async fn preview(
         .iter()
         .map(|at| at.timestamp_millis())
         .collect();
-    Ok(Json(json!({"schedule": spec.describe(), "next": next})))
+    let zone = crate::schedule::parse_timezone(timezone).unwrap_or(chrono_tz::Tz::UTC);
+    Ok(Json(json!({
+        "schedule": spec.describe_in(zone),
+        "next": next,
+        "next_local": next.iter().map(|ms| format_local(*ms, zone)).collect::<Vec<_>>(),
+    })))
 }
 
 #[derive(Deserialize)]
@@ -134,6 +141,12 @@ pub async fn create(
             ))
         })?),
     };
+    // Without a zone the job lives in the agent's (its file's, else the daemon's).
+    let timezone = if body.timezone.trim().is_empty() {
+        state.timezones.agent_zone(&body.agent).name().to_string()
+    } else {
+        body.timezone
+    };
     let job = NewJob {
         agent: body.agent,
         name: body.name,
@@ -141,7 +154,7 @@ pub async fn create(
         target,
         kind: body.kind,
         expression: body.expression,
-        timezone: body.timezone,
+        timezone,
         missed_policy: body.missed_policy,
         created_by: "operator".into(),
         created_in: None,

@@ -33,6 +33,16 @@ pub struct AgentZone {
 }
 
 impl Directory {
+    /// The zone of `agent`'s file, else the daemon's.
+    pub fn agent_zone(&self, agent: &str) -> chrono_tz::Tz {
+        let file = self
+            .agents
+            .iter()
+            .find(|entry| entry.agent == agent)
+            .and_then(|entry| entry.timezone.as_deref());
+        resolve(None, file, &self.daemon).zone
+    }
+
     pub fn new(daemon: &DaemonTimezone, agents: &[AgentSpec]) -> Directory {
         Directory {
             daemon: daemon.clone(),

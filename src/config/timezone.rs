@@ -69,7 +69,7 @@ pub fn system_timezone(
             Some(zone) => {
                 return DaemonTimezone {
                     zone,
-                    origin: "the system's zone (the TZ variable)".to_string(),
+                    origin: "the system's zone from the TZ variable".to_string(),
                 };
             }
             None => warnings.push(format!(
@@ -85,7 +85,7 @@ pub fn system_timezone(
     {
         return DaemonTimezone {
             zone,
-            origin: format!("the system's zone ({})", localtime.display()),
+            origin: format!("the system's zone from {}", localtime.display()),
         };
     }
     let named = etc.join("timezone");
@@ -94,7 +94,7 @@ pub fn system_timezone(
     {
         return DaemonTimezone {
             zone,
-            origin: format!("the system's zone ({})", named.display()),
+            origin: format!("the system's zone from {}", named.display()),
         };
     }
     DaemonTimezone::default()

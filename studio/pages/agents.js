@@ -24,10 +24,11 @@ export async function render(root, ctx) {
   append(root, el('h1', null, 'Agents'), box, el('h2', null, 'Time zones'), zones);
   const zoneChange = (kind, event) => kind === 'audit_appended' && String(data(event).action ?? '').startsWith('user.timezone');
   ctx.accept = (kind, event) => kind === 'agent_changed' || isSessionActor(kind, event) || zoneChange(kind, event);
-  const refreshZones = (quiet) => {
-    // A field being typed in keeps its text: the table is redrawn only when none is.
-    if (quiet && zones.contains(document.activeElement)) return undefined;
-    return load(zones, () => api('/api/v1/timezones'), (d) => drawZones(zones, d, () => refreshZones(true)), { quiet });
+  const refreshZones = (quiet, saved = false) => {
+    // A field being typed in keeps its text: a live refresh redraws the table only when the
+    // focus is elsewhere (after the operator's own save it always does).
+    if (quiet && !saved && zones.contains(document.activeElement)) return undefined;
+    return load(zones, () => api('/api/v1/timezones'), (d) => drawZones(zones, d, () => refreshZones(true, true)), { quiet });
   };
   const refresh = (quiet) => {
     refreshZones(quiet);
@@ -75,7 +76,7 @@ function zoneForm(p, refresh) {
   return el('form', { class: 'row', onsubmit: async (e) => {
     e.preventDefault();
     const done = await act(save, () => api(`/api/v1/users/${enc(p.user_id)}/timezone`, { method: 'PATCH', body: { timezone: input.value.trim() } }));
-    if (done) { toast(done.timezone ? `Time zone of ${p.name ?? p.user_id}: ${done.timezone}.` : `Time zone of ${p.name ?? p.user_id} cleared.`); input.blur(); refresh(); }
+    if (done) { toast(done.timezone ? `Time zone of ${p.name ?? p.user_id}: ${done.timezone}.` : `Time zone of ${p.name ?? p.user_id} cleared.`); refresh(); }
   } }, input, save);
 }
 

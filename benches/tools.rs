@@ -43,6 +43,7 @@ fn context(dir: &tempfile::TempDir) -> ToolContext {
         registry: Registry::new(),
         store: Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default()).unwrap(),
         cancel: CancellationToken::new(),
+        timezone: chrono_tz::Tz::UTC,
     }
 }
 

@@ -175,6 +175,7 @@ pub async fn start_with(
         config = %loaded.source,
         data_dir = %config.data_dir.display(),
         agents = loaded.agents.len(),
+        timezone = %loaded.timezone.zone.name(),
         "clawvisor is up"
     );
     let protections = crate::sandbox::protections();
@@ -275,6 +276,7 @@ fn agent_plans(
                     limits: crate::agent::RuntimeLimits::from(config),
                     all_agents: all_agents.clone(),
                     skill_catalogue,
+                    daemon_timezone: loaded.timezone.clone(),
                 }),
                 tools,
             }

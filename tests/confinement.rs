@@ -66,6 +66,7 @@ impl Layout {
             registry: Registry::new(),
             store,
             cancel: CancellationToken::new(),
+            timezone: chrono_tz::Tz::UTC,
         };
         Layout {
             _root: root,

@@ -12,6 +12,7 @@
 //! | `cron` | `schedule::ScheduleSpec::parse`, `next_after`, `preview`, `MissedPolicy::resolve` | next time after the given one and consistent from any instant before it; previews increase; no "internal error" translation; missed runs lie between due and now |
 //! | `format` | `telegram::format::markdown_to_html`, `split_html` | only Telegram's tags, balanced, escaped; each part ≤ the limit in UTF-16 units, balanced and non-blank; no visible text lost |
 //! | `studio` | `studio::router` of a real in-process daemon, called with `tower::ServiceExt::oneshot` | no 5xx; every API error is `{"error": {"message": "..."}}` as JSON; every API success is JSON (or an event stream); no request hangs |
+//! | `timezone` | `schedule::parse_timezone` (`/timezone`, Studio, the schedule tools) and `config::load_in` with the name as the daemon's and an agent's `timezone` | an accepted name is canonical and reads back; a refusal echoes bounded input and every zone it proposes exists; the config accepts a name exactly when `parse_timezone` does (blank: not set) and refuses it naming the file and `timezone` |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -22,7 +23,8 @@
 //!
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
-//! 250 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 250, forum_topics 400, timezone 300 names + 60 config loads — `cargo test --test fuzz` takes a
+//! few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -3629,5 +3631,178 @@ fn forum_topics() {
     );
     run(runner(REGRESSIONS, 400), strategy(), |payload| {
         check(&payload)
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target `timezone`: zone names as people type them (`/timezone`, Studio, the schedule tools)
+// and as operators write them (`timezone` in the config and in agent files).
+// ---------------------------------------------------------------------------------------------
+
+mod timezone_target {
+    use super::*;
+    use clawvisor::config::{self, ConfigError, Overrides};
+    use clawvisor::schedule::{ScheduleError, parse_timezone};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/timezone.txt";
+
+    /// Names that are valid, nearly valid, or shaped like what people write instead.
+    pub fn strategy() -> impl Strategy<Value = String> {
+        let known = any::<Index>().prop_map(|index| {
+            let zones = chrono_tz::TZ_VARIANTS;
+            zones[index.index(zones.len())].name().to_string()
+        });
+        let typo = (any::<Index>(), any::<Index>(), any::<char>(), 0..4u8).prop_map(
+            |(zone, at, inserted, how)| {
+                let zones = chrono_tz::TZ_VARIANTS;
+                let mut chars: Vec<char> = zones[zone.index(zones.len())].name().chars().collect();
+                let position = at.index(chars.len());
+                match how {
+                    0 => {
+                        chars.remove(position);
+                    }
+                    1 => chars.insert(position, inserted),
+                    2 => chars[position] = inserted,
+                    _ => chars.iter_mut().for_each(|c| *c = c.to_ascii_uppercase()),
+                }
+                chars.into_iter().collect()
+            },
+        );
+        let city = any::<Index>().prop_map(|index| {
+            let zones = chrono_tz::TZ_VARIANTS;
+            let name = zones[index.index(zones.len())].name();
+            name.rsplit('/').next().unwrap_or(name).replace('_', " ")
+        });
+        let offset = ("(UTC|GMT|utc|)", "[+-−]", 0..40u32, "(|:00|00|:30)")
+            .prop_map(|(prefix, sign, hours, minutes)| format!("{prefix}{sign}{hours}{minutes}"));
+        prop_oneof![
+            3 => known,
+            4 => typo,
+            2 => city,
+            2 => offset,
+            2 => "[A-Za-z/_+\\-0-9 :.]{0,40}",
+            1 => any::<String>(),
+            1 => "\\PC{0,300}",
+        ]
+    }
+
+    /// The property: reading never panics; an accepted name is canonical and reads back to the
+    /// same zone; a refusal says so, echoes a bounded input, and any "did you mean" names a zone
+    /// that exists.
+    pub fn check_name(name: &String) -> Result<(), TestCaseError> {
+        match parse_timezone(name) {
+            Ok(zone) => {
+                prop_assert_eq!(parse_timezone(zone.name()), Ok(zone));
+                prop_assert!(
+                    zone.name().eq_ignore_ascii_case(name.trim()),
+                    "{name:?} was read as {}",
+                    zone.name()
+                );
+            }
+            Err(error) => {
+                let text = error.to_string();
+                prop_assert!(text.starts_with("unknown timezone `"), "{text}");
+                prop_assert!(text.chars().count() < 600, "an overlong message: {text}");
+                let ScheduleError::UnknownTimezone { suggestion, .. } = &error else {
+                    return Err(TestCaseError::fail(format!(
+                        "not UnknownTimezone: {error:?}"
+                    )));
+                };
+                // Every zone name the suggestion proposes (a word with a `/`) exists.
+                let proposed = suggestion.iter().flat_map(|text| text.split_whitespace());
+                for word in proposed.filter(|word| word.contains('/')) {
+                    let word = word.trim_matches(|c: char| "?,()`".contains(c));
+                    prop_assert!(
+                        parse_timezone(word).is_ok(),
+                        "{name:?}: proposed {word:?}, which is not a zone ({text})"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The same name as the daemon's `timezone` and as an agent file's: loading accepts it
+    /// exactly when `parse_timezone` does (or it is blank: not set), and a refusal names the
+    /// file and the key.
+    pub fn check_config(name: &String) -> Result<(), TestCaseError> {
+        let blank = name.trim().is_empty();
+        let valid = blank || parse_timezone(name).is_ok();
+        let quoted = toml::Value::String(name.clone()).to_string();
+        for in_agent in [false, true] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            std::fs::create_dir_all(dir.path().join("actors")).expect("temp dir");
+            let (daemon_line, agent_line) = if in_agent {
+                (String::new(), format!("timezone = {quoted}\n"))
+            } else {
+                (format!("timezone = {quoted}\n"), String::new())
+            };
+            std::fs::write(
+                dir.path().join("clawvisor.toml"),
+                format!(
+                    "{daemon_line}data_dir = \"data\"\n[agents]\ndir = \"actors\"\n\
+                     [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n"
+                ),
+            )
+            .expect("temp file");
+            std::fs::write(
+                dir.path().join("actors/ada.toml"),
+                format!(
+                    "name = \"ada\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"hi\"\n{agent_line}"
+                ),
+            )
+            .expect("temp file");
+            let overrides = Overrides {
+                config: Some(dir.path().join("clawvisor.toml")),
+                ..Overrides::default()
+            };
+            let env = BTreeMap::from([("TZ".to_string(), "UTC".to_string())]);
+            match config::load_in(&overrides, env, dir.path()) {
+                Ok(loaded) => {
+                    prop_assert!(valid, "{name:?} was accepted by the config only");
+                    // Blank: not set, so the agent has none and the daemon has `TZ`'s.
+                    let zone = parse_timezone(name).unwrap_or(chrono_tz::Tz::UTC);
+                    if in_agent {
+                        let expected = (!blank).then(|| zone.name());
+                        prop_assert_eq!(loaded.agents[0].timezone.as_deref(), expected);
+                    } else {
+                        prop_assert_eq!(loaded.timezone.zone, zone);
+                    }
+                }
+                Err(ConfigError::Key {
+                    origin,
+                    key,
+                    message,
+                }) if !valid => {
+                    let file = if in_agent {
+                        "ada.toml"
+                    } else {
+                        "clawvisor.toml"
+                    };
+                    prop_assert!(origin.ends_with(file), "{origin}: {key}: {message}");
+                    prop_assert_eq!(key, "timezone");
+                    prop_assert!(message.starts_with("unknown timezone"), "{message}");
+                }
+                Err(error) => {
+                    return Err(TestCaseError::fail(format!(
+                        "{name:?} (valid: {valid}, in the agent file: {in_agent}): {error}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn timezone() {
+    use timezone_target::*;
+    replay("timezone", |text| text.to_string(), check_name);
+    replay("timezone", |text| text.to_string(), check_config);
+    run(runner(REGRESSIONS, 300), strategy(), |name| {
+        check_name(&name)
+    });
+    run(runner(REGRESSIONS, 60), strategy(), |name| {
+        check_config(&name)
     });
 }

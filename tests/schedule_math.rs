@@ -289,6 +289,69 @@ fn an_hourly_job_runs_every_real_hour_across_transitions() {
 }
 
 #[test]
+fn a_daily_nine_oclock_job_stays_at_nine_local_across_both_clock_changes() {
+    // Berlin 2026: CET → CEST on 29 March, CEST → CET on 25 October. "Every day at 9", written
+    // either way, fires at 09:00 on the wall clock every day, so in UTC it moves from 08:00 to
+    // 07:00 and back.
+    for expression in ["0 9 * * *", "0 9 */1 * *"] {
+        let spec = cron(expression, "Europe/Berlin");
+        let spring = fire_times_between(&spec, "2026-03-26T00:00:00Z", "2026-04-02T00:00:00Z");
+        let autumn = fire_times_between(&spec, "2026-10-22T00:00:00Z", "2026-10-29T00:00:00Z");
+        let berlin = chrono_tz::Tz::Europe__Berlin;
+        for fire in spring.iter().chain(&autumn) {
+            let local = fire.with_timezone(&berlin);
+            assert_eq!(
+                local.format("%H:%M").to_string(),
+                "09:00",
+                "`{expression}` {fire}"
+            );
+        }
+        assert_eq!(
+            spring.iter().map(|fire| show(*fire)).collect::<Vec<_>>(),
+            [
+                "2026-03-26T08:00:00Z",
+                "2026-03-27T08:00:00Z",
+                "2026-03-28T08:00:00Z",
+                "2026-03-29T07:00:00Z",
+                "2026-03-30T07:00:00Z",
+                "2026-03-31T07:00:00Z",
+                "2026-04-01T07:00:00Z",
+            ],
+            "`{expression}` across spring forward"
+        );
+        assert_eq!(
+            autumn.iter().map(|fire| show(*fire)).collect::<Vec<_>>(),
+            [
+                "2026-10-22T07:00:00Z",
+                "2026-10-23T07:00:00Z",
+                "2026-10-24T07:00:00Z",
+                "2026-10-25T08:00:00Z",
+                "2026-10-26T08:00:00Z",
+                "2026-10-27T08:00:00Z",
+                "2026-10-28T08:00:00Z",
+            ],
+            "`{expression}` across fall back"
+        );
+    }
+    // Midnight through the scheduler's entry point, with the zone name as a person types it.
+    let daily = ScheduleSpec::parse(
+        "cron",
+        "@daily",
+        "europe/berlin",
+        utc("2026-03-28T12:00:00Z"),
+    )
+    .expect("@daily in Berlin");
+    assert_eq!(
+        daily
+            .preview(utc("2026-03-28T12:00:00Z"), 2)
+            .into_iter()
+            .map(show)
+            .collect::<Vec<_>>(),
+        ["2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"]
+    );
+}
+
+#[test]
 fn repeating_jobs_keep_real_time_spacing_across_transitions() {
     for (expression, spacing) in [
         ("*/15 * * * *", 15),

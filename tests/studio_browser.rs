@@ -552,6 +552,66 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         )
         .await;
 
+    // Time zones: a person's zone chosen elsewhere (as `/timezone` in the chat does) shows
+    // without a reload; the operator changes it in the card, and a typo is refused with the
+    // close match while the typed text stays.
+    world
+        .patch(
+            "/api/v1/users/42/timezone",
+            json!({"timezone": "Europe/Berlin"}),
+        )
+        .await;
+    let zone_field = "document.querySelector('[data-user=\"42\"] input[name=\"timezone\"]')";
+    browser
+        .wait_until(
+            "the person's zone is shown",
+            &format!("{zone_field}?.value === 'Europe/Berlin'"),
+        )
+        .await;
+    let input = browser
+        .wait_for("[data-user=\"42\"] input[name=\"timezone\"]")
+        .await;
+    input.clear().await.unwrap();
+    input.send_keys("Asia/Tokio").await.unwrap();
+    browser
+        .wait_for("[data-user=\"42\"] button[type=\"submit\"]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "the typo is refused with a close match",
+            "[...document.querySelectorAll('.toast')].some((t) => t.textContent.includes('did you mean Asia/Tokyo?'))",
+        )
+        .await;
+    browser
+        .wait_until(
+            "the typed text stays",
+            &format!("{zone_field}.value === 'Asia/Tokio'"),
+        )
+        .await;
+    input.clear().await.unwrap();
+    input.send_keys("Asia/Tokyo").await.unwrap();
+    browser
+        .wait_for("[data-user=\"42\"] button[type=\"submit\"]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    wait_until(WAIT, "the person's zone is stored", || async {
+        let stored = world
+            .world
+            .harness
+            .store()
+            .read(|conn| clawvisor::store::timezones::user_timezone(conn, 42))
+            .await
+            .unwrap();
+        stored.as_deref() == Some("Asia/Tokyo")
+    })
+    .await;
+    browser.screenshot("agents-timezones").await;
+
     // Skills: validation status, what a skill needs, the reason beside a disabled checkbox, the
     // front-matter keys clawvisor keeps; a toggle made through the API shows without a reload.
     browser.open("skills").await;

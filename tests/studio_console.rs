@@ -353,6 +353,20 @@ async fn every_route_answers_and_unknown_ids_are_404() {
             None,
         ),
         (
+            "get",
+            "/api/v1/timezones",
+            Method::GET,
+            "/api/v1/timezones".into(),
+            None,
+        ),
+        (
+            "patch",
+            "/api/v1/users/{id}/timezone",
+            Method::PATCH,
+            "/api/v1/users/42/timezone".into(),
+            Some(json!({"timezone": "Europe/Berlin"})),
+        ),
+        (
             "delete",
             "/api/v1/schedules/{id}",
             Method::DELETE,

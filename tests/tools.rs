@@ -60,6 +60,7 @@ impl Fixture {
             registry: Registry::new(),
             store,
             cancel: CancellationToken::new(),
+            timezone: chrono_tz::Tz::UTC,
         };
         Fixture { dir, ctx }
     }

@@ -388,6 +388,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
                 events: context.events.clone(),
                 boot_ms: context.boot_ms,
                 workspace,
+                timezone: context.loaded.timezone.clone(),
             };
             actor_spec(
                 &context.registry,
@@ -490,5 +491,9 @@ pub fn studio_state(context: &RootContext) -> StudioState {
                 .collect(),
         ),
         started_ms: context.boot_ms,
+        timezones: Arc::new(crate::studio::timezones::Directory::new(
+            &context.loaded.timezone,
+            &context.loaded.agents,
+        )),
     }
 }

@@ -16,6 +16,7 @@ pub mod loop_guard;
 pub mod recall;
 pub mod run;
 pub mod transcript;
+pub mod zone;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,6 +74,8 @@ pub struct AgentRuntime {
     /// Every skill the agent could see, with whether it can use it. Which are enabled is a
     /// runtime setting ([`AgentSettings::skills`]).
     pub skill_catalogue: Arc<Vec<crate::skills::AgentSkill>>,
+    /// The daemon's time zone, for runs whose person and agent chose none (`zone`).
+    pub daemon_timezone: crate::config::DaemonTimezone,
 }
 
 impl AgentRuntime {

@@ -87,6 +87,8 @@ pub struct RunCtx {
     pub cancel: CancellationToken,
     pub tools: ToolContext,
     pub correlation: Option<String>,
+    /// The run's time zone (`agent::zone`): the prompt's local time and the tools' default.
+    pub zone: super::zone::ResolvedZone,
 }
 
 impl RunCtx {
@@ -143,6 +145,7 @@ enum Ending {
 
 pub async fn execute(request: RunRequest) -> RunReport {
     let runtime = request.runtime.clone();
+    let zone = super::zone::zone_for_run(&runtime, request.session_id, &request.chat).await;
     let tools = ToolContext {
         agent: runtime.spec.name.clone(),
         chat: request.chat.clone(),
@@ -152,6 +155,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
         registry: runtime.registry.clone(),
         store: runtime.store.clone(),
         cancel: request.cancel.clone(),
+        timezone: zone.zone,
     };
     let ctx = RunCtx {
         run_id: request.run_id,
@@ -162,6 +166,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
         cancel: request.cancel.clone(),
         tools,
         correlation: request.correlation.clone(),
+        zone,
     };
     let mut limiter = request.limiter;
     ctx.runtime.events.publish_data(

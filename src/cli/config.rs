@@ -9,6 +9,11 @@ pub(super) fn check(loaded: &LoadedConfig) -> ExitCode {
     println!("config: {} (ok)", loaded.source);
     println!("data_dir: {}", config.data_dir.display());
     println!("studio: http://{}", config.studio.bind);
+    println!(
+        "timezone: {} ({})",
+        loaded.timezone.zone.name(),
+        loaded.timezone.origin
+    );
     match &loaded.agents_source {
         Some(dir) => println!("agents: {} from {}", loaded.agents.len(), dir.display()),
         None => println!("agents: 1 (the built-in assistant)"),
@@ -27,6 +32,9 @@ pub(super) fn check(loaded: &LoadedConfig) -> ExitCode {
             agent.autonomy.as_str(),
             bot
         );
+        if let Some(timezone) = &agent.timezone {
+            println!("    timezone {timezone}");
+        }
     }
     for warning in &loaded.warnings {
         println!("warning: {warning}");

@@ -131,6 +131,10 @@ pub struct AgentSpec {
     /// The model reads images: photos a user sends are given to it (not only saved).
     #[serde(default)]
     pub vision: bool,
+    /// The agent's IANA time zone (`Europe/Berlin`) for people who set none (absent or empty:
+    /// the daemon's `timezone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,
@@ -230,6 +234,16 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
             ));
         }
     }
+    // Stored canonical (`europe/berlin` → `Europe/Berlin`); empty means not set, as for the
+    // daemon's `timezone`.
+    spec.timezone = match spec.timezone.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(name) => Some(
+            super::timezone::check_timezone(origin, "timezone", name)?
+                .name()
+                .to_string(),
+        ),
+    };
     if spec.model.trim().is_empty() {
         return Err(ConfigError::key(origin, "model", "must not be empty"));
     }

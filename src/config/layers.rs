@@ -321,6 +321,12 @@ pub(super) fn load(
         &config,
         &override_origin("studio.bind").unwrap_or_else(|| origin.clone()),
     )?;
+    let timezone = super::timezone::daemon_timezone(
+        &config.timezone,
+        &override_origin("timezone").unwrap_or_else(|| origin.clone()),
+        env,
+        &mut warnings,
+    )?;
 
     // 4. Resolve paths: from the file → its directory; from env/flags/defaults → the working directory.
     let data_dir_from_file =
@@ -445,6 +451,7 @@ pub(super) fn load(
         warnings,
         hints,
         secrets,
+        timezone,
     })
 }
 

@@ -21,6 +21,7 @@ mod duration;
 mod layers;
 mod mcp;
 mod providers;
+mod timezone;
 mod validate;
 mod web_search;
 
@@ -34,6 +35,7 @@ pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, p
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind};
+pub use timezone::{DaemonTimezone, system_timezone};
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
 use crate::supervision::RestartPolicy;
@@ -384,6 +386,9 @@ impl Default for MemoryConfig {
 pub struct Config {
     /// Where the database, workspaces and indexes live.
     pub data_dir: PathBuf,
+    /// The daemon's IANA time zone (`Europe/Berlin`); empty: the system's (`TZ`, then
+    /// `/etc/localtime`), else UTC. Agent files and people (`/timezone`) may choose their own.
+    pub timezone: String,
     pub log: LogConfig,
     pub studio: StudioConfig,
     pub agents: AgentsConfig,
@@ -406,6 +411,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             data_dir: PathBuf::from("data"),
+            timezone: String::new(),
             log: LogConfig::default(),
             studio: StudioConfig::default(),
             agents: AgentsConfig::default(),
@@ -483,6 +489,8 @@ pub struct LoadedConfig {
     /// Every secret the config names (API keys, bot tokens, the Studio token), read from the
     /// environment once at load time, by variable name. Registered for redaction.
     pub secrets: BTreeMap<String, crate::secrets::Secret>,
+    /// The daemon's time zone (`timezone`, else the system's, else UTC) and where it came from.
+    pub timezone: DaemonTimezone,
 }
 
 impl LoadedConfig {

@@ -73,11 +73,13 @@ pub enum ScheduleError {
     #[error("cron expression `{expression}` never fires: {reason}")]
     NeverFires { expression: String, reason: String },
 
-    #[error(
-        "unknown timezone `{0}`: use an IANA name such as `Europe/Berlin`, `America/New_York` \
-         or `UTC`"
-    )]
-    UnknownTimezone(String),
+    /// An unknown zone name, with the closest known name when one is close enough.
+    #[error("unknown timezone `{name}`: {}", timezone_advice(.suggestion.as_deref()))]
+    UnknownTimezone {
+        name: String,
+        /// "did you mean Europe/Berlin?", or a sentence about an abbreviation or an offset.
+        suggestion: Option<String>,
+    },
 
     #[error("unknown schedule kind `{0}`: use `cron`, `every` or `at`")]
     UnknownKind(String),
@@ -104,6 +106,15 @@ impl ScheduleError {
             field,
             problem: problem.into(),
         }
+    }
+}
+
+/// What to do about an unknown timezone name: the suggestion first, then the general rule.
+fn timezone_advice(suggestion: Option<&str>) -> String {
+    const RULE: &str = "use an IANA name such as `Europe/Berlin`, `America/New_York` or `UTC`";
+    match suggestion {
+        Some(suggestion) => format!("{suggestion} (In general: {RULE}.)"),
+        None => RULE.to_string(),
     }
 }
 

@@ -30,4 +30,4 @@ pub use missed::{
     MISSED_SAMPLES_PER_END, MissedCount, MissedOutcome, MissedPolicy,
 };
 pub use spec::{MAX_INTERVAL, MAX_PREVIEW, ScheduleKind, ScheduleSpec};
-pub use timezone::parse_timezone;
+pub use timezone::{parse_timezone, suggest_timezone};

@@ -159,14 +159,28 @@ impl ScheduleSpec {
     /// A sentence for humans: "at 09:00 on Monday-Friday (Europe/Berlin)", "every 1h 30m
     /// starting 2026-01-01 00:00:00 UTC", "once at 2026-12-01 08:00:00 UTC".
     pub fn describe(&self) -> String {
+        self.describe_in(Tz::UTC)
+    }
+
+    /// [`describe`](Self::describe) with the times of `every` and `at` in the job's `zone`:
+    /// "once at 2027-01-15 09:00:00 CET (Europe/Berlin)". (A cron expression names its own.)
+    pub fn describe_in(&self, zone: Tz) -> String {
+        let local = |moment: &DateTime<Utc>| {
+            if zone == Tz::UTC {
+                moment.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+            } else {
+                let local = moment.with_timezone(&zone);
+                format!("{} ({})", local.format("%Y-%m-%d %H:%M:%S %Z"), zone.name())
+            }
+        };
         match self {
             ScheduleSpec::Cron(expression) => expression.describe(),
             ScheduleSpec::Every { interval, anchor } => format!(
                 "every {} starting {}",
                 humantime::format_duration(*interval),
-                anchor.format("%Y-%m-%d %H:%M:%S UTC")
+                local(anchor)
             ),
-            ScheduleSpec::At(at) => format!("once at {}", at.format("%Y-%m-%d %H:%M:%S UTC")),
+            ScheduleSpec::At(at) => format!("once at {}", local(at)),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod schedules;
 pub mod sessions;
 pub mod studio;
 pub mod telegram;
+pub mod timezones;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};

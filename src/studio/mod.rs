@@ -20,6 +20,7 @@ pub mod memory;
 pub mod overview;
 pub mod runs;
 pub mod schedules;
+pub mod timezones;
 pub mod token_file;
 
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct StudioState {
     pub agents: Arc<Vec<AgentEntry>>,
     /// When the daemon started.
     pub started_ms: i64,
+    /// The daemon's and the agents' time zones and the agents' people (Time zones card).
+    pub timezones: Arc<timezones::Directory>,
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -100,6 +103,8 @@ api! {
     post "/api/v1/policy/rules" => approvals::add_rule, "Adds a rule (rules only tighten)";
     post "/api/v1/policy/rules/{id}/disable" => approvals::disable_rule, "Disables a rule";
     get "/api/v1/policy/decisions" => runs::decisions, "The policy gate's newest decisions";
+    get "/api/v1/timezones" => timezones::list, "The daemon's, each agent's and each person's time zone, with where it comes from";
+    patch "/api/v1/users/{id}/timezone" => timezones::set_user, "Sets (or, with an empty `timezone`, clears) a Telegram user's time zone";
     get "/api/v1/schedules" => schedules::list, "Scheduled jobs";
     post "/api/v1/schedules" => schedules::create, "Creates a job";
     post "/api/v1/schedules/preview" => schedules::preview, "What a schedule means and its next fire times";

@@ -12,6 +12,7 @@ use super::{ApiError, StudioState, json_body};
 use crate::domain::ChatKey;
 use crate::protocol::scheduler::{JobScope, JobView, NewJob, Scheduler, SchedulerError};
 use crate::schedule::ScheduleSpec;
+use crate::schedule::format::{format_local, zone_of};
 use crate::store::schedules::JobRunRow;
 
 const PREVIEW: usize = 5;
@@ -20,8 +21,14 @@ fn scheduler(state: &StudioState) -> Scheduler {
     Scheduler::new(&state.registry)
 }
 
+/// A job as JSON; `next_run_local` and `upcoming_local` are its times in the job's own zone
+/// ("2027-01-15 09:00:00 CET (Fri)"), the way its reminders word them.
 pub fn job_json(job: &JobView) -> Value {
+    let zone = zone_of(&job.timezone);
+    let local = |ms: &i64| format_local(*ms, zone);
     json!({
+        "next_run_local": job.next_run_ms.as_ref().map(local),
+        "upcoming_local": job.upcoming.iter().map(local).collect::<Vec<_>>(),
         "id": job.id, "agent": job.agent, "name": job.name, "prompt": job.prompt,
         "target": job.target, "kind": job.kind, "expression": job.expression,
         "timezone": job.timezone, "schedule": job.schedule, "missed_policy": job.missed_policy,
@@ -69,13 +76,15 @@ pub struct PreviewBody {
     timezone: String,
 }
 
-/// `POST /api/v1/schedules/preview`: what a schedule means and when it would fire next.
+/// `POST /api/v1/schedules/preview`: what a schedule means and when it would fire next (in the
+/// daemon's zone when none is given).
 pub async fn preview(
+    State(state): State<StudioState>,
     body: Result<Json<PreviewBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = json_body(body)?;
     let timezone = if body.timezone.trim().is_empty() {
-        "UTC"
+        state.timezones.daemon.zone.name()
     } else {
         body.timezone.trim()
     };
@@ -87,7 +96,12 @@ pub async fn preview(
         .iter()
         .map(|at| at.timestamp_millis())
         .collect();
-    Ok(Json(json!({"schedule": spec.describe(), "next": next})))
+    let zone = crate::schedule::parse_timezone(timezone).unwrap_or(chrono_tz::Tz::UTC);
+    Ok(Json(json!({
+        "schedule": spec.describe_in(zone),
+        "next": next,
+        "next_local": next.iter().map(|ms| format_local(*ms, zone)).collect::<Vec<_>>(),
+    })))
 }
 
 #[derive(Deserialize)]
@@ -127,6 +141,12 @@ pub async fn create(
             ))
         })?),
     };
+    // Without a zone the job lives in the agent's (its file's, else the daemon's).
+    let timezone = if body.timezone.trim().is_empty() {
+        state.timezones.agent_zone(&body.agent).name().to_string()
+    } else {
+        body.timezone
+    };
     let job = NewJob {
         agent: body.agent,
         name: body.name,
@@ -134,7 +154,7 @@ pub async fn create(
         target,
         kind: body.kind,
         expression: body.expression,
-        timezone: body.timezone,
+        timezone,
         missed_policy: body.missed_policy,
         created_by: "operator".into(),
         created_in: None,

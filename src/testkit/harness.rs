@@ -190,8 +190,12 @@ impl Harness {
             config: Some(root.join("clawvisor.toml")),
             ..Overrides::default()
         };
-        let loaded = config::load_in(&overrides, options.env.clone(), &root)
-            .map_err(|error| error.to_string())?;
+        // The daemon's zone is the test's choice, never the machine's: UTC unless the test
+        // sets `TZ` (or `timezone` in the config).
+        let mut env = options.env.clone();
+        env.entry("TZ".to_string())
+            .or_insert_with(|| "UTC".to_string());
+        let loaded = config::load_in(&overrides, env, &root).map_err(|error| error.to_string())?;
         let daemon = daemon::start_with(loaded, options.start)
             .await
             .map_err(|error: DaemonError| error.to_string())?;

@@ -45,6 +45,8 @@ impl DaemonProcess {
             ])
             .args(["--log-format", "json", "serve"])
             .env("RUST_LOG", "info")
+            // The daemon's zone is the test's choice (`env` may set another), never the machine's.
+            .env("TZ", "UTC")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (key, value) in env {

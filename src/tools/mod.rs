@@ -125,6 +125,8 @@ pub struct ToolContext {
     pub store: Store,
     /// Cancelled when the run is cancelled (`/stop`, shutdown, deadline).
     pub cancel: CancellationToken,
+    /// The run's time zone (`agent::zone`): times without an offset are read in it.
+    pub timezone: chrono_tz::Tz,
 }
 
 /// Errors that stop a call before it produced a result. They are reported to the model as tool

@@ -105,11 +105,11 @@ fn schedule_properties() -> Value {
         },
         "schedule": {
             "type": "string",
-            "description": "cron: 5 fields `minute hour day-of-month month day-of-week` (0 or 7 = Sunday, names like MON-FRI allowed, e.g. `0 9 * * 1-5`), 6 with leading seconds, or @daily/@weekly/@hourly; every: a duration such as `15m`, `2h`, `1d`; at: `2026-12-01 09:00` (local to timezone) or RFC 3339."
+            "description": "cron: 5 fields `minute hour day-of-month month day-of-week` (0 or 7 = Sunday, names like MON-FRI allowed, e.g. `0 9 * * 1-5`), 6 with leading seconds, or @daily/@weekly/@hourly; every: a duration such as `15m`, `2h`, `1d`; at: `2026-12-01 09:00` (local time in `timezone`) or RFC 3339 with an offset."
         },
         "timezone": {
             "type": "string",
-            "description": "IANA timezone for cron and local `at` times, e.g. `Europe/Berlin` (default UTC)."
+            "description": "IANA timezone for cron and local `at` times, e.g. `Europe/Berlin` (default: the conversation's time zone, stated in your instructions)."
         },
         "missed": {
             "type": "string",
@@ -273,7 +273,7 @@ impl Tool for ScheduleTool {
                 self.name(),
                 field("kind").unwrap_or_default(),
                 field("schedule").unwrap_or_default(),
-                field("timezone").unwrap_or_else(|| "UTC".into())
+                field("timezone").unwrap_or_else(|| "the conversation's zone".into())
             ),
             Kind::List => self.name().to_string(),
             _ => format!("{} #{}", self.name(), field("id").unwrap_or_default()),
@@ -297,7 +297,7 @@ impl Tool for ScheduleTool {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             match self.kind {
-                Kind::Preview => preview(&args),
+                Kind::Preview => preview(&args, ctx.timezone),
                 Kind::Schedule => schedule(&args, ctx).await,
                 Kind::List => list(&args, ctx).await,
                 Kind::Get => get(&args, ctx).await,
@@ -386,9 +386,11 @@ async fn schedule(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
         target: target("schedule_task", &parsed, ctx)?,
         kind: parsed.required_str("kind")?.to_string(),
         expression: parsed.required_str("schedule")?.to_string(),
+        // Without a zone the job lives in the conversation's; it is stored with the job.
         timezone: parsed
             .optional_str("timezone")?
-            .unwrap_or_default()
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or(ctx.timezone.name())
             .to_string(),
         missed_policy: parsed
             .optional_str("missed")?
@@ -494,11 +496,14 @@ async fn update(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError
     Ok(ToolOutput::ok(confirmation("Updated", &view)))
 }
 
-fn preview(args: &Value) -> Result<ToolOutput, ToolError> {
+fn preview(args: &Value, default_zone: chrono_tz::Tz) -> Result<ToolOutput, ToolError> {
     let parsed = Args::parse("preview_schedule", args, PREVIEW_FIELDS)?;
     let kind = parsed.required_str("kind")?;
     let expression = parsed.required_str("schedule")?;
-    let timezone = parsed.optional_str("timezone")?.unwrap_or("UTC");
+    let timezone = parsed
+        .optional_str("timezone")?
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or(default_zone.name());
     let count = parsed
         .optional_u64("count")?
         .map_or(PREVIEW_COUNT, |count| {
@@ -507,7 +512,7 @@ fn preview(args: &Value) -> Result<ToolOutput, ToolError> {
     let now = chrono::Utc::now();
     let spec = ScheduleSpec::parse(kind, expression, timezone, now)
         .map_err(|error| ToolError::InvalidArguments(format!("preview_schedule: {error}")))?;
-    let zone = parse_timezone(timezone).unwrap_or(chrono_tz::Tz::UTC);
+    let zone = parse_timezone(timezone).unwrap_or(default_zone);
     let times: Vec<String> = spec
         .preview(now, count)
         .into_iter()
@@ -516,12 +521,12 @@ fn preview(args: &Value) -> Result<ToolOutput, ToolError> {
     if times.is_empty() {
         return Ok(ToolOutput::ok(format!(
             "{}: it would not run again after now.",
-            spec.describe()
+            spec.describe_in(zone)
         )));
     }
     Ok(ToolOutput::ok(format!(
         "{}\nNext runs:\n{}",
-        spec.describe(),
+        spec.describe_in(zone),
         times.join("\n")
     )))
 }
@@ -553,7 +558,8 @@ mod tests {
 
     #[test]
     fn preview_answers_with_times_and_refuses_bad_input_with_the_reason() {
-        let ok = preview(&json!({"kind": "cron", "schedule": "0 9 * * MON-FRI", "timezone": "Europe/Berlin", "count": 3}))
+        let utc = chrono_tz::Tz::UTC;
+        let ok = preview(&json!({"kind": "cron", "schedule": "0 9 * * MON-FRI", "timezone": "Europe/Berlin", "count": 3}), utc)
             .unwrap();
         assert_eq!(ok.text.lines().count(), 5, "{}", ok.text);
         let cases = [
@@ -567,8 +573,19 @@ mod tests {
             (json!("0 9 * * *"), "must be a JSON object"),
         ];
         for (args, expected) in cases {
-            let error = preview(&args).unwrap_err().to_string();
+            let error = preview(&args, utc).unwrap_err().to_string();
             assert!(error.contains(expected), "{args}: {error}");
         }
+    }
+
+    #[test]
+    fn a_time_without_a_zone_is_read_in_the_conversations_zone() {
+        let args = json!({"kind": "at", "schedule": "2099-01-15 09:00"});
+        let berlin = preview(&args, chrono_tz::Tz::Europe__Berlin).unwrap().text;
+        assert!(berlin.contains("2099-01-15 09:00:00 CET"), "{berlin}");
+        assert!(berlin.contains("(Europe/Berlin)"), "{berlin}");
+        let named = json!({"kind": "at", "schedule": "2099-07-15 09:00", "timezone": "UTC"});
+        let utc = preview(&named, chrono_tz::Tz::Europe__Berlin).unwrap().text;
+        assert!(utc.contains("2099-07-15 09:00:00 UTC"), "{utc}");
     }
 }

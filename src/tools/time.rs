@@ -1,4 +1,5 @@
-//! `current_time`: the date and time now, in UTC and optionally in an IANA timezone.
+//! `current_time`: the date and time now, in UTC and in the run's time zone (the person's, see
+//! `agent::zone`) or an IANA timezone the model names.
 //!
 //! Models do not know what time it is; scheduling and "remind me tomorrow" need it. Read-only and
 //! harmless (L0).
@@ -26,15 +27,16 @@ impl Tool for CurrentTimeTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "current_time".to_string(),
-            description: "The current date and time (ISO 8601, with the weekday) in UTC and, if \
-                          given, in an IANA timezone such as `Europe/Paris`."
+            description: "The current date and time (ISO 8601, with the weekday) in UTC and in \
+                          the conversation's time zone, or in an IANA timezone such as \
+                          `Europe/Paris` if given."
                 .to_string(),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "timezone": {
                         "type": "string",
-                        "description": "IANA timezone name, e.g. `America/New_York` (optional)."
+                        "description": "IANA timezone name, e.g. `America/New_York` (optional; default: the conversation's zone)."
                     }
                 },
                 "additionalProperties": false
@@ -65,12 +67,12 @@ impl Tool for CurrentTimeTool {
         Duration::from_secs(5)
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let parsed = Args::parse("current_time", &args, CURRENT_TIME_FIELDS)?;
             let timezone = match parsed.optional_str("timezone")? {
                 Some(name) => Some(parse_timezone(name)?),
-                None => None,
+                None => (ctx.timezone != Tz::UTC).then_some(ctx.timezone),
             };
             Ok(ToolOutput::ok(describe_time(Utc::now(), timezone)))
         })
@@ -84,10 +86,9 @@ fn timezone_argument(args: &Value) -> Option<&str> {
 }
 
 fn parse_timezone(name: &str) -> Result<Tz, ToolError> {
-    name.trim().parse::<Tz>().map_err(|_| {
+    crate::schedule::parse_timezone(name).map_err(|error| {
         ToolError::InvalidArguments(format!(
-            "current_time: `timezone` {name:?} is not an IANA timezone name; use one like \
-             `Europe/Paris`, `America/New_York` or `UTC`"
+            "current_time: `timezone` is not an IANA timezone name: {error}"
         ))
     })
 }

@@ -3,11 +3,14 @@
 // session's transcript. Refreshes live: cards on agent_changed (a change made elsewhere — another
 // tab, Telegram, a script) and on session actors starting or stopping (open sessions), the
 // session list and transcripts on message and run events of that agent / chat. A card whose form
-// the operator is editing keeps the form as typed; only its facts are redrawn.
+// the operator is editing keeps the form as typed; only its facts are redrawn. Below the cards,
+// "Time zones": the daemon's zone and where it comes from, each agent's, and each person's with
+// a field to set it (PATCH /api/v1/users/{id}/timezone; refreshed when a /timezone in a chat
+// or another tab changes one, announced as audit_appended user.timezone_*).
 import { api, load, el, append, enc, badge, when, empty, table, kv, act, transcriptItem, code, toast } from '/app.js';
 
 export const events = ['agent_changed', 'actor_started', 'actor_stopped', 'message_in', 'message_out',
-  'run_finished'];
+  'run_finished', 'audit_appended'];
 
 const data = (event) => event?.data || {};
 const isSessionActor = (kind, event, agent) => kind.startsWith('actor_')
@@ -17,9 +20,18 @@ export async function render(root, ctx) {
   if (ctx.section === 'sessions' && ctx.params[0]) return sessionView(root, ctx, ctx.params[0]);
   if (ctx.params[0]) return agentView(root, ctx, ctx.params[0]);
   const box = el('div');
-  append(root, el('h1', null, 'Agents'), box);
-  ctx.accept = (kind, event) => kind === 'agent_changed' || isSessionActor(kind, event);
+  const zones = el('div');
+  append(root, el('h1', null, 'Agents'), box, el('h2', null, 'Time zones'), zones);
+  const zoneChange = (kind, event) => kind === 'audit_appended' && String(data(event).action ?? '').startsWith('user.timezone');
+  ctx.accept = (kind, event) => kind === 'agent_changed' || isSessionActor(kind, event) || zoneChange(kind, event);
+  const refreshZones = (quiet, saved = false) => {
+    // A field being typed in keeps its text: a live refresh redraws the table only when the
+    // focus is elsewhere (after the operator's own save it always does).
+    if (quiet && !saved && zones.contains(document.activeElement)) return undefined;
+    return load(zones, () => api('/api/v1/timezones'), (d) => drawZones(zones, d, () => refreshZones(true, true)), { quiet });
+  };
   const refresh = (quiet) => {
+    refreshZones(quiet);
     let kept = new Map();
     return load(box, async () => {
       const d = await api('/api/v1/agents');
@@ -35,6 +47,37 @@ export async function render(root, ctx) {
   };
   ctx.refresh = () => refresh(true);
   return refresh(false);
+}
+
+/** The daemon's and agents' zones, and a table of people with a field to set each one's zone. */
+function drawZones(box, d, refresh) {
+  append(box, el('div', { class: 'card', 'data-zones': 'daemon' }, kv([
+    ['Daemon', [code(d.daemon?.timezone ?? 'UTC'), ' ', el('span', { class: 'muted small' }, d.daemon?.origin ?? '')]],
+    ['Local time', d.daemon?.local_time ?? '—'],
+    ...(d.agents || []).map((a) => [a.agent, [code(a.effective), ' ', el('span', { class: 'muted small' }, a.timezone ? 'from the agent file' : a.source)]]),
+  ])));
+  const people = d.people || [];
+  if (!people.length) {
+    append(box, empty('No Telegram users yet. People choose their zone with /timezone Europe/Berlin in the chat, or here once they are known.'));
+    return;
+  }
+  append(box, el('p', { class: 'muted small' }, 'A person\'s zone holds for every agent they talk to; empty: the agent\'s or the daemon\'s zone.'),
+    table([
+      { label: 'Person', cell: (p) => el('span', null, p.name ?? '', ' ', code(String(p.user_id))) },
+      { label: 'Agents', cell: (p) => (p.agents?.length ? p.agents.join(', ') : '—') },
+      { label: 'Time zone', cell: (p) => zoneForm(p, refresh) },
+      { label: 'Local time', cell: (p) => p.local_time ?? el('span', { class: 'muted' }, 'default') },
+    ], people, (p) => ({ 'data-user': p.user_id })));
+}
+
+function zoneForm(p, refresh) {
+  const input = el('input', { name: 'timezone', value: p.timezone ?? '', placeholder: 'e.g. Europe/Berlin', size: 20, 'aria-label': `Time zone of ${p.name ?? p.user_id}` });
+  const save = el('button', { type: 'submit' }, 'Save');
+  return el('form', { class: 'row', onsubmit: async (e) => {
+    e.preventDefault();
+    const done = await act(save, () => api(`/api/v1/users/${enc(p.user_id)}/timezone`, { method: 'PATCH', body: { timezone: input.value.trim() } }));
+    if (done) { toast(done.timezone ? `Time zone of ${p.name ?? p.user_id}: ${done.timezone}.` : `Time zone of ${p.name ?? p.user_id} cleared.`); refresh(); }
+  } }, input, save);
 }
 
 function cardsIn(box) {

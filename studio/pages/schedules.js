@@ -61,7 +61,7 @@ function drawJobs(box, jobs, refresh) {
     { label: 'Agent', cell: (j) => j.agent },
     { label: 'Schedule', cell: (j) => el('span', null, j.schedule || j.expression, el('br'), el('span', { class: 'muted small' }, code(j.expression), ' ', j.timezone ?? '')) },
     { label: 'Status', cell: (j) => el('span', null, badge(j.status), j.failing ? [' ', badge('failed', 'failing')] : null) },
-    { label: 'Next run', cell: (j) => (j.next_run_ms != null && j.status === 'active' ? el('span', { title: inZone(j.next_run_ms, j.timezone) }, when(j.next_run_ms)) : el('span', { class: 'muted' }, '—')) },
+    { label: 'Next run', cell: (j) => (j.next_run_ms != null && j.status === 'active' ? el('span', { title: inZone(j.next_run_ms, j.timezone) }, j.next_run_local ?? '', el('br'), el('span', { class: 'muted small' }, when(j.next_run_ms))) : el('span', { class: 'muted' }, '—')) },
     { label: 'Last run', cell: (j) => el('span', null, when(j.last_run_ms), ' ', outcome(j.last_outcome)) },
     { label: '', cell: (j) => jobActions(j, refresh) },
   ], jobs, (j) => ({ 'data-job': j.id, 'data-status': j.status })));

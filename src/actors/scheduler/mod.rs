@@ -224,7 +224,7 @@ impl Job {
             kind: row.kind.clone(),
             expression: row.expression.clone(),
             timezone: row.timezone.clone(),
-            schedule: self.spec.describe(),
+            schedule: self.spec.describe_in(self.zone),
             missed_policy: row.missed_policy.clone(),
             status: row.status,
             next_run_ms: row.next_run_ms,

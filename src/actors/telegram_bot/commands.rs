@@ -1,5 +1,5 @@
-//! Chat commands (`/new`, `/stop`, `/status`, `/approve`, `/deny`, `/pair`, `/help`) and the
-//! approval buttons' callbacks.
+//! Chat commands (`/new`, `/stop`, `/status`, `/approve`, `/deny`, `/pair`, `/timezone`,
+//! `/help`) and the approval buttons' callbacks.
 
 use super::*;
 use crate::protocol::CallError;
@@ -25,7 +25,7 @@ pub(super) async fn on_command(
             state.args.spec.description
         )),
         "help" => Some(
-            "Write to me in plain words.\n/new starts a fresh conversation\n/stop stops what I am doing\n/status shows how I am doing\n/approve <id> or /deny <id> decides a pending action\n/pair <code> lets a new user talk to me (approvers only)".into(),
+            "Write to me in plain words.\n/new starts a fresh conversation\n/stop stops what I am doing\n/status shows how I am doing\n/approve <id> or /deny <id> decides a pending action\n/pair <code> lets a new user talk to me (approvers only)\n/timezone shows your time zone; /timezone Europe/Berlin sets it, /timezone reset forgets it".into(),
         ),
         "new" | "stop" => {
             let command = if command == "new" { SessionCommand::New } else { SessionCommand::Stop };
@@ -53,6 +53,7 @@ pub(super) async fn on_command(
         }),
         "approve" | "deny" => Some(decide_by_text(state, message, command, args).await),
         "pair" => Some(pair(state, message, args).await),
+        "timezone" => Some(timezone(state, message, args).await),
         other => Some(format!("I don't know /{other}. /help lists what I understand.")),
     };
     if let Some(text) = reply {
@@ -172,5 +173,75 @@ pub(super) async fn pair(
         }
         Ok(None) => "That code is unknown, already used or expired.".into(),
         Err(error) => format!("Could not pair: {error}"),
+    }
+}
+
+/// `/timezone`: without an argument, the person's zone and where it comes from; with an IANA
+/// name, stores it as their zone (daemon-wide, audited) and confirms with their local time;
+/// `reset` forgets it. An unknown name is refused with the reason and a close match.
+pub(super) async fn timezone(
+    state: &TelegramBotState,
+    message: &IncomingMessage,
+    args: &str,
+) -> String {
+    use crate::agent::zone::{local_time_text, resolve, set_user_zone};
+    let user_id = message.user_id;
+    let wanted = args.trim();
+    let now = chrono::Utc::now();
+    let agent_zone = state.args.spec.timezone.as_deref();
+    if wanted.is_empty() {
+        let stored = state
+            .args
+            .store
+            .read(move |conn| crate::store::timezones::user_timezone(conn, user_id))
+            .await;
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(error) => return format!("Could not read your time zone: {error}"),
+        };
+        let zone = resolve(stored.as_deref(), agent_zone, &state.args.timezone);
+        return format!(
+            "Your time zone is {} ({}). It is {} now.\nChange it with /timezone <zone>, like /timezone Europe/Berlin{}.",
+            zone.zone.name(),
+            zone.describe_source(),
+            local_time_text(now, zone.zone),
+            if stored.is_some() {
+                "; /timezone reset goes back to the default"
+            } else {
+                ""
+            }
+        );
+    }
+    let zone = if ["reset", "default", "clear"].contains(&wanted.to_ascii_lowercase().as_str()) {
+        None
+    } else {
+        match crate::schedule::parse_timezone(wanted) {
+            Ok(zone) => Some(zone),
+            Err(error) => return format!("I can't use that time zone: {error}"),
+        }
+    };
+    let actor = format!("telegram:{user_id}");
+    if let Err(error) =
+        set_user_zone(&state.args.store, &state.args.events, user_id, zone, &actor).await
+    {
+        return format!("Could not save your time zone: {error}");
+    }
+    let effective = resolve(
+        zone.map(|zone| zone.name()),
+        agent_zone,
+        &state.args.timezone,
+    );
+    match zone {
+        Some(zone) => format!(
+            "Your time zone is now {}. It is {} there; times you give me without a zone are read in it.",
+            zone.name(),
+            local_time_text(now, zone)
+        ),
+        None => format!(
+            "Forgot your time zone: you are on {} ({}) again. It is {} now.",
+            effective.zone.name(),
+            effective.describe_source(),
+            local_time_text(now, effective.zone)
+        ),
     }
 }

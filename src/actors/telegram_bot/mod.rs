@@ -71,6 +71,8 @@ pub struct TelegramBotArgs {
     /// When the daemon started (the stale filter's reference).
     pub boot_ms: i64,
     pub workspace: PathBuf,
+    /// The daemon's time zone (`/timezone` shows where a person's zone comes from).
+    pub timezone: crate::config::DaemonTimezone,
 }
 
 pub struct TelegramBot;
@@ -377,6 +379,7 @@ async fn go_online(bot: &Bot) -> Result<String, TelegramError> {
         ("approve", "Approve a pending action: /approve <id>"),
         ("deny", "Deny a pending action: /deny <id>"),
         ("pair", "Let a new user talk to me: /pair <code>"),
+        ("timezone", "Your time zone: /timezone Europe/Berlin"),
     ]
     .map(|(command, description)| BotCommand::new(command, description));
     if let Err(error) = bot.set_my_commands(commands).await {

@@ -66,14 +66,15 @@ pub(super) async fn layers(
     if let Some(memory) = recall_memory(ctx, conversation).await {
         layers.push(Layer::new("memory", priority::MEMORY, memory));
     }
-    let now = chrono::Utc::now();
+    let zone = ctx.zone.zone;
     layers.push(Layer::new(
         "temporal",
         priority::TEMPORAL,
         format!(
-            "Current time: {} (UTC, {}).",
-            now.format("%Y-%m-%d %H:%M"),
-            now.format("%A")
+            "Current time: {}. Times the user gives without a zone are in {}, and so are the \
+             times you schedule unless you name another zone.",
+            crate::agent::zone::local_time_text(chrono::Utc::now(), zone),
+            zone.name()
         ),
     ));
     layers.push(Layer::new(

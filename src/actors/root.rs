@@ -372,6 +372,10 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
     let degraded_retry = config.telegram.degraded_retry.0;
+    let voice = crate::voice::VoiceSettings::from_config(config, &context.loaded.secrets);
+    if let Err(unavailable) = &voice.transcriber {
+        tracing::info!("voice notes: {}", unavailable.reason);
+    }
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| {
@@ -388,6 +392,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
                 events: context.events.clone(),
                 boot_ms: context.boot_ms,
                 workspace,
+                voice: voice.clone(),
             };
             actor_spec(
                 &context.registry,

@@ -131,6 +131,10 @@ pub struct AgentSpec {
     /// The model reads images: photos a user sends are given to it (not only saved).
     #[serde(default)]
     pub vision: bool,
+    /// A transcribed voice note is quoted back to the user (`🎙 "…"`) before the answer, so they
+    /// see what was understood.
+    #[serde(default)]
+    pub echo_transcripts: bool,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, parse_agent};
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
-pub use providers::{PriceConfig, ProviderConfig, ProviderKind};
+pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 
 use crate::supervision::RestartPolicy;
 
@@ -394,6 +394,7 @@ pub struct Config {
     pub policy: PolicyConfig,
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
+    pub transcription: TranscriptionConfig,
     pub mcp: McpConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
@@ -415,6 +416,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             tools: ToolsConfig::default(),
             memory: MemoryConfig::default(),
+            transcription: TranscriptionConfig::default(),
             mcp: McpConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),

@@ -40,8 +40,9 @@ pub(super) async fn on_message(
         return on_command(state, &message, &command, &args).await;
     }
 
-    // Group answers get the conversation since the bot's last answer, with names and times.
-    let mut text = message.text.clone();
+    // Group answers get the conversation since the bot's last answer, with names and times:
+    // the message's own text comes last, after `frame`.
+    let mut frame = String::new();
     if !message.private {
         let (agent, chat_id, now) = (
             state.args.spec.name.clone(),
@@ -69,18 +70,17 @@ pub(super) async fn on_message(
             )
             .collect();
         let now_text = crate::clock::to_datetime(message.date_ms).format("%H:%M");
-        text = if lines.is_empty() {
+        frame = if lines.is_empty() {
             format!(
-                "{} ({now_text}) in {}: {}",
-                message.user_name, message.chat_title, message.text
+                "{} ({now_text}) in {}: ",
+                message.user_name, message.chat_title
             )
         } else {
             format!(
-                "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: {}",
+                "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: ",
                 message.chat_title,
                 lines.join("\n"),
                 message.user_name,
-                message.text
             )
         };
     }
@@ -88,7 +88,7 @@ pub(super) async fn on_message(
         agent: state.args.spec.name.clone(),
         chat: ChatKey::telegram(message.chat_id),
         sender: Sender::new(message.user_id.to_string(), message.user_name.clone()),
-        text,
+        text: format!("{frame}{}", message.text),
         attachments: Vec::new(),
         source: InboundSource::Telegram {
             inbound_id: update.id,
@@ -100,20 +100,141 @@ pub(super) async fn on_message(
     if message.files.is_empty() {
         return forward(state, inbound);
     }
-    // Files are downloaded in a task; the update is dispatched when they are in the workspace.
-    let bot = state.bot.clone();
-    let registry = state.args.registry.clone();
-    let inbox = state.args.workspace.join("inbox");
-    let files = message.files.clone();
-    let update_id = update.update_id;
-    let store = state.args.store.clone();
-    let row_id = update.id;
-    let _ = myself;
-    tokio::spawn(async move {
-        let mut inbound = inbound;
+    // One fetch per update at a time: a sweep while a slow transcription is still running must
+    // not start a second one.
+    let Some(in_flight) = InFlight::claim(&state.fetching, update.id) else {
+        return (
+            UpdateStatus::Pending,
+            Some("attachments still being fetched".into()),
+        );
+    };
+    // Files are downloaded (and voice notes transcribed) in a task; the update is dispatched when
+    // they are in the workspace.
+    let fetch = Fetch {
+        bot: state.bot.clone(),
+        registry: state.args.registry.clone(),
+        store: state.args.store.clone(),
+        myself: myself.clone(),
+        inbox: state.args.workspace.join("inbox"),
+        voice: state.args.voice.clone(),
+        echo_transcripts: state.args.spec.echo_transcripts,
+        row_id: update.id,
+        update_id: update.update_id,
+        received_ms: update.received_ms,
+        chat_id: message.chat_id,
+        frame,
+    };
+    tokio::spawn(fetch.run(message, inbound, in_flight));
+    (
+        UpdateStatus::Pending,
+        Some("downloading attachments".into()),
+    )
+}
+
+/// Update rows whose attachments are being fetched; an entry leaves when its task ends (even by
+/// panic or cancellation).
+pub(super) type Fetching = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<i64>>>;
+
+pub(super) struct InFlight {
+    fetching: Fetching,
+    row_id: i64,
+}
+
+impl InFlight {
+    fn claim(fetching: &Fetching, row_id: i64) -> Option<InFlight> {
+        // A poisoned lock only means a task panicked while inserting; the set is still valid.
+        let mut set = fetching.lock().unwrap_or_else(|poison| poison.into_inner());
+        set.insert(row_id).then(|| InFlight {
+            fetching: fetching.clone(),
+            row_id,
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut set = self
+            .fetching
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        set.remove(&self.row_id);
+    }
+}
+
+/// What the fetching task needs of the bot.
+struct Fetch {
+    bot: Bot,
+    registry: Registry,
+    store: Store,
+    myself: ActorRef<TelegramMsg>,
+    inbox: PathBuf,
+    voice: crate::voice::VoiceSettings,
+    echo_transcripts: bool,
+    row_id: i64,
+    update_id: i64,
+    received_ms: i64,
+    chat_id: i64,
+    /// The group frame before the message's own text (empty in private chats).
+    frame: String,
+}
+
+impl Fetch {
+    async fn run(self, message: IncomingMessage, mut inbound: Inbound, _in_flight: InFlight) {
         let mut notes = Vec::new();
-        for file in files {
-            match download(&bot, &file, &inbox, update_id).await {
+        let mut notice = None;
+        for file in &message.files {
+            if file.kind == crate::domain::AttachmentKind::Voice {
+                let step = voice::receive_voice(
+                    &self.bot,
+                    file,
+                    &self.inbox,
+                    self.update_id,
+                    self.received_ms,
+                    &self.voice,
+                )
+                .await;
+                let (attachment, outcome) = match step {
+                    voice::VoiceStep::Ready {
+                        attachment,
+                        outcome,
+                    } => (attachment, outcome),
+                    voice::VoiceStep::Retry(reason) => {
+                        tracing::warn!(update = self.update_id, %reason, "transcription failed; the sweep retries");
+                        let (row_id, now) = (self.row_id, crate::clock::now_ms());
+                        let note = format!("transcription failed, will retry: {reason}");
+                        let _ = self
+                            .store
+                            .write(move |conn| {
+                                queries::set_status(
+                                    conn,
+                                    row_id,
+                                    UpdateStatus::Pending,
+                                    Some(&note),
+                                    now,
+                                )
+                            })
+                            .await;
+                        return;
+                    }
+                };
+                inbound.text = format!(
+                    "{}{}",
+                    self.frame,
+                    crate::voice::agent_text(
+                        &message.text,
+                        file.duration_secs,
+                        attachment
+                            .as_ref()
+                            .map(|attachment| attachment.path.as_path()),
+                        &outcome,
+                    )
+                );
+                notice =
+                    crate::voice::user_notice(file.duration_secs, &outcome, self.echo_transcripts);
+                inbound.attachments.extend(attachment);
+                continue;
+            }
+            match download(&self.bot, file, &self.inbox, self.update_id).await {
                 Ok(attachment) => {
                     notes.push(format!(
                         "[{} saved to {}]",
@@ -132,21 +253,31 @@ pub(super) async fn on_message(
                 .trim()
                 .to_string();
         }
-        if let Some(agent) = registry.lookup(&crate::protocol::agent::name(&inbound.agent))
-            && agent.cast(AgentMsg::Inbound(inbound)).is_ok()
-        {
-            let now = crate::clock::now_ms();
-            let _ = store
-                .write(move |conn| {
-                    queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
-                })
-                .await;
+        let Some(agent) = self
+            .registry
+            .lookup(&crate::protocol::agent::name(&inbound.agent))
+        else {
+            return;
+        };
+        if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
+            return;
         }
-    });
-    (
-        UpdateStatus::Pending,
-        Some("downloading attachments".into()),
-    )
+        let (row_id, now) = (self.row_id, crate::clock::now_ms());
+        let _ = self
+            .store
+            .write(move |conn| {
+                queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
+            })
+            .await;
+        // Told only once the message is with the agent: an update the sweep hands over again is
+        // one whose first hand-over failed, so the user hears this once.
+        if let Some(text) = notice {
+            let _ = self.myself.cast(TelegramMsg::Notify {
+                chat_id: self.chat_id,
+                text,
+            });
+        }
+    }
 }
 
 pub(super) fn forward(

@@ -20,6 +20,7 @@
 
 mod commands;
 mod inbound;
+mod voice;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -70,6 +71,8 @@ pub struct TelegramBotArgs {
     /// When the daemon started (the stale filter's reference).
     pub boot_ms: i64,
     pub workspace: PathBuf,
+    /// Who transcribes voice notes (or why nobody does), and the longest note transcribed.
+    pub voice: crate::voice::VoiceSettings,
 }
 
 pub struct TelegramBot;
@@ -87,6 +90,8 @@ pub struct TelegramBotState {
     /// Updates stored before `getMe` answered (the username decides group addressing).
     early: Vec<StoredUpdate>,
     sweeper: Option<tokio::task::JoinHandle<()>>,
+    /// Updates whose attachments a task is fetching (see `inbound::InFlight`).
+    fetching: inbound::Fetching,
 }
 
 impl TelegramBotArgs {
@@ -148,6 +153,7 @@ impl Actor for TelegramBot {
             cancel,
             early: Vec::new(),
             sweeper: None,
+            fetching: Default::default(),
         })
     }
 

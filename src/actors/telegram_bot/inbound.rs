@@ -63,7 +63,7 @@ pub(super) async fn on_message(
                         "{} ({}): {}",
                         earlier.user_name,
                         crate::clock::to_datetime(earlier.date_ms).format("%H:%M"),
-                        earlier.text
+                        context_text(&earlier)
                     )),
                     _ => None,
                 },
@@ -253,12 +253,22 @@ impl Fetch {
                 .trim()
                 .to_string();
         }
+        // The agent not running (restarting): the sweep hands the update over later, and only
+        // then is the user told anything, so they hear it once.
         let Some(agent) = self
             .registry
             .lookup(&crate::protocol::agent::name(&inbound.agent))
         else {
             return;
         };
+        // Queued with the bot before the agent has the message, so the quote or the hint comes
+        // before any answer in the chat's send queue.
+        if let Some(text) = notice {
+            let _ = self.myself.cast(TelegramMsg::Notify {
+                chat_id: self.chat_id,
+                text,
+            });
+        }
         if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
             return;
         }
@@ -269,15 +279,27 @@ impl Fetch {
                 queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
             })
             .await;
-        // Told only once the message is with the agent: an update the sweep hands over again is
-        // one whose first hand-over failed, so the user hears this once.
-        if let Some(text) = notice {
-            let _ = self.myself.cast(TelegramMsg::Notify {
-                chat_id: self.chat_id,
-                text,
-            });
-        }
     }
+}
+
+/// An earlier group message as context: its text, and a voice note said as such (only messages
+/// addressed to the bot are transcribed).
+fn context_text(message: &IncomingMessage) -> String {
+    let voice_notes = message
+        .files
+        .iter()
+        .filter(|file| file.kind == crate::domain::AttachmentKind::Voice)
+        .map(|file| {
+            format!(
+                "[voice note, {}, not transcribed]",
+                crate::voice::clock_text(file.duration_secs)
+            )
+        });
+    std::iter::once(message.text.clone())
+        .chain(voice_notes)
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub(super) fn forward(

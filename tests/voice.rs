@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
+use clawvisor::secrets::Secret;
 use clawvisor::testkit::fake_telegram::SentMessage;
 use clawvisor::testkit::fake_transcription::{FakeTranscription, TranscriptionFault};
 use clawvisor::testkit::scripted_llm::{Rule, Script};
 use clawvisor::testkit::wait_until;
 use clawvisor::testkit::world::World;
-use clawvisor::voice::NO_PROVIDER_HINT;
+use clawvisor::voice::{Audio, NO_PROVIDER_HINT, Transcriber, TranscriptionError};
 
 const USER: i64 = 42;
 const KEY: &str = "sk-whisper-test-key-0042";
@@ -344,5 +345,59 @@ async fn a_provider_failure_is_retried_by_the_sweep_and_answered_once() {
         "the model got the note once"
     );
     assert_eq!(stored_user_messages(&w).await.len(), 1);
+    assert_eq!(sent_count(&w, "🎙"), 0, "no quote without echo_transcripts");
     w.harness.stop().await;
+}
+
+#[tokio::test]
+async fn the_client_reads_transcripts_and_its_errors_name_neither_key_nor_url() {
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    let key = "sk-client-test-secret-7777";
+    let client = Transcriber::new(
+        "whisper",
+        &format!("{}/", transcription.base_url()),
+        "whisper-1",
+        Some(Secret::new(key)),
+        Duration::from_secs(10),
+        0,
+    );
+    let audio = Audio {
+        bytes: voice_bytes(9),
+        file_name: "voice-3.ogg".into(),
+        mime: "audio/ogg".into(),
+    };
+    transcription.set_transcript(&audio.bytes, "  the exact words \n");
+    assert_eq!(client.transcribe(&audio).await.unwrap(), "the exact words");
+
+    transcription.fail_next(&[TranscriptionFault::EchoAuthorization]);
+    let error = client.transcribe(&audio).await.unwrap_err();
+    assert!(
+        matches!(error, TranscriptionError::Http { status: 401, .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_transient());
+    let text = error.to_string();
+    assert!(
+        text.contains("Incorrect API key") && text.contains("api_key_env"),
+        "{text}"
+    );
+    assert!(!text.contains(key) && !text.contains("127.0.0.1"), "{text}");
+
+    transcription.fail_next(&[TranscriptionFault::ServerError]);
+    let error = client.transcribe(&audio).await.unwrap_err();
+    assert!(error.is_transient(), "{error:?}");
+
+    // Nobody listens on port 9: a connection error, transient, without the address.
+    let unreachable = Transcriber::new(
+        "whisper",
+        "http://127.0.0.1:9/v1",
+        "whisper-1",
+        Some(Secret::new(key)),
+        Duration::from_secs(5),
+        0,
+    );
+    let error = unreachable.transcribe(&audio).await.unwrap_err();
+    assert!(error.is_transient(), "{error:?}");
+    let text = error.to_string();
+    assert!(!text.contains(key) && !text.contains("127.0.0.1"), "{text}");
 }

@@ -373,8 +373,13 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
     let stagger = config.telegram.boot_stagger.0;
     let degraded_retry = config.telegram.degraded_retry.0;
     let voice = crate::voice::VoiceSettings::from_config(config, &context.loaded.secrets);
-    if let Err(unavailable) = &voice.transcriber {
-        tracing::info!("voice notes: {}", unavailable.reason);
+    if let Err(unavailable) = &voice.transcriber
+        && !bots(context).is_empty()
+    {
+        tracing::info!(
+            "voice notes are saved but not transcribed: {}",
+            unavailable.reason
+        );
     }
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()

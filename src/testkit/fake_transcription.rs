@@ -6,8 +6,9 @@
 //! without a `file` part (with a file name) or without `model` is answered 400 as OpenAI does.
 //! Every request is recorded (file bytes, file name, content type, model, response format,
 //! `Authorization` header). The transcript is the one set for the exact audio bytes, else the
-//! default text. Faults for the next requests: HTTP 500 (a server in trouble) and HTTP 400
-//! ("could not decode the audio", what OpenAI answers for bytes that are not audio).
+//! default text. Faults for the next requests: HTTP 500 (a server in trouble), HTTP 400
+//! ("could not decode the audio", what OpenAI answers for bytes that are not audio), and a 401
+//! that echoes the key it was sent.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +48,9 @@ pub enum TranscriptionFault {
     ServerError,
     /// HTTP 400 "could not decode the audio file".
     Unreadable,
+    /// HTTP 401 whose body repeats the `Authorization` header it got, as some proxies do (the
+    /// client must not pass it on).
+    EchoAuthorization,
 }
 
 #[derive(Default)]
@@ -252,6 +256,17 @@ async fn transcribe(
                 openai_error(
                     StatusCode::BAD_REQUEST,
                     "Audio file might be corrupted or unsupported",
+                    "invalid_request_error",
+                ),
+            ),
+            Some(TranscriptionFault::EchoAuthorization) => (
+                401,
+                openai_error(
+                    StatusCode::UNAUTHORIZED,
+                    &format!(
+                        "Incorrect API key provided: {}",
+                        authorization.as_deref().unwrap_or("(none)")
+                    ),
                     "invalid_request_error",
                 ),
             ),

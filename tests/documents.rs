@@ -1,5 +1,6 @@
 //! `read_file` on documents a user sent: a real PDF (written here, byte offsets and all) is read
-//! as its text, paged like any file; a broken PDF and other binary files get a clear sentence.
+//! as its text, paged like any file; a broken PDF and other binary files get a clear sentence;
+//! and end to end, a PDF sent to the bot is saved and its text reaches the model.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 use clawvisor::domain::ChatKey;
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions};
+use clawvisor::testkit::scripted_llm::{Rule, Script};
+use clawvisor::testkit::world::World;
 use clawvisor::tools::files::ReadFileTool;
 use clawvisor::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSettings};
 
@@ -24,7 +27,10 @@ fn pdf_with_pages(pages: &[&str]) -> Vec<u8> {
     let mut kids = Vec::new();
     for text in pages {
         let page_number = objects.len() + 1;
-        let content = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
+        // A hex string, as many writers emit: the words are not in the file's bytes as text, so
+        // only a real extraction finds them.
+        let hex: String = text.bytes().map(|byte| format!("{byte:02X}")).collect();
+        let content = format!("BT /F1 12 Tf 72 720 Td <{hex}> Tj ET");
         objects.push(format!(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
             page_number + 1
@@ -213,4 +219,60 @@ async fn broken_pdfs_and_binary_files_are_named_not_dumped() {
         text.contains("binary file (an executable, 8 bytes)"),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_sent_on_telegram_is_saved_and_read_by_the_agent() {
+    const USER: i64 = 42;
+    let w = World::builder(Script::new().rule(Rule::text("Hello.")))
+        .agent_with_bot(
+            "alpha",
+            "tools = [\"read_file\"]",
+            "100:AAH-documents-test-token-0000",
+            &[USER],
+            &[],
+        )
+        .start()
+        .await;
+    let bot = w.bot("alpha");
+    // The fake numbers updates in order: the document will be the update after this one.
+    let first = w.fake.push_message(bot, USER, USER, "hi");
+    w.fake
+        .wait_for_sent(bot, |m| m.visible_text == "Hello.", Duration::from_secs(30))
+        .await
+        .expect("the greeting is answered");
+    let saved = format!("inbox/{}-invoice.pdf", first.update_id + 1);
+    w.llm.set_script(
+        Script::new()
+            .rule(
+                Rule::text("The invoice is for 42 EUR.")
+                    .when_last_tool_result_contains("Total due: 42 EUR"),
+            )
+            .rule(
+                Rule::tool_call("read_file", json!({"path": saved}).to_string())
+                    .when_last_user_contains(&saved),
+            ),
+    );
+    let pdf = pdf_with_pages(&["Invoice 2026-117", "Total due: 42 EUR"]);
+    assert!(!String::from_utf8_lossy(&pdf).contains("Total due"));
+    let pushed = w.fake.push_document(
+        bot,
+        USER,
+        USER,
+        "invoice.pdf",
+        pdf.clone(),
+        Some("what do I owe?"),
+    );
+    assert_eq!(pushed.update_id, first.update_id + 1);
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text == "The invoice is for 42 EUR.",
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the agent read the PDF and answered from it");
+    let workspace = w.harness.dir.path().join("data/workspaces/alpha");
+    assert_eq!(std::fs::read(workspace.join(&saved)).unwrap(), pdf);
+    w.harness.stop().await;
 }

@@ -124,7 +124,15 @@ pub(super) async fn on_message(
         chat_id: message.chat_id,
         frame,
     };
-    tokio::spawn(fetch.run(message, inbound, in_flight));
+    // Stopped with the bot (a stopped bot's task would hand over into a restarted one's chats;
+    // the sweep of the next incarnation picks the update up instead).
+    let cancel = state.cancel.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = fetch.run(message, inbound, in_flight) => {}
+            _ = cancel.cancelled() => {}
+        }
+    });
     (
         UpdateStatus::Pending,
         Some("downloading attachments".into()),

@@ -53,14 +53,6 @@ impl VoiceSettings {
             max_duration: config.transcription.max_duration.0,
         }
     }
-
-    /// No transcription (tests of the other paths, and bots built without a config).
-    pub fn disabled() -> VoiceSettings {
-        VoiceSettings {
-            transcriber: Err(not_configured()),
-            max_duration: Duration::from_secs(600),
-        }
-    }
 }
 
 fn not_configured() -> Unavailable {

@@ -10,9 +10,11 @@ use std::time::Duration;
 use clawvisor::secrets::Secret;
 use clawvisor::testkit::fake_telegram::SentMessage;
 use clawvisor::testkit::fake_transcription::{FakeTranscription, TranscriptionFault};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, telegram_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script};
 use clawvisor::testkit::wait_until;
 use clawvisor::testkit::world::World;
+use clawvisor::testkit::world::token_variable;
 use clawvisor::voice::{Audio, NO_PROVIDER_HINT, Transcriber, TranscriptionError};
 
 const USER: i64 = 42;
@@ -400,4 +402,64 @@ async fn the_client_reads_transcripts_and_its_errors_name_neither_key_nor_url() 
     assert!(error.is_transient(), "{error:?}");
     let text = error.to_string();
     assert!(!text.contains(key) && !text.contains("127.0.0.1"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_stopped_mid_transcription_transcribes_and_answers_once_after_restart() {
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    transcription.fail_next(&[TranscriptionFault::Stall(Duration::from_secs(60))]);
+    let provider = whisper_provider(&transcription);
+    let w = world("", &provider).await;
+    let bot = w.bot("alpha");
+    let token = w.bots[0].token.clone();
+    w.fake.push_voice(bot, USER, USER, voice_bytes(6), 9, None);
+    // The daemon stops while the server still works on the note.
+    assert!(
+        transcription
+            .wait_for_requests(1, Duration::from_secs(30))
+            .await
+    );
+    let World {
+        fake, llm, harness, ..
+    } = w;
+    let dir = harness.stop().await;
+    assert!(
+        fake.sent(bot).is_empty(),
+        "nothing was said before the stop"
+    );
+
+    let mut options = HarnessOptions::new(llm.base_url());
+    let variable = token_variable("alpha");
+    options.agents = vec![agent_toml(
+        "alpha",
+        &telegram_toml(&variable, &fake.base_url(), &[USER], &[]),
+    )];
+    options.config_extra = provider;
+    options.env.insert(variable, token);
+    options.env.insert("WHISPER_TEST_KEY".into(), KEY.into());
+    let harness = Harness::start_in(dir, options).await.unwrap();
+
+    // The stored update is taken up at boot: transcribed again, answered once.
+    fake.wait_for_sent(
+        bot,
+        |m| m.visible_text.contains("Sunny, 21 degrees."),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("answered after the restart");
+    harness.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(transcription.requests().len(), 2);
+    let answers = fake
+        .sent(bot)
+        .iter()
+        .filter(|m| m.visible_text.contains("Sunny"))
+        .count();
+    assert_eq!(answers, 1, "answered once");
+    let heard = llm
+        .requests()
+        .iter()
+        .filter(|request| request.to_string().contains(HEARD))
+        .count();
+    assert_eq!(heard, 1, "the model got the note once");
+    harness.stop().await;
 }

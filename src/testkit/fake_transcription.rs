@@ -7,8 +7,8 @@
 //! Every request is recorded (file bytes, file name, content type, model, response format,
 //! `Authorization` header). The transcript is the one set for the exact audio bytes, else the
 //! default text. Faults for the next requests: HTTP 500 (a server in trouble), HTTP 400
-//! ("could not decode the audio", what OpenAI answers for bytes that are not audio), and a 401
-//! that echoes the key it was sent.
+//! ("could not decode the audio", what OpenAI answers for bytes that are not audio), a stall,
+//! and a 401 that echoes the key it was sent.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -48,6 +48,9 @@ pub enum TranscriptionFault {
     ServerError,
     /// HTTP 400 "could not decode the audio file".
     Unreadable,
+    /// No answer for this long (then the transcript): a server that hangs, for timeouts and for
+    /// stopping the daemon mid-transcription.
+    Stall(Duration),
     /// HTTP 401 whose body repeats the `Authorization` header it got, as some proxies do (the
     /// client must not pass it on).
     EchoAuthorization,
@@ -239,6 +242,7 @@ async fn transcribe(
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .map(str::to_string);
+    let mut stall = None;
     let response = {
         let mut state = shared.lock();
         let fault = (!state.faults.is_empty()).then(|| state.faults.remove(0));
@@ -270,6 +274,15 @@ async fn transcribe(
                     "invalid_request_error",
                 ),
             ),
+            Some(TranscriptionFault::Stall(duration)) => {
+                stall = Some(duration);
+                let text = state
+                    .by_audio
+                    .get(&file_bytes)
+                    .cloned()
+                    .unwrap_or_else(|| state.default_text.clone());
+                (200, axum::Json(json!({"text": text})).into_response())
+            }
             None => {
                 let text = state
                     .by_audio
@@ -291,5 +304,8 @@ async fn transcribe(
         response
     };
     shared.activity.notify_waiters();
+    if let Some(stall) = stall {
+        tokio::time::sleep(stall).await;
+    }
     response
 }

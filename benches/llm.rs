@@ -63,6 +63,7 @@ fn calls(c: &mut Criterion) {
             timeout: Dur::secs(10),
             max_retries: 0,
             embeddings_model: String::new(),
+            transcription_model: String::new(),
         };
         let provider = Arc::new(Provider::from_config("bench", &config));
         (server, provider)

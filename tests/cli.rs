@@ -178,6 +178,10 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
         stdout.contains("full-text search only"),
         "doctor says plainly that memory has no embeddings: {stdout}"
     );
+    assert!(
+        stdout.contains("voice notes") && stdout.contains("saved but not transcribed"),
+        "doctor says plainly that voice notes are not transcribed: {stdout}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,8 @@
 //! | `format` | `telegram::format::markdown_to_html`, `split_html` | only Telegram's tags, balanced, escaped; each part ≤ the limit in UTF-16 units, balanced and non-blank; no visible text lost |
 //! | `studio` | `studio::router` of a real in-process daemon, called with `tower::ServiceExt::oneshot` | no 5xx; every API error is `{"error": {"message": "..."}}` as JSON; every API success is JSON (or an event stream); no request hangs |
 //! | `timezone` | `schedule::parse_timezone` (`/timezone`, Studio, the schedule tools) and `config::load_in` with the name as the daemon's and an agent's `timezone` | an accepted name is canonical and reads back; a refusal echoes bounded input and every zone it proposes exists; the config accepts a name exactly when `parse_timezone` does (blank: not set) and refuses it naming the file and `timezone` |
+//! | `voice` | `telegram::intake::read` on voice-note and document updates, then `voice::agent_text` and `voice::user_notice` | deterministic; a voice note is a `Voice` file with the update's duration; every outcome tells the agent it is a voice note and gives the user a sentence |
+//! | `transcription` | `voice::transcribe::parse_answer` on what a transcription server answers | deterministic; a transcript is exactly the trimmed `text` string, anything else an error saying why |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -23,8 +25,8 @@
 //!
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
-//! 250, forum_topics 400, timezone 300 names + 60 config loads — `cargo test --test fuzz` takes a
-//! few seconds. For a longer local run set
+//! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300 —
+//! `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -3805,4 +3807,301 @@ fn timezone() {
     run(runner(REGRESSIONS, 60), strategy(), |name| {
         check_config(&name)
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: voice — voice-note and document updates as `telegram::intake::read` reads them, and
+// what the bot then tells the agent and the user about a voice note (`voice::agent_text`,
+// `voice::user_notice`).
+// ---------------------------------------------------------------------------------------------
+
+mod voice_target {
+    use super::json_edits::{self, JsonEdit};
+    use super::*;
+
+    use clawvisor::domain::AttachmentKind;
+    use clawvisor::telegram::intake::{self, Intake};
+    use clawvisor::voice::{self, Unavailable, VoiceOutcome};
+    use serde_json::{Value, json};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/voice.txt";
+    const BOT_ID: i64 = 777;
+
+    pub fn parse_case(text: &str) -> String {
+        text.trim_end_matches('\n').to_string()
+    }
+
+    /// Every outcome a voice note can have, with `text` where an outcome carries text.
+    fn outcomes(text: &str) -> Vec<VoiceOutcome> {
+        vec![
+            VoiceOutcome::Transcribed(text.trim().to_string()),
+            VoiceOutcome::Transcribed(String::new()),
+            VoiceOutcome::Unavailable(Unavailable {
+                reason: text.to_string(),
+                user_hint: voice::NO_PROVIDER_HINT.to_string(),
+            }),
+            VoiceOutcome::TooLong {
+                limit: Duration::from_secs(600),
+            },
+            VoiceOutcome::NotDownloaded(text.to_string()),
+            VoiceOutcome::Failed {
+                reason: text.to_string(),
+                unreadable: true,
+            },
+        ]
+    }
+
+    /// The property: reading never panics and is deterministic; a voice note is a `Voice` file
+    /// named `voice-<id>.ogg` whose duration is the update's (when it is one Telegram could send);
+    /// every outcome gives the agent a text that says it is a voice note, and the user a sentence
+    /// (or nothing, for a transcript without echo).
+    pub fn check(payload: &str) -> Result<(), TestCaseError> {
+        let first = intake::read(payload, BOT_ID, "kiki_bot");
+        prop_assert_eq!(&first, &intake::read(payload, BOT_ID, "kiki_bot"));
+        let Intake::Message(message) = first else {
+            return Ok(());
+        };
+        let reported = serde_json::from_str::<Value>(payload)
+            .ok()
+            .and_then(|update| {
+                update
+                    .pointer("/message/voice/duration")
+                    .and_then(Value::as_u64)
+            });
+        for file in &message.files {
+            prop_assert!(!file.mime.is_empty() && !file.name.is_empty());
+            if file.kind != AttachmentKind::Voice {
+                prop_assert_eq!(file.duration_secs, 0);
+                continue;
+            }
+            prop_assert!(file.name.starts_with("voice-") && file.name.ends_with(".ogg"));
+            if let Some(reported) = reported {
+                prop_assert_eq!(file.duration_secs, reported);
+            }
+            let saved = std::path::PathBuf::from(format!("inbox/1-{}", file.name));
+            for outcome in outcomes(&message.text) {
+                let text =
+                    voice::agent_text(&message.text, file.duration_secs, Some(&saved), &outcome);
+                prop_assert!(text.contains("[voice note, "), "{}", text);
+                let length = voice::clock_text(file.duration_secs);
+                prop_assert!(text.contains(&length), "{} lacks {}", text, length);
+                for echo in [false, true] {
+                    if let Some(notice) = voice::user_notice(file.duration_secs, &outcome, echo) {
+                        prop_assert!(!notice.trim().is_empty());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn strings() -> impl Strategy<Value = String> + Clone {
+        prop_oneof![
+            2 => prop::sample::select(
+                ["", " ", "audio/ogg", "audio/mpeg", "application/pdf", "", "x/y; z", "voice1", "../../etc/passwd", "report.pdf", "a\u{0}b"]
+                    .map(str::to_string)
+                    .to_vec()
+            ),
+            2 => tricky_text(),
+            1 => "\\PC{0,16}",
+        ]
+    }
+
+    fn keys() -> impl Strategy<Value = String> + Clone {
+        prop::sample::select(
+            &[
+                "voice",
+                "document",
+                "audio",
+                "caption",
+                "duration",
+                "file_id",
+                "file_unique_id",
+                "file_size",
+                "mime_type",
+                "file_name",
+                "text",
+                "from",
+                "chat",
+                "message_id",
+            ][..],
+        )
+        .prop_map(str::to_string)
+    }
+
+    /// Numbers Telegram never sends in a voice note: negative, fractional, beyond u32 and u64.
+    fn odd_numbers() -> impl Strategy<Value = Value> + Clone {
+        prop_oneof![
+            Just(json!(-1)),
+            Just(json!(0)),
+            Just(json!(2.5)),
+            Just(json!(u32::MAX)),
+            Just(json!(u64::from(u32::MAX) + 1)),
+            Just(json!(u64::MAX)),
+            Just(json!(i64::MIN)),
+            Just(json!(1e308)),
+            Just(json!("7")),
+            Just(Value::Null),
+            (0u64..100_000).prop_map(|n| json!(n)),
+        ]
+    }
+
+    /// An edit aimed at a voice note's or document's fields, or a generic one.
+    #[derive(Debug, Clone)]
+    pub enum MediaEdit {
+        Json(JsonEdit),
+        Field {
+            media: &'static str,
+            field: &'static str,
+            value: Value,
+        },
+    }
+
+    impl MediaEdit {
+        fn apply(&self, update: &mut Value) {
+            match self {
+                MediaEdit::Json(edit) => edit.apply(update),
+                MediaEdit::Field {
+                    media,
+                    field,
+                    value,
+                } => {
+                    if let Some(object) = update
+                        .pointer_mut(&format!("/message/{media}"))
+                        .and_then(Value::as_object_mut)
+                    {
+                        object.insert(field.to_string(), value.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    fn media_edit() -> impl Strategy<Value = MediaEdit> {
+        let field = (
+            prop::sample::select(&["voice", "document"][..]),
+            prop::sample::select(
+                &[
+                    "duration",
+                    "file_size",
+                    "mime_type",
+                    "file_id",
+                    "file_name",
+                    "file_unique_id",
+                ][..],
+            ),
+            prop_oneof![
+                2 => odd_numbers(),
+                2 => strings().prop_map(Value::String),
+                1 => json_edits::value(strings(), keys()),
+            ],
+        )
+            .prop_map(|(media, field, value)| MediaEdit::Field {
+                media,
+                field,
+                value,
+            });
+        prop_oneof![
+            3 => field,
+            2 => json_edits::edit(json_edits::value(strings(), keys()), keys()).prop_map(MediaEdit::Json),
+        ]
+    }
+
+    pub fn strategy() -> impl Strategy<Value = String> {
+        let samples: Vec<Value> = corpus("voice")
+            .into_iter()
+            .filter_map(|(_, text)| serde_json::from_str(&text).ok())
+            .collect();
+        prop_oneof![
+            9 => (
+                prop::sample::select(samples),
+                prop::collection::vec(media_edit(), 1..5),
+            )
+                .prop_map(|(mut update, edits)| {
+                    for edit in &edits {
+                        edit.apply(&mut update);
+                    }
+                    update.to_string()
+                }),
+            1 => "\\PC{0,64}",
+        ]
+    }
+}
+
+#[test]
+fn voice() {
+    use voice_target::*;
+    replay("voice", parse_case, |payload| check(payload));
+    run(runner(REGRESSIONS, 300), strategy(), |payload| {
+        check(&payload)
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: transcription — what a transcription server answers, through the client's parser.
+// ---------------------------------------------------------------------------------------------
+
+mod transcription_target {
+    use super::*;
+
+    use clawvisor::voice::transcribe::parse_answer;
+    use serde_json::{Value, json};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/transcription.txt";
+
+    pub fn parse_case(text: &str) -> Vec<u8> {
+        text.as_bytes().to_vec()
+    }
+
+    /// The property: deterministic; a transcript is exactly the trimmed `text` string of a JSON
+    /// object; anything else is an error that says what is wrong.
+    pub fn check(body: &[u8]) -> Result<(), TestCaseError> {
+        let first = parse_answer(body);
+        prop_assert_eq!(&first, &parse_answer(body));
+        let expected = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|value| {
+                value
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+        match (&first, expected) {
+            (Ok(text), Some(expected)) => prop_assert_eq!(text.as_str(), expected.trim()),
+            (Err(reason), None) => prop_assert!(!reason.is_empty()),
+            (first, expected) => {
+                prop_assert!(false, "{:?} but the body's text is {:?}", first, expected)
+            }
+        }
+        Ok(())
+    }
+
+    pub fn strategy() -> impl Strategy<Value = Vec<u8>> {
+        let texts = prop_oneof![tricky_text(), "\\PC{0,32}".prop_map(String::from)];
+        prop_oneof![
+            3 => (texts.clone(), prop::collection::vec(("[a-z_]{1,8}", tricky_text()), 0..4))
+                .prop_map(|(text, extra)| {
+                    let mut object = serde_json::Map::new();
+                    for (key, value) in extra {
+                        object.insert(key, json!(value));
+                    }
+                    object.insert("text".into(), json!(text));
+                    Value::Object(object).to_string().into_bytes()
+                }),
+            2 => prop::sample::select(vec![
+                json!({"text": 5}), json!({"text": null}), json!({"text": ["a"]}), json!([]),
+                json!("text"), json!({"Text": "a"}), json!({"error": {"message": "x"}}),
+            ])
+            .prop_map(|value| value.to_string().into_bytes()),
+            2 => prop::collection::vec(any::<u8>(), 0..256),
+            1 => texts.prop_map(String::into_bytes),
+        ]
+    }
+}
+
+#[test]
+fn transcription() {
+    use transcription_target::*;
+    replay("transcription", parse_case, |body| check(body));
+    run(runner(REGRESSIONS, 300), strategy(), |body| check(&body));
 }

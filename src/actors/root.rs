@@ -372,6 +372,15 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
     let degraded_retry = config.telegram.degraded_retry.0;
+    let voice = crate::voice::VoiceSettings::from_config(config, &context.loaded.secrets);
+    if let Err(unavailable) = &voice.transcriber
+        && !bots(context).is_empty()
+    {
+        tracing::info!(
+            "voice notes are saved but not transcribed: {}",
+            unavailable.reason
+        );
+    }
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| {
@@ -389,6 +398,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
                 boot_ms: context.boot_ms,
                 workspace,
                 timezone: context.loaded.timezone.clone(),
+                voice: voice.clone(),
             };
             actor_spec(
                 &context.registry,

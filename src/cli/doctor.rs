@@ -115,6 +115,20 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
             None => format!("full-text search only — {reason}"),
         },
     });
+    let voice = crate::voice::VoiceSettings::from_config(&loaded.config, &loaded.secrets);
+    checks.push(Check {
+        ok: true,
+        what: "voice notes".into(),
+        detail: match &voice.transcriber {
+            Ok(transcriber) => format!(
+                "transcribed by provider `{}` with `{}` (up to {})",
+                transcriber.provider(),
+                transcriber.model(),
+                crate::voice::clock_text(voice.max_duration.as_secs())
+            ),
+            Err(unavailable) => format!("saved but not transcribed — {}", unavailable.reason),
+        },
+    });
     let path = loaded.config.db_path();
     if path.exists() {
         let latest = store::latest_version();

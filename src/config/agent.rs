@@ -135,6 +135,10 @@ pub struct AgentSpec {
     /// the daemon's `timezone`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// A transcribed voice note is quoted back to the user (`🎙 "…"`) before the answer, so they
+    /// see what was understood.
+    #[serde(default)]
+    pub echo_transcripts: bool,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,

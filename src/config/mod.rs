@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, parse_agent};
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
-pub use providers::{PriceConfig, ProviderConfig, ProviderKind};
+pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 pub use timezone::{DaemonTimezone, system_timezone};
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
@@ -401,6 +401,7 @@ pub struct Config {
     pub policy: PolicyConfig,
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
+    pub transcription: TranscriptionConfig,
     pub mcp: McpConfig,
     pub web_search: WebSearchConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
@@ -424,6 +425,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             tools: ToolsConfig::default(),
             memory: MemoryConfig::default(),
+            transcription: TranscriptionConfig::default(),
             mcp: McpConfig::default(),
             web_search: WebSearchConfig::default(),
             providers: BTreeMap::new(),

@@ -31,6 +31,11 @@ pub struct ProviderConfig {
     /// When set, this provider also serves embeddings with this model.
     #[serde(default)]
     pub embeddings_model: String,
+    /// When set, this provider also transcribes voice notes with this model through the
+    /// OpenAI-compatible `POST <base_url>/audio/transcriptions` (OpenAI, Groq, a local
+    /// faster-whisper or whisper.cpp server). Only `kind = "openai"` providers may set it.
+    #[serde(default)]
+    pub transcription_model: String,
 }
 
 fn default_provider_timeout() -> Dur {
@@ -47,4 +52,26 @@ fn default_provider_retries() -> u32 {
 pub struct PriceConfig {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+}
+
+/// `[transcription]`: which provider turns voice notes into text, and how long a note may be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TranscriptionConfig {
+    /// The provider (from `[providers]`, with `transcription_model` set) that transcribes voice
+    /// notes; empty: the first provider by name that has a `transcription_model`. None at all:
+    /// voice notes are saved and the user is told what to configure.
+    pub provider: String,
+    /// Voice notes longer than this (by the duration Telegram reports) are saved but not
+    /// transcribed; the user is told.
+    pub max_duration: Dur,
+}
+
+impl Default for TranscriptionConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            max_duration: Dur::secs(600),
+        }
+    }
 }

@@ -59,6 +59,7 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             Some(_) => {}
         }
     }
+    validate_transcription(config, origin)?;
     let supervision = &config.supervision;
     if supervision.max_restarts == 0 {
         return Err(ConfigError::key(
@@ -289,4 +290,96 @@ fn validate_mcp(mcp: &McpConfig, origin: &str) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// A `transcription_model` only on OpenAI-compatible providers; `[transcription].provider` names
+/// one that has it; the longest voice note is at least a second.
+fn validate_transcription(config: &Config, origin: &str) -> Result<(), ConfigError> {
+    for (name, provider) in &config.providers {
+        let model = &provider.transcription_model;
+        if model.is_empty() {
+            continue;
+        }
+        if model.trim().is_empty() || model.trim() != model {
+            return Err(ConfigError::key(
+                origin,
+                format!("[providers.{name}].transcription_model"),
+                format!(
+                    "`{model}` has surrounding spaces; write the model name alone, e.g. \"whisper-1\""
+                ),
+            ));
+        }
+        if provider.kind != ProviderKind::Openai {
+            return Err(ConfigError::key(
+                origin,
+                format!("[providers.{name}].transcription_model"),
+                "transcription uses the OpenAI-compatible /audio/transcriptions endpoint; set it on a provider with kind = \"openai\" (OpenAI, Groq, faster-whisper, whisper.cpp)",
+            ));
+        }
+    }
+    let transcription = &config.transcription;
+    if !transcription.provider.is_empty() {
+        match config.providers.get(&transcription.provider) {
+            None => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[transcription].provider",
+                    format!(
+                        "provider `{}` is not defined under [providers]",
+                        transcription.provider
+                    ),
+                ));
+            }
+            Some(provider) if provider.transcription_model.is_empty() => {
+                return Err(ConfigError::key(
+                    origin,
+                    "[transcription].provider",
+                    format!(
+                        "provider `{0}` has no `transcription_model`; set one in [providers.{0}] (e.g. \"whisper-1\")",
+                        transcription.provider
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if transcription.max_duration.0 < std::time::Duration::from_secs(1) {
+        return Err(ConfigError::key(
+            origin,
+            "[transcription].max_duration",
+            "must be at least 1s (it is the longest voice note that is transcribed)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bad_transcription_configs_are_refused_at_load() {
+        for (toml, expected) in [
+            (
+                "[providers.x]\nkind = \"anthropic\"\nbase_url = \"http://h\"\ntranscription_model = \"whisper-1\"\n",
+                "kind = \"openai\"",
+            ),
+            (
+                "[transcription]\nprovider = \"nope\"\n",
+                "[transcription].provider",
+            ),
+            (
+                "[providers.x]\nkind = \"openai\"\nbase_url = \"http://h\"\n[transcription]\nprovider = \"x\"\n",
+                "has no `transcription_model`",
+            ),
+            (
+                "[transcription]\nmax_duration = \"0s\"\n",
+                "[transcription].max_duration",
+            ),
+        ] {
+            let config = crate::config::parse_file(toml, "test.toml").unwrap();
+            let error = super::validate(&config, "test.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{toml}: {error}");
+        }
+    }
 }

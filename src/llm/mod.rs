@@ -27,6 +27,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::config::{Config, PriceConfig};
 
 pub use error::{LlmError, TimeoutKind};
+/// Shared with the transcription client (`voice`), which keeps the same no-key-no-URL invariant.
+pub(crate) use error::{message_from_error_body, reqwest_error_text};
 pub use provider::{ProbeOutcome, Provider};
 pub use types::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, ImageInput, Role, StreamDelta, ToolCall,

@@ -576,6 +576,7 @@ mod tests {
             timeout: Dur::secs(10),
             max_retries: 3,
             embeddings_model: String::new(),
+            transcription_model: String::new(),
         };
         Provider::from_config("p", &config).with_retry_base(Duration::from_millis(100))
     }

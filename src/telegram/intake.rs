@@ -20,6 +20,8 @@ pub struct RemoteFile {
     pub name: String,
     pub mime: String,
     pub size: u64,
+    /// A voice note's length as Telegram reports it (0 for other files).
+    pub duration_secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,6 +282,7 @@ fn files(message: &Message) -> Vec<RemoteFile> {
                 name: format!("photo-{}.jpg", message.id.0),
                 mime: "image/jpeg".into(),
                 size: size.file.size as u64,
+                duration_secs: 0,
             })
             .into_iter()
             .collect(),
@@ -294,6 +297,7 @@ fn files(message: &Message) -> Vec<RemoteFile> {
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| "audio/ogg".into()),
             size: voice.voice.file.size as u64,
+            duration_secs: voice.voice.duration.seconds() as u64,
         }],
         MediaKind::Document(document) => vec![RemoteFile {
             file_id: document.document.file.id.0.clone(),
@@ -310,6 +314,7 @@ fn files(message: &Message) -> Vec<RemoteFile> {
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| "application/octet-stream".into()),
             size: document.document.file.size as u64,
+            duration_secs: 0,
         }],
         _ => Vec::new(),
     }

@@ -360,6 +360,55 @@ impl FakeTelegram {
         self.push_file(bot, chat_id, user_id, file)
     }
 
+    /// Queues a voice note from a user as Telegram sends it (`voice` with `file_id`,
+    /// `file_unique_id`, `duration`, `mime_type` and `file_size`); `getFile` and the download URL
+    /// serve `bytes`. `duration_secs` is what Telegram reports, whatever the bytes are.
+    pub fn push_voice(
+        &self,
+        bot: BotId,
+        chat_id: i64,
+        user_id: i64,
+        bytes: impl Into<Vec<u8>>,
+        duration_secs: u32,
+        caption: Option<&str>,
+    ) -> PushedUpdate {
+        let pushed = {
+            let mut world = self.shared.lock();
+            let World {
+                bots, directory, ..
+            } = &mut *world;
+            let state = bot_mut(bots, bot);
+            // Stored like a document named `.oga`: the path Telegram gives voice notes
+            // (`voice/file_N.oga`) differs only in its folder, which the bot never reads.
+            let stored = state.store_file(
+                directory,
+                AttachmentKind::Document,
+                Some("voice.oga".to_string()),
+                bytes.into(),
+            );
+            let message_id = state.allocate_message_id(chat_id);
+            let mut message = incoming_message_json(directory, chat_id, user_id, message_id);
+            message["voice"] = serde_json::json!({
+                "file_id": stored.file_id,
+                "file_unique_id": stored.unique_id,
+                "duration": duration_secs,
+                "mime_type": "audio/ogg",
+                "file_size": stored.size,
+            });
+            if let Some(caption) = caption {
+                message["caption"] = Value::String(caption.to_string());
+            }
+            state.store_message(chat_id, message_id, message.clone());
+            let update_id = state.enqueue("message", message);
+            PushedUpdate {
+                update_id,
+                message_id,
+            }
+        };
+        self.shared.activity.notify_waiters();
+        pushed
+    }
+
     /// Makes `bytes` downloadable through `getFile` without a message.
     pub fn register_file(
         &self,

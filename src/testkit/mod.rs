@@ -9,6 +9,7 @@
 pub mod fake_embeddings;
 pub mod fake_search;
 pub mod fake_telegram;
+pub mod fake_transcription;
 pub mod harness;
 pub mod process;
 pub mod scripted_llm;

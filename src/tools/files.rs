@@ -1,4 +1,6 @@
 //! The file tools: `read_file`, `write_file`, `list_dir`, confined to the agent's workspace.
+//! `read_file` reads a PDF as its extracted text and names the kind of any other binary file
+//! (`documents.rs`).
 //!
 //! Every path goes through `Workspace::resolve` (the explained checks) and every file is reached
 //! through the workspace's `open_*` functions (no symlink followed at open time), see
@@ -25,6 +27,7 @@ use serde_json::{Value, json};
 use crate::llm::ToolSpec;
 use crate::policy::paths::classify_file_access;
 use crate::policy::{Assessment, FileAccess, RiskLevel};
+use crate::tools::documents;
 use crate::tools::workspace::{MissingParents, Purpose, Workspace, check_path_lexically};
 use crate::tools::{
     Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, run_blocking,
@@ -81,9 +84,9 @@ impl Tool for ReadFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "read_file".to_string(),
-            description: "Read a text file from your workspace. Long files are truncated; the \
-                          result then says which offset to pass to continue. Use list_dir for \
-                          directories."
+            description: "Read a text file from your workspace (a PDF is read as its extracted \
+                          text). Long files are truncated; the result then says which offset to \
+                          pass to continue. Use list_dir for directories."
                 .to_string(),
             parameters: json!({
                 "type": "object",
@@ -180,10 +183,17 @@ fn read_text(
             "read_file: `offset` {offset} is past the end of `{shown}` ({size} bytes)"
         )));
     }
-    if offset > 0 {
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
+    // PDFs are told by their first bytes (whatever the offset asked for), and read as their text.
+    let mut head = Vec::new();
+    (&mut file)
+        .take(1024)
+        .read_to_end(&mut head)
+        .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
+    if documents::looks_like_pdf(&head) {
+        return documents::read_pdf(file, &shown, size, offset, max_bytes);
     }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
     // Read one byte more than allowed to learn whether the file goes on (it may have grown since
     // the size was taken).
     let mut bytes = Vec::new();
@@ -200,8 +210,9 @@ fn read_text(
     let end = offset + bytes.len() as u64;
     let sniffed = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
     if sniffed.contains(&0) {
+        let kind = documents::binary_kind(&shown, &head);
         return Ok(ToolOutput::ok(format!(
-            "`{shown}` looks like a binary file ({size} bytes, contains NUL bytes); read_file shows text only"
+            "`{shown}` is a binary file ({kind}, {size} bytes); read_file can't read it as text (it reads text files and extracts the text of PDFs)"
         )));
     }
     let mut notes = Vec::new();

@@ -9,6 +9,7 @@
 //! tool as already-parsed JSON; [`Args`] checks them against the tool's field list so that every
 //! mistake is reported to the model naming the field.
 
+pub mod documents;
 pub mod files;
 pub mod handoff;
 pub mod memory;

@@ -40,8 +40,9 @@ pub(super) async fn on_message(
         return on_command(state, &message, &command, &args).await;
     }
 
-    // Group answers get the conversation since the bot's last answer, with names and times.
-    let mut text = message.text.clone();
+    // Group answers get the conversation since the bot's last answer, with names and times:
+    // the message's own text comes last, after `frame`.
+    let mut frame = String::new();
     if !message.private {
         let (agent, chat_id, thread_id, now) = (
             state.args.spec.name.clone(),
@@ -66,25 +67,24 @@ pub(super) async fn on_message(
                         "{} ({}): {}",
                         earlier.user_name,
                         crate::clock::to_datetime(earlier.date_ms).format("%H:%M"),
-                        earlier.text
+                        context_text(&earlier)
                     )),
                     _ => None,
                 },
             )
             .collect();
         let now_text = crate::clock::to_datetime(message.date_ms).format("%H:%M");
-        text = if lines.is_empty() {
+        frame = if lines.is_empty() {
             format!(
-                "{} ({now_text}) in {}: {}",
-                message.user_name, message.chat_title, message.text
+                "{} ({now_text}) in {}: ",
+                message.user_name, message.chat_title
             )
         } else {
             format!(
-                "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: {}",
+                "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: ",
                 message.chat_title,
                 lines.join("\n"),
                 message.user_name,
-                message.text
             )
         };
     }
@@ -92,7 +92,7 @@ pub(super) async fn on_message(
         agent: state.args.spec.name.clone(),
         chat: message.chat(),
         sender: Sender::new(message.user_id.to_string(), message.user_name.clone()),
-        text,
+        text: format!("{frame}{}", message.text),
         attachments: Vec::new(),
         source: InboundSource::Telegram {
             inbound_id: update.id,
@@ -104,20 +104,147 @@ pub(super) async fn on_message(
     if message.files.is_empty() {
         return forward(state, inbound);
     }
-    // Files are downloaded in a task; the update is dispatched when they are in the workspace.
-    let bot = state.bot.clone();
-    let registry = state.args.registry.clone();
-    let inbox = state.args.workspace.join("inbox");
-    let files = message.files.clone();
-    let update_id = update.update_id;
-    let store = state.args.store.clone();
-    let row_id = update.id;
-    let _ = myself;
+    // One fetch per update at a time: a sweep while a slow transcription is still running must
+    // not start a second one.
+    let Some(in_flight) = InFlight::claim(&state.fetching, update.id) else {
+        return (
+            UpdateStatus::Pending,
+            Some("attachments still being fetched".into()),
+        );
+    };
+    // Files are downloaded (and voice notes transcribed) in a task; the update is dispatched when
+    // they are in the workspace.
+    let fetch = Fetch {
+        bot: state.bot.clone(),
+        registry: state.args.registry.clone(),
+        store: state.args.store.clone(),
+        myself: myself.clone(),
+        inbox: state.args.workspace.join("inbox"),
+        voice: state.args.voice.clone(),
+        echo_transcripts: state.args.spec.echo_transcripts,
+        row_id: update.id,
+        update_id: update.update_id,
+        received_ms: update.received_ms,
+        frame,
+    };
+    // Stopped with the bot (a stopped bot's task would hand over into a restarted one's chats;
+    // the sweep of the next incarnation picks the update up instead).
+    let cancel = state.cancel.clone();
     tokio::spawn(async move {
-        let mut inbound = inbound;
+        tokio::select! {
+            _ = fetch.run(message, inbound, in_flight) => {}
+            _ = cancel.cancelled() => {}
+        }
+    });
+    (
+        UpdateStatus::Pending,
+        Some("downloading attachments".into()),
+    )
+}
+
+/// Update rows whose attachments are being fetched; an entry leaves when its task ends (even by
+/// panic or cancellation).
+pub(super) type Fetching = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<i64>>>;
+
+pub(super) struct InFlight {
+    fetching: Fetching,
+    row_id: i64,
+}
+
+impl InFlight {
+    fn claim(fetching: &Fetching, row_id: i64) -> Option<InFlight> {
+        // A poisoned lock only means a task panicked while inserting; the set is still valid.
+        let mut set = fetching.lock().unwrap_or_else(|poison| poison.into_inner());
+        set.insert(row_id).then(|| InFlight {
+            fetching: fetching.clone(),
+            row_id,
+        })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut set = self
+            .fetching
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        set.remove(&self.row_id);
+    }
+}
+
+/// What the fetching task needs of the bot.
+struct Fetch {
+    bot: Bot,
+    registry: Registry,
+    store: Store,
+    myself: ActorRef<TelegramMsg>,
+    inbox: PathBuf,
+    voice: crate::voice::VoiceSettings,
+    echo_transcripts: bool,
+    row_id: i64,
+    update_id: i64,
+    received_ms: i64,
+    /// The group frame before the message's own text (empty in private chats).
+    frame: String,
+}
+
+impl Fetch {
+    async fn run(self, message: IncomingMessage, mut inbound: Inbound, _in_flight: InFlight) {
         let mut notes = Vec::new();
-        for file in files {
-            match download(&bot, &file, &inbox, update_id).await {
+        let mut notice = None;
+        for file in &message.files {
+            if file.kind == crate::domain::AttachmentKind::Voice {
+                let step = voice::receive_voice(
+                    &self.bot,
+                    file,
+                    &self.inbox,
+                    self.update_id,
+                    self.received_ms,
+                    &self.voice,
+                )
+                .await;
+                let (attachment, outcome) = match step {
+                    voice::VoiceStep::Ready {
+                        attachment,
+                        outcome,
+                    } => (attachment, outcome),
+                    voice::VoiceStep::Retry(reason) => {
+                        tracing::warn!(update = self.update_id, %reason, "transcription failed; the sweep retries");
+                        let (row_id, now) = (self.row_id, crate::clock::now_ms());
+                        let note = format!("transcription failed, will retry: {reason}");
+                        let _ = self
+                            .store
+                            .write(move |conn| {
+                                queries::set_status(
+                                    conn,
+                                    row_id,
+                                    UpdateStatus::Pending,
+                                    Some(&note),
+                                    now,
+                                )
+                            })
+                            .await;
+                        return;
+                    }
+                };
+                inbound.text = format!(
+                    "{}{}",
+                    self.frame,
+                    crate::voice::agent_text(
+                        &message.text,
+                        file.duration_secs,
+                        attachment
+                            .as_ref()
+                            .map(|attachment| attachment.path.as_path()),
+                        &outcome,
+                    )
+                );
+                notice =
+                    crate::voice::user_notice(file.duration_secs, &outcome, self.echo_transcripts);
+                inbound.attachments.extend(attachment);
+                continue;
+            }
+            match download(&self.bot, file, &self.inbox, self.update_id).await {
                 Ok(attachment) => {
                     notes.push(format!(
                         "[{} saved to {}]",
@@ -136,21 +263,53 @@ pub(super) async fn on_message(
                 .trim()
                 .to_string();
         }
-        if let Some(agent) = registry.lookup(&crate::protocol::agent::name(&inbound.agent))
-            && agent.cast(AgentMsg::Inbound(inbound)).is_ok()
-        {
-            let now = crate::clock::now_ms();
-            let _ = store
-                .write(move |conn| {
-                    queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
-                })
-                .await;
+        // The agent not running (restarting): the sweep hands the update over later, and only
+        // then is the user told anything, so they hear it once.
+        let Some(agent) = self
+            .registry
+            .lookup(&crate::protocol::agent::name(&inbound.agent))
+        else {
+            return;
+        };
+        // Queued with the bot before the agent has the message, so the quote or the hint comes
+        // before any answer in the chat's send queue.
+        if let Some(text) = notice {
+            let _ = self.myself.cast(TelegramMsg::Notify {
+                chat: inbound.chat.clone(),
+                text,
+            });
         }
-    });
-    (
-        UpdateStatus::Pending,
-        Some("downloading attachments".into()),
-    )
+        if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
+            return;
+        }
+        let (row_id, now) = (self.row_id, crate::clock::now_ms());
+        let _ = self
+            .store
+            .write(move |conn| {
+                queries::set_status(conn, row_id, UpdateStatus::Dispatched, None, now)
+            })
+            .await;
+    }
+}
+
+/// An earlier group message as context: its text, and a voice note said as such (only messages
+/// addressed to the bot are transcribed).
+fn context_text(message: &IncomingMessage) -> String {
+    let voice_notes = message
+        .files
+        .iter()
+        .filter(|file| file.kind == crate::domain::AttachmentKind::Voice)
+        .map(|file| {
+            format!(
+                "[voice note, {}, not transcribed]",
+                crate::voice::clock_text(file.duration_secs)
+            )
+        });
+    std::iter::once(message.text.clone())
+        .chain(voice_notes)
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub(super) fn forward(

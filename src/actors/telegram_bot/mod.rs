@@ -21,6 +21,7 @@
 
 mod commands;
 mod inbound;
+mod voice;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -73,6 +74,8 @@ pub struct TelegramBotArgs {
     pub workspace: PathBuf,
     /// The daemon's time zone (`/timezone` shows where a person's zone comes from).
     pub timezone: crate::config::DaemonTimezone,
+    /// Who transcribes voice notes (or why nobody does), and the longest note transcribed.
+    pub voice: crate::voice::VoiceSettings,
 }
 
 pub struct TelegramBot;
@@ -91,6 +94,8 @@ pub struct TelegramBotState {
     /// Updates stored before `getMe` answered (the username decides group addressing).
     early: Vec<StoredUpdate>,
     sweeper: Option<tokio::task::JoinHandle<()>>,
+    /// Updates whose attachments a task is fetching (see `inbound::InFlight`).
+    fetching: inbound::Fetching,
 }
 
 impl TelegramBotArgs {
@@ -152,6 +157,7 @@ impl Actor for TelegramBot {
             cancel,
             early: Vec::new(),
             sweeper: None,
+            fetching: Default::default(),
         })
     }
 

@@ -63,6 +63,8 @@ fn calls(c: &mut Criterion) {
             timeout: Dur::secs(10),
             max_retries: 0,
             embeddings_model: String::new(),
+            speech_model: String::new(),
+            speech_voice: String::new(),
         };
         let provider = Arc::new(Provider::from_config("bench", &config));
         (server, provider)

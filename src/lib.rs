@@ -30,3 +30,4 @@ pub mod telegram;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tools;
+pub mod voice;

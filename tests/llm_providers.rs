@@ -37,6 +37,8 @@ fn config(kind: ProviderKind, base_url: &str, api_key_env: &str) -> ProviderConf
         timeout: Dur::secs(5),
         max_retries: 2,
         embeddings_model: String::new(),
+        speech_model: String::new(),
+        speech_voice: String::new(),
     }
 }
 

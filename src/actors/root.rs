@@ -372,6 +372,13 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
     let degraded_retry = config.telegram.degraded_retry.0;
+    let speech = match crate::voice::speech::speech_config(config, &context.loaded.secrets) {
+        Ok(speech) => speech.map(crate::voice::speech::SpeechClient::new),
+        Err(reason) => {
+            tracing::warn!(%reason, "spoken replies are off; answers are sent as text");
+            None
+        }
+    };
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| {
@@ -388,6 +395,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
                 events: context.events.clone(),
                 boot_ms: context.boot_ms,
                 workspace,
+                speech: speech.clone(),
             };
             actor_spec(
                 &context.registry,

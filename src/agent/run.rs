@@ -21,6 +21,7 @@ use super::dispatch;
 use super::loop_guard::{GuardStop, LoopGuard};
 use super::transcript::{self, estimate_tokens, message_tokens};
 use super::{AgentRuntime, AgentSettings};
+use crate::config::VoiceReplies;
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventData, EventKind};
 use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback, cost_usd};
@@ -275,7 +276,9 @@ async fn drive(
         // Room for the answer: a quarter of the budget, at most a thousand tokens.
         + (spec.context_tokens as usize / 4).min(1_000);
     let chain = ctx.settings.model_chain(spec);
-    let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local);
+    // A spoken answer is not shown as streamed text first.
+    let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local)
+        && !answer_is_spoken(ctx).await;
     loop {
         if ctx.cancel.is_cancelled() {
             return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
@@ -654,6 +657,7 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
     let agent = ctx.agent().to_string();
     let chat = ctx.chat.as_str().to_string();
     let needs_outbox = ctx.chat.kind() == ChatKind::Telegram;
+    let voice_replies = ctx.runtime.spec.voice_replies;
     let stored_text = text.clone();
     let now = crate::clock::now_ms();
     let written = ctx
@@ -677,11 +681,12 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
             if !needs_outbox {
                 return Ok(None);
             }
-            let inbound_ids: Vec<i64> = sessions::run_events(conn, run_id)?
+            let answered = sessions::run_events(conn, run_id)?;
+            let inbound_ids: Vec<i64> = answered
                 .iter()
                 .filter_map(|event| event.inbound_id)
                 .collect();
-            outbox::enqueue_reply(
+            let id = outbox::enqueue_reply(
                 conn,
                 &agent,
                 &chat,
@@ -689,8 +694,11 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
                 &stored_text,
                 &inbound_ids,
                 now,
-            )
-            .map(Some)
+            )?;
+            if status == RunStatus::Succeeded && spoken_to(voice_replies, &answered) {
+                outbox::mark_spoken(conn, id)?;
+            }
+            Ok(Some(id))
         })
         .await;
     let outbox_id = match written {
@@ -722,4 +730,29 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
         answer: text,
         limiter,
     }
+}
+
+/// Whether the answer to these events (a run's) is spoken, by the agent's `voice_replies`.
+fn spoken_to(mode: VoiceReplies, answered: &[sessions::EventRow]) -> bool {
+    crate::voice::speech::reply_is_spoken(
+        mode,
+        answered
+            .iter()
+            .filter(|event| event.kind == EventKindRow::User)
+            .map(|event| event.data.as_deref()),
+    )
+}
+
+/// Whether this run's answer will be spoken (decided again, in the same way, when it ends).
+async fn answer_is_spoken(ctx: &RunCtx) -> bool {
+    let mode = ctx.runtime.spec.voice_replies;
+    if ctx.chat.kind() != ChatKind::Telegram || mode == VoiceReplies::Never {
+        return false;
+    }
+    let run_id = ctx.run_id;
+    ctx.runtime
+        .store
+        .read(move |conn| Ok(spoken_to(mode, &sessions::run_events(conn, run_id)?)))
+        .await
+        .unwrap_or(false)
 }

@@ -570,6 +570,8 @@ mod tests {
             timeout: Dur::secs(10),
             max_retries: 3,
             embeddings_model: String::new(),
+            speech_model: String::new(),
+            speech_voice: String::new(),
         };
         Provider::from_config("p", &config).with_retry_base(Duration::from_millis(100))
     }

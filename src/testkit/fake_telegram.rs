@@ -18,9 +18,9 @@
 //!   after entity parsing, `parse_mode=HTML` validated by [`parse_html`], inline keyboards, and
 //!   "message is not modified"; `editMessageReplyMarkup`, `deleteMessage`, `sendChatAction`,
 //!   `answerCallbackQuery`, `setMyCommands` / `getMyCommands`, `getFile` with downloads at
-//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto`;
+//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto` / `sendVoice`;
 //! - fault injection per bot: 409 conflicts, 429 with `retry_after`, 502s, polls that hang, a
-//!   revoked token, connections closed without an answer;
+//!   revoked token, connections closed without an answer, calls held without an answer;
 //! - Telegram's flood limits, counted but not enforced (see [`Violations`]).
 //!
 //! What it does not model: channels, inline mode, payments, forum topics, webhooks (setWebhook
@@ -548,6 +548,48 @@ impl FakeTelegram {
             state.faults.revoked = true;
             state.updates_notify.notify_waiters();
         });
+    }
+
+    /// The next `n` calls of `method` (case-insensitive) are carried out (a send is recorded,
+    /// as Telegram would show it) but never answered: the client waits as for a slow Telegram,
+    /// so a test can kill the daemon while Telegram has done the work but not said so.
+    pub fn hold_answers(&self, bot: BotId, method: &str, n: u32) {
+        self.hold(bot, method, n, true);
+    }
+
+    /// The next `n` calls of `method` (case-insensitive) are read but neither carried out nor
+    /// answered, as when a request is lost on the way.
+    pub fn hold_requests(&self, bot: BotId, method: &str, n: u32) {
+        self.hold(bot, method, n, false);
+    }
+
+    fn hold(&self, bot: BotId, method: &str, n: u32, carried_out: bool) {
+        self.with_bot_mut(bot, |state| {
+            let entry = state
+                .faults
+                .holds
+                .entry(method.to_ascii_lowercase())
+                .or_insert((0, carried_out));
+            entry.0 += n;
+            entry.1 = carried_out;
+        });
+    }
+
+    /// Queues a voice note from a user (OGG/Opus `bytes`); `getFile` and the download URL serve them.
+    pub fn push_voice(
+        &self,
+        bot: BotId,
+        chat_id: i64,
+        user_id: i64,
+        bytes: impl Into<Vec<u8>>,
+    ) -> PushedUpdate {
+        let file = IncomingFile {
+            kind: AttachmentKind::Voice,
+            file_name: None,
+            bytes: bytes.into(),
+            caption: None,
+        };
+        self.push_file(bot, chat_id, user_id, file)
     }
 
     /// The next `n` calls of the bot (any method) are read and then answered by closing the

@@ -7,6 +7,7 @@
 //! depends on this module.
 
 pub mod fake_embeddings;
+pub mod fake_speech;
 pub mod fake_telegram;
 pub mod harness;
 pub mod process;

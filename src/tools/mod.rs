@@ -14,6 +14,7 @@ pub mod handoff;
 pub mod memory;
 pub mod message;
 pub mod schedule;
+pub mod send_file;
 pub mod shell;
 pub mod skill;
 pub mod time;
@@ -187,6 +188,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(web_fetch::WebFetchTool::new()),
         Arc::new(shell::ShellTool),
         Arc::new(time::CurrentTimeTool),
+        Arc::new(send_file::SendFileTool),
         Arc::new(memory::SaveToMemoryTool),
         Arc::new(memory::SearchMemoryTool),
         Arc::new(memory::ListMemoryFactsTool),

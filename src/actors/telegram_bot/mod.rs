@@ -70,6 +70,8 @@ pub struct TelegramBotArgs {
     /// When the daemon started (the stale filter's reference).
     pub boot_ms: i64,
     pub workspace: PathBuf,
+    /// Speaks replies marked `speak` (`voice_replies`); none: they are sent as text.
+    pub speech: Option<crate::voice::speech::SpeechClient>,
 }
 
 pub struct TelegramBot;
@@ -392,6 +394,7 @@ fn worker(state: &mut TelegramBotState, chat_id: i64) -> mpsc::UnboundedSender<S
         store: state.args.store.clone(),
         events: state.args.events.clone(),
         cancel: state.cancel.child_token(),
+        speech: state.args.speech.clone(),
     }
     .spawn();
     state.workers.insert(chat_id, sender.clone());

@@ -207,6 +207,7 @@ impl World {
             "sendmessage" => send_message(state, directory, params, started),
             "senddocument" => send_media(state, directory, params, started, AttachmentKind::Document),
             "sendphoto" => send_media(state, directory, params, started, AttachmentKind::Photo),
+            "sendvoice" => send_media(state, directory, params, started, AttachmentKind::Voice),
             "editmessagetext" => edit_message(state, directory, params, started, EditKind::Text),
             "editmessagereplymarkup" => edit_message(state, directory, params, started, EditKind::ReplyMarkup),
             "deletemessage" => delete_message(state, params),
@@ -362,6 +363,7 @@ fn send_media(
     let (field, method) = match kind {
         AttachmentKind::Document => ("document", "sendDocument"),
         AttachmentKind::Photo => ("photo", "sendPhoto"),
+        AttachmentKind::Voice => ("voice", "sendVoice"),
     };
     let chat_id = chat_id_param(params)?;
     let caption = params.string("caption").unwrap_or_default();

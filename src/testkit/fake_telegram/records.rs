@@ -70,6 +70,8 @@ pub struct SentButton {
 pub enum AttachmentKind {
     Document,
     Photo,
+    /// A voice message (OGG/Opus), `sendVoice` or a user's voice note.
+    Voice,
 }
 
 /// A file the bot sent.
@@ -98,7 +100,7 @@ pub struct SentEdit {
 pub struct SentMessage {
     pub chat_id: i64,
     pub message_id: i32,
-    /// `sendMessage`, `sendDocument` or `sendPhoto`.
+    /// `sendMessage`, `sendDocument`, `sendPhoto` or `sendVoice`.
     pub method: &'static str,
     /// The text (or caption) as the bot sent it, after the latest edit.
     pub text: String,

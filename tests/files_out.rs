@@ -35,8 +35,13 @@ fn send_file_script() -> Script {
             )
             .when_last_user_contains("photo"),
         )
-        .rule(Rule::tool_call("send_file", r#"{"path": "report.pdf"}"#).when_last_user_contains("pdf"))
-        .rule(Rule::tool_call("send_file", r#"{"path": "huge.bin"}"#).when_last_user_contains("huge"))
+        .rule(
+            Rule::tool_call("send_file", r#"{"path": "report.pdf"}"#)
+                .when_last_user_contains("pdf"),
+        )
+        .rule(
+            Rule::tool_call("send_file", r#"{"path": "huge.bin"}"#).when_last_user_contains("huge"),
+        )
         .rule(
             Rule::tool_call("send_file", r#"{"path": "/etc/hostname"}"#)
                 .when_last_user_contains("hostname"),
@@ -52,12 +57,19 @@ fn workspace(dir: &Path) -> PathBuf {
 
 fn spool_files(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir.join("data/outbox-files"))
-        .map(|entries| entries.filter_map(|entry| Some(entry.ok()?.path())).collect())
+        .map(|entries| {
+            entries
+                .filter_map(|entry| Some(entry.ok()?.path()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn uploads(sent: &[SentMessage], method: &str) -> Vec<SentMessage> {
-    sent.iter().filter(|m| m.method == method).cloned().collect()
+    sent.iter()
+        .filter(|m| m.method == method)
+        .cloned()
+        .collect()
 }
 
 /// Every request the model received, as one text (tool results included).
@@ -77,17 +89,28 @@ async fn send_file_sends_a_photo_as_a_photo_and_a_pdf_as_a_document() {
     std::fs::write(workspace.join("pictures/cat.png"), PNG).unwrap();
     std::fs::write(workspace.join("report.pdf"), PDF).unwrap();
 
-    world.fake.push_message(bot, USER, USER, "send me the photo please");
+    world
+        .fake
+        .push_message(bot, USER, USER, "send me the photo please");
     let photo = world
         .fake
         .wait_for_sent(bot, |m| m.method == "sendPhoto", WAIT)
         .await
         .expect("the photo was sent with sendPhoto");
-    let attachment = photo.attachment.clone().expect("sendPhoto carries the file");
+    let attachment = photo
+        .attachment
+        .clone()
+        .expect("sendPhoto carries the file");
     assert_eq!(attachment.kind, AttachmentKind::Photo);
-    assert_eq!(attachment.bytes, PNG, "the photo's bytes are the workspace file's");
+    assert_eq!(
+        attachment.bytes, PNG,
+        "the photo's bytes are the workspace file's"
+    );
     assert_eq!(photo.chat_id, USER);
-    assert_eq!(photo.visible_text, "The cat", "the caption is formatted like a message");
+    assert_eq!(
+        photo.visible_text, "The cat",
+        "the caption is formatted like a message"
+    );
     assert_eq!(photo.parse_mode.as_deref(), Some("HTML"));
 
     world.fake.push_message(bot, USER, USER, "and the pdf");
@@ -96,7 +119,10 @@ async fn send_file_sends_a_photo_as_a_photo_and_a_pdf_as_a_document() {
         .wait_for_sent(bot, |m| m.method == "sendDocument", WAIT)
         .await
         .expect("the PDF was sent with sendDocument");
-    let attachment = document.attachment.clone().expect("sendDocument carries the file");
+    let attachment = document
+        .attachment
+        .clone()
+        .expect("sendDocument carries the file");
     assert_eq!(attachment.kind, AttachmentKind::Document);
     assert_eq!(attachment.bytes, PDF);
     assert_eq!(attachment.file_name.as_deref(), Some("report.pdf"));
@@ -106,7 +132,9 @@ async fn send_file_sends_a_photo_as_a_photo_and_a_pdf_as_a_document() {
     assert_eq!(uploads(&sent, "sendPhoto").len(), 1, "one photo");
     assert_eq!(uploads(&sent, "sendDocument").len(), 1, "one document");
     assert_eq!(
-        sent.iter().filter(|m| m.visible_text == "There you go.").count(),
+        sent.iter()
+            .filter(|m| m.visible_text == "There you go.")
+            .count(),
         2,
         "each run still answered"
     );
@@ -121,7 +149,11 @@ async fn send_file_sends_a_photo_as_a_photo_and_a_pdf_as_a_document() {
         })
         .await
         .unwrap();
-    assert_eq!((files, delivered), (2, 2), "both files went through the outbox");
+    assert_eq!(
+        (files, delivered),
+        (2, 2),
+        "both files went through the outbox"
+    );
     assert!(
         spool_files(&dir).is_empty(),
         "the spool copies are removed once delivered: {:?}",
@@ -145,15 +177,22 @@ async fn too_big_outside_the_workspace_or_outside_telegram_sends_nothing_and_say
         .unwrap();
     std::fs::write(workspace.join("report.pdf"), PDF).unwrap();
 
-    world.fake.push_message(bot, USER, USER, "send the huge file");
+    world
+        .fake
+        .push_message(bot, USER, USER, "send the huge file");
     wait_until(WAIT, "the model to see the size error", || async {
         model_saw(&world.llm).contains("60.0 MB")
     })
     .await;
     let seen = model_saw(&world.llm);
-    assert!(seen.contains("50.0 MB"), "the error names the limit: {seen}");
+    assert!(
+        seen.contains("50.0 MB"),
+        "the error names the limit: {seen}"
+    );
 
-    world.fake.push_message(bot, USER, USER, "send /etc/hostname");
+    world
+        .fake
+        .push_message(bot, USER, USER, "send /etc/hostname");
     wait_until(WAIT, "the model to see the confinement refusal", || async {
         model_saw(&world.llm).contains("outside the workspace")
     })
@@ -167,18 +206,27 @@ async fn too_big_outside_the_workspace_or_outside_telegram_sends_nothing_and_say
         .unwrap();
     assert_eq!(reply.text, "There you go.");
     let seen = model_saw(&world.llm);
-    assert!(seen.contains("cannot carry files") && seen.contains("report.pdf"), "{seen}");
+    assert!(
+        seen.contains("cannot carry files") && seen.contains("report.pdf"),
+        "{seen}"
+    );
 
     world.harness.wait_settled(WAIT).await;
     for method in ["sendDocument", "sendPhoto", "sendVoice"] {
-        assert_eq!(world.fake.call_count(bot, method), 0, "{method} was never called");
+        assert_eq!(
+            world.fake.call_count(bot, method),
+            0,
+            "{method} was never called"
+        );
     }
     let queued: i64 = world
         .store()
         .read(|conn| {
-            Ok(conn.query_row("SELECT COUNT(*) FROM outbox WHERE file_path IS NOT NULL", [], |row| {
-                row.get(0)
-            })?)
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM outbox WHERE file_path IS NOT NULL",
+                [],
+                |row| row.get(0),
+            )?)
         })
         .await
         .unwrap();
@@ -194,7 +242,9 @@ async fn a_kill_between_the_outbox_row_and_telegrams_answer_sends_the_file_at_le
         let dir = ScratchDir::new("clawvisor-files-kill").unwrap();
         let staged = World::builder(send_file_script())
             .agent_with_bot("ada", "tools = [\"send_file\"]", TOKEN, &[USER], &[USER])
-            .config_extra("[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"")
+            .config_extra(
+                "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+            )
             .stage(dir.path())
             .await;
         let bot: BotId = staged.bot("ada");
@@ -205,16 +255,21 @@ async fn a_kill_between_the_outbox_row_and_telegrams_answer_sends_the_file_at_le
         } else {
             staged.fake.hold_requests(bot, "sendDocument", 1);
         }
-        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon starts");
+        let daemon =
+            DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon starts");
         staged.fake.push_message(bot, USER, USER, "the pdf please");
         assert!(
-            staged.fake.wait_for_calls(bot, "sendDocument", 1, WAIT).await,
+            staged
+                .fake
+                .wait_for_calls(bot, "sendDocument", 1, WAIT)
+                .await,
             "the daemon asked Telegram to send the document"
         );
         daemon.kill();
         // The workspace file goes: what is delivered is the copy taken when it was sent.
         std::fs::remove_file(workspace.join("report.pdf")).unwrap();
-        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon restarts");
+        let daemon =
+            DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon restarts");
         let db = dir.path().join("data/clawvisor.db");
         wait_until(WAIT, "the file row to be delivered after the restart", || async {
             let conn = rusqlite::Connection::open(&db).ok()?;
@@ -240,13 +295,24 @@ async fn a_kill_between_the_outbox_row_and_telegrams_answer_sends_the_file_at_le
         assert!(
             (1..=2).contains(&documents.len()),
             "held {}: the document arrived {} times",
-            if carried_out { "after Telegram did it" } else { "before Telegram did it" },
+            if carried_out {
+                "after Telegram did it"
+            } else {
+                "before Telegram did it"
+            },
             documents.len()
         );
         if !carried_out {
-            assert_eq!(documents.len(), 1, "a request Telegram never carried out is sent once");
+            assert_eq!(
+                documents.len(),
+                1,
+                "a request Telegram never carried out is sent once"
+            );
         }
-        assert!(spool_files(dir.path()).is_empty(), "the spool copy is gone once delivered");
+        assert!(
+            spool_files(dir.path()).is_empty(),
+            "the spool copy is gone once delivered"
+        );
     }
 }
 
@@ -316,7 +382,11 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
         .await
         .expect("a text message gets a text answer");
     world.harness.wait_settled(WAIT).await;
-    assert_eq!(world.fake.call_count(bot, "sendVoice"), 1, "no voice for a text message");
+    assert_eq!(
+        world.fake.call_count(bot, "sendVoice"),
+        1,
+        "no voice for a text message"
+    );
     assert_eq!(speech.requests().len(), 1);
 
     speech.fail_next(503, 5);
@@ -331,8 +401,16 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
         .await
         .expect("when speech fails, the answer is sent as text");
     world.harness.wait_settled(WAIT).await;
-    assert_eq!(world.fake.call_count(bot, "sendVoice"), 1, "no second voice message");
-    assert_eq!(speech.requests().len(), 2, "speech was tried once for the second voice note");
+    assert_eq!(
+        world.fake.call_count(bot, "sendVoice"),
+        1,
+        "no second voice message"
+    );
+    assert_eq!(
+        speech.requests().len(),
+        2,
+        "speech was tried once for the second voice note"
+    );
 }
 
 #[test]
@@ -347,7 +425,10 @@ fn voice_replies_without_a_speech_provider_is_a_config_error_naming_the_key() {
     )
     .unwrap_err()
     .to_string();
-    assert!(error.contains("voice_replies") && error.contains("speech_model"), "{error}");
+    assert!(
+        error.contains("voice_replies") && error.contains("speech_model"),
+        "{error}"
+    );
     let bad_value = config::parse_agent(
         &agent_toml("ada", "voice_replies = \"sometimes\""),
         "ada.toml",
@@ -372,5 +453,8 @@ fn voice_replies_without_a_speech_provider_is_a_config_error_naming_the_key() {
     )
     .unwrap();
     assert_eq!(spec.voice_replies, config::VoiceReplies::WhenSpokenTo);
-    assert_eq!(with_speech.providers["speech"].speech_voice, "alloy", "the default voice");
+    assert_eq!(
+        with_speech.providers["speech"].speech_voice, "alloy",
+        "the default voice"
+    );
 }

@@ -236,6 +236,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_page_checksum_is_oggs_crc() {
+        // CRC-32/CKSUM's check value without its final inversion (0x765E7680 ^ 0xFFFFFFFF).
+        assert_eq!(ogg_crc(b"123456789"), 0x89A1_897F);
+    }
+
+    #[test]
     fn the_audio_is_a_chain_of_checked_ogg_pages_starting_with_opus_head() {
         let audio = ogg_opus("hello there");
         let mut offset = 0;

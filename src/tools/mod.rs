@@ -188,7 +188,6 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(web_fetch::WebFetchTool::new()),
         Arc::new(shell::ShellTool),
         Arc::new(time::CurrentTimeTool),
-        Arc::new(send_file::SendFileTool),
         Arc::new(memory::SaveToMemoryTool),
         Arc::new(memory::SearchMemoryTool),
         Arc::new(memory::ListMemoryFactsTool),
@@ -198,6 +197,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(handoff::HandoffCancelTool),
         Arc::new(handoff::HandoffProgressTool),
         Arc::new(handoff::HandoffReturnTool),
+        Arc::new(send_file::SendFileTool),
     ]
 }
 

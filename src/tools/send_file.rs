@@ -99,6 +99,11 @@ pub fn choose_kind(
         None => SendAs::Document,
     };
     match kind {
+        _ if bytes > DOCUMENT_LIMIT_BYTES => Err(format!(
+            "`{name}` is {} and Telegram lets bots send files up to {}; make it smaller (compress or split it)",
+            human_size(bytes),
+            human_size(DOCUMENT_LIMIT_BYTES)
+        )),
         SendAs::Photo if sniffed != Sniffed::Image => Err(format!(
             "`{name}` is not a JPEG, PNG or WebP image (by its content), so it cannot go as a photo; send it with as = \"document\""
         )),
@@ -110,11 +115,6 @@ pub fn choose_kind(
         )),
         SendAs::Voice if sniffed != Sniffed::Ogg => Err(format!(
             "`{name}` is not an OGG/Opus file, which a voice message must be; send it with as = \"document\""
-        )),
-        SendAs::Document | SendAs::Voice if bytes > DOCUMENT_LIMIT_BYTES => Err(format!(
-            "`{name}` is {} and Telegram lets bots send files up to {}; make it smaller (compress or split it)",
-            human_size(bytes),
-            human_size(DOCUMENT_LIMIT_BYTES)
         )),
         kind => Ok(kind),
     }

@@ -43,6 +43,10 @@ fn send_file_script() -> Script {
             Rule::tool_call("send_file", r#"{"path": "huge.bin"}"#).when_last_user_contains("huge"),
         )
         .rule(
+            Rule::tool_call("send_file", r#"{"path": "broken.png"}"#)
+                .when_last_user_contains("broken"),
+        )
+        .rule(
             Rule::tool_call("send_file", r#"{"path": "/etc/hostname"}"#)
                 .when_last_user_contains("hostname"),
         )
@@ -314,6 +318,117 @@ async fn a_kill_between_the_outbox_row_and_telegrams_answer_sends_the_file_at_le
             "the spool copy is gone once delivered"
         );
     }
+}
+
+/// A file row whose spool copy is gone is given up at once, recorded, and the chat told in one
+/// sentence; a picture Telegram cannot decode goes again as a document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_cannot_be_sent_is_not_retried_forever_and_the_user_is_told() {
+    let dir = ScratchDir::new("clawvisor-files-refused").unwrap();
+    let staged = World::builder(send_file_script())
+        .agent_with_bot("ada", "tools = [\"send_file\"]", TOKEN, &[USER], &[USER])
+        .config_extra(
+            "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+        )
+        .stage(dir.path())
+        .await;
+    let bot = staged.bot("ada");
+    let workspace = workspace(dir.path());
+    std::fs::write(workspace.join("report.pdf"), PDF).unwrap();
+    // A PNG signature without its header chunk: it passes for a picture, Telegram cannot decode it.
+    let broken = b"\x89PNG\r\n\x1a\nthis is no picture".to_vec();
+    std::fs::write(workspace.join("broken.png"), &broken).unwrap();
+    staged.fake.hold_requests(bot, "sendDocument", 1);
+    let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon starts");
+    staged.fake.push_message(bot, USER, USER, "the pdf please");
+    assert!(
+        staged
+            .fake
+            .wait_for_calls(bot, "sendDocument", 1, WAIT)
+            .await
+    );
+    daemon.kill();
+    for copy in spool_files(dir.path()) {
+        std::fs::remove_file(copy).unwrap();
+    }
+    let daemon =
+        DaemonProcess::start(BINARY, dir.path(), &staged.env).expect("the daemon restarts");
+    let told = staged
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| {
+                m.visible_text
+                    .starts_with("I could not send you report.pdf")
+            },
+            WAIT,
+        )
+        .await
+        .expect("the chat is told the file could not be sent");
+    assert!(told.visible_text.contains("gone"), "{}", told.visible_text);
+
+    staged
+        .fake
+        .push_message(bot, USER, USER, "the broken picture");
+    let document = staged
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| {
+                m.method == "sendDocument"
+                    && m.attachment.as_ref().is_some_and(|a| a.bytes == broken)
+            },
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the refused photo went again as a document; calls {:?}, sent {:#?}",
+                staged.fake.calls(bot),
+                staged.fake.sent(bot)
+            )
+        });
+    assert_eq!(
+        document.attachment.and_then(|a| a.file_name).as_deref(),
+        Some("broken.png")
+    );
+    staged
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text == "There you go." && m.message_id > document.message_id,
+            WAIT,
+        )
+        .await
+        .expect("the run answered after the file");
+    daemon.terminate(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        staged.fake.call_count(bot, "sendPhoto"),
+        1,
+        "the photo was tried once"
+    );
+    assert_eq!(
+        staged.fake.call_count(bot, "sendDocument"),
+        2,
+        "held PDF, then the picture; no retries"
+    );
+    let conn = rusqlite::Connection::open(dir.path().join("data/clawvisor.db")).unwrap();
+    let outcomes: Vec<(String, Option<String>, bool)> = conn
+        .prepare("SELECT file_name, last_error, delivered_ms IS NOT NULL FROM outbox WHERE file_path IS NOT NULL ORDER BY id")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes.len(), 2);
+    assert_eq!(outcomes[0].0, "report.pdf");
+    assert!(
+        outcomes[0].1.as_deref().is_some_and(|e| e.contains("gone")),
+        "{outcomes:?}"
+    );
+    assert!(outcomes[0].2, "given up: not pending any more");
+    assert_eq!(outcomes[1], ("broken.png".to_string(), None, true));
+    assert!(spool_files(dir.path()).is_empty());
 }
 
 /// A voice note gets a voice answer whose sound came from the speech server; a text message

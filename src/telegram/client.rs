@@ -37,8 +37,9 @@ pub enum TelegramError {
     /// The chat cannot be reached (blocked the bot, deleted, not found): do not retry.
     #[error("the chat cannot be reached: {0}")]
     Undeliverable(String),
-    /// Telegram refused what was sent (a file it cannot take): sending it again cannot help.
-    #[error("Telegram refused it: {0}")]
+    /// What was to be sent cannot be (a file Telegram refused, or whose copy is gone): sending
+    /// it again cannot help.
+    #[error("{0}")]
     Rejected(String),
     #[error("network error: {0}")]
     Network(String),

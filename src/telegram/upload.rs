@@ -265,7 +265,9 @@ impl ChatWorker {
 fn upload_error(error: RequestError) -> TelegramError {
     let answered = matches!(error, RequestError::Api(_));
     match TelegramError::from(error) {
-        TelegramError::Other(reason) if answered => TelegramError::Rejected(reason),
+        TelegramError::Other(reason) if answered => {
+            TelegramError::Rejected(format!("Telegram refused the file ({reason})"))
+        }
         other => other,
     }
 }

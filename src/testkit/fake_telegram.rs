@@ -18,7 +18,8 @@
 //!   after entity parsing, `parse_mode=HTML` validated by [`parse_html`], inline keyboards, and
 //!   "message is not modified"; `editMessageReplyMarkup`, `deleteMessage`, `sendChatAction`,
 //!   `answerCallbackQuery`, `setMyCommands` / `getMyCommands`, `getFile` with downloads at
-//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto` / `sendVoice`;
+//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto` / `sendVoice` (an empty
+//!   file, or a photo whose header is no image, refused as Telegram does);
 //! - fault injection per bot: 409 conflicts, 429 with `retry_after`, 502s, polls that hang, a
 //!   revoked token, connections closed without an answer, calls held without an answer;
 //! - Telegram's flood limits, counted but not enforced (see [`Violations`]).

@@ -380,6 +380,12 @@ fn send_media(
     let markup = parse_markup(params)?;
     let reply_to = reply_target(state, chat_id, params)?;
     let (handle, attachment) = if let Some(upload) = params.file(field) {
+        if upload.bytes.is_empty() {
+            return Err(Reply::bad_request("Bad Request: file must be non-empty"));
+        }
+        if kind == AttachmentKind::Photo && !decodable_image(&upload.bytes) {
+            return Err(Reply::bad_request("Bad Request: IMAGE_PROCESS_FAILED"));
+        }
         let handle = state.store_file(
             directory,
             kind,
@@ -460,6 +466,16 @@ fn send_media(
         edit_date: None,
     };
     Ok(record_sent(state, directory, record, started))
+}
+
+/// Whether Telegram could decode an uploaded photo, judged by its header: a JPEG start, a PNG
+/// signature followed by its `IHDR` chunk, WebP, GIF or BMP.
+fn decodable_image(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+        || (bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(12..16) == Some(&b"IHDR"[..]))
+        || (bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP")
+        || bytes.starts_with(b"GIF8")
+        || bytes.starts_with(b"BM")
 }
 
 /// Which edit method is running.

@@ -437,7 +437,15 @@ async fn a_file_that_cannot_be_sent_is_not_retried_forever_and_the_user_is_told(
 async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice_message() {
     let speech = FakeSpeech::start().await.unwrap();
     let script = Script::new()
-        .rule(Rule::text("Sunny, twenty degrees.").when_last_user_contains("voice-"))
+        .rule(
+            Rule::text("Sunny, twenty degrees.")
+                .when_last_user_contains("voice-")
+                .times(2),
+        )
+        .rule(
+            Rule::text("The forecast is at https://example.com/weather.")
+                .when_last_user_contains("voice-"),
+        )
         .rule(Rule::text("Written answer."));
     let speech_provider = format!(
         "[providers.speech]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"SPEECH_KEY\"\nspeech_model = \"tts-1\"\nspeech_voice = \"nova\"\n",
@@ -504,7 +512,7 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
     );
     assert_eq!(speech.requests().len(), 1);
 
-    speech.fail_next(503, 5);
+    speech.fail_next(503, 1);
     world.fake.push_voice(bot, USER, USER, note);
     world
         .fake
@@ -525,6 +533,31 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
         speech.requests().len(),
         2,
         "speech was tried once for the second voice note"
+    );
+
+    // A link cannot be heard well: the voice message comes with the text.
+    let linked = "The forecast is at https://example.com/weather.";
+    world
+        .fake
+        .push_voice(bot, USER, USER, FakeSpeech::audio_for("forecast?"));
+    let written = world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.method == "sendMessage" && m.visible_text == linked,
+            WAIT,
+        )
+        .await
+        .expect("an answer with a link is also written");
+    let voices = uploads(&world.fake.sent(bot), "sendVoice");
+    assert_eq!(voices.len(), 2, "and spoken");
+    assert!(
+        voices[1].message_id < written.message_id,
+        "the voice comes first"
+    );
+    assert_eq!(
+        voices[1].attachment.as_ref().map(|a| a.bytes.clone()),
+        Some(FakeSpeech::audio_for(linked))
     );
 }
 
@@ -568,6 +601,30 @@ fn voice_replies_without_a_speech_provider_is_a_config_error_naming_the_key() {
     )
     .unwrap();
     assert_eq!(spec.voice_replies, config::VoiceReplies::WhenSpokenTo);
+    // The provider's key is checked with the whole config.
+    let dir = ScratchDir::new("clawvisor-speech-config").unwrap();
+    std::fs::create_dir_all(dir.path().join("actors")).unwrap();
+    std::fs::write(
+        dir.path().join("clawvisor.toml"),
+        config_toml(
+            "http://127.0.0.1:9/v1",
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\nspeech_model = \"tts-1\"\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("actors/ada.toml"), agent_toml("ada", "")).unwrap();
+    let overrides = config::Overrides {
+        config: Some(dir.path().join("clawvisor.toml")),
+        ..config::Overrides::default()
+    };
+    let anthropic_speech = config::load_in(&overrides, Default::default(), dir.path())
+        .err()
+        .expect("speech on an Anthropic provider is refused")
+        .to_string();
+    assert!(
+        anthropic_speech.contains("[providers.claude].speech_model"),
+        "{anthropic_speech}"
+    );
     assert_eq!(
         with_speech.providers["speech"].speech_voice, "alloy",
         "the default voice"

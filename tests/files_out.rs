@@ -618,8 +618,7 @@ fn voice_replies_without_a_speech_provider_is_a_config_error_naming_the_key() {
         ..config::Overrides::default()
     };
     let anthropic_speech = config::load_in(&overrides, Default::default(), dir.path())
-        .err()
-        .expect("speech on an Anthropic provider is refused")
+        .expect_err("speech on an Anthropic provider is refused")
         .to_string();
     assert!(
         anthropic_speech.contains("[providers.claude].speech_model"),

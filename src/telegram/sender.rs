@@ -258,10 +258,11 @@ impl ChatWorker {
         }
         // A file (`send_file`) is an upload of its own, in its place among the chat's replies.
         if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
-            && row.file.is_some()
+            && let Some(file) = row.file.as_ref()
         {
             let result = self.send_file_row(row).await;
-            let done = self.finish_delivery(id, result.clone(), text, 1).await;
+            let shown = format!("[{} {}] {text}", file.kind, file.name);
+            let done = self.finish_delivery(id, result.clone(), &shown, 1).await;
             self.file_row_done(row, &result, done).await;
             return;
         }

@@ -21,7 +21,6 @@ use super::dispatch;
 use super::loop_guard::{GuardStop, LoopGuard};
 use super::transcript::{self, estimate_tokens, message_tokens};
 use super::{AgentRuntime, AgentSettings};
-use crate::config::VoiceReplies;
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventData, EventKind};
 use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback, cost_usd};
@@ -34,6 +33,9 @@ use crate::store::sessions::{self, EventKindRow, NewEvent};
 use crate::tools::ToolContext;
 
 mod layers;
+mod spoken;
+
+use spoken::{answer_is_spoken, spoken_to};
 
 /// What started the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -730,29 +732,4 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
         answer: text,
         limiter,
     }
-}
-
-/// Whether the answer to these events (a run's) is spoken, by the agent's `voice_replies`.
-fn spoken_to(mode: VoiceReplies, answered: &[sessions::EventRow]) -> bool {
-    crate::voice::speech::reply_is_spoken(
-        mode,
-        answered
-            .iter()
-            .filter(|event| event.kind == EventKindRow::User)
-            .map(|event| event.data.as_deref()),
-    )
-}
-
-/// Whether this run's answer will be spoken (decided again, in the same way, when it ends).
-async fn answer_is_spoken(ctx: &RunCtx) -> bool {
-    let mode = ctx.runtime.spec.voice_replies;
-    if ctx.chat.kind() != ChatKind::Telegram || mode == VoiceReplies::Never {
-        return false;
-    }
-    let run_id = ctx.run_id;
-    ctx.runtime
-        .store
-        .read(move |conn| Ok(spoken_to(mode, &sessions::run_events(conn, run_id)?)))
-        .await
-        .unwrap_or(false)
 }

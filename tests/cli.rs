@@ -178,4 +178,8 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
         stdout.contains("full-text search only"),
         "doctor says plainly that memory has no embeddings: {stdout}"
     );
+    assert!(
+        stdout.contains("no speech provider"),
+        "doctor says whether replies can be spoken: {stdout}"
+    );
 }

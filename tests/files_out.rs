@@ -478,6 +478,14 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
         Some(spoken),
         "the voice message is the speech server's audio of the answer"
     );
+    assert!(
+        world
+            .fake
+            .chat_actions(bot)
+            .iter()
+            .any(|action| action.chat_id == USER && action.action == "record_voice"),
+        "the chat sees \"recording a voice message\" while the speech is made"
+    );
     let requests = speech.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].input, "Sunny, twenty degrees.");

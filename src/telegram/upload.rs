@@ -17,9 +17,11 @@
 use std::time::Duration;
 
 use teloxide::RequestError;
-use teloxide::payloads::{SendDocumentSetters, SendPhotoSetters, SendVoiceSetters};
+use teloxide::payloads::{
+    SendChatActionSetters, SendDocumentSetters, SendPhotoSetters, SendVoiceSetters,
+};
 use teloxide::prelude::*;
-use teloxide::types::{InputFile, MessageId, ParseMode, ThreadId};
+use teloxide::types::{ChatAction, InputFile, MessageId, ParseMode, ThreadId};
 
 use super::client::TelegramError;
 use super::format;
@@ -142,6 +144,15 @@ impl ChatWorker {
             );
             return Spoken::Failed;
         };
+        let thread = ChatKey::parse(&row.chat).and_then(|chat| chat.telegram_thread_id());
+        // "recording a voice message…" while the speech is made.
+        let mut action = self
+            .bot
+            .send_chat_action(ChatId(self.chat_id), ChatAction::RecordVoice);
+        if let Some(thread) = thread {
+            action = action.message_thread_id(ThreadId(MessageId(thread)));
+        }
+        let _ = action.await;
         let audio = match speech.synthesize(&visible).await {
             Ok(audio) => audio,
             Err(error) => {
@@ -149,7 +160,6 @@ impl ChatWorker {
                 return Spoken::Failed;
             }
         };
-        let thread = ChatKey::parse(&row.chat).and_then(|chat| chat.telegram_thread_id());
         let sent = self
             .send_upload(Upload {
                 kind: OutboxFileKind::Voice,

@@ -440,6 +440,7 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
         .rule(
             Rule::text("Sunny, twenty degrees.")
                 .when_last_user_contains("voice-")
+                .when_system_contains("read aloud")
                 .times(2),
         )
         .rule(

@@ -64,6 +64,8 @@ fn calls(c: &mut Criterion) {
             max_retries: 0,
             embeddings_model: String::new(),
             transcription_model: String::new(),
+            speech_model: String::new(),
+            speech_voice: String::new(),
         };
         let provider = Arc::new(Provider::from_config("bench", &config));
         (server, provider)

@@ -182,6 +182,10 @@ async fn doctor_checks_each_bot_token_and_names_the_agent_it_serves() {
         stdout.contains("voice notes") && stdout.contains("saved but not transcribed"),
         "doctor says plainly that voice notes are not transcribed: {stdout}"
     );
+    assert!(
+        stdout.contains("no speech provider"),
+        "doctor says whether replies can be spoken: {stdout}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

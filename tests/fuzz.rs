@@ -15,6 +15,7 @@
 //! | `timezone` | `schedule::parse_timezone` (`/timezone`, Studio, the schedule tools) and `config::load_in` with the name as the daemon's and an agent's `timezone` | an accepted name is canonical and reads back; a refusal echoes bounded input and every zone it proposes exists; the config accepts a name exactly when `parse_timezone` does (blank: not set) and refuses it naming the file and `timezone` |
 //! | `voice` | `telegram::intake::read` on voice-note and document updates, then `voice::agent_text` and `voice::user_notice` | deterministic; a voice note is a `Voice` file with the update's duration; every outcome tells the agent it is a voice note and gives the user a sentence |
 //! | `transcription` | `voice::transcribe::parse_answer` on what a transcription server answers | deterministic; a transcript is exactly the trimmed `text` string, anything else an error saying why |
+//! | `send_file` | the `send_file` tool in a Telegram chat, on a real store and workspace; `send_file::choose_kind` | a success queued exactly one outbox row and one spool copy equal to the workspace file, a photo is an image within 10 MB, every file within 50 MB; a failure queued and copied nothing and says why |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -25,8 +26,8 @@
 //!
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
-//! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300 —
-//! `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
+//! send_file (see its target) — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -4104,4 +4105,297 @@ fn transcription() {
     use transcription_target::*;
     replay("transcription", parse_case, |body| check(body));
     run(runner(REGRESSIONS, 300), strategy(), |body| check(&body));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: send_file — a model's arguments to `send_file`, and the kind chosen for any file.
+// ---------------------------------------------------------------------------------------------
+
+mod send_file_target {
+    use std::sync::Arc;
+
+    use clawvisor::domain::ChatKey;
+    use clawvisor::store::{Store, StoreOptions};
+    use clawvisor::tools::send_file::{
+        DOCUMENT_LIMIT_BYTES, PHOTO_LIMIT_BYTES, SendAs, SendFileTool, Sniffed, choose_kind, sniff,
+    };
+    use clawvisor::tools::{Tool, ToolContext, ToolSettings};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/send_file.txt";
+
+    /// A workspace with the files the corpus names, a store, and a Telegram chat to send to.
+    pub struct Bench {
+        pub _dir: tempfile::TempDir,
+        pub ctx: ToolContext,
+        pub spool: PathBuf,
+    }
+
+    impl Bench {
+        pub fn new() -> Bench {
+            let dir = tempfile::tempdir().expect("a temp dir");
+            let workspace = dir.path().join("workspace");
+            std::fs::create_dir_all(workspace.join("docs")).expect("a workspace");
+            let files: [(&str, &[u8]); 5] = [
+                ("cat.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR a cat"),
+                ("report.pdf", b"%PDF-1.7\n%%EOF\n"),
+                ("voice.ogg", b"OggS\0\x02 an ogg page"),
+                ("fake.jpg", b"not a picture"),
+                ("empty.txt", b""),
+            ];
+            for (name, bytes) in files {
+                std::fs::write(workspace.join(name), bytes).expect("a workspace file");
+            }
+            std::fs::write(dir.path().join("outside.txt"), b"outside").expect("a file outside");
+            let data = dir.path().join("data");
+            let store =
+                Store::open(&data.join("clawvisor.db"), StoreOptions::default()).expect("a store");
+            let spool = clawvisor::store::outbox::spool_dir(store.path());
+            let ctx = ToolContext {
+                agent: "ada".to_string(),
+                chat: ChatKey::telegram(42),
+                run_id: 1,
+                workspace,
+                settings: Arc::new(ToolSettings::default()),
+                registry: clawvisor::registry::Registry::new(),
+                store,
+                cancel: tokio_util::sync::CancellationToken::new(),
+                timezone: chrono_tz::Tz::UTC,
+            };
+            Bench {
+                _dir: dir,
+                ctx,
+                spool,
+            }
+        }
+
+        fn spooled(&self) -> Vec<PathBuf> {
+            std::fs::read_dir(&self.spool)
+                .map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect())
+                .unwrap_or_default()
+        }
+
+        async fn rows(&self) -> Vec<(String, String, String)> {
+            self.ctx
+                .store
+                .read(|conn| {
+                    let mut statement = conn.prepare(
+                        "SELECT file_path, file_kind, text FROM outbox WHERE file_path IS NOT NULL ORDER BY id",
+                    )?;
+                    let rows = statement
+                        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .expect("the outbox reads")
+        }
+    }
+
+    /// One call: queued and copied exactly once on success, nothing on failure.
+    pub async fn check(bench: &Bench, args: &Value) -> Result<(), TestCaseError> {
+        let rows_before = bench.rows().await;
+        let spool_before = bench.spooled();
+        let outcome = SendFileTool.call(args.clone(), &bench.ctx).await;
+        let rows_after = bench.rows().await;
+        let spool_after = bench.spooled();
+        match outcome {
+            Ok(output) => {
+                prop_assert!(
+                    !output.is_error,
+                    "a Telegram chat carries files: {}",
+                    output.text
+                );
+                prop_assert_eq!(rows_after.len(), rows_before.len() + 1, "one row queued");
+                prop_assert_eq!(spool_after.len(), spool_before.len() + 1, "one copy taken");
+                let (path, kind, caption) = rows_after.last().cloned().expect("a row");
+                let sent = std::fs::read(&path).expect("the spool copy exists");
+                let named = args["path"].as_str().expect("a success had a path");
+                let original =
+                    std::fs::read(bench.ctx.workspace.join(named.trim_start_matches('/')))
+                        .or_else(|_| std::fs::read(named))
+                        .expect("the workspace file");
+                prop_assert_eq!(&sent, &original, "the copy is the file");
+                prop_assert!(!sent.is_empty());
+                prop_assert!(caption.chars().count() <= 1024);
+                if kind == "photo" {
+                    prop_assert_eq!(sniff(&sent), Sniffed::Image);
+                    prop_assert!(sent.len() as u64 <= PHOTO_LIMIT_BYTES);
+                }
+                prop_assert!(["photo", "document", "voice"].contains(&kind.as_str()));
+            }
+            Err(error) => {
+                prop_assert_eq!(
+                    rows_after.len(),
+                    rows_before.len(),
+                    "nothing queued: {}",
+                    error
+                );
+                prop_assert_eq!(
+                    spool_after.len(),
+                    spool_before.len(),
+                    "nothing copied: {}",
+                    error
+                );
+                prop_assert!(!error.to_string().trim().is_empty());
+            }
+        }
+        Ok(())
+    }
+
+    /// `choose_kind` on any name, head and size: within Telegram's limits or an error naming them.
+    pub fn check_kind(
+        name: &str,
+        head: &[u8],
+        size: u64,
+        requested: Option<SendAs>,
+    ) -> Result<(), TestCaseError> {
+        let first = choose_kind(name, head, size, requested);
+        prop_assert_eq!(
+            &first,
+            &choose_kind(name, head, size, requested),
+            "deterministic"
+        );
+        match first {
+            Ok(kind) => {
+                prop_assert!(size > 0 && size <= DOCUMENT_LIMIT_BYTES);
+                if kind == SendAs::Photo {
+                    prop_assert!(size <= PHOTO_LIMIT_BYTES);
+                    prop_assert_eq!(sniff(head), Sniffed::Image);
+                }
+                if let Some(requested) = requested {
+                    prop_assert_eq!(kind, requested, "an explicit kind is kept or refused");
+                }
+            }
+            Err(message) => {
+                prop_assert!(!message.is_empty());
+                if size > DOCUMENT_LIMIT_BYTES {
+                    prop_assert!(
+                        message.contains("MB"),
+                        "a size error names sizes: {}",
+                        message
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    const PATHS: &[&str] = &[
+        "cat.png",
+        "report.pdf",
+        "voice.ogg",
+        "fake.jpg",
+        "empty.txt",
+        "docs",
+        "docs/",
+        "missing.pdf",
+        "../outside.txt",
+        "/etc/hostname",
+        "",
+        ".",
+        "./report.pdf",
+        "a\u{0}b",
+        "C:\\x.pdf",
+        "/proc/self/environ",
+        "docs/../report.pdf",
+    ];
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => prop::sample::select(PATHS).prop_map(|path| Value::String(path.to_string())),
+            2 => super::tricky_text().prop_map(Value::String),
+            2 => prop::sample::select(&["photo", "document", "voice", "sticker", "PHOTO", ""][..])
+                .prop_map(|kind| Value::String(kind.to_string())),
+            1 => (1020usize..1030).prop_map(|length| Value::String("c".repeat(length))),
+            1 => any::<i64>().prop_map(|number| json!(number)),
+            1 => Just(Value::Null),
+            1 => Just(json!(["report.pdf"])),
+            1 => Just(json!({"path": "report.pdf"})),
+        ]
+    }
+
+    pub fn args() -> impl Strategy<Value = Value> {
+        let keys = prop::sample::select(&["path", "caption", "as", "chat_id", "Path"][..]);
+        (
+            prop::sample::select(PATHS),
+            prop::collection::vec((keys, prop::option::of(value())), 0..4),
+        )
+            .prop_map(|(path, edits)| {
+                let mut args = json!({"path": path});
+                for (key, value) in edits {
+                    match value {
+                        Some(value) => args[key] = value,
+                        None => {
+                            if let Some(object) = args.as_object_mut() {
+                                object.remove(key);
+                            }
+                        }
+                    }
+                }
+                args
+            })
+    }
+
+    pub fn kinds() -> impl Strategy<Value = (String, Vec<u8>, u64, Option<SendAs>)> {
+        let heads = prop_oneof![
+            Just(b"\xFF\xD8\xFF\xE0".to_vec()),
+            Just(b"\x89PNG\r\n\x1a\n".to_vec()),
+            Just(b"RIFF\0\0\0\0WEBPVP8 ".to_vec()),
+            Just(b"OggS\0\x02".to_vec()),
+            prop::collection::vec(any::<u8>(), 0..16),
+        ];
+        let sizes = prop_oneof![
+            Just(0u64),
+            1u64..4096,
+            Just(PHOTO_LIMIT_BYTES),
+            Just(PHOTO_LIMIT_BYTES + 1),
+            Just(DOCUMENT_LIMIT_BYTES),
+            Just(DOCUMENT_LIMIT_BYTES + 1),
+            any::<u64>(),
+        ];
+        let requested = prop::option::of(prop::sample::select(
+            &[SendAs::Photo, SendAs::Document, SendAs::Voice][..],
+        ));
+        (
+            prop_oneof![
+                prop::sample::select(
+                    &[
+                        "a.jpg", "b.JPEG", "c.png", "d.webp", "e.pdf", "f", ".jpg", "g.ogg"
+                    ][..]
+                )
+                .prop_map(str::to_string),
+                super::tricky_text(),
+            ],
+            heads,
+            sizes,
+            requested,
+        )
+    }
+}
+
+#[test]
+fn send_file() {
+    use send_file_target::*;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let bench = Bench::new();
+    replay(
+        "send_file",
+        |text| serde_json::from_str::<serde_json::Value>(text).unwrap_or(serde_json::Value::Null),
+        |args| runtime.block_on(check(&bench, args)),
+    );
+    run(runner(REGRESSIONS, 300), args(), |args| {
+        runtime.block_on(check(&bench, &args))
+    });
+    run(
+        runner(REGRESSIONS, 500),
+        kinds(),
+        |(name, head, size, requested)| check_kind(&name, &head, size, requested),
+    );
 }

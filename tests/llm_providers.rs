@@ -38,6 +38,8 @@ fn config(kind: ProviderKind, base_url: &str, api_key_env: &str) -> ProviderConf
         max_retries: 2,
         embeddings_model: String::new(),
         transcription_model: String::new(),
+        speech_model: String::new(),
+        speech_voice: String::new(),
     }
 }
 

@@ -1410,7 +1410,8 @@ fn builtin_tools_have_unique_names_and_strict_schemas() {
             "handoff_status",
             "handoff_cancel",
             "handoff_progress",
-            "handoff_return"
+            "handoff_return",
+            "send_file"
         ]
     );
     for tool in &tools {
@@ -1452,6 +1453,8 @@ fn builtin_tools_have_unique_names_and_strict_schemas() {
             Effect::ReadOnly,
             Effect::ReadOnly,
             Effect::ReadOnly,
+            Effect::ReadOnly,
+            // send_file speaks only in the run's own conversation.
             Effect::ReadOnly
         ]
     );
@@ -1545,4 +1548,54 @@ fn calls_are_assessed_described_and_targeted() {
         assert!(described.starts_with(description), "{args}: {described:?}");
         assert_eq!(tool.target(&args), target, "{args}");
     }
+}
+
+#[tokio::test]
+async fn send_file_is_judged_like_reading_its_file_and_stays_in_the_workspace() {
+    use clawvisor::tools::send_file::SendFileTool;
+    let fixture = Fixture::new(ToolSettings::default());
+    let ctx = &fixture.ctx;
+    let level = |path: &str| SendFileTool.assess(&json!({"path": path}), ctx).level;
+    assert_eq!(level("reports/march.pdf"), RiskLevel::L0);
+    assert_eq!(level("../outside/secret.txt"), RiskLevel::L3);
+    assert_eq!(level("/etc/passwd"), RiskLevel::L3);
+    assert!(
+        level(".env") > RiskLevel::L0,
+        "a sensitive file is not sent freely"
+    );
+    assert_eq!(
+        SendFileTool.effect_for(&json!({"path": "a.pdf"}), ctx),
+        Effect::ReadOnly
+    );
+
+    // A symlink to a file outside is refused at open time, whatever the chat.
+    std::fs::write(fixture.outside().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(
+        fixture.outside().join("secret.txt"),
+        fixture.workspace().join("link.txt"),
+    )
+    .unwrap();
+    let refused = fixture
+        .call(&SendFileTool, json!({"path": "link.txt"}))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, ToolError::Refused(_)), "{refused}");
+
+    // A terminal chat cannot carry a file: the call says so and where the file is.
+    std::fs::write(fixture.workspace().join("a.pdf"), "%PDF-1.4").unwrap();
+    let output = fixture
+        .call(&SendFileTool, json!({"path": "a.pdf", "caption": "March"}))
+        .await
+        .unwrap();
+    assert!(output.is_error);
+    assert!(
+        output.text.contains("cannot carry files") && output.text.contains("a.pdf"),
+        "{}",
+        output.text
+    );
+    let unknown = fixture
+        .call(&SendFileTool, json!({"path": "a.pdf", "as": "sticker"}))
+        .await
+        .unwrap_err();
+    assert!(unknown.to_string().contains("`as`"), "{unknown}");
 }

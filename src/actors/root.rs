@@ -381,6 +381,13 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
             unavailable.reason
         );
     }
+    let speech = match crate::voice::speech::speech_config(config, &context.loaded.secrets) {
+        Ok(speech) => speech.map(crate::voice::speech::SpeechClient::new),
+        Err(reason) => {
+            tracing::warn!(%reason, "spoken replies are off; answers are sent as text");
+            None
+        }
+    };
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| {
@@ -399,6 +406,7 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
                 workspace,
                 timezone: context.loaded.timezone.clone(),
                 voice: voice.clone(),
+                speech: speech.clone(),
             };
             actor_spec(
                 &context.registry,

@@ -33,6 +33,9 @@ use crate::store::sessions::{self, EventKindRow, NewEvent};
 use crate::tools::ToolContext;
 
 mod layers;
+mod spoken;
+
+use spoken::{answer_is_spoken, spoken_to};
 
 /// What started the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +283,9 @@ async fn drive(
         // Room for the answer: a quarter of the budget, at most a thousand tokens.
         + (spec.context_tokens as usize / 4).min(1_000);
     let chain = ctx.settings.model_chain(spec);
-    let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local);
+    // A spoken answer is not shown as streamed text first.
+    let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local)
+        && !answer_is_spoken(ctx).await;
     loop {
         if ctx.cancel.is_cancelled() {
             return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
@@ -659,6 +664,7 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
     let agent = ctx.agent().to_string();
     let chat = ctx.chat.as_str().to_string();
     let needs_outbox = ctx.chat.kind() == ChatKind::Telegram;
+    let voice_replies = ctx.runtime.spec.voice_replies;
     let stored_text = text.clone();
     let now = crate::clock::now_ms();
     let written = ctx
@@ -682,11 +688,12 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
             if !needs_outbox {
                 return Ok(None);
             }
-            let inbound_ids: Vec<i64> = sessions::run_events(conn, run_id)?
+            let answered = sessions::run_events(conn, run_id)?;
+            let inbound_ids: Vec<i64> = answered
                 .iter()
                 .filter_map(|event| event.inbound_id)
                 .collect();
-            outbox::enqueue_reply(
+            let id = outbox::enqueue_reply(
                 conn,
                 &agent,
                 &chat,
@@ -694,8 +701,11 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
                 &stored_text,
                 &inbound_ids,
                 now,
-            )
-            .map(Some)
+            )?;
+            if status == RunStatus::Succeeded && spoken_to(voice_replies, &answered) {
+                outbox::mark_spoken(conn, id)?;
+            }
+            Ok(Some(id))
         })
         .await;
     let outbox_id = match written {

@@ -129,6 +129,24 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
             Err(unavailable) => format!("saved but not transcribed — {}", unavailable.reason),
         },
     });
+    let speaking = loaded
+        .agents
+        .iter()
+        .filter(|agent| agent.voice_replies != crate::config::VoiceReplies::Never)
+        .count();
+    let speech = crate::voice::speech::speech_config(&loaded.config, &loaded.secrets);
+    checks.push(Check {
+        ok: speaking == 0 || matches!(speech, Ok(Some(_))),
+        what: "speech".into(),
+        detail: match speech {
+            Ok(Some(config)) => format!(
+                "spoken replies with `{}` (voice `{}`) from provider `{}`; {speaking} agent(s) use them",
+                config.model, config.voice, config.provider
+            ),
+            Ok(None) => "no speech provider (set `speech_model` on a provider for spoken replies)".into(),
+            Err(reason) => reason,
+        },
+    });
     let path = loaded.config.db_path();
     if path.exists() {
         let latest = store::latest_version();

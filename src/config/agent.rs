@@ -50,6 +50,19 @@ impl Autonomy {
     }
 }
 
+/// When an agent's answers in Telegram are spoken (a voice message) instead of written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum VoiceReplies {
+    /// Always written.
+    #[default]
+    Never,
+    /// Spoken when the messages the answer replies to include a voice note.
+    WhenSpokenTo,
+    /// Every answer of a conversation run is spoken.
+    Always,
+}
+
 /// A model to try when the previous one in the chain fails.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +152,10 @@ pub struct AgentSpec {
     /// see what was understood.
     #[serde(default)]
     pub echo_transcripts: bool,
+    /// Spoken replies: `never` (default), `when_spoken_to` or `always`; needs a provider with
+    /// `speech_model`.
+    #[serde(default)]
+    pub voice_replies: VoiceReplies,
     /// Where this spec was read from (not a key in the file).
     #[serde(skip)]
     pub source: String,
@@ -287,6 +304,18 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
                 "must be an http:// or https:// URL",
             ));
         }
+    }
+    if spec.voice_replies != VoiceReplies::Never
+        && !config
+            .providers
+            .values()
+            .any(|provider| !provider.speech_model.trim().is_empty())
+    {
+        return Err(ConfigError::key(
+            origin,
+            "voice_replies",
+            "needs a speech provider: set `speech_model` (e.g. \"tts-1\") on an OpenAI-compatible provider in [providers], or set voice_replies = \"never\"",
+        ));
     }
     match (&spec.instructions_file, spec.instructions.trim().is_empty()) {
         (Some(_), false) => {

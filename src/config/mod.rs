@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use agent::{AgentSpec, Autonomy, FallbackModel, TelegramSpec, load_agents, parse_agent};
+pub use agent::{
+    AgentSpec, Autonomy, FallbackModel, TelegramSpec, VoiceReplies, load_agents, parse_agent,
+};
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};

@@ -36,6 +36,17 @@ pub struct ProviderConfig {
     /// faster-whisper or whisper.cpp server). Only `kind = "openai"` providers may set it.
     #[serde(default)]
     pub transcription_model: String,
+    /// When set, this provider also speaks replies with this model (OpenAI-compatible
+    /// `POST /audio/speech`, e.g. `tts-1`); the first provider with one is the speech provider.
+    #[serde(default)]
+    pub speech_model: String,
+    /// The voice of spoken replies (`alloy`, `nova`, ...; what the speech server offers).
+    #[serde(default = "default_speech_voice")]
+    pub speech_voice: String,
+}
+
+fn default_speech_voice() -> String {
+    "alloy".to_string()
 }
 
 fn default_provider_timeout() -> Dur {

@@ -122,6 +122,13 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
                 "must be an http:// or https:// URL",
             ));
         }
+        if !provider.speech_model.trim().is_empty() && provider.kind != ProviderKind::Openai {
+            return Err(ConfigError::key(
+                origin,
+                format!("[providers.{name}].speech_model"),
+                "spoken replies need an OpenAI-compatible provider (kind = \"openai\", `POST /audio/speech`)",
+            ));
+        }
     }
     let scheduler = &config.scheduler;
     if scheduler.max_sleep.0 < Duration::from_secs(1)

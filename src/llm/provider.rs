@@ -577,6 +577,8 @@ mod tests {
             max_retries: 3,
             embeddings_model: String::new(),
             transcription_model: String::new(),
+            speech_model: String::new(),
+            speech_voice: String::new(),
         };
         Provider::from_config("p", &config).with_retry_base(Duration::from_millis(100))
     }

@@ -3,10 +3,46 @@
 //! A reply is queued in the same transaction as its run's end; the per-chat sender marks it
 //! delivered (or counts a failed attempt) only after Telegram accepted it, and the bot's sweep
 //! re-sends what is still pending after a restart.
+//!
+//! A row may carry a file (`send_file`): the daemon's own copy in the spool directory
+//! ([`spool_dir`]), its kind and the name Telegram shows; its `text` is then the caption. A row
+//! may also ask for a spoken reply (`speak`): the sender synthesizes the text when it delivers it.
+
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
+
+stored_text_enum! {
+    /// How a file row is sent: as a photo (compressed, shown inline), a document (the file as
+    /// it is) or a voice message (OGG/Opus).
+    pub enum OutboxFileKind {
+        Photo => "photo",
+        Document => "document",
+        Voice => "voice",
+    }
+}
+
+/// The file a row carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxFile {
+    /// The spool copy (absolute).
+    pub path: PathBuf,
+    pub kind: OutboxFileKind,
+    /// The name shown for a document (the workspace file's name).
+    pub name: String,
+}
+
+/// Where files waiting in the outbox are kept: `outbox-files/` beside the database, inside the
+/// data directory (which `shell` commands can never reach).
+pub fn spool_dir(database: &Path) -> PathBuf {
+    database
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("outbox-files")
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxRow {
@@ -18,6 +54,10 @@ pub struct OutboxRow {
     pub inbound_ids: Vec<i64>,
     pub created_ms: i64,
     pub attempts: i64,
+    /// The file to send (the text is then its caption).
+    pub file: Option<OutboxFile>,
+    /// The text is to be spoken (a voice message), with the text as the fallback.
+    pub speak: bool,
 }
 
 /// Queues a reply for delivery; returns the outbox id.
@@ -38,8 +78,66 @@ pub fn enqueue_reply(
     Ok(conn.last_insert_rowid())
 }
 
+/// Queues a file for delivery to `chat`, its caption in `text`; returns the outbox id.
+pub fn enqueue_file(
+    conn: &Connection,
+    agent: &str,
+    chat: &str,
+    caption: &str,
+    file: &OutboxFile,
+    now_ms: i64,
+) -> Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO outbox (agent, chat, run_id, text, inbound_ids, created_ms, file_path, file_kind, file_name)
+         VALUES (?1, ?2, NULL, ?3, '[]', ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        agent,
+        chat,
+        caption,
+        now_ms,
+        file.path.to_string_lossy(),
+        file.kind,
+        file.name
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Marks a queued reply as one to be spoken (in the transaction that queued it).
+pub fn mark_spoken(conn: &Connection, id: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE outbox SET speak = 1 WHERE id = ?1")?
+        .execute(params![id])?;
+    Ok(())
+}
+
+/// The spool copies that undelivered rows still need (every other file in the spool is a
+/// leftover of a crash and may go).
+pub fn pending_files(conn: &Connection) -> Result<Vec<PathBuf>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT file_path FROM outbox WHERE delivered_ms IS NULL AND file_path IS NOT NULL",
+    )?;
+    let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+    Ok(rows
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(PathBuf::from)
+        .collect())
+}
+
+const OUTBOX_COLUMNS: &str = "id, agent, chat, run_id, text, inbound_ids, created_ms, attempts, file_path, file_kind, file_name, speak";
+
 fn outbox_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     let ids: String = row.get(5)?;
+    let file_path: Option<String> = row.get(8)?;
+    let file_kind: Option<OutboxFileKind> = row.get(9)?;
+    let file = match (file_path, file_kind) {
+        (Some(path), Some(kind)) => Some(OutboxFile {
+            path: PathBuf::from(path),
+            kind,
+            name: row.get::<_, Option<String>>(10)?.unwrap_or_default(),
+        }),
+        _ => None,
+    };
     Ok(OutboxRow {
         id: row.get(0)?,
         agent: row.get(1)?,
@@ -49,24 +147,25 @@ fn outbox_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         inbound_ids: serde_json::from_str(&ids).unwrap_or_default(),
         created_ms: row.get(6)?,
         attempts: row.get(7)?,
+        file,
+        speak: row.get::<_, i64>(11)? != 0,
     })
 }
 
 pub fn outbox_get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
     Ok(conn
-        .prepare_cached(
-            "SELECT id, agent, chat, run_id, text, inbound_ids, created_ms, attempts FROM outbox WHERE id = ?1 AND delivered_ms IS NULL",
-        )?
+        .prepare_cached(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?1 AND delivered_ms IS NULL"
+        ))?
         .query_row(params![id], outbox_from_row)
         .optional()?)
 }
 
 /// Undelivered replies of an agent, oldest first.
 pub fn outbox_pending(conn: &Connection, agent: &str) -> Result<Vec<OutboxRow>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT id, agent, chat, run_id, text, inbound_ids, created_ms, attempts FROM outbox
-         WHERE agent = ?1 AND delivered_ms IS NULL ORDER BY id",
-    )?;
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL ORDER BY id"
+    ))?;
     let rows = statement.query_map(params![agent], outbox_from_row)?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }

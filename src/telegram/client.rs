@@ -40,6 +40,10 @@ pub enum TelegramError {
     /// The forum topic is gone or closed ("message thread not found", `TOPIC_CLOSED`).
     #[error("the forum topic cannot be written to: {0}")]
     TopicGone(String),
+    /// What was to be sent cannot be (a file Telegram refused, or whose copy is gone): sending
+    /// it again cannot help.
+    #[error("{0}")]
+    Rejected(String),
     #[error("network error: {0}")]
     Network(String),
     #[error("{0}")]

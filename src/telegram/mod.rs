@@ -13,3 +13,4 @@ pub mod intake;
 pub mod pairing;
 pub mod poller;
 pub mod sender;
+pub mod upload;

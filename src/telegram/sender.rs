@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::TelegramError;
 use super::format;
 use super::governor::Governor;
+use super::upload;
 use crate::events::{EventBus, EventKind};
 use crate::store::Store;
 use crate::store::outbox;
@@ -81,6 +82,8 @@ pub struct ChatWorker {
     pub store: Store,
     pub events: EventBus,
     pub cancel: CancellationToken,
+    /// Speaks replies marked `speak` (none: they are sent as text).
+    pub speech: Option<crate::voice::speech::SpeechClient>,
 }
 
 struct Stream {
@@ -251,6 +254,7 @@ impl ChatWorker {
         outbox_id: Option<i64>,
     ) {
         // The outbox row is the truth: a row already delivered is not sent again.
+        let mut row = None;
         if let Some(id) = outbox_id {
             match self
                 .store
@@ -258,8 +262,33 @@ impl ChatWorker {
                 .await
             {
                 Ok(None) => return,
-                Ok(Some(row)) if row.attempts >= MAX_ATTEMPTS => return,
-                _ => {}
+                Ok(Some(found)) if found.attempts >= MAX_ATTEMPTS => return,
+                Ok(Some(found)) => row = Some(found),
+                Err(_) => {}
+            }
+        }
+        // A file (`send_file`) is an upload of its own, in its place among the chat's replies.
+        if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
+            && let Some(file) = row.file.as_ref()
+        {
+            let result = self.send_file_row(row).await;
+            let shown = format!("[{} {}] {text}", file.kind, file.name);
+            let done = self.finish_delivery(id, result.clone(), &shown, 1).await;
+            self.file_row_done(row, &result, done).await;
+            return;
+        }
+        let has_stream = streamed.as_ref().is_some_and(|s| s.message_id.is_some());
+        if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
+            && row.speak
+            && !has_stream
+        {
+            match self.send_spoken(row).await {
+                upload::Spoken::Alone => {
+                    self.finish_delivery(id, Ok(()), text, 1).await;
+                    return;
+                }
+                // Voice sent; the text follows for what a voice cannot carry (or instead of it).
+                upload::Spoken::WithText | upload::Spoken::Failed => {}
             }
         }
         let html = format::markdown_to_html(text);
@@ -299,6 +328,18 @@ impl ChatWorker {
             }
             return;
         };
+        self.finish_delivery(id, result, text, chunks.len()).await;
+    }
+
+    /// Records the outcome of delivering outbox row `id` (delivered, failed for good, or failed
+    /// for now) and announces it. True when the row is done (it will not be sent again).
+    pub(super) async fn finish_delivery(
+        &self,
+        id: i64,
+        result: Result<(), TelegramError>,
+        text: &str,
+        parts: usize,
+    ) -> bool {
         let now = crate::clock::now_ms();
         let outcome = result.clone();
         let recorded = self
@@ -322,9 +363,14 @@ impl ChatWorker {
                 }
             })
             .await;
-        if let Err(error) = recorded {
+        if let Err(error) = &recorded {
             tracing::error!(outbox_id = id, %error, "could not record a reply's delivery");
         }
+        let done = recorded.is_ok()
+            && match &result {
+                Ok(()) => true,
+                Err(error) => !error.is_transient(),
+            };
         match result {
             Ok(()) => self.events.publish_data(
                 EventKind::MessageOut,
@@ -333,7 +379,7 @@ impl ChatWorker {
                 crate::events::EventData::TelegramReplySent {
                     agent: self.agent.clone(),
                     chat: self.chat().to_string(),
-                    parts: chunks.len(),
+                    parts,
                 },
             ),
             Err(error) => {
@@ -345,6 +391,7 @@ impl ChatWorker {
                 );
             }
         }
+        done
     }
 
     /// The conversation this worker writes into.
@@ -353,7 +400,7 @@ impl ChatWorker {
     }
 
     /// Sends HTML into the worker's topic; a topic that is gone gets it in the chat instead.
-    async fn send_html(
+    pub(super) async fn send_html(
         &self,
         html: &str,
         keyboard: Option<InlineKeyboardMarkup>,

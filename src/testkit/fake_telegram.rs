@@ -18,9 +18,10 @@
 //!   after entity parsing, `parse_mode=HTML` validated by [`parse_html`], inline keyboards, and
 //!   "message is not modified"; `editMessageReplyMarkup`, `deleteMessage`, `sendChatAction`,
 //!   `answerCallbackQuery`, `setMyCommands` / `getMyCommands`, `getFile` with downloads at
-//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto`;
+//!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto` / `sendVoice` (an empty
+//!   file, or a photo whose header is no image, refused as Telegram does);
 //! - fault injection per bot: 409 conflicts, 429 with `retry_after`, 502s, polls that hang, a
-//!   revoked token, connections closed without an answer;
+//!   revoked token, connections closed without an answer, calls held without an answer;
 //! - Telegram's flood limits, counted but not enforced (see [`Violations`]).
 //!
 //! - forum supergroups (`forum`): topics, `message_thread_id` on messages in them and on sends
@@ -609,6 +610,31 @@ impl FakeTelegram {
         self.with_bot_mut(bot, |state| {
             state.faults.revoked = true;
             state.updates_notify.notify_waiters();
+        });
+    }
+
+    /// The next `n` calls of `method` (case-insensitive) are carried out (a send is recorded,
+    /// as Telegram would show it) but never answered: the client waits as for a slow Telegram,
+    /// so a test can kill the daemon while Telegram has done the work but not said so.
+    pub fn hold_answers(&self, bot: BotId, method: &str, n: u32) {
+        self.hold(bot, method, n, true);
+    }
+
+    /// The next `n` calls of `method` (case-insensitive) are read but neither carried out nor
+    /// answered, as when a request is lost on the way.
+    pub fn hold_requests(&self, bot: BotId, method: &str, n: u32) {
+        self.hold(bot, method, n, false);
+    }
+
+    fn hold(&self, bot: BotId, method: &str, n: u32, carried_out: bool) {
+        self.with_bot_mut(bot, |state| {
+            let entry = state
+                .faults
+                .holds
+                .entry(method.to_ascii_lowercase())
+                .or_insert((0, carried_out));
+            entry.0 += n;
+            entry.1 = carried_out;
         });
     }
 

@@ -8,6 +8,7 @@
 
 pub mod fake_embeddings;
 pub mod fake_search;
+pub mod fake_speech;
 pub mod fake_telegram;
 pub mod fake_transcription;
 pub mod harness;

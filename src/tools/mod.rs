@@ -15,6 +15,7 @@ pub mod handoff;
 pub mod memory;
 pub mod message;
 pub mod schedule;
+pub mod send_file;
 pub mod shell;
 pub mod skill;
 pub mod time;
@@ -200,6 +201,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(handoff::HandoffCancelTool),
         Arc::new(handoff::HandoffProgressTool),
         Arc::new(handoff::HandoffReturnTool),
+        Arc::new(send_file::SendFileTool),
     ]
 }
 

@@ -1,4 +1,5 @@
-//! Voice notes in: which provider transcribes them, and what the agent and the user are told.
+//! Voice: notes in (which provider transcribes them, and what the agent and the user are told)
+//! and spoken replies out (`speech`).
 //!
 //! A Telegram voice note is downloaded into the agent's workspace like any attachment (the audio
 //! stays there, and stays on the stored message as an `AttachmentKind::Voice` attachment); then
@@ -14,6 +15,7 @@
 //! Architecture Invariant: `voice` knows nothing about Telegram or actors; transcription errors
 //! never carry the key or the URL (see `transcribe`).
 
+pub mod speech;
 pub mod transcribe;
 
 use std::collections::BTreeMap;

@@ -465,6 +465,9 @@ pub(super) async fn sweep(
             ))
         })
         .await?;
+    if recovery == Recovery::Everything {
+        remove_spool_leftovers(&state.args.store).await;
+    }
     if !stuck.is_empty() {
         tracing::info!(agent = %state.args.spec.name, count = stuck.len(), "re-dispatching stored updates");
         dispatch(myself, state, stuck).await?;
@@ -493,4 +496,29 @@ pub(super) async fn sweep(
         .await;
     }
     Ok(())
+}
+
+/// Removes spool copies no undelivered outbox row needs (left by a crash between a row's end and
+/// the copy's removal, or between the copy and its row). Copies younger than an hour are kept:
+/// a `send_file` call may be between its copy and its row right now.
+async fn remove_spool_leftovers(store: &crate::store::Store) {
+    let spool = outbox::spool_dir(store.path());
+    let Ok(needed) = store.read(outbox::pending_files).await else {
+        return;
+    };
+    let Ok(mut entries) = tokio::fs::read_dir(&spool).await else {
+        return;
+    };
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let path = entry.path();
+        let old = entry
+            .metadata()
+            .await
+            .and_then(|metadata| metadata.modified())
+            .is_ok_and(|modified| modified < hour_ago);
+        if old && !needed.contains(&path) {
+            let _ = tokio::fs::remove_file(&path).await;
+        }
+    }
 }

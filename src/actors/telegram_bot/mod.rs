@@ -76,6 +76,8 @@ pub struct TelegramBotArgs {
     pub timezone: crate::config::DaemonTimezone,
     /// Who transcribes voice notes (or why nobody does), and the longest note transcribed.
     pub voice: crate::voice::VoiceSettings,
+    /// Speaks replies marked `speak` (`voice_replies`); none: they are sent as text.
+    pub speech: Option<crate::voice::speech::SpeechClient>,
 }
 
 pub struct TelegramBot;
@@ -409,6 +411,7 @@ fn worker(state: &mut TelegramBotState, chat: &ChatKey) -> mpsc::UnboundedSender
         store: state.args.store.clone(),
         events: state.args.events.clone(),
         cancel: state.cancel.child_token(),
+        speech: state.args.speech.clone(),
     }
     .spawn();
     state.workers.insert(chat.clone(), sender.clone());

@@ -1,6 +1,6 @@
 //! The system prompt's layers for one run: identity, safety, autonomy, recap, tools, skills,
-//! recalled memory, the time and where the conversation happens. `composer` orders and trims
-//! them to the context budget.
+//! whether the answer is spoken, recalled memory, the time and where the conversation happens.
+//! `composer` orders and trims them to the context budget.
 
 use super::RunCtx;
 use crate::agent::composer::{Layer, priority};
@@ -61,6 +61,15 @@ pub(super) async fn layers(
                 "Skills you can load with use_skill when a task calls for one:\n{}",
                 list.join("\n")
             ),
+        ));
+    }
+    if super::spoken::answer_is_spoken(ctx).await {
+        layers.push(Layer::new(
+            "voice",
+            priority::RUNTIME,
+            "Your answer will be read aloud and sent as a voice message: write it as you would say \
+             it, in plain sentences, without tables, lists or code. Add a link or code only when \
+             the user needs it (the answer is then also sent as text).",
         ));
     }
     if let Some(memory) = recall_memory(ctx, conversation).await {

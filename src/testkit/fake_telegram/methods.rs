@@ -208,6 +208,7 @@ impl World {
             "sendmessage" => send_message(state, directory, params, started),
             "senddocument" => send_media(state, directory, params, started, AttachmentKind::Document),
             "sendphoto" => send_media(state, directory, params, started, AttachmentKind::Photo),
+            "sendvoice" => send_media(state, directory, params, started, AttachmentKind::Voice),
             "editmessagetext" => edit_message(state, directory, params, started, EditKind::Text),
             "editmessagereplymarkup" => edit_message(state, directory, params, started, EditKind::ReplyMarkup),
             "deletemessage" => delete_message(state, params),
@@ -365,6 +366,7 @@ fn send_media(
     let (field, method) = match kind {
         AttachmentKind::Document => ("document", "sendDocument"),
         AttachmentKind::Photo => ("photo", "sendPhoto"),
+        AttachmentKind::Voice => ("voice", "sendVoice"),
     };
     let chat_id = chat_id_param(params)?;
     let caption = params.string("caption").unwrap_or_default();
@@ -382,6 +384,12 @@ fn send_media(
     let reply_to = reply_target(state, chat_id, params)?;
     let thread_id = thread_param(directory, chat_id, params)?;
     let (handle, attachment) = if let Some(upload) = params.file(field) {
+        if upload.bytes.is_empty() {
+            return Err(Reply::bad_request("Bad Request: file must be non-empty"));
+        }
+        if kind == AttachmentKind::Photo && !decodable_image(&upload.bytes) {
+            return Err(Reply::bad_request("Bad Request: IMAGE_PROCESS_FAILED"));
+        }
         let handle = state.store_file(
             directory,
             kind,
@@ -463,6 +471,16 @@ fn send_media(
         edit_date: None,
     };
     Ok(record_sent(state, directory, record, started))
+}
+
+/// Whether Telegram could decode an uploaded photo, judged by its header: a JPEG start, a PNG
+/// signature followed by its `IHDR` chunk, WebP, GIF or BMP.
+fn decodable_image(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+        || (bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(12..16) == Some(&b"IHDR"[..]))
+        || (bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP")
+        || bytes.starts_with(b"GIF8")
+        || bytes.starts_with(b"BM")
 }
 
 /// Which edit method is running.

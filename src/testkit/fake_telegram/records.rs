@@ -82,6 +82,8 @@ pub struct SentButton {
 pub enum AttachmentKind {
     Document,
     Photo,
+    /// A voice message (OGG/Opus), `sendVoice` or a user's voice note.
+    Voice,
 }
 
 /// A file the bot sent.
@@ -112,7 +114,7 @@ pub struct SentMessage {
     pub message_id: i32,
     /// The forum topic it was sent in (`message_thread_id`); `None`: the chat itself.
     pub thread_id: Option<i32>,
-    /// `sendMessage`, `sendDocument` or `sendPhoto`.
+    /// `sendMessage`, `sendDocument`, `sendPhoto` or `sendVoice`.
     pub method: &'static str,
     /// The text (or caption) as the bot sent it, after the latest edit.
     pub text: String,

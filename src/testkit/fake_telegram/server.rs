@@ -70,6 +70,24 @@ impl Shared {
         }
         // The call is counted: tests waiting for it must see it now, not when it is answered.
         self.activity.notify_waiters();
+        let held = {
+            let mut world = self.lock();
+            match world.bots[bot].faults.holds.get_mut(method_key) {
+                Some((remaining, carried_out)) if *remaining > 0 => {
+                    *remaining -= 1;
+                    Some(*carried_out)
+                }
+                _ => None,
+            }
+        };
+        if let Some(carried_out) = held {
+            if carried_out {
+                let _done = self.lock().call(bot, method_key, &params, self.started);
+                self.activity.notify_waiters();
+            }
+            // No answer, ever: the connection stays open until the client goes or the fake stops.
+            std::future::pending::<()>().await;
+        }
         if method_key == "getupdates" {
             return Some(self.get_updates(bot, &params).await);
         }

@@ -157,6 +157,9 @@ pub(super) struct Faults {
     pub(super) resets: u32,
     /// Keyed by lowercase method name: how many calls still get 502 Bad Gateway.
     pub(super) server_errors: HashMap<String, u32>,
+    /// Keyed by lowercase method name: how many calls still get no answer, and whether they
+    /// are carried out first (Telegram did it, the answer was lost) or not (it never arrived).
+    pub(super) holds: HashMap<String, (u32, bool)>,
 }
 
 pub(super) struct BotState {
@@ -325,9 +328,11 @@ impl BotState {
         let folder = match kind {
             AttachmentKind::Document => "documents",
             AttachmentKind::Photo => "photos",
+            AttachmentKind::Voice => "voice",
         };
         let extension = match (kind, &file_name) {
             (AttachmentKind::Photo, _) => ".jpg".to_string(),
+            (AttachmentKind::Voice, _) => ".oga".to_string(),
             (_, Some(name)) => name
                 .rsplit_once('.')
                 .map(|(_, extension)| format!(".{extension}"))
@@ -423,6 +428,16 @@ pub(super) fn media_json(kind: AttachmentKind, file: &FileHandle) -> (&'static s
                 "width": 1280,
                 "height": 960,
             }]),
+        ),
+        AttachmentKind::Voice => (
+            "voice",
+            json!({
+                "file_id": file.file_id,
+                "file_unique_id": file.unique_id,
+                "file_size": file.size,
+                "duration": 1,
+                "mime_type": "audio/ogg",
+            }),
         ),
         AttachmentKind::Document => {
             let mut document = json!({

@@ -345,6 +345,7 @@ pub(super) fn canonical_method(lowercase: &str) -> Option<&'static str> {
         "sendMessage",
         "sendDocument",
         "sendPhoto",
+        "sendVoice",
         "editMessageText",
         "editMessageReplyMarkup",
         "deleteMessage",

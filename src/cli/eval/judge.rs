@@ -11,6 +11,8 @@ pub(super) struct Heard {
     pub(super) text: String,
     pub(super) run_id: Option<i64>,
     pub(super) notices: Vec<String>,
+    /// Telegram turns: the kinds of files the bot sent (`photo`, `document`, `voice`), in order.
+    pub(super) sent_files: Vec<String>,
 }
 
 /// What the database recorded, read after a turn.
@@ -166,6 +168,14 @@ pub(super) fn judge(
         if workspace.join(path).exists() {
             failures.push(format!("the file `{path}` exists"));
         }
+    }
+    if let Some(kinds) = &expect.sent_files
+        && *kinds != heard.sent_files
+    {
+        failures.push(format!(
+            "the bot sent the files {:?}, expected {kinds:?}",
+            heard.sent_files
+        ));
     }
     failures
 }

@@ -40,7 +40,8 @@
 //!   which script rules can match with `system_contains`.
 //! - `config`: extra lines for the daemon's config (`[scheduler]`, `[[mcp.servers]]`, ...).
 //! - `[files]`: `"path" = "contents"`, written into `agent`'s (default) workspace before the
-//!   daemon starts: documents to read, workspace skills (`"skills/x/SKILL.md"`).
+//!   daemon starts: documents to read, workspace skills (`"skills/x/SKILL.md"`); contents
+//!   `"base64:…"` are bytes (pictures).
 //! - `[script]`: the scripted model's rules (see `testkit::scripted_llm`); rules are shared by all
 //!   agents. Make answers depend on what a tool returned (`after_tool_result` with
 //!   `last_tool_result_contains`), so that a broken tool shows in the reply.
@@ -48,6 +49,9 @@
 //!   approver, and 1002 "Bo" may talk to it); turns may then talk in Telegram chats (below).
 //! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API
 //!   and their topics, which turns address by name.
+//! - `voice = true`: a fake transcription server (provider `whisper`, `transcription_model`) and
+//!   a fake speech server (provider `tts`, `speech_model`) are configured. `search = true`: a
+//!   fake SearXNG is the `[web_search]` backend (it answers three results naming the query).
 //! - `[[turns]]`: at least one.
 //!
 //! Placeholders, in `agent`, `[[agents]] file`, `config`, `[files]` contents and the script's
@@ -62,7 +66,8 @@
 //! as `server__tool` to wait for its link).
 //!
 //! Turn
-//! - `user`: the message; or `wait = "10s"`: send nothing and wait at most that long for the
+//! - `user`: the message; or `voice = "…"` (Telegram chats): a voice note in which the
+//!   transcription server hears that text; or `wait = "10s"`: send nothing and wait at most that long for the
 //!   agent's next message in the chat (a scheduled task's answer, shown as a notice, or a late
 //!   answer). A user turn ignores what the chat showed before its message; a wait does not. A
 //!   scheduled task's answer comes without its run: check it with `jobs` and `job_runs`.
@@ -99,6 +104,8 @@
 //!   many saved memories there are.
 //! - `files`: `{ "path" = "text" }`: the file in `agent`'s workspace contains the text;
 //!   `files_absent`: files that must not exist there.
+//! - `sent_files`: Telegram turns: the kinds of files the bot sent to the chat (`photo`,
+//!   `document`, `voice`), in order.
 //! - `scripted_only`: this turn's expectations are only checked against the scripted model (exact
 //!   texts a real model would not produce).
 //!
@@ -111,4 +118,5 @@ mod placeholders;
 pub(in crate::cli) mod report;
 pub mod runner;
 pub mod scenario;
+mod services;
 mod telegram;

@@ -15,8 +15,12 @@ use crate::testkit::scripted_llm::{Script, ScriptedLlm};
 
 use super::judge::{Heard, Recorded, judge};
 use super::placeholders::{expanded, expanded_script};
-use super::scenario::{ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, workspace_path};
-use super::telegram::{self, TelegramSide};
+use super::scenario::{
+    ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, file_bytes, workspace_path,
+};
+use super::services::Services;
+use super::telegram::{self, Said, TelegramSide};
+use crate::testkit::fake_transcription::FakeTranscription;
 
 /// How long an agent may take to be offered the tools its file lists.
 const TOOLS_READY_WITHIN: Duration = Duration::from_secs(15);
@@ -61,7 +65,11 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(scenario) => scenario,
         Err(error) => return outcome(vec![error]),
     };
-    let (llm, options, dir, telegram) = match setup(&scenario, source).await {
+    let services = match Services::start(&scenario).await {
+        Ok(services) => services,
+        Err(error) => return outcome(vec![error]),
+    };
+    let (llm, options, dir, telegram) = match setup(&scenario, source, &services).await {
         Ok(setup) => setup,
         Err(error) => return outcome(vec![error]),
     };
@@ -77,6 +85,7 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         &options,
         source,
         telegram.as_ref(),
+        &services,
     )
     .await;
     harness.stop().await;
@@ -94,6 +103,7 @@ async fn converse_all(
     options: &HarnessOptions,
     source: &ModelSource,
     telegram: Option<&TelegramSide>,
+    services: &Services,
 ) -> Vec<String> {
     let live = matches!(source, ModelSource::Live { .. });
     if let Err(error) = tools_ready(harness, scenario, options).await {
@@ -133,7 +143,7 @@ async fn converse_all(
     };
     let mut failures = Vec::new();
     for (index, turn) in scenario.turns.iter().enumerate() {
-        let prefix = match (&turn.user, &turn.wait) {
+        let prefix = match (turn.user.as_ref().or(turn.voice.as_ref()), &turn.wait) {
             (Some(user), _) => format!(
                 "turn {} ({:?})",
                 index + 1,
@@ -151,7 +161,17 @@ async fn converse_all(
         let chat = turn.chat();
         let heard = match (telegram, listeners.get_mut(&chat)) {
             (Some(telegram), _) if is_telegram(turn) => {
-                converse_on_telegram(harness, telegram, turn, limit, &mut failures, &prefix).await
+                let transcription = services.transcription.as_ref();
+                converse_on_telegram(
+                    harness,
+                    telegram,
+                    turn,
+                    transcription,
+                    limit,
+                    &mut failures,
+                    &prefix,
+                )
+                .await
             }
             (_, Some(outputs)) => {
                 converse(harness, outputs, turn, limit, &mut failures, &prefix).await
@@ -322,6 +342,7 @@ async fn converse_on_telegram(
     harness: &Harness,
     telegram: &TelegramSide,
     turn: &Turn,
+    transcription: Option<&FakeTranscription>,
     limit: Duration,
     failures: &mut Vec<String>,
     prefix: &str,
@@ -336,7 +357,12 @@ async fn converse_on_telegram(
         agent,
         &chat,
         from,
-        turn.user.as_deref(),
+        match (&turn.user, &turn.voice) {
+            (Some(text), _) => Said::Text(text),
+            (None, Some(heard)) => Said::Voice(heard),
+            (None, None) => Said::Nothing,
+        },
+        transcription,
         limit,
     );
     tokio::pin!(conversation);
@@ -365,7 +391,7 @@ async fn converse_on_telegram(
 }
 
 /// Decides the chat's pending approval requests as the turn says (once each).
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // The turn's pieces, each used once.
 async fn decide_pending(
     harness: &Harness,
     agent: &str,
@@ -488,6 +514,7 @@ async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, Stri
 async fn setup(
     scenario: &Scenario,
     source: &ModelSource,
+    services: &Services,
 ) -> Result<
     (
         Option<ScriptedLlm>,
@@ -506,7 +533,8 @@ async fn setup(
         true => Some(TelegramSide::start(&scenario.forums).await?),
         false => None,
     };
-    let (options, llm) = harness_options(scenario, source, start, telegram.as_ref()).await?;
+    let (mut options, llm) = harness_options(scenario, source, start, telegram.as_ref()).await?;
+    options.config_extra.push_str(&services.config());
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
     let workspace = dir.path().join("data").join("workspaces").join(MAIN_AGENT);
@@ -516,7 +544,8 @@ async fn setup(
             std::fs::create_dir_all(parent)
                 .map_err(|error| format!("[files] `{path}`: {error}"))?;
         }
-        std::fs::write(&target, contents).map_err(|error| format!("[files] `{path}`: {error}"))?;
+        std::fs::write(&target, file_bytes(contents)?)
+            .map_err(|error| format!("[files] `{path}`: {error}"))?;
     }
     Ok((llm, options, dir, telegram))
 }

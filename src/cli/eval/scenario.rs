@@ -40,6 +40,13 @@ pub struct Scenario {
     /// address as `tg:<chat_id>/<topic name>`.
     #[serde(default)]
     pub forums: BTreeMap<String, Vec<String>>,
+    /// A fake transcription server (provider `whisper`, `transcription_model = "whisper-1"`) and a
+    /// fake speech server (provider `tts`, `speech_model = "tts-1"`) are configured.
+    #[serde(default)]
+    pub voice: bool,
+    /// A fake SearXNG is the `[web_search]` backend.
+    #[serde(default)]
+    pub search: bool,
     pub turns: Vec<Turn>,
 }
 
@@ -71,6 +78,10 @@ pub struct Turn {
     /// The Telegram user who sends the message (default: the private chat's owner, else 1001).
     #[serde(default)]
     pub from: Option<i64>,
+    /// Instead of `user`: a voice note in a Telegram chat; the transcription server hears this text
+    /// in it (with `voice = true`; without it nobody transcribes).
+    #[serde(default)]
+    pub voice: Option<String>,
     /// What the user does with approval requests during the turn.
     #[serde(default)]
     pub approval: Option<ApprovalAction>,
@@ -155,6 +166,10 @@ pub struct Expect {
     /// Files that must not exist in the main agent's workspace.
     #[serde(default)]
     pub files_absent: Vec<String>,
+    /// Telegram turns: the kinds of files the bot sent to the chat during the turn, in order
+    /// (`photo`, `document`, `voice`); `[]`: none.
+    #[serde(default)]
+    pub sent_files: Option<Vec<String>>,
     /// Only checked against the scripted model (exact texts a real model would not produce).
     #[serde(default)]
     pub scripted_only: bool,
@@ -181,8 +196,9 @@ impl Scenario {
                 ));
             }
         }
-        for path in self.files.keys() {
+        for (path, contents) in &self.files {
             workspace_path(path).map_err(|error| format!("[files]: {error}"))?;
+            file_bytes(contents).map_err(|error| format!("[files] `{path}`: {error}"))?;
         }
         for (chat, topics) in &self.forums {
             if !self.telegram {
@@ -196,15 +212,27 @@ impl Scenario {
         }
         for (index, turn) in self.turns.iter().enumerate() {
             let number = index + 1;
-            match (&turn.user, &turn.wait) {
-                (Some(_), None) => {}
-                (None, Some(wait)) if !wait.0.is_zero() => {}
-                (None, Some(_)) => return Err(format!("turn {number}: `wait` must be positive")),
+            match (&turn.user, &turn.wait, &turn.voice) {
+                (Some(_), None, None) | (None, None, Some(_)) => {}
+                (None, Some(wait), None) if !wait.0.is_zero() => {}
+                (None, Some(_), None) => {
+                    return Err(format!("turn {number}: `wait` must be positive"));
+                }
                 _ => {
                     return Err(format!(
-                        "turn {number}: give either `user` (a message) or `wait` (a duration)"
+                        "turn {number}: give one of `user` (a message), `voice` (a voice note) or `wait` (a duration)"
                     ));
                 }
+            }
+            if turn.voice.is_some()
+                && !turn
+                    .chat
+                    .as_deref()
+                    .is_some_and(|chat| chat.starts_with("tg:"))
+            {
+                return Err(format!(
+                    "turn {number}: a `voice` note needs a Telegram `chat`"
+                ));
             }
             if let Some(to) = &turn.to
                 && !names.contains(to.as_str())
@@ -265,6 +293,17 @@ impl Turn {
             Some(_) => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
             None => ChatKey::cli(chat),
         }
+    }
+}
+
+/// What a `[files]` entry writes: its text, or the bytes of `base64:<data>` (pictures).
+pub(super) fn file_bytes(contents: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    match contents.strip_prefix("base64:") {
+        Some(data) => base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|error| format!("not valid base64: {error}")),
+        None => Ok(contents.as_bytes().to_vec()),
     }
 }
 

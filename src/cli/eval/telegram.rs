@@ -10,7 +10,11 @@ use std::time::Duration;
 
 use crate::domain::ChatKey;
 use crate::store::Store;
-use crate::testkit::fake_telegram::{BotId, FakeTelegram, IncomingMessage, SentMessage};
+use crate::testkit::fake_speech::FakeSpeech;
+use crate::testkit::fake_telegram::{
+    AttachmentKind, BotId, FakeTelegram, IncomingMessage, SentMessage,
+};
+use crate::testkit::fake_transcription::FakeTranscription;
 use crate::testkit::harness::telegram_toml;
 use crate::testkit::wait::poll_until;
 
@@ -25,6 +29,16 @@ const TOKEN_ENV: &str = "CLAWVISOR_EVAL_BOT_TOKEN";
 pub(super) const BOT_USERNAME: &str = "eval_bot";
 /// How long a settled turn that heard nothing still listens for a late notice.
 const LATE_NOTICE: Duration = Duration::from_secs(3);
+
+/// What the user does in a Telegram turn.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Said<'a> {
+    Text(&'a str),
+    /// A voice note in which the transcription server (if any) hears this text.
+    Voice(&'a str),
+    /// Nothing: the turn waits for the agent's next message.
+    Nothing,
+}
 
 /// The fake Bot API and the main agent's bot on it.
 pub(super) struct TelegramSide {
@@ -97,7 +111,8 @@ impl TelegramSide {
         agent: &str,
         chat: &ChatKey,
         from: i64,
-        text: Option<&str>,
+        said: Said<'_>,
+        transcription: Option<&FakeTranscription>,
         limit: Duration,
     ) -> Result<Heard, String> {
         let chat_id = chat
@@ -105,13 +120,29 @@ impl TelegramSide {
             .ok_or_else(|| format!("`{chat}` is not a Telegram chat"))?;
         let already_sent = self.fake.sent(self.bot).len();
         let last_run = last_run_id(store, agent, chat).await?;
-        match text {
-            Some(text) => {
+        let pushed = match said {
+            Said::Text(text) => {
                 let mut message = IncomingMessage::new(chat_id, from, text);
                 if let Some(thread) = chat.telegram_thread_id() {
                     message = message.in_topic(thread);
                 }
-                let pushed = self.fake.push(self.bot, message);
+                Some(self.fake.push(self.bot, message))
+            }
+            Said::Voice(heard) => {
+                // Real Ogg/Opus bytes, different for every text, so each note has its transcript.
+                let audio = FakeSpeech::audio_for(heard);
+                if let Some(transcription) = transcription {
+                    transcription.set_transcript(&audio, heard);
+                }
+                Some(
+                    self.fake
+                        .push_voice(self.bot, chat_id, from, audio, 4, None),
+                )
+            }
+            Said::Nothing => None,
+        };
+        match pushed {
+            Some(pushed) => {
                 poll_until(limit, || async {
                     match settled(store, agent, pushed.update_id).await {
                         Ok(true) => Ok(()),
@@ -144,6 +175,16 @@ impl TelegramSide {
         }
         let mut heard = Heard::default();
         for message in self.sent_since(already_sent, chat) {
+            if let Some(attachment) = &message.attachment {
+                heard.sent_files.push(
+                    match attachment.kind {
+                        AttachmentKind::Photo => "photo",
+                        AttachmentKind::Document => "document",
+                        AttachmentKind::Voice => "voice",
+                    }
+                    .to_string(),
+                );
+            }
             if message.buttons.is_empty() {
                 if !heard.text.is_empty() {
                     heard.text.push('\n');

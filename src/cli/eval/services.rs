@@ -1,0 +1,69 @@
+//! The fakes a scenario may ask for besides the model and Telegram, and the config that points
+//! the daemon at them: a transcription server (provider `whisper`) and a speech server (provider
+//! `tts`) with `voice = true`, a SearXNG as the `[web_search]` backend with `search = true`. They
+//! stop when dropped.
+
+use crate::testkit::fake_search::FakeSearch;
+use crate::testkit::fake_speech::FakeSpeech;
+use crate::testkit::fake_transcription::FakeTranscription;
+
+use super::scenario::Scenario;
+
+#[derive(Default)]
+pub(super) struct Services {
+    pub(super) transcription: Option<FakeTranscription>,
+    speech: Option<FakeSpeech>,
+    search: Option<FakeSearch>,
+}
+
+impl Services {
+    pub(super) async fn start(scenario: &Scenario) -> Result<Services, String> {
+        let failed =
+            |what: &str, error: std::io::Error| format!("the fake {what} did not start: {error}");
+        let mut services = Services::default();
+        if scenario.voice {
+            services.transcription = Some(
+                FakeTranscription::start("")
+                    .await
+                    .map_err(|error| failed("transcription server", error))?,
+            );
+            services.speech = Some(
+                FakeSpeech::start()
+                    .await
+                    .map_err(|error| failed("speech server", error))?,
+            );
+        }
+        if scenario.search {
+            services.search = Some(
+                FakeSearch::start()
+                    .await
+                    .map_err(|error| failed("search server", error))?,
+            );
+        }
+        Ok(services)
+    }
+
+    /// The daemon's config for the services that run.
+    pub(super) fn config(&self) -> String {
+        let mut config = String::new();
+        if let Some(transcription) = &self.transcription {
+            config.push_str(&format!(
+                "\n[providers.whisper]\nkind = \"openai\"\nbase_url = \"{}\"\ntranscription_model = \"whisper-1\"\n",
+                transcription.base_url()
+            ));
+        }
+        if let Some(speech) = &self.speech {
+            config.push_str(&format!(
+                "\n[providers.tts]\nkind = \"openai\"\nbase_url = \"{}\"\nspeech_model = \"tts-1\"\n",
+                speech.base_url()
+            ));
+        }
+        if let Some(search) = &self.search {
+            config.push_str(&format!(
+                "\n[web_search]\nbackend = \"searxng\"\nurl = \"{}\"\n",
+                search.base_url()
+            ));
+        }
+        config
+    }
+}

@@ -19,7 +19,7 @@ use super::scenario::{
     ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, file_bytes, workspace_path,
 };
 use super::services::Services;
-use super::telegram::{self, Said, TelegramSide};
+use super::telegram::{self, Said, TelegramSide, Utterance};
 use crate::testkit::fake_transcription::FakeTranscription;
 
 /// How long an agent may take to be offered the tools its file lists.
@@ -69,7 +69,7 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(services) => services,
         Err(error) => return outcome(vec![error]),
     };
-    let (llm, options, dir, telegram) = match setup(&scenario, source, &services).await {
+    let (llm, options, dir) = match setup(&scenario, source, &services).await {
         Ok(setup) => setup,
         Err(error) => return outcome(vec![error]),
     };
@@ -84,14 +84,11 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         llm.as_ref(),
         &options,
         source,
-        telegram.as_ref(),
         &services,
     )
     .await;
     harness.stop().await;
-    if let Some(telegram) = telegram {
-        telegram.fake.stop().await;
-    }
+    services.stop().await;
     outcome(failures)
 }
 
@@ -102,7 +99,6 @@ async fn converse_all(
     llm: Option<&ScriptedLlm>,
     options: &HarnessOptions,
     source: &ModelSource,
-    telegram: Option<&TelegramSide>,
     services: &Services,
 ) -> Vec<String> {
     let live = matches!(source, ModelSource::Live { .. });
@@ -159,7 +155,7 @@ async fn converse_all(
         }
         let calls_before = llm.map(ScriptedLlm::request_count).unwrap_or(0);
         let chat = turn.chat();
-        let heard = match (telegram, listeners.get_mut(&chat)) {
+        let heard = match (&services.telegram, listeners.get_mut(&chat)) {
             (Some(telegram), _) if is_telegram(turn) => {
                 let transcription = services.transcription.as_ref();
                 converse_on_telegram(
@@ -352,19 +348,16 @@ async fn converse_on_telegram(
     let from = turn
         .from
         .unwrap_or_else(|| TelegramSide::default_sender(&chat));
-    let conversation = telegram.converse(
-        harness.store(),
-        agent,
-        &chat,
+    let utterance = Utterance {
+        chat: &chat,
         from,
-        match (&turn.user, &turn.voice) {
+        said: match (&turn.user, &turn.voice) {
             (Some(text), _) => Said::Text(text),
             (None, Some(heard)) => Said::Voice(heard),
             (None, None) => Said::Nothing,
         },
-        transcription,
-        limit,
-    );
+    };
+    let conversation = telegram.converse(harness.store(), agent, utterance, transcription, limit);
     tokio::pin!(conversation);
     let mut decided: HashSet<String> = HashSet::new();
     let mut poll = tokio::time::interval(APPROVAL_POLL);
@@ -515,25 +508,14 @@ async fn setup(
     scenario: &Scenario,
     source: &ModelSource,
     services: &Services,
-) -> Result<
-    (
-        Option<ScriptedLlm>,
-        HarnessOptions,
-        ScratchDir,
-        Option<TelegramSide>,
-    ),
-    String,
-> {
+) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
     let start = StartOptions {
         studio: false,
         channels: scenario.telegram,
         scheduler: true,
     };
-    let telegram = match scenario.telegram {
-        true => Some(TelegramSide::start(&scenario.forums).await?),
-        false => None,
-    };
-    let (mut options, llm) = harness_options(scenario, source, start, telegram.as_ref()).await?;
+    let (mut options, llm) =
+        harness_options(scenario, source, start, services.telegram.as_ref()).await?;
     options.config_extra.push_str(&services.config());
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
@@ -547,7 +529,7 @@ async fn setup(
         std::fs::write(&target, file_bytes(contents)?)
             .map_err(|error| format!("[files] `{path}`: {error}"))?;
     }
-    Ok((llm, options, dir, telegram))
+    Ok((llm, options, dir))
 }
 
 /// The daemon's options for the model source; the main agent's file gets the bot's table.

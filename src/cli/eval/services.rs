@@ -1,16 +1,18 @@
-//! The fakes a scenario may ask for besides the model and Telegram, and the config that points
-//! the daemon at them: a transcription server (provider `whisper`) and a speech server (provider
-//! `tts`) with `voice = true`, a SearXNG as the `[web_search]` backend with `search = true`. They
-//! stop when dropped.
+//! The fakes a scenario may ask for besides the model, and the config that points the daemon at
+//! them: the Bot API with `telegram = true` (see `telegram`), a transcription server (provider
+//! `whisper`) and a speech server (provider `tts`) with `voice = true`, a SearXNG as the
+//! `[web_search]` backend with `search = true`. They stop when dropped.
 
 use crate::testkit::fake_search::FakeSearch;
 use crate::testkit::fake_speech::FakeSpeech;
 use crate::testkit::fake_transcription::FakeTranscription;
 
 use super::scenario::Scenario;
+use super::telegram::TelegramSide;
 
 #[derive(Default)]
 pub(super) struct Services {
+    pub(super) telegram: Option<TelegramSide>,
     pub(super) transcription: Option<FakeTranscription>,
     speech: Option<FakeSpeech>,
     search: Option<FakeSearch>,
@@ -21,6 +23,9 @@ impl Services {
         let failed =
             |what: &str, error: std::io::Error| format!("the fake {what} did not start: {error}");
         let mut services = Services::default();
+        if scenario.telegram {
+            services.telegram = Some(TelegramSide::start(&scenario.forums).await?);
+        }
         if scenario.voice {
             services.transcription = Some(
                 FakeTranscription::start("")
@@ -43,7 +48,14 @@ impl Services {
         Ok(services)
     }
 
-    /// The daemon's config for the services that run.
+    pub(super) async fn stop(self) {
+        if let Some(telegram) = self.telegram {
+            telegram.fake.stop().await;
+        }
+    }
+
+    /// The daemon's config for the services that run (the bot's table goes into the main
+    /// agent's file instead).
     pub(super) fn config(&self) -> String {
         let mut config = String::new();
         if let Some(transcription) = &self.transcription {

@@ -40,6 +40,14 @@ pub(super) enum Said<'a> {
     Nothing,
 }
 
+/// A Telegram turn: who says what, where.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Utterance<'a> {
+    pub(super) chat: &'a ChatKey,
+    pub(super) from: i64,
+    pub(super) said: Said<'a>,
+}
+
 /// The fake Bot API and the main agent's bot on it.
 pub(super) struct TelegramSide {
     pub(super) fake: FakeTelegram,
@@ -109,12 +117,11 @@ impl TelegramSide {
         &self,
         store: &Store,
         agent: &str,
-        chat: &ChatKey,
-        from: i64,
-        said: Said<'_>,
+        utterance: Utterance<'_>,
         transcription: Option<&FakeTranscription>,
         limit: Duration,
     ) -> Result<Heard, String> {
+        let Utterance { chat, from, said } = utterance;
         let chat_id = chat
             .telegram_chat_id()
             .ok_or_else(|| format!("`{chat}` is not a Telegram chat"))?;

@@ -363,7 +363,7 @@ mod tests {
         let error = parse("name = \"x\"\n[[turns]]\nuser = \"hi\"\nto = \"nobody\"").unwrap_err();
         assert!(error.contains("nobody"), "{error}");
         let error = parse("name = \"x\"\n[[turns]]\nexpect = {}").unwrap_err();
-        assert!(error.contains("either `user`"), "{error}");
+        assert!(error.contains("give one of `user`"), "{error}");
         let error =
             parse("name = \"x\"\n[files]\n\"../x\" = \"\"\n[[turns]]\nuser = \"hi\"").unwrap_err();
         assert!(error.contains("relative path"), "{error}");

@@ -333,11 +333,29 @@ async fn the_deadline_expires_an_open_contract_and_the_owner_hears_of_it() {
     let mut options = HarnessOptions::new(llm.base_url());
     options.agents = agents();
     let harness = Harness::start_in(dir, options).await.unwrap();
-    let mut outputs = harness.listen(&chat).await.unwrap();
-    let reply = wait_reply(&mut outputs, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(reply.text, "Lead: the study expired, sorry.");
+    // The owner may answer before a listener could be attached after the restart: the recorded
+    // answer in its conversation is the proof.
+    wait_until(
+        Duration::from_secs(30),
+        "the owner's answer about the expired contract",
+        || async {
+            harness
+                .store()
+                .read(|conn| {
+                    Ok(conn.query_row(
+                        "SELECT COUNT(*) FROM session_events e JOIN sessions s ON s.id = e.session_id
+                         WHERE s.chat = 'cli:deadline' AND e.kind = 'assistant'
+                           AND e.content = 'Lead: the study expired, sorry.'",
+                        [],
+                        |row| row.get::<_, i64>(0),
+                    )?)
+                })
+                .await
+                .unwrap()
+                == 1
+        },
+    )
+    .await;
     let rows = contract_rows(&harness).await;
     assert_eq!(rows[0].1, "expired");
     harness.stop().await;

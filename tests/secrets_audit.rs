@@ -630,20 +630,29 @@ fn a_head_one_commit_behind_still_verifies_and_missing_anchors_are_named() {
 fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("clawvisor.db");
-    // A database from before keying: the schema at version 9 with SHA-256-chained rows.
+    // A database from before keying: the schema at version 9 (the repository's first nine
+    // migrations, as a binary of that time applied them) with SHA-256-chained rows.
     {
-        let store = Store::open(&path, StoreOptions::default()).unwrap();
-        store.stop_writer();
-        for anchor in [audit::KEY_FILE, audit::HEAD_FILE] {
-            std::fs::remove_file(dir.path().join(anchor)).unwrap();
-        }
         let conn = rusqlite::Connection::open(&path).unwrap();
-        // Back to before 0010 (and the migrations after it, which run again).
-        conn.execute_batch(
-            "DROP TABLE audit_keying; DROP INDEX grants_by_action; \
-             ALTER TABLE grants DROP COLUMN action_hash; PRAGMA user_version = 9;",
-        )
-        .unwrap();
+        let dir_of_migrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<_> = std::fs::read_dir(&dir_of_migrations)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .and_then(|name| name.get(..4))
+                    .and_then(|number| number.parse::<u32>().ok())
+                    .is_some_and(|number| (1..=9).contains(&number))
+            })
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), 9, "{files:?}");
+        for file in files {
+            conn.execute_batch(&std::fs::read_to_string(&file).unwrap())
+                .unwrap();
+        }
+        conn.execute_batch("PRAGMA user_version = 9;").unwrap();
         let mut prev = audit::GENESIS.to_string();
         for id in 1..=3i64 {
             let canonical = format!("{id}\u{1f}1000\u{1f}operator\u{1f}old\u{1f}s\u{1f}{{}}");

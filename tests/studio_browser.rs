@@ -304,6 +304,10 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         Some("0")
     );
     browser.wait_for("#live[data-state=\"open\"]").await;
+    // The model provider was asked for its model list and answered.
+    browser
+        .wait_for("#providers [data-provider=\"scripted\"][data-ok=\"true\"]")
+        .await;
     browser.screenshot("overview").await;
 
     // A child crashes: the tree shows the restart without a reload.

@@ -165,6 +165,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         ),
         (
             "get",
+            "/api/v1/providers",
+            Method::GET,
+            "/api/v1/providers".into(),
+            None,
+        ),
+        (
+            "get",
             "/api/v1/tree",
             Method::GET,
             "/api/v1/tree".into(),

@@ -480,6 +480,10 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             config.studio_addr(),
             &config.studio.public_url,
         )),
+        providers: Arc::new(crate::llm::Providers::from_config_with_secrets(
+            config,
+            &context.loaded.secrets,
+        )),
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),

@@ -56,6 +56,8 @@ pub struct StudioState {
     pub started_ms: i64,
     /// The daemon's and the agents' time zones and the agents' people (Time zones card).
     pub timezones: Arc<timezones::Directory>,
+    /// The configured model providers, for the Overview's provider checks.
+    pub providers: Arc<crate::llm::Providers>,
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -83,6 +85,7 @@ api! {
     get "/api/v1/session" => access::whoami, "Who is calling, and the CSRF token for mutations";
     post "/api/v1/session/logout" => access::logout, "Ends the browser session";
     get "/api/v1/overview" => overview::overview, "Health, the supervision tree, bots, pending approvals, today's runs and cost";
+    get "/api/v1/providers" => overview::providers, "Every model provider asked for its model list: does it answer and accept its key?";
     get "/api/v1/tree" => overview::tree_view, "The supervision tree: every actor's status, restarts and last error";
     get "/api/v1/events" => live::events, "Runtime events as Server-Sent Events";
     get "/api/v1/agents" => agents::list, "Every agent with its runtime settings";

@@ -189,6 +189,16 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
     })))
 }
 
+/// Every provider asked for its model list now (a few seconds at most; the page asks on demand).
+pub async fn providers(State(state): State<StudioState>) -> Json<Value> {
+    let outcomes = state.providers.probe_all().await;
+    Json(json!({
+        "providers": outcomes.iter().map(|outcome| json!({
+            "provider": outcome.provider, "ok": outcome.ok, "detail": outcome.detail,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
 /// Counters for `/metrics`, read in one store call.
 #[derive(Debug, Default)]
 struct Counters {

@@ -1,7 +1,9 @@
 // overview.js — health at a glance: cards (boot/database with the shell sandbox's protections,
 // agents, pending approvals, runs and cost today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
 // error), Telegram bot polling states (with the last completed poll) and MCP server states.
-// Refreshes on actor, bot, approval, run-start, cost and MCP events.
+// Refreshes on actor, bot, approval, run-start, cost and MCP events. Model providers are asked
+// for their model list once when the page opens, and again on "Check again" (each check is a
+// request to the provider, so events do not repeat it).
 import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
@@ -10,10 +12,23 @@ export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'act
 
 export async function render(root, ctx) {
   const box = el('div');
-  append(root, el('h1', null, 'Overview'), box);
+  const providers = el('div', { id: 'providers' });
+  append(root, el('h1', null, 'Overview'), box, el('h2', null, 'Model providers'), providers);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
+  const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
   ctx.refresh = () => refresh(true);
+  check();
   await refresh(false);
+}
+
+function drawProviders(box, d, check) {
+  append(box,
+    d.providers?.length
+      ? el('div', { class: 'card' }, d.providers.map((p) => el('div', { class: 'row', 'data-provider': p.provider, 'data-ok': String(p.ok) },
+        el('strong', null, p.provider), badge(p.ok ? 'ok' : 'failed', p.ok ? 'answers' : 'failing'),
+        el('span', { class: 'small' + (p.ok ? ' muted' : '') }, p.detail))))
+      : empty('No model providers configured — add [providers.NAME] to config/clawvisor.toml.'),
+    el('button', { type: 'button', onclick: check }, 'Check again'));
 }
 
 function stat(label, value, href, attrs = {}) {

@@ -90,7 +90,10 @@ pub enum ClaimOutcome {
 pub enum ClaimCheck {
     Owned(Person),
     /// Unclaimed with this live code; `fresh` when it was made just now.
-    Unclaimed { claim: Claim, fresh: bool },
+    Unclaimed {
+        claim: Claim,
+        fresh: bool,
+    },
 }
 
 fn people_changed(
@@ -339,7 +342,10 @@ pub async fn approve_pairing(
         })
         .await?
         .ok_or_else(|| {
-            PeopleError::NotFound("no pending pairing request has that code (it may have been decided or expired)".into())
+            PeopleError::NotFound(
+                "no pending pairing request has that code (it may have been decided or expired)"
+                    .into(),
+            )
         })?;
     audit::announce(events, "people.paired", &subject(row.user_id));
     people_changed(
@@ -377,7 +383,10 @@ pub async fn deny_pairing(
         })
         .await?
         .ok_or_else(|| {
-            PeopleError::NotFound("no pending pairing request has that code (it may have been decided or expired)".into())
+            PeopleError::NotFound(
+                "no pending pairing request has that code (it may have been decided or expired)"
+                    .into(),
+            )
         })?;
     audit::announce(events, "people.pairing_denied", &subject(row.user_id));
     people_changed(
@@ -385,7 +394,10 @@ pub async fn deny_pairing(
         &row.agent,
         Some(row.user_id),
         "pairing_denied",
-        &format!("the pairing request of {} ({}) was denied", row.name, row.user_id),
+        &format!(
+            "the pairing request of {} ({}) was denied",
+            row.name, row.user_id
+        ),
     );
     Ok(row)
 }

@@ -92,14 +92,18 @@ impl Setup {
     async fn say(&self, user: i64, text: &str, expect: &str) -> String {
         let before = self.sent_to(user).len();
         self.w.fake.push_message(self.bot, user, user, text);
-        wait_until(WAIT, &format!("a reply to {user} containing `{expect}`"), || async {
-            let sent = self.sent_to(user);
-            sent[before.min(sent.len())..]
-                .iter()
-                .find(|text| text.contains(expect))
-                .cloned()
-                .ok_or_else(|| format!("{sent:?}"))
-        })
+        wait_until(
+            WAIT,
+            &format!("a reply to {user} containing `{expect}`"),
+            || async {
+                let sent = self.sent_to(user);
+                sent[before.min(sent.len())..]
+                    .iter()
+                    .find(|text| text.contains(expect))
+                    .cloned()
+                    .ok_or_else(|| format!("{sent:?}"))
+            },
+        )
         .await
     }
 
@@ -151,19 +155,22 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
             .ok_or_else(|| ada["claim"].to_string())
     })
     .await;
-    let stored: String = s
-        .w
-        .store()
-        .read(|conn| {
-            Ok(conn.query_row(
-                "SELECT code FROM bot_claims WHERE agent = 'ada' AND claimed_ms IS NULL",
-                [],
-                |row| row.get(0),
-            )?)
-        })
-        .await
-        .unwrap();
-    assert_eq!(code.replace('-', ""), stored, "Studio shows the stored code");
+    let stored: String =
+        s.w.store()
+            .read(|conn| {
+                Ok(conn.query_row(
+                    "SELECT code FROM bot_claims WHERE agent = 'ada' AND claimed_ms IS NULL",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+    assert_eq!(
+        code.replace('-', ""),
+        stored,
+        "Studio shows the stored code"
+    );
     assert_eq!(code.len(), 9, "shown as ABCD-EFGH: {code}");
     // A code of the same shape that is not this one.
     let wrong = if stored.starts_with('A') {
@@ -190,7 +197,11 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         (status.as_str(), note.as_str()),
         ("ignored", "claim: rate-limited, code not checked")
     );
-    assert_eq!(s.sent_to(GUESSER).len(), told, "the limited sender is not answered");
+    assert_eq!(
+        s.sent_to(GUESSER).len(),
+        told,
+        "the limited sender is not answered"
+    );
     assert_eq!(s.people().await["claim"]["state"], "unclaimed");
     assert_eq!(
         s.w.llm.request_count(),
@@ -199,12 +210,19 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     );
 
     // The right code (typed in lower case) makes its sender the owner, at once.
-    s.say(OWNER, &format!("/start {}", code.to_lowercase()), "you are my owner")
-        .await;
+    s.say(
+        OWNER,
+        &format!("/start {}", code.to_lowercase()),
+        "you are my owner",
+    )
+    .await;
     let ada = s.people().await;
     assert_eq!(ada["claim"]["state"], "claimed", "{ada}");
     assert_eq!(ada["claim"]["owner"]["user_id"], OWNER, "{ada}");
-    assert!(ada["claim"]["code"].is_null(), "no code once claimed: {ada}");
+    assert!(
+        ada["claim"]["code"].is_null(),
+        "no code once claimed: {ada}"
+    );
     assert_eq!(ada["people"][0]["status"], "owner", "{ada}");
     assert_eq!(ada["people"][0]["name"], "Olivia", "{ada}");
     s.say(OWNER, "hello", "ada here, answering").await;
@@ -215,9 +233,7 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     assert_eq!(s.people().await["people"].as_array().unwrap().len(), 1);
 
     // The owner approves: Lena's pairing request (from her /start) with /pair.
-    let latecomer_code = s
-        .people()
-        .await["pending"]
+    let latecomer_code = s.people().await["pending"]
         .as_array()
         .unwrap()
         .iter()
@@ -242,7 +258,11 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     let (status, body) = s
         .post(&format!("/api/v1/pairings/{friend_code}/approve"))
         .await;
-    assert_eq!((status, &body["status"]), (200, &Value::from("paired")), "{body}");
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from("paired")),
+        "{body}"
+    );
     s.w.fake
         .wait_for_sent(
             s.bot,
@@ -262,7 +282,11 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     let (status, body) = s
         .post(&format!("/api/v1/people/ada/{STRANGER}/block"))
         .await;
-    assert_eq!((status, &body["status"]), (200, &Value::from("blocked")), "{body}");
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from("blocked")),
+        "{body}"
+    );
     let told = s.sent_to(STRANGER).len();
     let (status, note) = s.handled(STRANGER, "hello??").await;
     assert_eq!(
@@ -271,7 +295,11 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     );
     let (status, _) = s.handled(STRANGER, "/start").await;
     assert_eq!(status, "ignored");
-    assert_eq!(s.sent_to(STRANGER).len(), told, "a blocked person hears nothing");
+    assert_eq!(
+        s.sent_to(STRANGER).len(),
+        told,
+        "a blocked person hears nothing"
+    );
     let ada = s.people().await;
     assert!(
         !ada["pending"]
@@ -285,7 +313,12 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["user_id"].as_i64().unwrap(), p["status"].as_str().unwrap().to_string()))
+        .map(|p| {
+            (
+                p["user_id"].as_i64().unwrap(),
+                p["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     for expected in [
         (OWNER, "owner"),
@@ -300,10 +333,12 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     }
 
     // Revoked, Fred is unknown again: his next message gets a pairing reply, not an answer.
-    let (status, body) = s
-        .post(&format!("/api/v1/people/ada/{FRIEND}/revoke"))
-        .await;
-    assert_eq!((status, &body["status"]), (200, &Value::from("unknown")), "{body}");
+    let (status, body) = s.post(&format!("/api/v1/people/ada/{FRIEND}/revoke")).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from("unknown")),
+        "{body}"
+    );
     s.say(FRIEND, "still there?", "approve code").await;
     // Revoking someone who is blocked is refused with what to do instead.
     let (status, body) = s
@@ -326,18 +361,17 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         ],
         "{actions:?}"
     );
-    let details: String = s
-        .w
-        .store()
-        .read(|conn| {
-            Ok(conn.query_row(
-                "SELECT group_concat(details, ' ') FROM audit_log",
-                [],
-                |row| row.get(0),
-            )?)
-        })
-        .await
-        .unwrap();
+    let details: String =
+        s.w.store()
+            .read(|conn| {
+                Ok(conn.query_row(
+                    "SELECT group_concat(details, ' ') FROM audit_log",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
     assert!(!details.contains(&stored), "the claim code is not audited");
     s.w.harness.stop().await;
 }
@@ -355,7 +389,11 @@ async fn a_bot_whose_file_names_people_is_never_claimable_and_its_people_are_not
     // Once the bot answers, it has been online (and would have made a code by then).
     w.fake.push_message(bot, OWNER, OWNER, "hi");
     w.fake
-        .wait_for_sent(bot, |m| m.chat_id == OWNER && m.visible_text.contains("bo here"), WAIT)
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == OWNER && m.visible_text.contains("bo here"),
+            WAIT,
+        )
         .await
         .expect("the file's person is answered");
     let body: Value = http
@@ -377,9 +415,14 @@ async fn a_bot_whose_file_names_people_is_never_claimable_and_its_people_are_not
         .unwrap();
     assert_eq!(claims, 0);
     // A /start with a code-shaped text from a stranger does nothing but the usual pairing reply.
-    w.fake.push_message(bot, STRANGER, STRANGER, "/start ABCD-EFGH");
     w.fake
-        .wait_for_sent(bot, |m| m.chat_id == STRANGER && m.visible_text.contains("approve code"), WAIT)
+        .push_message(bot, STRANGER, STRANGER, "/start ABCD-EFGH");
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == STRANGER && m.visible_text.contains("approve code"),
+            WAIT,
+        )
         .await
         .expect("a pairing reply");
     let response = http

@@ -161,8 +161,9 @@ pub fn claim(conn: &Connection, agent: &str) -> Result<Option<Claim>> {
 }
 
 pub fn claims(conn: &Connection) -> Result<Vec<Claim>> {
-    let mut statement =
-        conn.prepare_cached(&format!("SELECT {CLAIM_COLUMNS} FROM bot_claims ORDER BY agent"))?;
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {CLAIM_COLUMNS} FROM bot_claims ORDER BY agent"
+    ))?;
     let rows = statement.query_map([], claim_from_row)?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }

@@ -65,7 +65,9 @@ pub(super) async fn is_approver(state: &TelegramBotState, user_id: i64) -> bool 
 pub(super) async fn check_claim(state: &TelegramBotState, at_boot: bool) {
     let agent = &state.args.spec.name;
     if state.args.file_names_people() {
-        if let Err(error) = people::drop_claim_code(&state.args.store, &state.args.events, agent).await {
+        if let Err(error) =
+            people::drop_claim_code(&state.args.store, &state.args.events, agent).await
+        {
             tracing::warn!(%agent, %error, "could not withdraw the claim code");
         }
         return;
@@ -170,7 +172,9 @@ pub(super) async fn on_start(
             Some(format!(
                 "That claim code is wrong too. After {} wrong codes I don't check codes from you for {} minutes.",
                 people::CLAIM_ATTEMPTS,
-                ((until_ms - crate::clock::now_ms()) as f64 / 60_000.0).ceil().max(1.0)
+                ((until_ms - crate::clock::now_ms()) as f64 / 60_000.0)
+                    .ceil()
+                    .max(1.0)
             )),
             UpdateStatus::Ignored,
             "claim: wrong code; now rate-limited",

@@ -300,6 +300,24 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         told,
         "a blocked person hears nothing"
     );
+    // Someone who never asked is blocked by id: not even a first pairing reply.
+    let (status, body) = s.post(&format!("/api/v1/people/ada/{GUESSER}/block")).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from("blocked")),
+        "{body}"
+    );
+    let told = s.sent_to(GUESSER).len();
+    let (status, note) = s.handled(GUESSER, "hi there").await;
+    assert_eq!(
+        (status.as_str(), note.as_str()),
+        ("ignored", "blocked by the operator: not answered")
+    );
+    assert_eq!(
+        s.sent_to(GUESSER).len(),
+        told,
+        "a blocked person hears nothing"
+    );
     let ada = s.people().await;
     assert!(
         !ada["pending"]
@@ -340,6 +358,25 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         "{body}"
     );
     s.say(FRIEND, "still there?", "approve code").await;
+    // Denied, his new request is gone, and he is not answered again while it would have lasted.
+    let again = s.people().await["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|request| request["user_id"] == FRIEND)
+        .map(|request| request["code"].as_str().unwrap().to_string())
+        .expect("Fred's new request");
+    let (status, body) = s.post(&format!("/api/v1/pairings/{again}/deny")).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &Value::from("denied")),
+        "{body}"
+    );
+    assert!(s.people().await["pending"].as_array().unwrap().is_empty());
+    let told = s.sent_to(FRIEND).len();
+    let (status, _) = s.handled(FRIEND, "hello?").await;
+    assert_eq!(status, "ignored");
+    assert_eq!(s.sent_to(FRIEND).len(), told, "no second pairing reply");
     // Revoking someone who is blocked is refused with what to do instead.
     let (status, body) = s
         .post(&format!("/api/v1/people/ada/{STRANGER}/revoke"))
@@ -357,7 +394,9 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
             "people.paired",
             "people.paired",
             "people.blocked",
+            "people.blocked",
             "people.revoked",
+            "people.pairing_denied",
         ],
         "{actions:?}"
     );

@@ -474,3 +474,100 @@ async fn a_bot_whose_file_names_people_is_never_claimable_and_its_people_are_not
     assert!(body.to_string().contains("agent file"), "{body}");
     w.harness.stop().await;
 }
+
+/// The claimed owner approves like an approver named in the file: without Studio, a paired
+/// friend's request for an action reaches the owner privately, and the owner's button press
+/// lets it run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_approves_what_a_paired_friend_asks_for_without_studio() {
+    let script = Script::new()
+        .rule(Rule::text("The note is written.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "note.txt", "content": "milk", "mode": "overwrite"}"#,
+            )
+            .when_last_user_contains("note"),
+        )
+        .rule(Rule::text("ada here, answering"));
+    let w = World::builder(script)
+        .config_extra("[telegram]\npoll_timeout = \"2s\"\n")
+        .agent_with_bot(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+            "6363:AAH-people-test-token-0003",
+            &[],
+            &[],
+        )
+        .studio(false)
+        .start()
+        .await;
+    let bot = w.bot("ada");
+    let stored = |sql: &'static str| {
+        let store = w.store().clone();
+        async move {
+            store
+                .read(move |conn| Ok(conn.query_row(sql, [], |row| row.get::<_, String>(0))?))
+                .await
+                .ok()
+        }
+    };
+    let code = wait_until(WAIT, "a claim code", || {
+        stored("SELECT code FROM bot_claims WHERE agent = 'ada'")
+    })
+    .await;
+    w.fake
+        .push_message(bot, OWNER, OWNER, &format!("/start {code}"));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == OWNER && m.visible_text.contains("owner"),
+            WAIT,
+        )
+        .await
+        .expect("claimed");
+    w.fake.push_message(bot, FRIEND, FRIEND, "hi");
+    let pairing = wait_until(WAIT, "the friend's pairing request", || {
+        stored("SELECT code FROM pairing_codes WHERE user_id = 502")
+    })
+    .await;
+    w.fake
+        .push_message(bot, OWNER, OWNER, &format!("/pair {pairing}"));
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == FRIEND && m.visible_text.contains("approved"),
+            WAIT,
+        )
+        .await
+        .expect("paired");
+
+    w.fake
+        .push_message(bot, FRIEND, FRIEND, "please write the shopping note");
+    let private = w
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == OWNER && m.callback_data().iter().any(|d| d.starts_with("ap:")),
+            WAIT,
+        )
+        .await
+        .expect("the owner gets the request privately");
+    let approve = private
+        .callback_data()
+        .into_iter()
+        .find(|d| d.starts_with("ap:"))
+        .unwrap()
+        .to_string();
+    w.fake
+        .push_callback(bot, OWNER, OWNER, private.message_id, &approve);
+    w.fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == FRIEND && m.visible_text.contains("The note is written."),
+            WAIT,
+        )
+        .await
+        .expect("approved by the owner, the action ran");
+    w.harness.stop().await;
+}

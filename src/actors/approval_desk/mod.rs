@@ -354,12 +354,35 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
         _ => {}
     }
     let approvers = state.args.approvers.get(&request.agent)?;
-    if !approvers.has_bot || approvers.telegram.is_empty() {
+    if !approvers.has_bot
+        || telegram_approvers(&state.args, &request.agent, approvers)
+            .await
+            .is_empty()
+    {
         return None;
     }
     bot_online(&state.args, &request.agent)
         .await
         .then_some("telegram")
+}
+
+/// The agent's Telegram approvers: its file's, and the owner who claimed its bot (`people`).
+async fn telegram_approvers(
+    args: &ApprovalDeskArgs,
+    agent: &str,
+    approvers: &AgentApprovers,
+) -> Vec<i64> {
+    let mut all = approvers.telegram.clone();
+    let agent = agent.to_string();
+    if let Ok(Some(owner)) = args
+        .store
+        .read(move |conn| crate::store::people::owner(conn, &agent))
+        .await
+        && !all.contains(&owner.user_id)
+    {
+        all.push(owner.user_id);
+    }
+    all
 }
 
 /// How long until `expires_ms`, as people read it ("40 s", "5 min").
@@ -402,8 +425,8 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
             bot.post_approval(chat.clone(), prompt.clone());
             // Approvers who are not in this chat get it privately.
             if let Some(approvers) = args.approvers.get(&row.agent) {
-                for approver in approvers
-                    .telegram
+                for approver in telegram_approvers(args, &row.agent, approvers)
+                    .await
                     .iter()
                     .filter(|approver| **approver != chat_id)
                 {

@@ -2,7 +2,7 @@
 //!
 //! A request is stored (with its audit row) before it is shown anywhere. It is shown where an
 //! approver can see it: with buttons in the Telegram chat (and privately to the agent's approvers
-//! when the requester is not one), as a notice in a terminal chat, and always in Studio's inbox.
+//! — the file's, and the owner who claimed its bot — when the requester is not one), as a notice in a terminal chat, and always in Studio's inbox.
 //! When no approver can be reached the request is denied at once, with that reason — never a silent
 //! wait. Expiry is enforced from the stored `expires_ms` by one timer for the earliest deadline;
 //! expiry is a denial (`denied_timeout`) that the run and the chat are told about.

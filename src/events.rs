@@ -52,6 +52,9 @@ pub enum EventKind {
     AgentChanged,
     /// Operator policy changed outside an approval: a grant revoked, a rule added or disabled.
     PolicyChanged,
+    /// Who may talk to an agent changed: a bot claimed or given a claim code, a pairing approved
+    /// or denied, a person revoked, blocked or unblocked.
+    PeopleChanged,
     /// Rows were appended to the audit log (published after their transaction committed).
     AuditAppended,
     Warning,
@@ -85,6 +88,7 @@ impl EventKind {
             EventKind::MemoryChanged => "memory_changed",
             EventKind::AgentChanged => "agent_changed",
             EventKind::PolicyChanged => "policy_changed",
+            EventKind::PeopleChanged => "people_changed",
             EventKind::AuditAppended => "audit_appended",
             EventKind::Warning => "warning",
         }
@@ -275,6 +279,13 @@ pub enum EventData {
     RuleAdded { rule: i64 },
     /// `policy_changed`: rule `rule` was disabled.
     RuleDisabled { rule: i64 },
+    /// `people_changed`: `change` (`claim_code`, `claimed`, `paired`, `pairing_denied`,
+    /// `revoked`, `blocked`, `unblocked`) for `agent`, about `user_id` when a person.
+    PeopleChanged {
+        agent: String,
+        user_id: Option<i64>,
+        change: String,
+    },
     /// `audit_appended`: a row with this action and subject was committed.
     AuditAppended { action: String, subject: String },
 }

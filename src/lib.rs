@@ -16,6 +16,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod people;
 pub mod policy;
 pub mod protocol;
 pub mod registry;

@@ -15,6 +15,7 @@
 //! | `timezone` | `schedule::parse_timezone` (`/timezone`, Studio, the schedule tools) and `config::load_in` with the name as the daemon's and an agent's `timezone` | an accepted name is canonical and reads back; a refusal echoes bounded input and every zone it proposes exists; the config accepts a name exactly when `parse_timezone` does (blank: not set) and refuses it naming the file and `timezone` |
 //! | `voice` | `telegram::intake::read` on voice-note and document updates, then `voice::agent_text` and `voice::user_notice` | deterministic; a voice note is a `Voice` file with the update's duration; every outcome tells the agent it is a voice note and gives the user a sentence |
 //! | `transcription` | `voice::transcribe::parse_answer` on what a transcription server answers | deterministic; a transcript is exactly the trimmed `text` string, anything else an error saying why |
+//! | `claim_code` | `people::parse_start_argument` on what follows `/start` (unicode, huge, empty) | deterministic; a code is 8 characters of the code alphabet and reads back from its displayed and lower-case forms; blank is no code; an over-long word never is |
 //! | `send_file` | the `send_file` tool in a Telegram chat, on a real store and workspace; `send_file::choose_kind` | a success queued exactly one outbox row and one spool copy equal to the workspace file, a photo is an image within 10 MB, every file within 50 MB; a failure queued and copied nothing and says why |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
@@ -27,7 +28,7 @@
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
-//! send_file (see its target) — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! send_file (see its target), claim_code 500 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -4398,4 +4399,59 @@ fn send_file() {
         kinds(),
         |(name, head, size, requested)| check_kind(&name, &head, size, requested),
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// claim_code: what follows `/start` when someone claims a bot (`people::parse_start_argument`).
+
+mod claim_code_target {
+    use super::*;
+
+    use clawvisor::people::{StartArgument, parse_start_argument};
+    use clawvisor::store::telegram::normalize_code;
+    use clawvisor::telegram::pairing;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/claim_code.txt";
+
+    /// Deterministic; a code is 8 characters of the code alphabet, stored as normalized, and reads
+    /// back from its displayed and lower-case forms; blank input is no code; an over-long first
+    /// word is never a code.
+    pub fn check(args: &str) -> Result<(), TestCaseError> {
+        let parsed = parse_start_argument(args);
+        prop_assert_eq!(&parsed, &parse_start_argument(args), "deterministic");
+        let first = args.split_whitespace().next();
+        match &parsed {
+            StartArgument::Missing => prop_assert!(first.is_none(), "{args:?} has a word"),
+            StartArgument::Code(code) => {
+                prop_assert!(pairing::is_code(code), "{code:?}");
+                prop_assert_eq!(&normalize_code(code), code);
+                prop_assert!(first.is_some_and(|word| word.len() <= 64));
+                for form in [pairing::display(code), code.to_lowercase()] {
+                    prop_assert_eq!(
+                        parse_start_argument(&form),
+                        StartArgument::Code(code.clone())
+                    );
+                }
+            }
+            StartArgument::Malformed => prop_assert!(first.is_some()),
+        }
+        Ok(())
+    }
+
+    pub fn args() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[A-HJ-NP-Z2-9]{4}-?[A-HJ-NP-Z2-9]{4}",
+            "[a-z0-9 -]{0,12}",
+            super::tricky_text(),
+            (super::tricky_text(), 0usize..200).prop_map(|(text, times)| text.repeat(times)),
+            "\\PC{0,80}",
+        ]
+    }
+}
+
+#[test]
+fn claim_code() {
+    use claim_code_target::*;
+    replay("claim_code", str::to_string, |args| check(args));
+    run(runner(REGRESSIONS, 500), args(), |args| check(&args));
 }

@@ -4,7 +4,9 @@
 //! device said in the same conversation), an approval appearing in the inbox without a reload and
 //! approving it completing the run, and a schedule created with its preview; pages refreshing live on changes made elsewhere (an agent's settings changed through
 //! the API while the Agents page is open, without losing what the operator typed; a skill toggled
-//! while the Skills page is open; an audit row appended while the Audit page is open); and, on a
+//! while the Skills page is open; an audit row appended while the Audit page is open); the People
+//! page showing an unclaimed bot's code, then its owner once claimed, the operator approving a
+//! friend's pairing request and blocking a stranger (who then gets no answer); and, on a
 //! phone-sized viewport (390×844), no page wider than the screen. A screenshot of every page is
 //! written to `<target>/tmp/studio-screenshots/` (`phone-*.png` for the phone viewport).
 //!
@@ -489,7 +491,7 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
 
     // Every other page loads (and is photographed).
     for page in [
-        "agents", "memory", "mcp", "handoffs", "audit", "costs", "skills",
+        "agents", "people", "memory", "mcp", "handoffs", "audit", "costs", "skills",
     ] {
         browser.open(page).await;
         browser.screenshot(page).await;
@@ -715,6 +717,7 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
     browser.screenshot("phone-approvals").await;
     for page in [
         "agents",
+        "people",
         "chat",
         "runs",
         "schedules",
@@ -742,6 +745,201 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
             "!document.querySelector('[data-approval]')",
         )
         .await;
+
+    browser.close().await;
+    world.world.harness.stop().await;
+}
+
+/// The stored status of `user` for ada (`owner`, `allowed`, `blocked`), if any.
+async fn person_status(world: &World, user: i64) -> Option<String> {
+    world
+        .harness
+        .store()
+        .read(move |conn| {
+            Ok(clawvisor::store::people::person(conn, "ada", user)?
+                .map(|person| person.status.as_str().to_string()))
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_people_page_shows_the_claim_and_pairs_a_friend_and_blocks_a_stranger() {
+    const OWNER: i64 = 601;
+    const FRIEND: i64 = 602;
+    const STRANGER: i64 = 603;
+    let world = world().await;
+    for (user, name) in [(OWNER, "Olivia"), (FRIEND, "Fred"), (STRANGER, "Sam")] {
+        world.fake.set_user(user, name, None);
+    }
+    let bot = world.bot("ada");
+    let browser = Browser::launch().await;
+    log_in(&browser, &world).await;
+
+    // The unclaimed bot's code is on the People page.
+    browser.open("people").await;
+    let shown = browser
+        .wait_for("[data-people-agent=\"ada\"] [data-claim-code]")
+        .await;
+    let code = shown.attr("data-claim-code").await.unwrap().unwrap();
+    assert!(
+        shown
+            .text()
+            .await
+            .unwrap()
+            .contains(&format!("/start {code}"))
+    );
+    browser.screenshot("people-unclaimed").await;
+    browser
+        .client
+        .execute("window.__no_reload = 3; return 1;", vec![])
+        .await
+        .unwrap();
+
+    // Claimed in the chat: the page shows the owner without a reload.
+    world
+        .fake
+        .push_message(bot, OWNER, OWNER, &format!("/start {code}"));
+    browser
+        .wait_for("[data-people-agent=\"ada\"] [data-claim=\"claimed\"]")
+        .await;
+    browser
+        .wait_for("[data-person=\"601\"][data-status=\"owner\"]")
+        .await;
+
+    // A friend and a stranger ask to pair; their requests show up live.
+    for (user, text) in [(FRIEND, "hi, it's Fred"), (STRANGER, "let me in")] {
+        world.fake.push_message(bot, user, user, text);
+        world
+            .fake
+            .wait_for_sent(
+                bot,
+                |m| m.chat_id == user && m.visible_text.contains("approve code"),
+                WAIT,
+            )
+            .await
+            .expect("a pairing reply");
+    }
+    let request = |user: i64| {
+        let world = &world;
+        async move {
+            let body: serde_json::Value = world
+                .http
+                .get(format!("{}/api/v1/people", world.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body["agents"][0]["pending"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|request| request["user_id"] == user)
+                .map(|request| request["code"].as_str().unwrap().to_string())
+                .expect("a pending request")
+        }
+    };
+    let (friend_code, stranger_code) = (request(FRIEND).await, request(STRANGER).await);
+    browser
+        .wait_for(&format!("[data-pairing=\"{stranger_code}\"]"))
+        .await;
+    browser.screenshot("people-requests").await;
+
+    // The operator approves the friend ...
+    browser
+        .wait_for(&format!(
+            "[data-pairing=\"{friend_code}\"] button[data-action=\"approve\"]"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("[data-person=\"602\"][data-status=\"paired\"]")
+        .await;
+    assert_eq!(
+        person_status(&world, FRIEND).await.as_deref(),
+        Some("allowed")
+    );
+    world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == FRIEND && m.visible_text.contains("You're approved"),
+            WAIT,
+        )
+        .await
+        .expect("the friend is told");
+
+    // ... and blocks the stranger, who from then on gets no answer at all.
+    browser
+        .wait_for(&format!(
+            "[data-pairing=\"{stranger_code}\"] button[data-action=\"block\"]"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("[data-person=\"603\"][data-status=\"blocked\"]")
+        .await;
+    assert_eq!(
+        person_status(&world, STRANGER).await.as_deref(),
+        Some("blocked")
+    );
+    let told = world
+        .fake
+        .sent(bot)
+        .iter()
+        .filter(|m| m.chat_id == STRANGER)
+        .count();
+    let pushed = world.fake.push_message(bot, STRANGER, STRANGER, "hello??");
+    wait_until(WAIT, "the blocked stranger's message stored as ignored", || async {
+        let update_id = pushed.update_id;
+        world
+            .harness
+            .store()
+            .read(move |conn| {
+                Ok(conn.query_row(
+                    "SELECT COUNT(*) FROM inbound_updates WHERE update_id = ?1 AND status = 'ignored' AND note LIKE 'blocked%'",
+                    [update_id],
+                    |row| row.get::<_, i64>(0),
+                )?)
+            })
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    assert_eq!(
+        world
+            .fake
+            .sent(bot)
+            .iter()
+            .filter(|m| m.chat_id == STRANGER)
+            .count(),
+        told,
+        "a blocked person hears nothing"
+    );
+    browser
+        .wait_until("no reload happened", "window.__no_reload === 3")
+        .await;
+    browser.screenshot("people").await;
+
+    // On a phone the page fits the screen.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.open("people").await;
+    browser.wait_for("[data-person=\"603\"]").await;
+    browser.assert_no_sideways_scroll("people").await;
+    browser.screenshot("phone-people").await;
+    let errors = browser
+        .client
+        .execute("return document.querySelectorAll('.error').length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(errors, json!(0), "the page shows an error");
 
     browser.close().await;
     world.world.harness.stop().await;

@@ -374,6 +374,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
             Some(json!({"timezone": "Europe/Berlin"})),
         ),
         (
+            "get",
+            "/api/v1/people",
+            Method::GET,
+            "/api/v1/people".into(),
+            None,
+        ),
+        (
             "delete",
             "/api/v1/schedules/{id}",
             Method::DELETE,
@@ -393,6 +400,9 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/grants/{id}/revoke",
         "/api/v1/policy/rules/{id}/disable",
         "/api/v1/memory/{id}/{operation}",
+        // tests/people.rs and studio_browser.rs: a pairing request and people to change.
+        "/api/v1/pairings/{id}/{operation}",
+        "/api/v1/people/{name}/{id}/{operation}",
         "/api/v1/handoffs/{id}",
         "/api/v1/handoffs/{id}/cancel",
         "/api/v1/schedules",
@@ -501,6 +511,10 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         (Method::POST, "/api/v1/memory/987654/archive"),
         (Method::POST, "/api/v1/agents/nobody/chat"),
         (Method::PATCH, "/api/v1/agents/ada/skills/no-such-skill"),
+        (Method::POST, "/api/v1/pairings/ABCD-EFGH/approve"),
+        (Method::POST, "/api/v1/pairings/ABCD-EFGH/deny"),
+        (Method::POST, "/api/v1/people/nobody/5/block"),
+        (Method::POST, "/api/v1/people/ada/5/revoke"),
         (Method::GET, "/api/v1/no-such-thing"),
     ] {
         let body = match method {
@@ -545,6 +559,24 @@ async fn bad_input_gets_a_400_that_says_what_to_fix() {
             "/api/v1/schedules/preview",
             json!({"kind": "cron", "expression": "61 * * * *"}),
             "61",
+        ),
+        (
+            Method::POST,
+            "/api/v1/people/ada/abc/block",
+            json!({}),
+            "not a Telegram user id",
+        ),
+        (
+            Method::POST,
+            "/api/v1/people/ada/5/smash",
+            json!({}),
+            "revoke, block, unblock",
+        ),
+        (
+            Method::POST,
+            "/api/v1/pairings/ABCD-EFGH/maybe",
+            json!({}),
+            "approve, deny",
         ),
         (
             Method::POST,

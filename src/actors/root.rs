@@ -517,5 +517,8 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             &context.loaded.timezone,
             &context.loaded.agents,
         )),
+        people: Arc::new(crate::studio::people::FilePeople::from_specs(
+            &context.loaded.agents,
+        )),
     }
 }

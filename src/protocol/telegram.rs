@@ -133,6 +133,11 @@ impl Bot {
         });
     }
 
+    /// Sends a plain message to a chat (a pairing approved in Studio).
+    pub fn notify(&self, chat: ChatKey, text: String) {
+        self.cast(TelegramMsg::Notify { chat, text });
+    }
+
     /// Is the bot polling? `false` when it is down or does not answer at once.
     pub async fn is_online(&self) -> bool {
         let answer = super::ask(

@@ -24,6 +24,7 @@ pub mod handoff;
 pub mod mcp;
 pub mod memory;
 pub mod outbox;
+pub mod people;
 pub mod runs;
 pub mod schedules;
 pub mod sessions;

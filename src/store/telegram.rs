@@ -1,4 +1,5 @@
-//! Queries for `bot_offsets`, `inbound_updates`, `telegram_users` and `pairing_codes`.
+//! Queries for `bot_offsets`, `inbound_updates`, `telegram_users` and `pairing_codes` (the people
+//! themselves, claims and blocks: `store::people`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -202,13 +203,14 @@ pub fn take_context(
 pub fn user_allowed(conn: &Connection, agent: &str, user_id: i64) -> Result<bool> {
     Ok(conn
         .prepare_cached(
-            "SELECT status = 'allowed' FROM telegram_users WHERE agent = ?1 AND user_id = ?2",
+            "SELECT status IN ('allowed', 'owner') FROM telegram_users WHERE agent = ?1 AND user_id = ?2",
         )?
         .query_row(params![agent, user_id], |row| row.get::<_, bool>(0))
         .optional()?
         .unwrap_or(false))
 }
 
+/// Lets the user talk to the agent (an owner stays owner).
 pub fn allow_user(
     conn: &Connection,
     agent: &str,
@@ -219,7 +221,8 @@ pub fn allow_user(
 ) -> Result<()> {
     conn.execute(
         "INSERT INTO telegram_users (agent, user_id, name, status, changed_ms, changed_by) VALUES (?1, ?2, ?3, 'allowed', ?4, ?5)
-         ON CONFLICT (agent, user_id) DO UPDATE SET status = 'allowed', name = ?3, changed_ms = ?4, changed_by = ?5",
+         ON CONFLICT (agent, user_id) DO UPDATE SET status = CASE status WHEN 'owner' THEN 'owner' ELSE 'allowed' END,
+             name = ?3, changed_ms = ?4, changed_by = ?5",
         params![agent, user_id, name, now_ms, by],
     )?;
     Ok(())
@@ -253,7 +256,8 @@ fn pairing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PairingRow> {
 const PAIRING_COLUMNS: &str =
     "code, agent, user_id, chat_id, name, created_ms, expires_ms, approved_ms";
 
-/// The user's live (unexpired, unapproved) pairing request, if any.
+/// The user's live (unexpired, unapproved) pairing request, if any; a denied one counts until it
+/// expires, so that its person is not answered again meanwhile.
 pub fn live_pairing(
     conn: &Connection,
     agent: &str,
@@ -289,7 +293,7 @@ pub fn approve_pairing(
     let row = conn
         .prepare_cached(&format!(
             "SELECT {PAIRING_COLUMNS} FROM pairing_codes WHERE code = ?1 AND (?2 IS NULL OR agent = ?2)
-             AND approved_ms IS NULL AND expires_ms > ?3"
+             AND approved_ms IS NULL AND denied_ms IS NULL AND expires_ms > ?3"
         ))?
         .query_row(params![code, agent, now_ms], pairing_from_row)
         .optional()?;
@@ -310,7 +314,7 @@ pub fn approve_pairing(
 /// Live pairing requests (Studio).
 pub fn pending_pairings(conn: &Connection, now_ms: i64) -> Result<Vec<PairingRow>> {
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {PAIRING_COLUMNS} FROM pairing_codes WHERE approved_ms IS NULL AND expires_ms > ?1 ORDER BY created_ms"
+        "SELECT {PAIRING_COLUMNS} FROM pairing_codes WHERE approved_ms IS NULL AND denied_ms IS NULL AND expires_ms > ?1 ORDER BY created_ms"
     ))?;
     let rows = statement.query_map(params![now_ms], pairing_from_row)?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)

@@ -183,6 +183,11 @@ pub fn data_json(data: &EventData) -> Value {
         EventData::GrantRevoked { grant } => json!({"grant": grant, "change": "grant_revoked"}),
         EventData::RuleAdded { rule } => json!({"rule": rule, "change": "rule_added"}),
         EventData::RuleDisabled { rule } => json!({"rule": rule, "change": "rule_disabled"}),
+        EventData::PeopleChanged {
+            agent,
+            user_id,
+            change,
+        } => json!({"agent": agent, "user_id": user_id, "change": change}),
         EventData::AuditAppended { action, subject } => {
             json!({"action": action, "subject": subject})
         }
@@ -453,6 +458,14 @@ mod tests {
             (
                 EventData::RuleDisabled { rule: 6 },
                 json!({"rule": 6, "change": "rule_disabled"}),
+            ),
+            (
+                EventData::PeopleChanged {
+                    agent: text("ada"),
+                    user_id: Some(42),
+                    change: text("blocked"),
+                },
+                json!({"agent": "ada", "user_id": 42, "change": "blocked"}),
             ),
             (
                 EventData::AuditAppended {

@@ -18,6 +18,7 @@ pub mod live;
 pub mod mcp;
 pub mod memory;
 pub mod overview;
+pub mod people;
 pub mod runs;
 pub mod schedules;
 pub mod timezones;
@@ -58,6 +59,8 @@ pub struct StudioState {
     pub timezones: Arc<timezones::Directory>,
     /// The configured model providers, for the Overview's provider checks.
     pub providers: Arc<crate::llm::Providers>,
+    /// The Telegram people each agent's file names (People page).
+    pub people: Arc<Vec<people::FilePeople>>,
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -108,6 +111,9 @@ api! {
     get "/api/v1/policy/decisions" => runs::decisions, "The policy gate's newest decisions";
     get "/api/v1/timezones" => timezones::list, "The daemon's, each agent's and each person's time zone, with where it comes from";
     patch "/api/v1/users/{id}/timezone" => timezones::set_user, "Sets (or, with an empty `timezone`, clears) a Telegram user's time zone";
+    get "/api/v1/people" => people::list, "Who talks to each agent: its bot's claim state (with the live claim code of an unclaimed bot), the people its file names, its owner, paired and blocked people, and pending pairing requests";
+    post "/api/v1/pairings/{id}/{operation}" => people::decide_pairing, "Approves or denies a pending pairing request by its code (`approve`, `deny`)";
+    post "/api/v1/people/{name}/{id}/{operation}" => people::change, "Revokes, blocks or unblocks a Telegram user (by id) for an agent (`revoke`, `block`, `unblock`)";
     get "/api/v1/schedules" => schedules::list, "Scheduled jobs";
     post "/api/v1/schedules" => schedules::create, "Creates a job";
     post "/api/v1/schedules/preview" => schedules::preview, "What a schedule means and its next fire times";

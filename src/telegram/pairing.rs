@@ -1,5 +1,6 @@
-//! Pairing codes for unknown Telegram users: 8 characters from an alphabet without look-alikes
-//! (no 0/O, no 1/I), shown as `ABCD-EFGH`, valid for an hour.
+//! Pairing codes for unknown Telegram users (and bots' claim codes, `people`): 8 characters from
+//! an alphabet without look-alikes (no 0/O, no 1/I), shown as `ABCD-EFGH`; a pairing code is
+//! valid for an hour.
 
 use rand::Rng;
 
@@ -12,6 +13,11 @@ pub fn new_code() -> String {
     (0..8)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// Whether `text` is shaped like a code as stored: 8 characters of the alphabet.
+pub fn is_code(text: &str) -> bool {
+    text.len() == 8 && text.bytes().all(|byte| ALPHABET.contains(&byte))
 }
 
 /// `ABCDEFGH` → `ABCD-EFGH`.

@@ -2,7 +2,7 @@
 //!
 //! A request is stored (with its audit row) before it is shown anywhere. It is shown where an
 //! approver can see it: with buttons in the Telegram chat (and privately to the agent's approvers
-//! when the requester is not one), as a notice in a terminal chat, and always in Studio's inbox.
+//! — the file's, and the owner who claimed its bot — when the requester is not one), as a notice in a terminal chat, and always in Studio's inbox.
 //! When no approver can be reached the request is denied at once, with that reason — never a silent
 //! wait. Expiry is enforced from the stored `expires_ms` by one timer for the earliest deadline;
 //! expiry is a denial (`denied_timeout`) that the run and the chat are told about.
@@ -354,12 +354,35 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
         _ => {}
     }
     let approvers = state.args.approvers.get(&request.agent)?;
-    if !approvers.has_bot || approvers.telegram.is_empty() {
+    if !approvers.has_bot
+        || telegram_approvers(&state.args, &request.agent, approvers)
+            .await
+            .is_empty()
+    {
         return None;
     }
     bot_online(&state.args, &request.agent)
         .await
         .then_some("telegram")
+}
+
+/// The agent's Telegram approvers: its file's, and the owner who claimed its bot (`people`).
+async fn telegram_approvers(
+    args: &ApprovalDeskArgs,
+    agent: &str,
+    approvers: &AgentApprovers,
+) -> Vec<i64> {
+    let mut all = approvers.telegram.clone();
+    let agent = agent.to_string();
+    if let Ok(Some(owner)) = args
+        .store
+        .read(move |conn| crate::store::people::owner(conn, &agent))
+        .await
+        && !all.contains(&owner.user_id)
+    {
+        all.push(owner.user_id);
+    }
+    all
 }
 
 /// How long until `expires_ms`, as people read it ("40 s", "5 min").
@@ -402,8 +425,8 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
             bot.post_approval(chat.clone(), prompt.clone());
             // Approvers who are not in this chat get it privately.
             if let Some(approvers) = args.approvers.get(&row.agent) {
-                for approver in approvers
-                    .telegram
+                for approver in telegram_approvers(args, &row.agent, approvers)
+                    .await
                     .iter()
                     .filter(|approver| **approver != chat_id)
                 {

@@ -95,7 +95,7 @@ pub(super) async fn decide(
         agent: state.args.spec.name.clone(),
         user_id,
         name: name.to_string(),
-        approver: state.args.is_approver(user_id),
+        approver: claim::is_approver(state, user_id).await,
     };
     match Approvals::new(&state.args.registry)
         .decide(&id, decision, decider)
@@ -144,25 +144,24 @@ pub(super) async fn pair(
     message: &IncomingMessage,
     args: &str,
 ) -> String {
-    if !state.args.is_approver(message.user_id) {
+    if !claim::is_approver(state, message.user_id).await {
         return "Only my approvers can pair new users.".into();
     }
     let code = args.trim().to_string();
     if code.is_empty() {
         return "Usage: /pair <code> (the code the new user received).".into();
     }
-    let (agent, by, now) = (
-        state.args.spec.name.clone(),
-        format!("telegram:{}", message.user_id),
-        crate::clock::now_ms(),
-    );
-    match state
-        .args
-        .store
-        .write(move |conn| queries::approve_pairing(conn, &code, Some(&agent), &by, now))
-        .await
+    let by = format!("telegram:{}", message.user_id);
+    match crate::people::approve_pairing(
+        &state.args.store,
+        &state.args.events,
+        &code,
+        Some(&state.args.spec.name),
+        &by,
+    )
+    .await
     {
-        Ok(Some(row)) => {
+        Ok(row) => {
             let _ = worker(state, &ChatKey::telegram(row.chat_id)).send(SendJob::Notice {
                 text: format!("You're approved, {}. Write to me anytime.", row.name),
             });
@@ -171,7 +170,9 @@ pub(super) async fn pair(
                 row.name, row.user_id
             )
         }
-        Ok(None) => "That code is unknown, already used or expired.".into(),
+        Err(crate::people::PeopleError::NotFound(_)) => {
+            "That code is unknown, already used or expired.".into()
+        }
         Err(error) => format!("Could not pair: {error}"),
     }
 }

@@ -1,6 +1,7 @@
 //! What arrives: stored updates become messages to the agent (with their attachments downloaded
-//! into the workspace), unknown private users get one pairing reply, and the sweep re-dispatches
-//! updates that never reached a session.
+//! into the workspace), unknown private users get one pairing reply (or claim an unclaimed bot
+//! with `/start <code>`, `claim.rs`), blocked ones nothing, and the sweep re-dispatches updates
+//! that never reached a session.
 
 use super::*;
 
@@ -18,20 +19,28 @@ pub(super) async fn on_message(
             Some("stale: sent long before the daemon started".into()),
         );
     }
-    let agent = state.args.spec.name.clone();
-    let user_id = message.user_id;
-    let allowed = state.args.allowed_by_file(user_id)
-        || state
-            .args
-            .store
-            .read(move |conn| queries::user_allowed(conn, &agent, user_id))
-            .await
-            .unwrap_or(false);
-    if !allowed {
-        if message.private {
-            pairing_reply(state, &message).await;
+    match claim::standing(state, message.user_id).await {
+        claim::Standing::Allowed => {}
+        // Not a word, not even a pairing reply.
+        claim::Standing::Blocked => {
+            return (
+                UpdateStatus::Ignored,
+                Some("blocked by the operator: not answered".into()),
+            );
         }
-        return (UpdateStatus::Ignored, Some("unauthorized sender".into()));
+        claim::Standing::Unknown => {
+            if message.private {
+                if let Some(("start", args)) = message
+                    .command
+                    .as_ref()
+                    .map(|(command, args)| (command.as_str(), args.as_str()))
+                {
+                    return claim::on_start(state, &message, args).await;
+                }
+                pairing_reply(state, &message).await;
+            }
+            return (UpdateStatus::Ignored, Some("unauthorized sender".into()));
+        }
     }
     if !message.addressed {
         return (UpdateStatus::Context, None);
@@ -449,6 +458,8 @@ pub(super) async fn sweep(
     if state.username.is_none() {
         return Ok(());
     }
+    // A claim code that expired is renewed (and logged); right after start it is logged anyway.
+    claim::check_claim(state, recovery == Recovery::Everything).await;
     let agent = state.args.spec.name.clone();
     let now = crate::clock::now_ms();
     let threshold = match recovery {

@@ -3,7 +3,8 @@
 //! Inbound: the poll loop (`telegram::poller`, a task owned by this actor) stores each batch with
 //! its offset before confirming it. This actor then reads every stored update in order: stale ones
 //! (older than `stale_grace` before boot) and unauthorized ones are recorded and not answered;
-//! unknown private users get one pairing reply; group messages not addressed to the bot are kept
+//! unknown private users get one pairing reply (or, when the bot is unclaimed, may claim it with
+//! `/start <code>`); blocked users get nothing; group messages not addressed to the bot are kept
 //! as context for its next answer; commands are handled here; everything else goes to the agent
 //! (`agent:<name>`) — the bot that received an update decides the agent, never a guess.
 //!
@@ -19,6 +20,7 @@
 //! degraded and retried later. A rejected token (401) stops the bot normally with a clear event:
 //! restarting cannot fix it.
 
+mod claim;
 mod commands;
 mod inbound;
 mod voice;

@@ -1,0 +1,239 @@
+//! People: `/api/v1/people` (per agent: its bot's claim state with the live claim code of an
+//! unclaimed bot, the people its file names, its owner, paired and blocked people, and pending
+//! pairing requests), `/api/v1/pairings/{code}/{approve|deny}` and
+//! `/api/v1/people/{agent}/{user}/{revoke|block|unblock}`.
+//!
+//! Changes go through `crate::people` (stored with their audit row, then announced as
+//! `people_changed`); the bot reads who may talk on every message, so a change applies to the
+//! next one. People named in an agent file are managed in that file and refused here.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::{ApiError, StudioState};
+use crate::config::AgentSpec;
+use crate::domain::ChatKey;
+use crate::people::{self as service, PeopleError, PersonChange};
+use crate::store::people::{self as queries, Claim, Person, PersonStatus};
+use crate::store::telegram::{PairingRow, pending_pairings};
+use crate::telegram::pairing::display;
+
+/// Who the operator is in the audit log.
+const OPERATOR: &str = "operator (studio)";
+
+/// What an agent's file says about its Telegram people (from the config, once per boot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePeople {
+    pub agent: String,
+    /// Whether the agent has a bot at all.
+    pub bot: bool,
+    pub allow_users: Vec<i64>,
+    pub approvers: Vec<i64>,
+}
+
+impl FilePeople {
+    pub fn from_specs(specs: &[AgentSpec]) -> Vec<FilePeople> {
+        specs
+            .iter()
+            .map(|spec| FilePeople {
+                agent: spec.name.clone(),
+                bot: spec.telegram.is_some(),
+                allow_users: spec
+                    .telegram
+                    .as_ref()
+                    .map(|telegram| telegram.allow_users.clone())
+                    .unwrap_or_default(),
+                approvers: spec
+                    .telegram
+                    .as_ref()
+                    .map(|telegram| telegram.approvers.clone())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    fn names(&self, user_id: i64) -> bool {
+        self.allow_users.contains(&user_id) || self.approvers.contains(&user_id)
+    }
+
+    fn names_anyone(&self) -> bool {
+        !self.allow_users.is_empty() || !self.approvers.is_empty()
+    }
+}
+
+fn person_json(person: &Person) -> Value {
+    json!({
+        "user_id": person.user_id, "name": person.name, "status": person.status.label(),
+        "changed_ms": person.changed_ms, "changed_by": person.changed_by,
+    })
+}
+
+fn pairing_json(row: &PairingRow) -> Value {
+    json!({
+        "code": row.code, "display": display(&row.code), "user_id": row.user_id, "name": row.name,
+        "created_ms": row.created_ms, "expires_ms": row.expires_ms,
+    })
+}
+
+fn claim_json(file: &FilePeople, owner: Option<&Person>, claim: Option<&Claim>, now: i64) -> Value {
+    if !file.bot {
+        return json!({"state": "no_bot"});
+    }
+    if file.names_anyone() {
+        return json!({"state": "managed_by_file"});
+    }
+    if let Some(owner) = owner {
+        return json!({
+            "state": "claimed", "owner": {"user_id": owner.user_id, "name": owner.name},
+            "claimed_ms": claim.and_then(|claim| claim.claimed_ms).unwrap_or(owner.changed_ms),
+        });
+    }
+    match claim {
+        Some(claim) if claim.is_live(now) => json!({
+            "state": "unclaimed", "code": display(&claim.code), "created_ms": claim.created_ms,
+            "expires_ms": claim.expires_ms,
+        }),
+        // Expired, or used by an owner since revoked: the bot's sweep makes a new one.
+        Some(_) => json!({"state": "renewing"}),
+        None => json!({"state": "waiting_for_bot"}),
+    }
+}
+
+/// `GET /api/v1/people`
+pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
+    let now = crate::clock::now_ms();
+    let (people, claims, pending, names) = state
+        .store
+        .read(move |conn| {
+            Ok((
+                queries::people(conn)?,
+                queries::claims(conn)?,
+                pending_pairings(conn, now)?,
+                crate::store::timezones::known_names(conn)?,
+            ))
+        })
+        .await?;
+    let agents: Vec<Value> = state
+        .people
+        .iter()
+        .map(|file| {
+            let mine: Vec<&Person> = people.iter().filter(|p| p.agent == file.agent).collect();
+            let owner = mine
+                .iter()
+                .find(|person| person.status == PersonStatus::Owner)
+                .copied();
+            let claim = claims.iter().find(|claim| claim.agent == file.agent);
+            let mut from_file: Vec<i64> = file
+                .allow_users
+                .iter()
+                .chain(&file.approvers)
+                .copied()
+                .collect();
+            from_file.sort_unstable();
+            from_file.dedup();
+            json!({
+                "agent": file.agent,
+                "bot": file.bot,
+                "claim": claim_json(file, owner, claim, now),
+                "from_file": from_file.iter().map(|user_id| json!({
+                    "user_id": user_id,
+                    "name": names.iter().find(|(id, _)| id == user_id).map(|(_, name)| name),
+                    "approver": file.approvers.contains(user_id)
+                        || (file.approvers.is_empty() && file.allow_users.contains(user_id)),
+                })).collect::<Vec<_>>(),
+                "people": mine.iter().map(|person| person_json(person)).collect::<Vec<_>>(),
+                "pending": pending.iter().filter(|row| row.agent == file.agent)
+                    .map(pairing_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "agents": agents,
+        "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it and restart to change them.",
+    })))
+}
+
+fn api_error(error: PeopleError) -> ApiError {
+    match error {
+        PeopleError::Store(error) => error.into(),
+        PeopleError::NotFound(message) => ApiError::not_found(message),
+        PeopleError::Conflict(message) => ApiError::conflict(message),
+    }
+}
+
+/// `POST /api/v1/pairings/{code}/{operation}` with operation `approve` or `deny`.
+pub async fn decide_pairing(
+    State(state): State<StudioState>,
+    Path((code, operation)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let row = match operation.as_str() {
+        "approve" => service::approve_pairing(&state.store, &state.events, &code, None, OPERATOR)
+            .await
+            .map_err(api_error)?,
+        "deny" => service::deny_pairing(&state.store, &state.events, &code, OPERATOR)
+            .await
+            .map_err(api_error)?,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "unknown operation `{other}` (one of: approve, deny)"
+            )));
+        }
+    };
+    let approved = operation == "approve";
+    if approved {
+        // Told by their bot, as `/pair` does; the bot being down only loses this notice.
+        crate::protocol::telegram::Bot::new(&state.registry, &row.agent).notify(
+            ChatKey::telegram(row.chat_id),
+            format!("You're approved, {}. Write to me anytime.", row.name),
+        );
+    }
+    Ok(Json(json!({
+        "agent": row.agent, "user_id": row.user_id, "name": row.name,
+        "status": if approved { "paired" } else { "denied" },
+    })))
+}
+
+/// `POST /api/v1/people/{agent}/{user_id}/{operation}` with operation `revoke`, `block` or
+/// `unblock`.
+pub async fn change(
+    State(state): State<StudioState>,
+    Path((agent, user_id, operation)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(file) = state.people.iter().find(|file| file.agent == agent) else {
+        return Err(ApiError::not_found(format!("no agent named `{agent}`")));
+    };
+    let user_id = user_id
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`{user_id}` is not a Telegram user id (a positive number)"
+            ))
+        })?;
+    let Some(change) = PersonChange::parse(&operation) else {
+        return Err(ApiError::bad_request(format!(
+            "unknown operation `{operation}` (one of: revoke, block, unblock)"
+        )));
+    };
+    if file.names(user_id) {
+        return Err(ApiError::conflict(format!(
+            "{user_id} is named in {agent}'s agent file (allow_users or approvers): change them there and restart the daemon"
+        )));
+    }
+    let after = service::change_person(
+        &state.store,
+        &state.events,
+        &agent,
+        user_id,
+        change,
+        OPERATOR,
+    )
+    .await
+    .map_err(api_error)?;
+    Ok(Json(json!({
+        "agent": agent, "user_id": user_id,
+        "status": after.map_or("unknown", |person| person.status.label()),
+    })))
+}

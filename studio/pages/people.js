@@ -1,0 +1,95 @@
+// people.js — who talks to each agent: an unclaimed bot's claim code (the first person to send
+// /start <code> to the bot becomes its owner), pending pairing requests with Approve / Deny /
+// Block, the owner and paired people with Revoke / Block, blocked people with Unblock (they get no
+// answer at all), a form to block anyone by Telegram id, and the people the agent file names
+// (managed in the file, not here). Refreshes on people_changed and on a bot's pairing requests.
+import { api, load, el, append, enc, badge, when, expires, empty, act, code, toast } from '/app.js';
+
+export const events = ['people_changed', 'bot_status'];
+
+export async function render(root, ctx) {
+  const box = el('div');
+  append(root, el('h1', null, 'People'),
+    el('p', { class: 'muted small' }, 'Who may talk to each agent through its Telegram bot. Changes apply to the next message.'),
+    box);
+  const refresh = (quiet) => load(box, () => api('/api/v1/people'), (d) => draw(box, d, () => refresh(true)), { root, quiet });
+  ctx.refresh = () => refresh(true);
+  // Of the bots' status events, only a new pairing request changes this page.
+  ctx.accept = (kind, event) => kind !== 'bot_status' || event?.data?.state === 'pairing_requested';
+  await refresh(false);
+}
+
+function draw(box, data, refresh) {
+  const agents = data.agents || [];
+  if (!agents.length) { append(box, empty('No agents are configured.')); return; }
+  append(box, agents.map((a) => agentCard(a, refresh)));
+  if (data.note) append(box, el('p', { class: 'muted small' }, data.note));
+}
+
+function claimBlock(claim) {
+  switch (claim?.state) {
+    case 'unclaimed':
+      return el('div', { class: 'hint', 'data-claim': 'unclaimed' },
+        el('p', { style: 'margin:0 0 .3rem' }, el('strong', null, 'This bot is unclaimed. '),
+          'The first person to send this to the bot in a private chat becomes its owner (and approver):'),
+        el('p', { style: 'margin:0' }, el('code', { 'data-claim-code': claim.code }, `/start ${claim.code}`), ' ',
+          el('span', { class: 'muted small' }, expires(claim.expires_ms))),
+        el('p', { class: 'muted small', style: 'margin:.3rem 0 0' }, 'Keep it private: whoever sends it first owns the bot. It works once.'));
+    case 'claimed':
+      return el('p', { 'data-claim': 'claimed' }, 'Claimed by ', el('strong', null, claim.owner?.name ?? '?'),
+        ` (${claim.owner?.user_id}) `, when(claim.claimed_ms), '.');
+    case 'managed_by_file':
+      return el('p', { class: 'muted small', 'data-claim': 'file' }, 'The agent file names who may talk to this bot.');
+    case 'renewing':
+      return el('p', { class: 'muted small', 'data-claim': 'renewing' }, 'The claim code expired or was used; the bot makes a new one within a minute.');
+    case 'waiting_for_bot':
+      return el('p', { class: 'muted small', 'data-claim': 'waiting' }, 'A claim code is made when the bot comes online.');
+    default:
+      return el('p', { class: 'muted small', 'data-claim': 'no-bot' }, 'No Telegram bot: nobody to pair.');
+  }
+}
+
+function agentCard(a, refresh) {
+  // A button that makes a change and then redraws (the change's event would too, a little later).
+  const button = (label, action, cls, run, done) => el('button', { type: 'button', class: cls, 'data-action': action,
+    onclick: async (e) => { if (await act(e.currentTarget, run, done)) refresh(); } }, label);
+  const pending = a.pending || [];
+  const people = a.people || [];
+  const fromFile = a.from_file || [];
+  const change = (p, op) => () => api(`/api/v1/people/${enc(a.agent)}/${enc(p.user_id)}/${op}`, { method: 'POST' });
+  const blockId = el('input', { type: 'text', inputmode: 'numeric', placeholder: 'Telegram user id', 'aria-label': 'Telegram user id', name: 'block-id', size: 14 });
+  return el('div', { class: 'card', 'data-people-agent': a.agent },
+    el('div', { class: 'row spread' }, el('h3', null, a.agent), a.bot ? badge(a.claim?.state === 'unclaimed' ? 'warn' : 'ok', a.claim?.state === 'unclaimed' ? 'unclaimed' : 'bot') : badge('idle', 'no bot')),
+    claimBlock(a.claim),
+    a.bot && [
+      el('h4', null, 'Waiting for approval'),
+      pending.length ? pending.map((r) => el('div', { class: 'row spread person', 'data-pairing': r.code },
+        el('div', null, el('strong', null, r.name), ` (${r.user_id}) `, el('span', { class: 'muted small' }, 'code ', code(r.display), ' · ', expires(r.expires_ms))),
+        el('div', { class: 'row buttons' },
+          button('Approve', 'approve', 'good', () => api(`/api/v1/pairings/${enc(r.code)}/approve`, { method: 'POST' }), `${r.name} can talk to ${a.agent} now.`),
+          button('Deny', 'deny', '', () => api(`/api/v1/pairings/${enc(r.code)}/deny`, { method: 'POST' }), `Denied ${r.name}.`),
+          button('Block', 'block', 'danger', change(r, 'block'), `Blocked ${r.name}: they get no answer.`))))
+        : el('p', { class: 'muted small' }, 'No requests. Someone unknown who writes to the bot gets a code, and their request shows here.'),
+      el('h4', null, 'People'),
+      people.length ? people.map((p) => el('div', { class: 'row spread person', 'data-person': p.user_id, 'data-status': p.status },
+        el('div', null, el('strong', null, p.name), ` (${p.user_id}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status), ' ',
+          el('span', { class: 'muted small' }, when(p.changed_ms), p.changed_by ? ` · ${p.changed_by}` : '')),
+        el('div', { class: 'row buttons' }, p.status === 'blocked'
+          ? button('Unblock', 'unblock', '', change(p, 'unblock'), `Unblocked ${p.name}.`)
+          : [button('Revoke', 'revoke', '', change(p, 'revoke'), `${p.name} no longer talks to ${a.agent}.`),
+            button('Block', 'block', 'danger', change(p, 'block'), `Blocked ${p.name}: they get no answer.`)])))
+        : el('p', { class: 'muted small' }, 'Nobody paired or blocked yet.'),
+      el('form', { class: 'row', onsubmit: async (e) => {
+        e.preventDefault();
+        const id = blockId.value.trim();
+        if (!/^[0-9]+$/.test(id)) { toast('A Telegram user id is a number.', 'bad'); return; }
+        if (await act(e.submitter, change({ user_id: id }, 'block'), `Blocked ${id}: they get no answer.`)) { blockId.value = ''; refresh(); }
+      } }, blockId, el('button', { type: 'submit', class: 'danger', 'data-action': 'block-id' }, 'Block by id')),
+    ],
+    fromFile.length > 0 && [
+      el('h4', null, 'From the agent file'),
+      el('p', { class: 'muted small' }, 'Named in allow_users or approvers: not revocable here — edit the agent file.'),
+      fromFile.map((p) => el('div', { class: 'row person', 'data-file-person': p.user_id },
+        el('strong', null, p.name ?? `user ${p.user_id}`), ` (${p.user_id})`, p.approver && badge('ok', 'approver'))),
+    ]);
+}

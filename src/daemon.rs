@@ -234,7 +234,7 @@ fn agent_plans(
 ) -> Vec<AgentPlan> {
     let config = &loaded.config;
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
-    let pricing = Arc::new(config.pricing.clone());
+    let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
     let all_agents = Arc::new(loaded.agents.clone());
     let web_search = crate::tools::web_search::WebSearchTool::from_config(loaded);
     loaded
@@ -264,7 +264,7 @@ fn agent_plans(
                 runtime: Arc::new(AgentRuntime {
                     spec: spec.clone(),
                     providers: providers.clone(),
-                    pricing: pricing.clone(),
+                    prices: prices.clone(),
                     tool_settings: Arc::new(crate::tools::ToolSettings {
                         protected_paths: crate::sandbox::protected_paths(loaded),
                         ..crate::tools::ToolSettings::from_config(config, spec.allow_shell)

@@ -187,6 +187,11 @@ pub async fn start_with(
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);
     }
+    // A paid model without a price would cost $0 silently: said once, one line per model.
+    let prices = crate::llm::prices::Prices::from_config(config);
+    for unpriced in crate::llm::prices::unpriced_in_use(&prices, &loaded.agents) {
+        tracing::warn!(provider = %unpriced.provider, model = %unpriced.model, "{}", unpriced.describe());
+    }
     // Each provider is asked once for its model list, in the background (a slow provider must not
     // delay the boot): one line each, and a warning event for Studio when one fails.
     let providers = Providers::from_config_with_secrets(config, &loaded.secrets);

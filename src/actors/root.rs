@@ -513,5 +513,9 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             &context.loaded.timezone,
             &context.loaded.agents,
         )),
+        bill: Arc::new(crate::studio::costs::Bill::new(
+            &crate::llm::prices::Prices::from_config(config),
+            &context.loaded.agents,
+        )),
     }
 }

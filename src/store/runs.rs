@@ -255,6 +255,12 @@ pub fn day_of(at_ms: i64) -> String {
         .to_string()
 }
 
+/// The start of the UTC day after the one containing `at_ms` (when daily budgets reset).
+pub fn next_day_start_ms(at_ms: i64) -> i64 {
+    const DAY_MS: i64 = 86_400_000;
+    (at_ms.div_euclid(DAY_MS) + 1) * DAY_MS
+}
+
 /// Where a model call was made: when, by which agent, on which provider's model, in which run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallSite<'a> {

@@ -47,8 +47,7 @@ pub(super) fn exceeded(spec: &AgentSpec, today: DayUsage) -> Option<Exceeded> {
 
 /// Until the next midnight UTC (when `cost_events.day` changes), in words: `5 h 12 min`.
 pub(super) fn until_reset(now_ms: i64) -> String {
-    const DAY_MS: i64 = 86_400_000;
-    let left_ms = DAY_MS - now_ms.rem_euclid(DAY_MS);
+    let left_ms = runs::next_day_start_ms(now_ms) - now_ms;
     let minutes = (left_ms + 59_999) / 60_000;
     match (minutes / 60, minutes % 60) {
         (0, minutes) => format!("{minutes} min"),

@@ -276,7 +276,10 @@ async fn doctor_names_each_unpriced_model_its_agent_and_the_fix() {
     .await
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let lines: Vec<&str> = stdout.lines().filter(|line| line.contains("unpriced")).collect();
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("unpriced"))
+        .collect();
     assert_eq!(lines.len(), 1, "one line per unpriced model: {stdout}");
     assert!(
         lines[0].starts_with(

@@ -36,7 +36,11 @@ async fn cost_events(harness: &Harness, run_id: i64) -> Vec<(i64, i64, f64, bool
         .unwrap()
 }
 
-async fn start(script: Script, agents: Vec<String>, config_extra: String) -> (ScriptedLlm, Harness) {
+async fn start(
+    script: Script,
+    agents: Vec<String>,
+    config_extra: String,
+) -> (ScriptedLlm, Harness) {
     let _ = clawvisor::logging::init("info", clawvisor::config::LogFormat::Text);
     let llm = ScriptedLlm::start(script)
         .await
@@ -101,7 +105,11 @@ async fn an_unpriced_model_is_recorded_with_its_tokens_and_stopped_by_the_token_
     );
     let second_run = run(&harness, second.run_id.unwrap()).await;
     assert_eq!(second_run.status, RunStatus::BudgetStopped);
-    assert_eq!(llm.request_count(), 1, "no model call once the budget is used");
+    assert_eq!(
+        llm.request_count(),
+        1,
+        "no model call once the budget is used"
+    );
     let steps = harness
         .store()
         .read(move |conn| runs::steps(conn, second_run.id))
@@ -119,10 +127,14 @@ async fn an_unpriced_model_is_recorded_with_its_tokens_and_stopped_by_the_token_
     // A run under way stops at its next model call: bo's first call (a tool call) uses up its
     // budget of 10 tokens, so the answer after the tool is never asked for.
     let time_chat = ChatKey::cli("time");
-    let stopped = harness.ask("bo", &time_chat, "what time is it?").await.unwrap();
+    let stopped = harness
+        .ask("bo", &time_chat, "what time is it?")
+        .await
+        .unwrap();
     assert!(
-        stopped.text.starts_with("I stopped before finishing: today's token budget for bo (10 tokens) is used up")
-            && stopped.text.contains("daily_token_budget"),
+        stopped.text.starts_with(
+            "I stopped before finishing: today's token budget for bo (10 tokens) is used up"
+        ) && stopped.text.contains("daily_token_budget"),
         "{}",
         stopped.text
     );
@@ -173,10 +185,16 @@ async fn free_providers_pricing_overrides_and_the_built_in_table_set_the_bill() 
     // The built-in table prices Claude Sonnet 4.5 (dated id) at $3 / $15 per million tokens.
     let expected = (dee.input_tokens as f64 * 3.0 + dee.output_tokens as f64 * 15.0) / 1e6;
     assert!(!dee.unpriced && dee.cost_usd > 0.0, "{dee:?}");
-    assert!((dee.cost_usd - expected).abs() < 1e-12, "{dee:?} vs {expected}");
+    assert!(
+        (dee.cost_usd - expected).abs() < 1e-12,
+        "{dee:?} vs {expected}"
+    );
     // [pricing."gpt-4o"] overrides the built-in $2.50 / $10.
     let expected = (eve.input_tokens + eve.output_tokens) as f64 * 1000.0 / 1e6;
-    assert!((eve.cost_usd - expected).abs() < 1e-9, "{eve:?} vs {expected}");
+    assert!(
+        (eve.cost_usd - expected).abs() < 1e-9,
+        "{eve:?} vs {expected}"
+    );
     assert!(fay.unpriced && fay.cost_usd == 0.0, "{fay:?}");
 
     // Studio's Costs API: the unpriced model with its agent and tokens, budgets, by-day tokens.

@@ -4411,7 +4411,9 @@ mod prices_target {
     use super::*;
     use clawvisor::config::PriceConfig;
     use clawvisor::llm::Usage;
-    use clawvisor::llm::prices::{ModelPrice, PriceSource, Prices, built_in_table, candidate_names};
+    use clawvisor::llm::prices::{
+        ModelPrice, PriceSource, Prices, built_in_table, candidate_names,
+    };
 
     pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/prices.txt";
 
@@ -4440,7 +4442,10 @@ mod prices_target {
         let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
         prop_assert_eq!(distinct.len(), names.len(), "names repeat: {:?}", names);
         for name in &names {
-            prop_assert!(model.contains(name.as_str()), "{name:?} is not part of {model:?}");
+            prop_assert!(
+                model.contains(name.as_str()),
+                "{name:?} is not part of {model:?}"
+            );
         }
         let usage = Usage {
             input_tokens: 1_234,
@@ -4448,7 +4453,12 @@ mod prices_target {
         };
         let price = prices.price("cloud", model);
         prop_assert_eq!(&price, &prices.price("cloud", model), "deterministic");
-        if let ModelPrice::Priced { key, source, price: found } = &price {
+        if let ModelPrice::Priced {
+            key,
+            source,
+            price: found,
+        } = &price
+        {
             prop_assert!(names.contains(key), "{key:?} not among {names:?}");
             if *source == PriceSource::BuiltIn {
                 prop_assert_eq!(built_in_table().get(key), Some(found));
@@ -4467,9 +4477,25 @@ mod prices_target {
         let piece = prop_oneof![
             prop::sample::select(
                 &[
-                    "gpt-4o", "gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.0-flash", "openai/",
-                    "anthropic/", "/", ":free", ":nitro", ":", "-latest", "-2025-04-14",
-                    "-20250929", "-001", "-0125", "-", "-1", "models/", "é",
+                    "gpt-4o",
+                    "gpt-4o-mini",
+                    "claude-sonnet-4-5",
+                    "gemini-2.0-flash",
+                    "openai/",
+                    "anthropic/",
+                    "/",
+                    ":free",
+                    ":nitro",
+                    ":",
+                    "-latest",
+                    "-2025-04-14",
+                    "-20250929",
+                    "-001",
+                    "-0125",
+                    "-",
+                    "-1",
+                    "models/",
+                    "é",
                 ][..]
             )
             .prop_map(str::to_string),
@@ -4484,5 +4510,7 @@ fn prices() {
     use prices_target::*;
     let table = prices();
     replay("prices", str::to_string, |model| check(&table, model));
-    run(runner(REGRESSIONS, 500), names(), |model| check(&table, &model));
+    run(runner(REGRESSIONS, 500), names(), |model| {
+        check(&table, &model)
+    });
 }

@@ -40,14 +40,15 @@ fn parse_price_file(text: &str) -> Result<BTreeMap<String, PriceConfig>, toml::d
 /// The built-in table, parsed once. The file is embedded and checked by this module's tests;
 /// should it still fail to parse, every model not in `[pricing]` is reported unpriced (loudly),
 /// never guessed.
-static BUILT_IN: LazyLock<BTreeMap<String, PriceConfig>> =
-    LazyLock::new(|| match parse_price_file(BUILT_IN_PRICES) {
+static BUILT_IN: LazyLock<BTreeMap<String, PriceConfig>> = LazyLock::new(
+    || match parse_price_file(BUILT_IN_PRICES) {
         Ok(table) => table,
         Err(error) => {
             tracing::error!(%error, "the built-in price table does not parse; only [pricing] prices apply");
             BTreeMap::new()
         }
-    });
+    },
+);
 
 /// The built-in table (for `doctor` and tests).
 pub fn built_in_table() -> &'static BTreeMap<String, PriceConfig> {
@@ -201,10 +202,7 @@ impl Prices {
 fn split_tag(model: &str) -> (&str, Option<&str>) {
     let slash = model.rfind('/').map_or(0, |index| index + 1);
     match model[slash..].find(':') {
-        Some(colon) => (
-            &model[..slash + colon],
-            Some(&model[slash + colon + 1..]),
-        ),
+        Some(colon) => (&model[..slash + colon], Some(&model[slash + colon + 1..])),
         None => (model, None),
     }
 }
@@ -357,7 +355,9 @@ mod tests {
             "gemini-2.5-pro",
             "gemini-2.0-flash",
         ] {
-            let price = table.get(model).unwrap_or_else(|| panic!("{model} is priced"));
+            let price = table
+                .get(model)
+                .unwrap_or_else(|| panic!("{model} is priced"));
             assert!(
                 price.input_per_mtok > 0.0 && price.output_per_mtok >= price.input_per_mtok,
                 "{model}: {price:?}"
@@ -378,7 +378,9 @@ mod tests {
     fn dated_latest_and_version_suffixes_are_stripped() {
         let prices = Prices::new(BTreeMap::new(), []);
         let expect = |model: &str, key: &str| match prices.price("p", model) {
-            ModelPrice::Priced { key: found, source, .. } => {
+            ModelPrice::Priced {
+                key: found, source, ..
+            } => {
                 assert_eq!(found, key, "{model}");
                 assert_eq!(source, PriceSource::BuiltIn);
             }
@@ -417,7 +419,10 @@ mod tests {
         );
         assert!(matches!(
             prices.price("openai", "house-model"),
-            ModelPrice::Priced { source: PriceSource::Config, .. }
+            ModelPrice::Priced {
+                source: PriceSource::Config,
+                ..
+            }
         ));
         // Built-in entries the operator did not touch stay.
         let mini = prices.cost("openai", "gpt-4o-mini", &usage(1_000_000, 0));
@@ -495,17 +500,16 @@ mod tests {
         let unpriced = unpriced_in_use(&prices, &agents);
         assert_eq!(
             unpriced,
-            [
-                UnpricedModel {
-                    provider: "p".into(),
-                    model: "mystery-1".into(),
-                    agents: vec!["ada".into(), "bo".into()],
-                },
-            ]
+            [UnpricedModel {
+                provider: "p".into(),
+                model: "mystery-1".into(),
+                agents: vec!["ada".into(), "bo".into()],
+            },]
         );
         let line = unpriced[0].describe();
         assert!(
-            line.contains("[pricing.\"mystery-1\"]") && line.contains("free = true on [providers.p]"),
+            line.contains("[pricing.\"mystery-1\"]")
+                && line.contains("free = true on [providers.p]"),
             "{line}"
         );
     }

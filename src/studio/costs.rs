@@ -117,10 +117,7 @@ pub async fn costs(
         );
     }
     for line in by_model.iter().filter(|line| line.unpriced_tokens > 0) {
-        let (provider, model) = line
-            .key
-            .split_once('/')
-            .unwrap_or(("", line.key.as_str()));
+        let (provider, model) = line.key.split_once('/').unwrap_or(("", line.key.as_str()));
         let entry = unpriced
             .entry((provider.to_string(), model.to_string()))
             .or_insert_with(|| {

@@ -61,7 +61,7 @@ pub(super) fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -81,9 +81,9 @@ impl Exceeded {
     /// What the user is told.
     pub(super) fn message(self, agent: &str, when: When, now_ms: i64) -> String {
         let what = match self {
-            Exceeded::Usd { spent, limit } => format!(
-                "today's budget for {agent} (${limit:.2}) is used up (${spent:.2} spent)"
-            ),
+            Exceeded::Usd { spent, limit } => {
+                format!("today's budget for {agent} (${limit:.2}) is used up (${spent:.2} spent)")
+            }
             Exceeded::Tokens { used, limit } => format!(
                 "today's token budget for {agent} ({} tokens) is used up ({} used)",
                 thousands(limit),

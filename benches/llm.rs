@@ -66,6 +66,7 @@ fn calls(c: &mut Criterion) {
             transcription_model: String::new(),
             speech_model: String::new(),
             speech_voice: String::new(),
+            free: false,
         };
         let provider = Arc::new(Provider::from_config("bench", &config));
         (server, provider)

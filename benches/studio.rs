@@ -62,14 +62,19 @@ fn seed(conn: &rusqlite::Connection) -> clawvisor::store::Result<()> {
         }
         clawvisor::store::runs::record_cost(
             conn,
-            started,
-            "ada",
-            "scripted",
-            "scripted-model",
-            Some(run),
-            1200,
-            300,
-            0.0021,
+            &clawvisor::store::runs::CallSite {
+                at_ms: started,
+                agent: "ada",
+                provider: "scripted",
+                model: "scripted-model",
+                run_id: Some(run),
+            },
+            &clawvisor::store::runs::CallUsage {
+                input_tokens: 1200,
+                output_tokens: 300,
+                cost_usd: 0.0021,
+                unpriced: false,
+            },
         )?;
     }
     Ok(())

@@ -187,6 +187,11 @@ pub async fn start_with(
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);
     }
+    // A paid model without a price would cost $0 silently: said once, one line per model.
+    let prices = crate::llm::prices::Prices::from_config(config);
+    for unpriced in crate::llm::prices::unpriced_in_use(&prices, &loaded.agents) {
+        tracing::warn!(provider = %unpriced.provider, model = %unpriced.model, "{}", unpriced.describe());
+    }
     // Each provider is asked once for its model list, in the background (a slow provider must not
     // delay the boot): one line each, and a warning event for Studio when one fails.
     let providers = Providers::from_config_with_secrets(config, &loaded.secrets);
@@ -234,7 +239,7 @@ fn agent_plans(
 ) -> Vec<AgentPlan> {
     let config = &loaded.config;
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
-    let pricing = Arc::new(config.pricing.clone());
+    let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
     let all_agents = Arc::new(loaded.agents.clone());
     let web_search = crate::tools::web_search::WebSearchTool::from_config(loaded);
     loaded
@@ -264,7 +269,7 @@ fn agent_plans(
                 runtime: Arc::new(AgentRuntime {
                     spec: spec.clone(),
                     providers: providers.clone(),
-                    pricing: pricing.clone(),
+                    prices: prices.clone(),
                     tool_settings: Arc::new(crate::tools::ToolSettings {
                         protected_paths: crate::sandbox::protected_paths(loaded),
                         ..crate::tools::ToolSettings::from_config(config, spec.allow_shell)

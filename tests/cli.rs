@@ -242,3 +242,58 @@ async fn doctor_asks_every_provider_and_names_the_variable_of_a_refused_key() {
     );
     assert!(!output.status.success(), "a refused key fails doctor");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_each_unpriced_model_its_agent_and_the_fix() {
+    let model = ScriptedLlm::start(Script::new()).await.unwrap();
+    let dir = ScratchDir::new("clawvisor-cli-doctor-prices").unwrap();
+    let local = format!(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nfree = true\n",
+        model.base_url()
+    );
+    write_config(
+        dir.path(),
+        &config_toml(&model.base_url(), &local),
+        &[
+            agent_toml("helper", "model = \"mystery-model\""),
+            agent_toml("priced", "model = \"gpt-4.1-mini-2025-04-14\""),
+            "name = \"homebody\"\nprovider = \"local\"\nmodel = \"llama3.1:8b\"\ninstructions = \"x\"\n"
+                .to_string(),
+        ],
+    )
+    .unwrap();
+    let path = dir.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(BINARY)
+            .args([
+                "--config",
+                path.join("clawvisor.toml").to_str().unwrap(),
+                "doctor",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("unpriced"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per unpriced model: {stdout}");
+    assert!(
+        lines[0].starts_with(
+            "[FAIL] next step: unpriced model `mystery-model` of provider `scripted` (agent `helper`) has no price"
+        ) && lines[0].contains("add [pricing.\"mystery-model\"] with input_per_mtok and output_per_mtok")
+            && lines[0].contains("free = true on [providers.scripted]"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("gpt-4.1-mini") && !stdout.contains("llama3.1"),
+        "a priced model and a free provider's are not reported: {stdout}"
+    );
+    assert!(
+        output.status.success(),
+        "an unpriced model is a next step, not a failure: {stdout}"
+    );
+}

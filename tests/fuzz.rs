@@ -17,6 +17,7 @@
 //! | `transcription` | `voice::transcribe::parse_answer` on what a transcription server answers | deterministic; a transcript is exactly the trimmed `text` string, anything else an error saying why |
 //! | `claim_code` | `people::parse_start_argument` on what follows `/start` (unicode, huge, empty) | deterministic; a code is 8 characters of the code alphabet and reads back from its displayed and lower-case forms; blank is no code; an over-long word never is |
 //! | `send_file` | the `send_file` tool in a Telegram chat, on a real store and workspace; `send_file::choose_kind` | a success queued exactly one outbox row and one spool copy equal to the workspace file, a photo is an image within 10 MB, every file within 50 MB; a failure queued and copied nothing and says why |
+//! | `prices` | `llm::prices::Prices::price` / `cost` and `candidate_names` on any model name | deterministic; never a negative or non-finite cost; `[pricing]` wins over the built-in table; a free provider's model costs nothing |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -28,7 +29,8 @@
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
-//! send_file (see its target), claim_code 500 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! send_file (see its target), claim_code 500, prices 500 — `cargo test --test fuzz` takes a few
+//! seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -4454,4 +4456,119 @@ fn claim_code() {
     use claim_code_target::*;
     replay("claim_code", str::to_string, |args| check(args));
     run(runner(REGRESSIONS, 500), args(), |args| check(&args));
+}
+
+// ---------------------------------------------------------------------------------------------
+// prices: `llm::prices::Prices::price` / `cost` and `candidate_names` on any model name an agent
+// file (or Studio) could give. Beyond "no panic": the lookup names start with the name itself,
+// are distinct and are all parts of it; a price is found under one of them, in the table it
+// names; a cost is finite and never negative, and `unpriced` exactly when no price was found;
+// a free provider prices everything at $0.
+
+mod prices_target {
+    use super::*;
+    use clawvisor::config::PriceConfig;
+    use clawvisor::llm::Usage;
+    use clawvisor::llm::prices::{
+        ModelPrice, PriceSource, Prices, built_in_table, candidate_names,
+    };
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/prices.txt";
+
+    pub fn prices() -> Prices {
+        let mut operator = BTreeMap::new();
+        operator.insert(
+            "gpt-4o".to_string(),
+            PriceConfig {
+                input_per_mtok: 1.0,
+                output_per_mtok: 2.0,
+            },
+        );
+        operator.insert(
+            "house:free".to_string(),
+            PriceConfig {
+                input_per_mtok: 3.0,
+                output_per_mtok: 3.0,
+            },
+        );
+        Prices::new(operator, ["local".to_string()])
+    }
+
+    pub fn check(prices: &Prices, model: &str) -> Result<(), TestCaseError> {
+        let names = candidate_names(model);
+        prop_assert_eq!(names.first().map(String::as_str), Some(model));
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        prop_assert_eq!(distinct.len(), names.len(), "names repeat: {:?}", names);
+        for name in &names {
+            prop_assert!(
+                model.contains(name.as_str()),
+                "{name:?} is not part of {model:?}"
+            );
+        }
+        let usage = Usage {
+            input_tokens: 1_234,
+            output_tokens: 567,
+        };
+        let price = prices.price("cloud", model);
+        prop_assert_eq!(&price, &prices.price("cloud", model), "deterministic");
+        if let ModelPrice::Priced {
+            key,
+            source,
+            price: found,
+        } = &price
+        {
+            prop_assert!(names.contains(key), "{key:?} not among {names:?}");
+            if *source == PriceSource::BuiltIn {
+                prop_assert_eq!(built_in_table().get(key), Some(found));
+            }
+        }
+        let cost = prices.cost("cloud", model, &usage);
+        prop_assert!(cost.usd.is_finite() && cost.usd >= 0.0, "{cost:?}");
+        prop_assert_eq!(cost.unpriced, price == ModelPrice::Unpriced);
+        prop_assert!(!cost.unpriced || cost.usd == 0.0);
+        prop_assert_eq!(prices.price("local", model), ModelPrice::Free);
+        Ok(())
+    }
+
+    /// Model names grown from real ones: vendors, dates, versions, tags, tricky text.
+    pub fn names() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            prop::sample::select(
+                &[
+                    "gpt-4o",
+                    "gpt-4o-mini",
+                    "claude-sonnet-4-5",
+                    "gemini-2.0-flash",
+                    "openai/",
+                    "anthropic/",
+                    "/",
+                    ":free",
+                    ":nitro",
+                    ":",
+                    "-latest",
+                    "-2025-04-14",
+                    "-20250929",
+                    "-001",
+                    "-0125",
+                    "-",
+                    "-1",
+                    "models/",
+                    "é",
+                ][..]
+            )
+            .prop_map(str::to_string),
+            super::tricky_text(),
+        ];
+        prop::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
+    }
+}
+
+#[test]
+fn prices() {
+    use prices_target::*;
+    let table = prices();
+    replay("prices", str::to_string, |model| check(&table, model));
+    run(runner(REGRESSIONS, 500), names(), |model| {
+        check(&table, &model)
+    });
 }

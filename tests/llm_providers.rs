@@ -40,6 +40,7 @@ fn config(kind: ProviderKind, base_url: &str, api_key_env: &str) -> ProviderConf
         transcription_model: String::new(),
         speech_model: String::new(),
         speech_voice: String::new(),
+        free: false,
     }
 }
 

@@ -262,7 +262,7 @@ async fn world() -> World {
     let world = TestWorld::builder(script)
         .agent_with_bot(
             "ada",
-            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"\ndaily_budget_usd = 5.0\ndaily_token_budget = 1000000\nfallback = [{ provider = \"scripted\", model = \"house-model\" }]",
             "4242:AAH-browser-test-token-0001",
             &[],
             &[],
@@ -732,6 +732,16 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         browser.assert_no_sideways_scroll(page).await;
         browser.screenshot(&format!("phone-{page}")).await;
     }
+    // Costs: ada's fallback model has no price, so it is listed as unpriced; ada's budgets show
+    // as meters. Still no sideways scrolling.
+    browser.open("costs").await;
+    browser
+        .wait_for("[data-unpriced-model=\"house-model\"]")
+        .await;
+    browser.wait_for("[data-budget-agent=\"ada\"] meter").await;
+    browser.wait_for("#chart-tokens svg").await;
+    browser.assert_no_sideways_scroll("costs").await;
+    browser.screenshot("phone-costs-unpriced").await;
     browser.open("approvals").await;
     browser
         .wait_for("[data-approval] button[data-action=\"deny\"]")

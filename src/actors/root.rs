@@ -520,5 +520,9 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         people: Arc::new(crate::studio::people::FilePeople::from_specs(
             &context.loaded.agents,
         )),
+        bill: Arc::new(crate::studio::costs::Bill::new(
+            &crate::llm::prices::Prices::from_config(config),
+            &context.loaded.agents,
+        )),
     }
 }

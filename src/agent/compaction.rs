@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::run::RunCtx;
-use crate::llm::{ChatMessage, ChatRequest, chat_with_fallback, cost_usd};
+use crate::llm::{ChatMessage, ChatRequest, chat_with_fallback};
 use crate::store::StoreError;
 use crate::store::runs::{self, NewStep};
 use crate::store::sessions::{self, EventKindRow};
@@ -94,7 +94,13 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
     let usage = outcome.response.usage;
     let model = outcome.model.model.clone();
     let provider = outcome.model.provider.clone();
-    let cost = cost_usd(&ctx.runtime.pricing, &model, &usage);
+    let cost = ctx.runtime.prices.cost(&provider, &model, &usage);
+    let call = runs::CallUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cost_usd: cost.usd,
+        unpriced: cost.unpriced,
+    };
     let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.clone());
     let compacted = older.len();
     let now = crate::clock::now_ms();
@@ -108,15 +114,22 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
                 &NewStep {
                     kind: "compaction",
                     name: Some(format!("{provider}/{model}")),
-                    detail: json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len()}),
+                    detail: json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len(), "unpriced": call.unpriced}),
                     tokens_in: Some(usage.input_tokens),
                     tokens_out: Some(usage.output_tokens),
-                    cost_usd: Some(cost),
+                    cost_usd: Some(cost.usd),
                     duration_ms: None,
                 },
                 now,
             )?;
-            runs::record_cost(conn, now, &agent, &provider, &model, Some(run_id), usage.input_tokens, usage.output_tokens, cost)
+            let site = runs::CallSite {
+                at_ms: now,
+                agent: &agent,
+                provider: &provider,
+                model: &model,
+                run_id: Some(run_id),
+            };
+            runs::record_cost(conn, &site, &call)
         })
         .await?;
     remember_recap(ctx, &summary);

@@ -18,12 +18,11 @@ pub mod run;
 pub mod transcript;
 pub mod zone;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{AgentSpec, Autonomy, PriceConfig};
+use crate::config::{AgentSpec, Autonomy};
 use crate::events::EventBus;
 use crate::llm::{ModelRef, Providers};
 use crate::registry::Registry;
@@ -62,7 +61,8 @@ impl Default for RuntimeLimits {
 pub struct AgentRuntime {
     pub spec: AgentSpec,
     pub providers: Arc<Providers>,
-    pub pricing: Arc<BTreeMap<String, PriceConfig>>,
+    /// What each model call costs (`[pricing]` over the built-in table, free providers).
+    pub prices: Arc<crate::llm::prices::Prices>,
     pub tool_settings: Arc<ToolSettings>,
     pub workspace: PathBuf,
     pub store: Store,

@@ -23,7 +23,7 @@ use super::transcript::{self, estimate_tokens, message_tokens};
 use super::{AgentRuntime, AgentSettings};
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventData, EventKind};
-use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback, cost_usd};
+use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback};
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
 use crate::store::approvals::ApprovalStatus;
@@ -32,6 +32,7 @@ use crate::store::runs::{self, NewStep, RunStatus};
 use crate::store::sessions::{self, EventKindRow, NewEvent};
 use crate::tools::ToolContext;
 
+mod budget;
 mod layers;
 mod spoken;
 
@@ -214,31 +215,8 @@ async fn drive(
             ),
         ));
     }
-    if !resume && spec.daily_budget_usd > 0.0 {
-        let agent = spec.name.clone();
-        let now = crate::clock::now_ms();
-        let spent = ctx
-            .runtime
-            .store
-            .read(move |conn| runs::spent_on_day(conn, &agent, now))
-            .await?;
-        if spent >= spec.daily_budget_usd {
-            ctx.record_step(NewStep {
-                kind: "note",
-                name: Some("budget".into()),
-                detail: json!({"spent_usd": spent, "budget_usd": spec.daily_budget_usd}),
-                ..NewStep::default()
-            })
-            .await;
-            return Ok(Ending::Stopped(
-                RunStatus::BudgetStopped,
-                format!(
-                    "Today's budget for {} (${:.2}) is used up (${spent:.2} spent), so I cannot answer now. \
-                     It resets at midnight UTC, or the operator can raise daily_budget_usd.",
-                    spec.name, spec.daily_budget_usd
-                ),
-            ));
-        }
+    if !resume && let Some(ending) = budget::check(ctx, budget::When::BeforeRun).await? {
+        return Ok(ending);
     }
 
     let stateless = context.is_some();
@@ -286,10 +264,18 @@ async fn drive(
     // A spoken answer is not shown as streamed text first.
     let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local)
         && !answer_is_spoken(ctx).await;
+    let mut model_calls = 0_u32;
     loop {
         if ctx.cancel.is_cancelled() {
             return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
         }
+        // A run that used up a budget stops at its next model call, not only the next run.
+        if model_calls > 0
+            && let Some(ending) = budget::check(ctx, budget::When::MidRun).await?
+        {
+            return Ok(ending);
+        }
+        model_calls += 1;
         if let Err(stop) = guard.before_turn() {
             return Ok(guard_stop(ctx, stop).await);
         }
@@ -536,7 +522,13 @@ async fn record_model_call(
     let usage = outcome.response.usage;
     let model = outcome.model.model.clone();
     let provider = outcome.model.provider.clone();
-    let cost = cost_usd(&ctx.runtime.pricing, &model, &usage);
+    let cost = ctx.runtime.prices.cost(&provider, &model, &usage);
+    let call = runs::CallUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cost_usd: cost.usd,
+        unpriced: cost.unpriced,
+    };
     let step = NewStep {
         kind: "llm",
         name: Some(format!("{provider}/{model}")),
@@ -545,10 +537,11 @@ async fn record_model_call(
             "dropped_layers": dropped_layers,
             "finish": format!("{:?}", outcome.response.finish),
             "tool_calls": outcome.response.tool_calls.iter().map(|call| &call.name).collect::<Vec<_>>(),
+            "unpriced": cost.unpriced,
         }),
         tokens_in: Some(usage.input_tokens),
         tokens_out: Some(usage.output_tokens),
-        cost_usd: Some(cost),
+        cost_usd: Some(cost.usd),
         duration_ms: Some(duration_ms),
     };
     let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
@@ -557,40 +550,37 @@ async fn record_model_call(
         .store
         .write(move |conn| {
             runs::add_step(conn, run_id, &step, now)?;
-            runs::add_usage(
-                conn,
-                run_id,
-                &model,
-                usage.input_tokens,
-                usage.output_tokens,
-                cost,
-            )?;
-            runs::record_cost(
-                conn,
-                now,
-                &agent,
-                &provider,
-                &model,
-                Some(run_id),
-                usage.input_tokens,
-                usage.output_tokens,
-                cost,
-            )
+            runs::add_usage(conn, run_id, &model, &call)?;
+            let site = runs::CallSite {
+                at_ms: now,
+                agent: &agent,
+                provider: &provider,
+                model: &model,
+                run_id: Some(run_id),
+            };
+            runs::record_cost(conn, &site, &call)
         })
         .await?;
     ctx.runtime.events.publish_data(
         EventKind::CostRecorded,
         &format!("run:{}", ctx.run_id),
         &format!(
-            "{} {}+{} tokens ${cost:.5}",
-            outcome.model.model, usage.input_tokens, usage.output_tokens
+            "{} {}+{} tokens {}",
+            outcome.model.model,
+            usage.input_tokens,
+            usage.output_tokens,
+            if cost.unpriced {
+                "unpriced".to_string()
+            } else {
+                format!("${:.5}", cost.usd)
+            }
         ),
         EventData::CostRecorded {
             agent: ctx.agent().to_string(),
             model: outcome.model.model.clone(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
-            cost_usd: cost,
+            cost_usd: cost.usd,
         },
     );
     Ok(())

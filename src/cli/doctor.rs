@@ -93,6 +93,28 @@ async fn web_search_check(loaded: &LoadedConfig) -> Check {
     }
 }
 
+/// Whether every model of every agent's chain has a price; a line per unpriced model naming its
+/// agents and the fix (not a failure: the daemon runs, but the bill is incomplete).
+fn pricing_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let prices = crate::llm::prices::Prices::from_config(&loaded.config);
+    let unpriced = crate::llm::prices::unpriced_in_use(&prices, &loaded.agents);
+    if unpriced.is_empty() {
+        return vec![Check {
+            ok: true,
+            what: "pricing".into(),
+            detail: "every model the agents use has a price ([pricing], the built-in table) or a free provider".into(),
+        }];
+    }
+    unpriced
+        .iter()
+        .map(|model| Check {
+            ok: false,
+            what: "next step".into(),
+            detail: format!("unpriced {}", model.describe()),
+        })
+        .collect()
+}
+
 /// One line of the doctor's report.
 struct Check {
     ok: bool,
@@ -216,6 +238,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
         });
     }
     checks.extend(provider_checks(loaded).await);
+    checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
     let protections = crate::sandbox::protections();

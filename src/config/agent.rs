@@ -127,6 +127,10 @@ pub struct AgentSpec {
     /// Stop starting new runs once today's cost reaches this many US dollars (0 = no limit).
     #[serde(default)]
     pub daily_budget_usd: f64,
+    /// Stop starting new runs (and stop a run at its next model call) once today's input plus
+    /// output tokens reach this many, for every model, priced or not (0 = no limit).
+    #[serde(default)]
+    pub daily_token_budget: u64,
     /// How long an approval request waits for a decision.
     #[serde(default = "default_approval_ttl")]
     pub approval_ttl: Dur,

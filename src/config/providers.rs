@@ -43,6 +43,10 @@ pub struct ProviderConfig {
     /// The voice of spoken replies (`alloy`, `nova`, ...; what the speech server offers).
     #[serde(default = "default_speech_voice")]
     pub speech_voice: String,
+    /// Calls to this provider cost nothing (Ollama, a local server): its models are never
+    /// "unpriced" and record $0. Their tokens still count against `daily_token_budget`.
+    #[serde(default)]
+    pub free: bool,
 }
 
 fn default_speech_voice() -> String {
@@ -57,7 +61,8 @@ fn default_provider_retries() -> u32 {
     3
 }
 
-/// Price of a model in US dollars per million tokens.
+/// Price of a model in US dollars per million tokens (`[pricing."model"]`, over the built-in
+/// table `config/prices.toml`; see `llm::prices`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceConfig {

@@ -2,7 +2,8 @@
 //!
 //! `Provider` (provider.rs) makes one call with retries; each wire format has its own module
 //! mapping the provider-neutral types (types.rs) to and from its JSON; `sse` parses event
-//! streams. This module adds the set of configured providers, the fallback chain and costs.
+//! streams. This module adds the set of configured providers, the fallback chain and costs
+//! (`prices`: the price tables, free providers and unpriced models).
 //!
 //! Fallback policy: every failure of a model moves on to the next model of the chain, including
 //! client errors (4xx) and missing keys. A request one model rejects (context too long, images or
@@ -14,6 +15,7 @@ mod anthropic;
 mod error;
 mod gemini;
 mod openai;
+pub mod prices;
 mod provider;
 pub mod sse;
 mod types;
@@ -169,15 +171,13 @@ pub async fn chat_with_fallback(
     Err(LlmError::AllModelsFailed { failures: failed })
 }
 
-/// Cost in US dollars from the pricing table (0 when the model has no price). The table is keyed
-/// by the exact model name: no prefix matching, since `gpt-4o` and `gpt-4o-mini` differ tenfold.
+/// Cost in US dollars from one pricing table keyed by the exact model name (0 when the model has
+/// no price there). Runs price their calls with [`prices::Prices`], which adds the built-in
+/// table, the matching rule and free providers.
 pub fn cost_usd(pricing: &BTreeMap<String, PriceConfig>, model: &str, usage: &Usage) -> f64 {
-    let Some(price) = pricing.get(model) else {
-        return 0.0;
-    };
-    (usage.input_tokens as f64 * price.input_per_mtok
-        + usage.output_tokens as f64 * price.output_per_mtok)
-        / 1_000_000.0
+    pricing
+        .get(model)
+        .map_or(0.0, |price| prices::cost_at(price, usage))
 }
 
 #[cfg(test)]

@@ -579,6 +579,7 @@ mod tests {
             transcription_model: String::new(),
             speech_model: String::new(),
             speech_voice: String::new(),
+            free: false,
         };
         Provider::from_config("p", &config).with_retry_base(Duration::from_millis(100))
     }

@@ -41,6 +41,8 @@ pub struct RunRow {
     pub turns: i64,
     pub outcome: Option<String>,
     pub correlation: Option<String>,
+    /// Some model call of the run had no price (its cost counted as 0).
+    pub unpriced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +73,7 @@ pub struct NewStep {
 }
 
 const RUN_COLUMNS: &str = "id, session_id, agent, chat, status, trigger, started_ms, finished_ms, model, \
-    input_tokens, output_tokens, cost_usd, turns, outcome, correlation";
+    input_tokens, output_tokens, cost_usd, turns, outcome, correlation, unpriced";
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -90,6 +92,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         turns: row.get(12)?,
         outcome: row.get(13)?,
         correlation: row.get(14)?,
+        unpriced: row.get(15)?,
     })
 }
 
@@ -145,20 +148,31 @@ pub fn finish(
     Ok(())
 }
 
-/// Adds a model call's tokens and cost to the run's totals.
-pub fn add_usage(
-    conn: &Connection,
-    run_id: i64,
-    model: &str,
-    input_tokens: u64,
-    output_tokens: u64,
-    cost_usd: f64,
-) -> Result<()> {
+/// One model call's usage: tokens, dollars, and whether the model had a price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// No price was known: `cost_usd` is 0 and the bill is incomplete.
+    pub unpriced: bool,
+}
+
+/// Adds a model call's tokens and cost to the run's totals (marking the run unpriced when the
+/// call was).
+pub fn add_usage(conn: &Connection, run_id: i64, model: &str, usage: &CallUsage) -> Result<()> {
     conn.prepare_cached(
         "UPDATE runs SET model = ?2, input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
-         cost_usd = cost_usd + ?5, turns = turns + 1 WHERE id = ?1",
+         cost_usd = cost_usd + ?5, turns = turns + 1, unpriced = MAX(unpriced, ?6) WHERE id = ?1",
     )?
-    .execute(params![run_id, model, input_tokens as i64, output_tokens as i64, cost_usd])?;
+    .execute(params![
+        run_id,
+        model,
+        usage.input_tokens as i64,
+        usage.output_tokens as i64,
+        usage.cost_usd,
+        usage.unpriced
+    ])?;
     Ok(())
 }
 
@@ -241,36 +255,70 @@ pub fn day_of(at_ms: i64) -> String {
         .to_string()
 }
 
+/// The start of the UTC day after the one containing `at_ms` (when daily budgets reset).
+pub fn next_day_start_ms(at_ms: i64) -> i64 {
+    const DAY_MS: i64 = 86_400_000;
+    (at_ms.div_euclid(DAY_MS) + 1) * DAY_MS
+}
+
+/// Where a model call was made: when, by which agent, on which provider's model, in which run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallSite<'a> {
+    pub at_ms: i64,
+    pub agent: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub run_id: Option<i64>,
+}
+
 /// Records one model call's cost.
-#[allow(clippy::too_many_arguments)]
-pub fn record_cost(
-    conn: &Connection,
-    at_ms: i64,
-    agent: &str,
-    provider: &str,
-    model: &str,
-    run_id: Option<i64>,
-    input_tokens: u64,
-    output_tokens: u64,
-    cost_usd: f64,
-) -> Result<()> {
-    let day = day_of(at_ms);
+pub fn record_cost(conn: &Connection, site: &CallSite<'_>, usage: &CallUsage) -> Result<()> {
+    let day = day_of(site.at_ms);
     conn.prepare_cached(
-        "INSERT INTO cost_events (at_ms, day, agent, provider, model, run_id, input_tokens, output_tokens, cost_usd)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO cost_events (at_ms, day, agent, provider, model, run_id, input_tokens, output_tokens, cost_usd, unpriced)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
-    .execute(params![at_ms, day, agent, provider, model, run_id, input_tokens as i64, output_tokens as i64, cost_usd])?;
+    .execute(params![
+        site.at_ms,
+        day,
+        site.agent,
+        site.provider,
+        site.model,
+        site.run_id,
+        usage.input_tokens as i64,
+        usage.output_tokens as i64,
+        usage.cost_usd,
+        usage.unpriced
+    ])?;
     Ok(())
 }
 
-/// What an agent spent on the UTC day containing `at_ms`.
-pub fn spent_on_day(conn: &Connection, agent: &str, at_ms: i64) -> Result<f64> {
+/// What an agent used on one UTC day: dollars and tokens (input plus output, every model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DayUsage {
+    pub cost_usd: f64,
+    pub tokens: i64,
+}
+
+/// What an agent used on the UTC day containing `at_ms`.
+pub fn used_on_day(conn: &Connection, agent: &str, at_ms: i64) -> Result<DayUsage> {
     let day = day_of(at_ms);
     Ok(conn
         .prepare_cached(
-            "SELECT COALESCE(SUM(cost_usd), 0) FROM cost_events WHERE agent = ?1 AND day = ?2",
+            "SELECT COALESCE(SUM(cost_usd), 0), COALESCE(SUM(input_tokens + output_tokens), 0)
+             FROM cost_events WHERE agent = ?1 AND day = ?2",
         )?
-        .query_row(params![agent, day], |row| row.get(0))?)
+        .query_row(params![agent, day], |row| {
+            Ok(DayUsage {
+                cost_usd: row.get(0)?,
+                tokens: row.get(1)?,
+            })
+        })?)
+}
+
+/// What an agent spent (dollars) on the UTC day containing `at_ms`.
+pub fn spent_on_day(conn: &Connection, agent: &str, at_ms: i64) -> Result<f64> {
+    used_on_day(conn, agent, at_ms).map(|usage| usage.cost_usd)
 }
 
 /// Operator overrides of an agent's settings.

@@ -141,6 +141,8 @@ pub struct CostLine {
     pub cost_usd: f64,
     pub input_tokens: i64,
     pub output_tokens: i64,
+    /// Tokens (input plus output) of calls on models without a price (`cost_events.unpriced`).
+    pub unpriced_tokens: i64,
 }
 
 /// Costs from `since_day` (YYYY-MM-DD, UTC) on, grouped by `group` (`day`, `agent` or `model`).
@@ -151,7 +153,8 @@ pub fn costs(conn: &Connection, since_day: &str, group: CostGroup) -> Result<Vec
         CostGroup::Model => ("provider || '/' || model", "SUM(cost_usd) DESC"),
     };
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {key}, SUM(cost_usd), SUM(input_tokens), SUM(output_tokens) FROM cost_events
+        "SELECT {key}, SUM(cost_usd), SUM(input_tokens), SUM(output_tokens),
+         SUM(CASE WHEN unpriced THEN input_tokens + output_tokens ELSE 0 END) FROM cost_events
          WHERE day >= ?1 GROUP BY {key} ORDER BY {order}"
     ))?;
     let rows = statement.query_map(params![since_day], |row| {
@@ -160,6 +163,7 @@ pub fn costs(conn: &Connection, since_day: &str, group: CostGroup) -> Result<Vec
             cost_usd: row.get(1)?,
             input_tokens: row.get(2)?,
             output_tokens: row.get(3)?,
+            unpriced_tokens: row.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod approvals;
 pub mod assets;
 pub mod audit;
+pub mod costs;
 pub mod error;
 pub mod event_json;
 pub mod gateway;
@@ -61,6 +62,8 @@ pub struct StudioState {
     pub providers: Arc<crate::llm::Providers>,
     /// The Telegram people each agent's file names (People page).
     pub people: Arc<Vec<people::FilePeople>>,
+    /// The agents' budgets and the unpriced models in use (Costs page).
+    pub bill: Arc<costs::Bill>,
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -131,7 +134,7 @@ api! {
     post "/api/v1/handoffs/{id}/cancel" => handoffs::cancel, "Cancels a contract";
     get "/api/v1/audit" => audit::entries, "Audit log entries, newest first";
     get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
-    get "/api/v1/costs" => audit::costs, "Spending by day, agent and model";
+    get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }
 

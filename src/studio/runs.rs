@@ -28,7 +28,7 @@ fn run_json(row: &RunRow, skills: &[String]) -> Value {
         "trigger": row.trigger, "started_ms": row.started_ms, "finished_ms": row.finished_ms,
         "duration_ms": row.finished_ms.map(|end| end - row.started_ms), "model": row.model,
         "input_tokens": row.input_tokens, "output_tokens": row.output_tokens,
-        "cost_usd": row.cost_usd, "turns": row.turns, "outcome": row.outcome,
+        "cost_usd": row.cost_usd, "unpriced": row.unpriced, "turns": row.turns, "outcome": row.outcome,
         "session_id": row.session_id, "skills": skills,
     })
 }

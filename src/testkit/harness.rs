@@ -82,9 +82,25 @@ impl HarnessOptions {
 }
 
 /// A minimal agent file for the scripted provider; `extra` is appended (tools, autonomy, ...).
+/// The model is `scripted-model` (priced by [`config_toml`]) unless `extra` has its own
+/// top-level `model = "..."` line (the scripted server answers any model name; one without a
+/// price is "unpriced").
 pub fn agent_toml(name: &str, extra: &str) -> String {
+    let own_model = extra
+        .lines()
+        .take_while(|line| !line.trim_start().starts_with('['))
+        .any(|line| {
+            line.trim_start()
+                .strip_prefix("model")
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        });
+    let model = if own_model {
+        ""
+    } else {
+        "model = \"scripted-model\"\n"
+    };
     format!(
-        "name = \"{name}\"\nprovider = \"scripted\"\nmodel = \"scripted-model\"\ninstructions = \"You are {name}, a test agent.\"\n{extra}\n"
+        "name = \"{name}\"\nprovider = \"scripted\"\n{model}instructions = \"You are {name}, a test agent.\"\n{extra}\n"
     )
 }
 

@@ -42,7 +42,7 @@ const columns = [
   { label: 'Started', cell: (r) => when(r.started_ms) },
   { label: 'Duration', cell: (r) => duration(r.duration_ms) },
   { label: 'Tokens in/out', cell: (r) => `${num(r.input_tokens)} / ${num(r.output_tokens)}` },
-  { label: 'Cost', cell: (r) => money(r.cost_usd) },
+  { label: 'Cost', cell: (r) => (r.unpriced ? el('span', null, money(r.cost_usd), ' ', badge('warn', 'unpriced')) : money(r.cost_usd)) },
   { label: 'Outcome', cell: (r) => el('span', { class: 'small' }, truncate(r.outcome, 80), r.skills?.length ? [' ', r.skills.map((s) => el('span', { class: 'chip' }, s))] : null) },
 ];
 
@@ -111,7 +111,7 @@ function drawRun(box, r, openSeqs) {
     ['Status', badge(r.status)], ['Trigger', r.trigger], ['Chat', r.chat],
     ['Started', when(r.started_ms)], ['Duration', duration(r.duration_ms)],
     ['Model', r.model], ['Tokens in/out', `${num(r.input_tokens)} / ${num(r.output_tokens)}`],
-    ['Cost', money(r.cost_usd)], ['Turns', r.turns],
+    ['Cost', r.unpriced ? el('span', null, money(r.cost_usd), ' ', badge('warn', 'unpriced'), el('span', { class: 'muted small' }, ' (a model without a price: tokens counted, dollars incomplete)')) : money(r.cost_usd)], ['Turns', r.turns],
     ['Skills used', r.skills?.length ? r.skills.map((s) => el('span', { class: 'chip' }, s)) : null],
     ['Outcome', r.outcome != null ? el('span', { style: 'white-space:pre-wrap' }, truncate(r.outcome, 2000)) : null],
   ])));

@@ -47,6 +47,8 @@
 //!   `last_tool_result_contains`), so that a broken tool shows in the reply.
 //! - `telegram = true`: the main agent gets a bot on a fake Bot API (users 1001 "Ada", the
 //!   approver, and 1002 "Bo" may talk to it); turns may then talk in Telegram chats (below).
+//! - `unclaimed = true` (with `telegram`): the bot's agent file names nobody, so the bot waits to
+//!   be claimed; `{{claim_code}}` in a Telegram turn's text is its claim code.
 //! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API
 //!   and their topics, which turns address by name.
 //! - `voice = true`: a fake transcription server (provider `whisper`, `transcription_model`) and

@@ -586,6 +586,7 @@ async fn model_options(
             let mut options = HarnessOptions::new("http://127.0.0.1:9/v1");
             options.agents = named
                 .map(|(name, extra)| {
+                    let extra = without_model(extra);
                     format!(
                         "name = \"{name}\"\nprovider = \"{provider}\"\nmodel = \"{model}\"\ninstructions = \"You are {name}, a helpful assistant under test.\"\n{extra}\n"
                     )
@@ -596,5 +597,35 @@ async fn model_options(
             options.start = start;
             Ok((options, None))
         }
+    }
+}
+
+/// An agent's extra lines without a top-level `model = …`: a scenario may name the scripted
+/// model's name (an unpriced one, say), but a live run uses the live model.
+fn without_model(extra: &str) -> String {
+    let mut in_table = false;
+    extra
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            in_table |= line.starts_with('[');
+            in_table
+                || !line
+                    .strip_prefix("model")
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_live_run_drops_only_the_top_level_model_line() {
+        let extra = "model = \"cheap\"\nmodels_note = 1\n[telegram]\nmodel = \"kept\"";
+        assert_eq!(
+            super::without_model(extra),
+            "models_note = 1\n[telegram]\nmodel = \"kept\""
+        );
     }
 }

@@ -36,6 +36,10 @@ pub struct Scenario {
     /// The main agent gets a bot on a fake Bot API; turns may then talk to `tg:` chats.
     #[serde(default)]
     pub telegram: bool,
+    /// The bot's agent file names nobody (no `allow_users`, no `approvers`): the bot waits to be
+    /// claimed; a turn's `{{claim_code}}` is its claim code.
+    #[serde(default)]
+    pub unclaimed: bool,
     /// Forum groups on the fake Bot API: chat id (negative) → its topics' names, which turns
     /// address as `tg:<chat_id>/<topic name>`.
     #[serde(default)]
@@ -199,6 +203,9 @@ impl Scenario {
         for (path, contents) in &self.files {
             workspace_path(path).map_err(|error| format!("[files]: {error}"))?;
             file_bytes(contents).map_err(|error| format!("[files] `{path}`: {error}"))?;
+        }
+        if self.unclaimed && !self.telegram {
+            return Err("`unclaimed = true` needs `telegram = true`".into());
         }
         for (chat, topics) in &self.forums {
             if !self.telegram {

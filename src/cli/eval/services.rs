@@ -24,7 +24,8 @@ impl Services {
             |what: &str, error: std::io::Error| format!("the fake {what} did not start: {error}");
         let mut services = Services::default();
         if scenario.telegram {
-            services.telegram = Some(TelegramSide::start(&scenario.forums).await?);
+            services.telegram =
+                Some(TelegramSide::start(&scenario.forums, scenario.unclaimed).await?);
         }
         if scenario.voice {
             services.transcription = Some(

@@ -54,12 +54,16 @@ pub(super) struct TelegramSide {
     pub(super) bot: BotId,
     /// `tg:<chat>/<topic name>` → the topic's key with its thread id.
     topics: BTreeMap<String, ChatKey>,
+    /// The agent file names nobody: the bot waits to be claimed.
+    unclaimed: bool,
 }
 
 impl TelegramSide {
-    /// Starts the fake with the scenario's forum groups and their topics.
+    /// Starts the fake with the scenario's forum groups and their topics; an `unclaimed` bot's
+    /// agent file names nobody.
     pub(super) async fn start(
         forums: &BTreeMap<String, Vec<String>>,
+        unclaimed: bool,
     ) -> Result<TelegramSide, String> {
         let fake = FakeTelegram::try_start()
             .await
@@ -81,7 +85,12 @@ impl TelegramSide {
                 );
             }
         }
-        Ok(TelegramSide { fake, bot, topics })
+        Ok(TelegramSide {
+            fake,
+            bot,
+            topics,
+            unclaimed,
+        })
     }
 
     /// The chat a turn talks in, a named forum topic resolved to its thread id.
@@ -94,7 +103,11 @@ impl TelegramSide {
 
     /// The `[telegram]` table of the main agent's file.
     pub(super) fn agent_table(&self) -> String {
-        telegram_toml(TOKEN_ENV, &self.fake.base_url(), &[OWNER, FRIEND], &[OWNER])
+        let (allowed, approvers): (&[i64], &[i64]) = match self.unclaimed {
+            true => (&[], &[]),
+            false => (&[OWNER, FRIEND], &[OWNER]),
+        };
+        telegram_toml(TOKEN_ENV, &self.fake.base_url(), allowed, approvers)
     }
 
     /// The environment variable holding the bot's token.
@@ -129,6 +142,10 @@ impl TelegramSide {
         let last_run = last_run_id(store, agent, chat).await?;
         let pushed = match said {
             Said::Text(text) => {
+                let text = match text.contains(CLAIM_CODE) {
+                    true => text.replace(CLAIM_CODE, &claim_code(store, agent, limit).await?),
+                    false => text.to_string(),
+                };
                 let mut message = IncomingMessage::new(chat_id, from, text);
                 if let Some(thread) = chat.telegram_thread_id() {
                     message = message.in_topic(thread);
@@ -225,6 +242,31 @@ impl TelegramSide {
             .map(|message| message.visible_text)
             .collect()
     }
+}
+
+/// The placeholder a turn's text uses for the bot's claim code.
+const CLAIM_CODE: &str = "{{claim_code}}";
+
+/// The unclaimed bot's claim code, once the bot has made it.
+async fn claim_code(store: &Store, agent: &str, limit: Duration) -> Result<String, String> {
+    poll_until(limit, || async {
+        let agent = agent.to_string();
+        store
+            .read(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT code FROM bot_claims WHERE agent = ?1",
+                        [&agent],
+                        |row| row.get::<_, String>(0),
+                    )
+                    .ok())
+            })
+            .await
+            .ok()
+            .flatten()
+    })
+    .await
+    .map_err(|_| format!("the bot made no claim code within {} s", limit.as_secs()))
 }
 
 /// The newest run in the agent's conversation with `chat`.

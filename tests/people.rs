@@ -48,6 +48,20 @@ impl Setup {
         Setup { w, bot, base, http }
     }
 
+    /// The Overview's hints.
+    async fn hints(&self) -> String {
+        let overview: Value = self
+            .http
+            .get(format!("{}/api/v1/overview", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        overview["hints"].to_string()
+    }
+
     async fn people(&self) -> Value {
         let response = self
             .http
@@ -172,6 +186,15 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
         "Studio shows the stored code"
     );
     assert_eq!(code.len(), 9, "shown as ABCD-EFGH: {code}");
+    let hints = s.hints().await;
+    assert!(
+        hints.contains("The bot of `ada` waits to be claimed"),
+        "the Overview points to the People page: {hints}"
+    );
+    assert!(
+        !hints.contains(&stored),
+        "the code itself stays on the People page: {hints}"
+    );
     // A code of the same shape that is not this one.
     let wrong = if stored.starts_with('A') {
         "BBBB-BBBB"
@@ -225,6 +248,7 @@ async fn the_first_right_code_claims_the_bot_and_the_owner_pairs_and_blocks_from
     );
     assert_eq!(ada["people"][0]["status"], "owner", "{ada}");
     assert_eq!(ada["people"][0]["name"], "Olivia", "{ada}");
+    assert!(!s.hints().await.contains("waits to be claimed"));
     s.say(OWNER, "hello", "ada here, answering").await;
 
     // A second use of the code is refused.

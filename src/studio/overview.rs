@@ -91,6 +91,8 @@ struct Figures {
     cost_today: f64,
     /// Each bot's latest status event: agent → (state, detail, at).
     bots: BTreeMap<String, (String, String, i64)>,
+    /// Agents whose bot waits to be claimed (a live claim code).
+    unclaimed: Vec<String>,
 }
 
 fn start_of_day_ms(now_ms: i64) -> i64 {
@@ -114,6 +116,11 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
                     )?
                     .query_row([day], |row| row.get(0))?,
                 bots: BTreeMap::new(),
+                unclaimed: crate::store::people::claims(conn)?
+                    .into_iter()
+                    .filter(|claim| claim.is_live(now))
+                    .map(|claim| claim.agent)
+                    .collect(),
             };
             for event in crate::store::events::recent(conn, Some("bot_status"), 200)? {
                 let data: Value = event
@@ -149,6 +156,11 @@ fn hints(state: &StudioState, figures: &Figures, mcp: &[McpHealth]) -> Vec<Strin
         if status != "online" && status != "polling" {
             hints.push(format!("The bot of `{agent}` is {status}: {detail}"));
         }
+    }
+    for agent in &figures.unclaimed {
+        hints.push(format!(
+            "The bot of `{agent}` waits to be claimed: its claim code is on the People page (send /start <code> to the bot)"
+        ));
     }
     if mcp.is_empty() {
         hints.push(

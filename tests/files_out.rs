@@ -773,3 +773,31 @@ async fn a_retry_of_a_spoken_replys_text_does_not_speak_it_again() {
     assert_eq!(speech.requests().len(), 1, "nor spoken again");
     harness.stop().await;
 }
+
+/// A 5xx answer to an upload is Telegram's front end failing, not a refusal of the file: the
+/// upload is tried again and the file arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_on_an_upload_is_retried_and_the_file_arrives_once() {
+    let world = World::builder(send_file_script())
+        .agent_with_bot("ada", "tools = [\"send_file\"]", TOKEN, &[USER], &[USER])
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    let workspace = workspace(world.harness.dir.path());
+    std::fs::write(workspace.join("report.pdf"), PDF).unwrap();
+    world.fake.server_error_next(bot, "sendDocument", 1);
+    world.fake.push_message(bot, USER, USER, "the pdf please");
+    world
+        .fake
+        .wait_for_sent(bot, |m| m.method == "sendDocument", WAIT)
+        .await
+        .expect("the PDF arrives after the server error");
+    world.harness.wait_settled(WAIT).await;
+    let sent = world.fake.sent(bot);
+    assert_eq!(uploads(&sent, "sendDocument").len(), 1, "once");
+    assert_eq!(world.fake.call_count(bot, "sendDocument"), 2);
+    assert!(
+        !sent.iter().any(|m| m.visible_text.contains("refused")),
+        "no word of a refusal: {sent:?}"
+    );
+}

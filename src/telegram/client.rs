@@ -126,6 +126,17 @@ pub fn build(token: &Secret, api_url: &str, poll_timeout: Duration) -> Result<Bo
     Ok(Bot::with_client(token.expose(), client).set_api_url(url))
 }
 
+/// A client for uploads, on the same bot: without the long poll's timeout, which a large file
+/// on a slow line outlasts (each upload sets its own limit, growing with the file's size); the
+/// hour here only bounds a connection nobody watches any more.
+pub fn upload_bot(bot: &Bot) -> Result<Bot, TelegramError> {
+    let client = teloxide::net::default_reqwest_settings()
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .map_err(|error| TelegramError::Other(format!("cannot build the HTTP client: {error}")))?;
+    Ok(Bot::with_client(bot.token(), client).set_api_url(bot.api_url()))
+}
+
 /// Asks Telegram who this token belongs to (`getMe`), within ten seconds.
 pub async fn check_token(token: &Secret, api_url: &str) -> Result<String, TelegramError> {
     let bot = build(token, api_url, Duration::from_secs(5))?;

@@ -3844,7 +3844,10 @@ mod voice_target {
             VoiceOutcome::TooLong {
                 limit: Duration::from_secs(600),
             },
-            VoiceOutcome::NotDownloaded(text.to_string()),
+            VoiceOutcome::NotDownloaded {
+                reason: text.to_string(),
+                too_big: false,
+            },
             VoiceOutcome::Failed {
                 reason: text.to_string(),
                 unreadable: true,

@@ -95,6 +95,15 @@ impl From<RequestError> for TelegramError {
     }
 }
 
+/// Whether an API error's description is a 4xx refusal of the request itself (rather than a
+/// server error worth another try).
+pub fn is_refusal(description: &str) -> bool {
+    let description = description.to_ascii_lowercase();
+    ["bad request", "request entity too large", "forbidden"]
+        .iter()
+        .any(|refusal| description.starts_with(refusal))
+}
+
 /// Telegram's descriptions for a send into a forum topic that no longer takes messages.
 fn is_topic_gone(description: &str) -> bool {
     let description = description.to_ascii_lowercase();

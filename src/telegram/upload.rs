@@ -317,7 +317,9 @@ async fn upload_once(
 /// (a 5xx from Telegram's front end) is worth another try.
 fn upload_error(error: RequestError) -> TelegramError {
     let refused = match &error {
-        RequestError::Api(teloxide::ApiError::Unknown(description)) => is_refusal(description),
+        RequestError::Api(teloxide::ApiError::Unknown(description)) => {
+            client::is_refusal(description)
+        }
         // The errors teloxide knows by name are all Telegram's 4xx answers about the request.
         RequestError::Api(_) => true,
         _ => false,
@@ -330,26 +332,18 @@ fn upload_error(error: RequestError) -> TelegramError {
     }
 }
 
-/// Whether an API error's description is a 4xx refusal of the request itself.
-fn is_refusal(description: &str) -> bool {
-    let description = description.to_ascii_lowercase();
-    ["bad request", "request entity too large", "forbidden"]
-        .iter()
-        .any(|refusal| description.starts_with(refusal))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn only_bad_requests_are_refusals_of_the_file() {
-        assert!(is_refusal(
+        assert!(client::is_refusal(
             "Bad Request: wrong file identifier/HTTP URL specified"
         ));
-        assert!(is_refusal("Request Entity Too Large"));
-        assert!(!is_refusal("Bad Gateway"));
-        assert!(!is_refusal("Internal Server Error"));
+        assert!(client::is_refusal("Request Entity Too Large"));
+        assert!(!client::is_refusal("Bad Gateway"));
+        assert!(!client::is_refusal("Internal Server Error"));
         let refused = upload_error(RequestError::Api(teloxide::ApiError::Unknown(
             "Bad Request: IMAGE_PROCESS_FAILED".into(),
         )));

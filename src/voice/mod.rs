@@ -114,8 +114,9 @@ pub enum VoiceOutcome {
     Unavailable(Unavailable),
     /// Longer than `[transcription].max_duration`.
     TooLong { limit: Duration },
-    /// The audio could not be downloaded (too big for the Bot API, or a network failure).
-    NotDownloaded(String),
+    /// The audio could not be downloaded: `too_big` for the Bot API's 20 MB, else refused by
+    /// Telegram or still failing at the end of the retries.
+    NotDownloaded { reason: String, too_big: bool },
     /// The provider refused or failed for good; `unreadable` when it said the audio is unusable.
     Failed { reason: String, unreadable: bool },
 }
@@ -161,7 +162,7 @@ pub fn agent_text(
             "[voice note, {length}, {saved_text}: not transcribed, it is longer than the {} limit; the user was told]",
             clock_text(limit.as_secs())
         ),
-        VoiceOutcome::NotDownloaded(reason) => format!(
+        VoiceOutcome::NotDownloaded { reason, .. } => format!(
             "[voice note, {length}: it could not be downloaded ({reason}); the user was told]"
         ),
         VoiceOutcome::Failed { reason, .. } => format!(
@@ -190,8 +191,12 @@ pub fn user_notice(duration_secs: u64, outcome: &VoiceOutcome, echo: bool) -> Op
             clock_text(duration_secs),
             clock_text(limit.as_secs())
         )),
-        VoiceOutcome::NotDownloaded(_) => Some(
-            "I couldn't download that voice note from Telegram (it may be over 20 MB). Please send a shorter one or type it."
+        VoiceOutcome::NotDownloaded { too_big: true, .. } => Some(
+            "I couldn't download that voice note from Telegram: it is over 20 MB. Please send a shorter one or type it."
+                .into(),
+        ),
+        VoiceOutcome::NotDownloaded { too_big: false, .. } => Some(
+            "I couldn't download that voice note from Telegram. Please send it again or type it."
                 .into(),
         ),
         VoiceOutcome::Failed {
@@ -251,7 +256,14 @@ mod tests {
             VoiceOutcome::TooLong {
                 limit: Duration::from_secs(600),
             },
-            VoiceOutcome::NotDownloaded("too big".into()),
+            VoiceOutcome::NotDownloaded {
+                reason: "too big".into(),
+                too_big: true,
+            },
+            VoiceOutcome::NotDownloaded {
+                reason: "Bad Request: wrong file_id".into(),
+                too_big: false,
+            },
             VoiceOutcome::Failed {
                 reason: "HTTP 400".into(),
                 unreadable: true,

@@ -11,7 +11,9 @@ pub(super) async fn on_message(
     message: IncomingMessage,
 ) -> (UpdateStatus, Option<String>) {
     let grace = state.args.config.stale_grace.0.as_millis() as i64;
-    if message.date_ms < state.args.boot_ms - grace {
+    if message.date_ms < state.args.boot_ms - grace
+        && !voice::still_being_heard(&message, update.received_ms, grace, crate::clock::now_ms())
+    {
         tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
         return (
             UpdateStatus::Ignored,
@@ -209,9 +211,9 @@ impl Fetch {
                         outcome,
                     } => (attachment, outcome),
                     voice::VoiceStep::Retry(reason) => {
-                        tracing::warn!(update = self.update_id, %reason, "transcription failed; the sweep retries");
+                        tracing::warn!(update = self.update_id, %reason, "a voice note is not heard yet; the sweep retries");
                         let (row_id, now) = (self.row_id, crate::clock::now_ms());
-                        let note = format!("transcription failed, will retry: {reason}");
+                        let note = format!("{reason}; will retry");
                         let _ = self
                             .store
                             .write(move |conn| {
@@ -332,27 +334,73 @@ pub(super) fn forward(
     }
 }
 
+/// Why a file could not be downloaded, and whether trying again later may help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DownloadError {
+    pub reason: String,
+    /// Over the Bot API's download limit.
+    pub too_big: bool,
+    /// A network failure or a server error: another try may succeed.
+    pub transient: bool,
+}
+
+impl std::fmt::Display for DownloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl DownloadError {
+    fn lasting(reason: String) -> DownloadError {
+        DownloadError {
+            reason,
+            too_big: false,
+            transient: false,
+        }
+    }
+}
+
 pub(super) async fn download(
     bot: &Bot,
     file: &intake::RemoteFile,
     inbox: &std::path::Path,
     update_id: i64,
-) -> Result<Attachment, String> {
+) -> Result<Attachment, DownloadError> {
     use teloxide::net::Download;
     if file.size > MAX_DOWNLOAD {
-        return Err(format!(
-            "{} bytes is over the {} MB limit",
-            file.size,
-            MAX_DOWNLOAD / 1024 / 1024
-        ));
+        return Err(DownloadError {
+            reason: format!(
+                "{} bytes is over the {} MB limit",
+                file.size,
+                MAX_DOWNLOAD / 1024 / 1024
+            ),
+            too_big: true,
+            transient: false,
+        });
     }
     let remote = bot
         .get_file(teloxide::types::FileId(file.file_id.clone()))
         .await
-        .map_err(|e| TelegramError::from(e).to_string())?;
+        .map_err(|error| {
+            let transient = match &error {
+                teloxide::RequestError::Api(teloxide::ApiError::Unknown(description)) => {
+                    !crate::telegram::client::is_refusal(description)
+                }
+                teloxide::RequestError::Api(_) | teloxide::RequestError::MigrateToChatId(_) => {
+                    false
+                }
+                _ => true,
+            };
+            let reason = TelegramError::from(error).to_string();
+            DownloadError {
+                too_big: reason.to_ascii_lowercase().contains("file is too big"),
+                reason,
+                transient,
+            }
+        })?;
     tokio::fs::create_dir_all(inbox)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| DownloadError::lasting(e.to_string()))?;
     let safe_name: String = file
         .name
         .chars()
@@ -369,10 +417,23 @@ pub(super) async fn download(
     let path = inbox.join(format!("{update_id}-{safe_name}"));
     let mut output = tokio::fs::File::create(&path)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| DownloadError::lasting(e.to_string()))?;
     bot.download_file(&remote.path, &mut output)
         .await
-        .map_err(|e| crate::secrets::redact(&e.to_string()).into_owned())?;
+        .map_err(|error| {
+            // A 4xx for the file's path is lasting; a lost connection or a 5xx is not.
+            let transient = match &error {
+                teloxide::DownloadError::Network(network) => !network
+                    .status()
+                    .is_some_and(|status| status.is_client_error()),
+                teloxide::DownloadError::Io(_) => false,
+            };
+            DownloadError {
+                reason: crate::secrets::redact(&error.to_string()).into_owned(),
+                too_big: false,
+                transient,
+            }
+        })?;
     Ok(Attachment {
         kind: file.kind,
         path: relative,

@@ -498,8 +498,9 @@ async fn wait_for_retry_note(w: &World, reason: &str) {
 }
 
 /// Stops `w`, lets more than `stale_grace` pass since the note was sent, and starts the daemon
-/// again on the same directory; the note must then be answered once.
-async fn restart_later_and_expect_one_answer(w: World, provider: &str) {
+/// again on the same directory; the note must then be answered once. Returns every request the
+/// model received, as one text.
+async fn restart_later_and_expect_one_answer(w: World, provider: &str) -> String {
     let token = w.bots[0].token.clone();
     let bot = w.bot("alpha");
     let World {
@@ -539,6 +540,7 @@ async fn restart_later_and_expect_one_answer(w: World, provider: &str) {
         "nobody was told of a failure: {sent:?}"
     );
     harness.stop().await;
+    serde_json::to_string(&llm.requests()).unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,7 +552,7 @@ async fn a_note_waiting_for_a_transcription_retry_is_not_stale_after_a_restart()
     w.fake
         .push_voice(w.bot("alpha"), USER, USER, voice_bytes(7), 4, None);
     wait_for_retry_note(&w, "HTTP 500").await;
-    restart_later_and_expect_one_answer(w, &provider).await;
+    let _ = restart_later_and_expect_one_answer(w, &provider).await;
     assert_eq!(transcription.requests().len(), 2);
 }
 
@@ -564,6 +566,57 @@ async fn a_download_failing_for_now_is_retried_not_told_as_lost() {
     w.fake.push_voice(bot, USER, USER, voice_bytes(8), 4, None);
     wait_for_retry_note(&w, "download failed").await;
     assert!(transcription.requests().is_empty());
-    restart_later_and_expect_one_answer(w, &provider).await;
+    let _ = restart_later_and_expect_one_answer(w, &provider).await;
     assert_eq!(transcription.requests().len(), 1);
+}
+
+/// In a group, the conversation before an addressed voice note reaches the agent with it, also
+/// when the note is heard only on a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_voice_note_heard_on_a_retry_still_brings_its_context() {
+    const GROUP: i64 = -4_200;
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    transcription.fail_next(&[TranscriptionFault::ServerError]);
+    let provider = whisper_provider(&transcription);
+    let w = world("", &format!("{SHORT_GRACE}{provider}")).await;
+    let bot = w.bot("alpha");
+    w.fake
+        .push_message(bot, GROUP, USER, "dinner at the harbour tonight?");
+    w.fake
+        .push_voice(bot, GROUP, USER, voice_bytes(9), 4, Some("@alpha_bot"));
+    wait_for_retry_note_in(&w, GROUP, "HTTP 500").await;
+    let seen = restart_later_and_expect_one_answer(w, &provider).await;
+    assert!(
+        seen.contains("dinner at the harbour tonight?") && seen.contains(HEARD),
+        "the model got the note with its context: {seen}"
+    );
+}
+
+/// Like [`wait_for_retry_note`], for the voice note in `chat`.
+async fn wait_for_retry_note_in(w: &World, chat: i64, reason: &str) {
+    wait_until(
+        Duration::from_secs(30),
+        "the group voice note waits for a retry",
+        || async {
+            let notes: Vec<Option<String>> = w
+                .store()
+                .read(move |conn| {
+                    let mut statement =
+                        conn.prepare("SELECT note FROM inbound_updates WHERE chat_id = ?1")?;
+                    let rows = statement.query_map([chat], |r| r.get(0))?;
+                    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                })
+                .await
+                .unwrap();
+            notes
+                .iter()
+                .any(|note| {
+                    note.as_deref()
+                        .is_some_and(|note| note.contains("will retry") && note.contains(reason))
+                })
+                .then_some(())
+                .ok_or_else(|| format!("notes {notes:?}"))
+        },
+    )
+    .await;
 }

@@ -121,6 +121,18 @@ pub enum VoiceOutcome {
     Failed { reason: String, unreadable: bool },
 }
 
+/// The most of a transcript the `🎙` quote shows: the notice is one Telegram message (at most
+/// 4096 characters), and the agent has the whole transcript anyway.
+pub const QUOTE_MAX_CHARS: usize = 3500;
+
+/// A transcript for the quote: whole, or its first [`QUOTE_MAX_CHARS`] characters and "…".
+fn quoted_transcript(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(QUOTE_MAX_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…", text[..cut].trim_end())),
+    }
+}
+
 /// `m:ss` (or `h:mm:ss`) of a duration in seconds.
 pub fn clock_text(seconds: u64) -> String {
     let (hours, minutes, seconds) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
@@ -184,7 +196,9 @@ pub fn user_notice(duration_secs: u64, outcome: &VoiceOutcome, echo: bool) -> Op
             "I couldn't hear anything in that voice note. Could you record it again or type it?"
                 .into(),
         ),
-        VoiceOutcome::Transcribed(text) => echo.then(|| format!("🎙 \u{201C}{text}\u{201D}")),
+        VoiceOutcome::Transcribed(text) => echo.then(|| {
+            format!("🎙 \u{201C}{}\u{201D}", quoted_transcript(text))
+        }),
         VoiceOutcome::Unavailable(unavailable) => Some(unavailable.user_hint.clone()),
         VoiceOutcome::TooLong { limit } => Some(format!(
             "That voice note is {} long; I can only transcribe notes up to {}. Please send a shorter one or type it.",
@@ -329,5 +343,23 @@ transcription_model = "whisper-large-v3"
             ("b_whisper", "whisper-1")
         );
         assert_eq!(with_key.max_duration, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_long_transcript_is_quoted_in_part_within_one_message() {
+        let long = "word ".repeat(2000);
+        let notice = user_notice(
+            60,
+            &VoiceOutcome::Transcribed(long.trim().to_string()),
+            true,
+        )
+        .expect("a quote");
+        assert!(notice.chars().count() <= 4096, "{}", notice.chars().count());
+        assert!(notice.ends_with("…\u{201D}"), "{notice}");
+        let short = user_notice(3, &VoiceOutcome::Transcribed("hello there".into()), true);
+        assert_eq!(short.as_deref(), Some("🎙 \u{201C}hello there\u{201D}"));
+        let exact = "é".repeat(QUOTE_MAX_CHARS);
+        let notice = user_notice(3, &VoiceOutcome::Transcribed(exact.clone()), true).unwrap();
+        assert!(notice.contains(&exact) && !notice.contains('…'));
     }
 }

@@ -4402,3 +4402,73 @@ fn send_file() {
         |(name, head, size, requested)| check_kind(&name, &head, size, requested),
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Target: pdf_streams — the bounded inflation check `read_file` runs before lopdf, on PDFs made
+// of arbitrary stream dictionaries and data (raw bytes, or zlib of repeated bytes).
+// ---------------------------------------------------------------------------------------------
+
+mod pdf_streams_target {
+    use super::*;
+    use clawvisor::tools::documents::{self, PdfProblem};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/pdf_streams.txt";
+
+    pub fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        // Never a panic, and the same answer twice.
+        let first = documents::check_decompressed_sizes(bytes);
+        prop_assert_eq!(&first, &documents::check_decompressed_sizes(bytes));
+        if let Err(reason) = &first {
+            prop_assert!(reason.ends_with("not read"), "{}", reason);
+        }
+        match documents::extract_pdf_text(bytes) {
+            Ok(pdf) => prop_assert!(pdf.pages_left_out <= pdf.pages),
+            Err(PdfProblem::Refused(reason) | PdfProblem::Unreadable(reason)) => {
+                prop_assert!(!reason.is_empty())
+            }
+        }
+        Ok(())
+    }
+
+    fn zlib(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).expect("compressing into memory");
+        encoder.finish().expect("compressing into memory")
+    }
+
+    pub fn strategy() -> impl Strategy<Value = Vec<u8>> {
+        let dictionary = prop::sample::select(
+            &[
+                "<< /Filter /FlateDecode >>",
+                "<< /Filter [/ASCII85Decode /FlateDecode] >>",
+                "<< /Filter /LZWDecode >>",
+                "<< /Length 3 0 R >>",
+                "<< /Filter (endobj) /F#6cateDecode >>",
+                "",
+            ][..],
+        );
+        let data = prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..512),
+            (any::<u8>(), 0usize..200_000).prop_map(|(byte, count)| zlib(&vec![byte; count])),
+        ];
+        prop::collection::vec((dictionary, data), 0..4).prop_map(|streams| {
+            let mut pdf = b"%PDF-1.7\n".to_vec();
+            for (number, (dictionary, data)) in streams.into_iter().enumerate() {
+                pdf.extend_from_slice(
+                    format!("{} 0 obj {dictionary}\nstream\r\n", number + 1).as_bytes(),
+                );
+                pdf.extend_from_slice(&data);
+                pdf.extend_from_slice(b"\nendstream\nendobj\n");
+            }
+            pdf.extend_from_slice(b"trailer << /Root 1 0 R >>\n%%EOF\n");
+            pdf
+        })
+    }
+}
+
+#[test]
+fn pdf_streams() {
+    use pdf_streams_target::*;
+    run(runner(REGRESSIONS, 200), strategy(), |bytes| check(&bytes));
+}

@@ -19,6 +19,12 @@ use clawvisor::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSettings};
 /// A PDF with one page per text, in Helvetica, as a PDF writer would lay it out: header,
 /// numbered objects, a cross-reference table with each object's byte offset, and the trailer.
 fn pdf_with_pages(pages: &[&str]) -> Vec<u8> {
+    pdf_with_page_streams(pages, false)
+}
+
+/// The same PDF, its page contents compressed with `/FlateDecode` when `compress` is set (its
+/// text can then be longer than the file).
+fn pdf_with_page_streams(pages: &[&str], compress: bool) -> Vec<u8> {
     let mut objects: Vec<String> = vec![
         "<< /Type /Catalog /Pages 2 0 R >>".into(),
         String::new(), // the page tree, once the pages' numbers are known
@@ -35,9 +41,16 @@ fn pdf_with_pages(pages: &[&str]) -> Vec<u8> {
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
             page_number + 1
         ));
+        let (filter, content) = if compress {
+            (" /Filter /FlateDecode", zlib(content.as_bytes()))
+        } else {
+            ("", content.into_bytes())
+        };
+        // Binary content goes in as Latin-1 characters, one per byte, and is written back so.
+        let content: String = content.iter().map(|&byte| byte as char).collect();
         objects.push(format!(
-            "<< /Length {} >>\nstream\n{content}\nendstream",
-            content.len()
+            "<< /Length {}{filter} >>\nstream\n{content}\nendstream",
+            content.chars().count()
         ));
         kids.push(format!("{page_number} 0 R"));
     }
@@ -50,7 +63,8 @@ fn pdf_with_pages(pages: &[&str]) -> Vec<u8> {
     let mut offsets = Vec::new();
     for (index, object) in objects.iter().enumerate() {
         offsets.push(pdf.len());
-        pdf.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", index + 1).as_bytes());
+        let object = format!("{} 0 obj\n{object}\nendobj\n", index + 1);
+        pdf.extend(object.chars().map(|character| character as u32 as u8));
     }
     let xref = pdf.len();
     pdf.extend_from_slice(
@@ -67,6 +81,13 @@ fn pdf_with_pages(pages: &[&str]) -> Vec<u8> {
         .as_bytes(),
     );
     pdf
+}
+
+fn zlib(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
 }
 
 struct Fixture {
@@ -220,6 +241,58 @@ async fn broken_pdfs_and_binary_files_are_named_not_dumped() {
         text.contains("binary file (an executable, 8 bytes)"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn a_pdf_bomb_is_refused_and_the_next_read_still_works() {
+    let fixture = Fixture::new(ToolSettings::default());
+    // 40 MB of zeros compress to about 40 KB; lopdf would inflate them all in memory.
+    let mut bomb = b"%PDF-1.7\n1 0 obj\n<< /Filter [ /FlateDecode ] >>\nstream\n".to_vec();
+    bomb.extend(zlib(&vec![0u8; 40 * 1024 * 1024]));
+    bomb.extend_from_slice(b"\nendstream\nendobj\ntrailer << /Root 1 0 R >>\n%%EOF\n");
+    assert!(bomb.len() < 100 * 1024);
+    fixture.write("inbox/9-bomb.pdf", &bomb);
+    let text = fixture.text(json!({"path": "inbox/9-bomb.pdf"})).await;
+    assert!(
+        text.contains("expands to more than 32 MB when decompressed; not read"),
+        "{text}"
+    );
+    fixture.write("inbox/10-fine.pdf", &pdf_with_pages(&["Still reading"]));
+    let text = fixture.text(json!({"path": "inbox/10-fine.pdf"})).await;
+    assert!(text.contains("Still reading"), "{text}");
+}
+
+#[tokio::test]
+async fn only_files_starting_with_the_magic_are_pdfs_and_failed_ones_are_read_as_text() {
+    let fixture = Fixture::new(ToolSettings::default());
+    fixture.write(
+        "spec.txt",
+        b"A PDF file starts with %PDF-1.7 and a comment.\n",
+    );
+    let text = fixture.text(json!({"path": "spec.txt"})).await;
+    assert_eq!(text, "A PDF file starts with %PDF-1.7 and a comment.\n");
+    // It starts like a PDF but is not one, and is not named one: it is read as the text it is.
+    fixture.write("notes.md", b"%PDF-1.7 is the header line of a PDF.\n");
+    let text = fixture.text(json!({"path": "notes.md"})).await;
+    assert_eq!(text, "%PDF-1.7 is the header line of a PDF.\n");
+}
+
+#[tokio::test]
+async fn a_pdf_offset_may_pass_the_file_size_when_its_text_is_longer() {
+    let long_page = "All work and no play makes Jack a dull boy. ".repeat(200);
+    let pdf = pdf_with_page_streams(&[&long_page], true);
+    assert!(pdf.len() < 3000, "{} bytes", pdf.len());
+    let fixture = Fixture::new(ToolSettings {
+        read_max_bytes: 1000,
+        ..ToolSettings::default()
+    });
+    fixture.write("jack.pdf", &pdf);
+    let offset = pdf.len() as u64 + 2000;
+    let answer = fixture
+        .text(json!({"path": "jack.pdf", "offset": offset}))
+        .await;
+    let (body, _) = page_of_text(&answer);
+    assert!(body.contains("Jack a dull boy"), "{answer}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

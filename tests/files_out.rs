@@ -640,3 +640,164 @@ fn voice_replies_without_a_speech_provider_is_a_config_error_naming_the_key() {
         "the default voice"
     );
 }
+
+/// A spoken reply with a link goes out as a voice message and a text. When Telegram accepted the
+/// voice but failed the text, the retry (here: at the next boot) sends only the text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_spoken_replys_text_does_not_speak_it_again() {
+    use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml, telegram_toml};
+    use clawvisor::testkit::world::token_variable;
+
+    let speech = FakeSpeech::start().await.unwrap();
+    let linked = "The forecast is at https://example.com/weather.";
+    let script = Script::new().rule(Rule::text(linked).when_last_user_contains("voice-"));
+    let speech_provider = format!(
+        "[providers.speech]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"SPEECH_KEY\"\nspeech_model = \"tts-1\"\nspeech_voice = \"nova\"\n",
+        speech.base_url()
+    );
+    let world = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "voice_replies = \"when_spoken_to\"",
+            TOKEN,
+            &[USER],
+            &[USER],
+        )
+        .config_extra(&speech_provider)
+        .env("SPEECH_KEY", "sk-speech-test-0123456789")
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    // The voice goes through; the text after it meets 502s (the sender's own two retries too).
+    world.fake.server_error_next(bot, "sendMessage", 2);
+    world
+        .fake
+        .push_voice(bot, USER, USER, FakeSpeech::audio_for("forecast?"), 3, None);
+    wait_until(WAIT, "the reply's first attempt to be recorded", || async {
+        world
+            .store()
+            .read(|conn| {
+                Ok(conn.query_row(
+                    "SELECT COUNT(*) FROM outbox WHERE attempts >= 1 AND delivered_ms IS NULL",
+                    [],
+                    |row| row.get::<_, i64>(0),
+                )?)
+            })
+            .await
+            .is_ok_and(|count| count == 1)
+            .then_some(())
+            .ok_or_else(|| {
+                format!(
+                    "{:?}",
+                    world
+                        .fake
+                        .sent(bot)
+                        .iter()
+                        .map(|m| (m.method, m.visible_text.clone()))
+                        .collect::<Vec<_>>()
+                )
+            })
+    })
+    .await;
+    assert_eq!(world.fake.call_count(bot, "sendVoice"), 1);
+    assert!(
+        !world
+            .fake
+            .sent(bot)
+            .iter()
+            .any(|m| m.visible_text == linked),
+        "the text did not go through yet"
+    );
+
+    let World {
+        fake, llm, harness, ..
+    } = world;
+    let dir = harness.stop().await;
+    let variable = token_variable("ada");
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml(
+        "ada",
+        &format!(
+            "voice_replies = \"when_spoken_to\"\n{}",
+            telegram_toml(&variable, &fake.base_url(), &[USER], &[USER])
+        ),
+    )];
+    options.config_extra = speech_provider;
+    options.env.insert(variable, TOKEN.to_string());
+    options
+        .env
+        .insert("SPEECH_KEY".into(), "sk-speech-test-0123456789".into());
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let found = fake
+        .wait_for_sent(
+            bot,
+            |m| m.method == "sendMessage" && m.visible_text == linked,
+            WAIT,
+        )
+        .await;
+    let rows: Vec<String> = harness
+        .store()
+        .read(|conn| {
+            let mut statement =
+                conn.prepare("SELECT id, attempts, delivered_ms, speak, last_error FROM outbox")?;
+            let rows = statement.query_map([], |row| {
+                Ok(format!(
+                    "{:?} {:?} {:?} {:?} {:?}",
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, Option<String>>(4)?
+                ))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .unwrap();
+    found.unwrap_or_else(|| {
+        panic!(
+            "the text is sent after the restart; rows {rows:?} calls {:?} sent: {:?}",
+            fake.calls(bot),
+            fake.sent(bot)
+                .iter()
+                .map(|m| (m.method, m.visible_text.clone()))
+                .collect::<Vec<_>>()
+        )
+    });
+    harness.wait_settled(WAIT).await;
+    assert_eq!(
+        fake.call_count(bot, "sendVoice"),
+        1,
+        "the voice message was not sent again"
+    );
+    assert_eq!(speech.requests().len(), 1, "nor spoken again");
+    harness.stop().await;
+}
+
+/// A 5xx answer to an upload is Telegram's front end failing, not a refusal of the file: the
+/// upload is tried again and the file arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_on_an_upload_is_retried_and_the_file_arrives_once() {
+    let world = World::builder(send_file_script())
+        .agent_with_bot("ada", "tools = [\"send_file\"]", TOKEN, &[USER], &[USER])
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    let workspace = workspace(world.harness.dir.path());
+    std::fs::write(workspace.join("report.pdf"), PDF).unwrap();
+    world.fake.server_error_next(bot, "sendDocument", 1);
+    world.fake.push_message(bot, USER, USER, "the pdf please");
+    world
+        .fake
+        .wait_for_sent(bot, |m| m.method == "sendDocument", WAIT)
+        .await
+        .expect("the PDF arrives after the server error");
+    world.harness.wait_settled(WAIT).await;
+    let sent = world.fake.sent(bot);
+    assert_eq!(uploads(&sent, "sendDocument").len(), 1, "once");
+    assert_eq!(world.fake.call_count(bot, "sendDocument"), 2);
+    assert!(
+        !sent.iter().any(|m| m.visible_text.contains("refused")),
+        "no word of a refusal: {sent:?}"
+    );
+}

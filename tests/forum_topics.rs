@@ -568,3 +568,33 @@ async fn a_task_scheduled_in_a_topic_and_send_message_answer_there_and_a_deleted
     assert_eq!(rescued.thread_id, None, "delivered in General");
     w.harness.stop().await;
 }
+
+/// A file sent into a topic that was deleted goes to the chat's General, like a text reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_for_a_deleted_topic_is_uploaded_in_general() {
+    let script = Script::new()
+        .rule(Rule::text("There you go.").when_after_tool_result("send_file"))
+        .rule(
+            Rule::tool_call("send_file", r#"{"path": "plan.txt"}"#).when_last_user_contains("plan"),
+        );
+    let (w, bot, _, travel) = forum_world("tools = [\"send_file\"]", script).await;
+    let workspace = w.harness.dir.path().join("data/workspaces/alpha");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("plan.txt"), "Day 1: Lisbon\n").unwrap();
+    w.fake.delete_forum_topic(FORUM, travel);
+    say(&w, bot, Some(travel), "@alpha_bot send me the plan");
+    let document = w
+        .fake
+        .wait_for_sent(bot, |m| m.method == "sendDocument", WAIT)
+        .await
+        .expect("the file is uploaded");
+    assert_eq!(document.thread_id, None, "uploaded in General");
+    assert_eq!(document.chat_id, FORUM);
+    w.harness.wait_settled(WAIT).await;
+    assert_eq!(
+        w.fake.call_count(bot, "sendDocument"),
+        2,
+        "one refused, one sent"
+    );
+    w.harness.stop().await;
+}

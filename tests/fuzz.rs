@@ -18,6 +18,7 @@
 //! | `claim_code` | `people::parse_start_argument` on what follows `/start` (unicode, huge, empty) | deterministic; a code is 8 characters of the code alphabet and reads back from its displayed and lower-case forms; blank is no code; an over-long word never is |
 //! | `send_file` | the `send_file` tool in a Telegram chat, on a real store and workspace; `send_file::choose_kind` | a success queued exactly one outbox row and one spool copy equal to the workspace file, a photo is an image within 10 MB, every file within 50 MB; a failure queued and copied nothing and says why |
 //! | `prices` | `llm::prices::Prices::price` / `cost` and `candidate_names` on any model name | deterministic; never a negative or non-finite cost; `[pricing]` wins over the built-in table; a free provider's model costs nothing |
+//! | `pdf_streams` | `tools::documents` (the bounded inflation check, then extraction) on PDFs with arbitrary stream dictionaries and data | no panic; a stream that inflates past the cap is refused before extraction; every answer is text or a sentence saying why not |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -29,8 +30,8 @@
 //! Generated cases per run: config 300, telegram 400, classifier 500 mutated commands + 300
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
-//! send_file (see its target), claim_code 500, prices 500 — `cargo test --test fuzz` takes a few
-//! seconds. For a longer local run set
+//! send_file (see its target), claim_code 500, prices 500, pdf_streams
+//! 200 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -3847,7 +3848,10 @@ mod voice_target {
             VoiceOutcome::TooLong {
                 limit: Duration::from_secs(600),
             },
-            VoiceOutcome::NotDownloaded(text.to_string()),
+            VoiceOutcome::NotDownloaded {
+                reason: text.to_string(),
+                too_big: false,
+            },
             VoiceOutcome::Failed {
                 reason: text.to_string(),
                 unreadable: true,
@@ -4571,4 +4575,74 @@ fn prices() {
     run(runner(REGRESSIONS, 500), names(), |model| {
         check(&table, &model)
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: pdf_streams — the bounded inflation check `read_file` runs before lopdf, on PDFs made
+// of arbitrary stream dictionaries and data (raw bytes, or zlib of repeated bytes).
+// ---------------------------------------------------------------------------------------------
+
+mod pdf_streams_target {
+    use super::*;
+    use clawvisor::tools::documents::{self, PdfProblem};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/pdf_streams.txt";
+
+    pub fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        // Never a panic, and the same answer twice.
+        let first = documents::check_decompressed_sizes(bytes);
+        prop_assert_eq!(&first, &documents::check_decompressed_sizes(bytes));
+        if let Err(reason) = &first {
+            prop_assert!(reason.ends_with("not read"), "{}", reason);
+        }
+        match documents::extract_pdf_text(bytes) {
+            Ok(pdf) => prop_assert!(pdf.pages_left_out <= pdf.pages),
+            Err(PdfProblem::Refused(reason) | PdfProblem::Unreadable(reason)) => {
+                prop_assert!(!reason.is_empty())
+            }
+        }
+        Ok(())
+    }
+
+    fn zlib(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).expect("compressing into memory");
+        encoder.finish().expect("compressing into memory")
+    }
+
+    pub fn strategy() -> impl Strategy<Value = Vec<u8>> {
+        let dictionary = prop::sample::select(
+            &[
+                "<< /Filter /FlateDecode >>",
+                "<< /Filter [/ASCII85Decode /FlateDecode] >>",
+                "<< /Filter /LZWDecode >>",
+                "<< /Length 3 0 R >>",
+                "<< /Filter (endobj) /F#6cateDecode >>",
+                "",
+            ][..],
+        );
+        let data = prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..512),
+            (any::<u8>(), 0usize..200_000).prop_map(|(byte, count)| zlib(&vec![byte; count])),
+        ];
+        prop::collection::vec((dictionary, data), 0..4).prop_map(|streams| {
+            let mut pdf = b"%PDF-1.7\n".to_vec();
+            for (number, (dictionary, data)) in streams.into_iter().enumerate() {
+                pdf.extend_from_slice(
+                    format!("{} 0 obj {dictionary}\nstream\r\n", number + 1).as_bytes(),
+                );
+                pdf.extend_from_slice(&data);
+                pdf.extend_from_slice(b"\nendstream\nendobj\n");
+            }
+            pdf.extend_from_slice(b"trailer << /Root 1 0 R >>\n%%EOF\n");
+            pdf
+        })
+    }
+}
+
+#[test]
+fn pdf_streams() {
+    use pdf_streams_target::*;
+    run(runner(REGRESSIONS, 200), strategy(), |bytes| check(&bytes));
 }

@@ -1250,3 +1250,27 @@ async fn a_failed_run_is_retried_with_backoff_and_marked_failing() {
     assert!(job.failing);
     assert_eq!(job.consecutive_failures, 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_update_with_an_empty_timezone_keeps_the_tasks_zone() {
+    let bench = standalone(Vec::new()).await;
+    let mut job = new_job("ada", "morning news", "cron", "0 9 * * *", "");
+    job.timezone = "Europe/Berlin".into();
+    let created = ractor::call!(bench.scheduler, SchedulerMsg::Create, job)
+        .unwrap()
+        .unwrap();
+    let updated = ractor::call!(bench.scheduler, |reply| SchedulerMsg::Update {
+        scope: JobScope::Operator,
+        id: created.id,
+        change: JobChange {
+            name: Some("news".into()),
+            timezone: Some(String::new()),
+            ..JobChange::default()
+        },
+        reply
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(updated.name, "news");
+    assert_eq!(updated.timezone, "Europe/Berlin");
+}

@@ -463,3 +463,160 @@ async fn a_daemon_stopped_mid_transcription_transcribes_and_answers_once_after_r
     assert_eq!(heard, 1, "the model got the note once");
     harness.stop().await;
 }
+
+/// `[telegram]` with a short `stale_grace`: a restart a few seconds after a note would call it
+/// stale, unless it is still being heard.
+const SHORT_GRACE: &str =
+    "[telegram]\nboot_stagger = \"50ms\"\npoll_timeout = \"2s\"\nstale_grace = \"3s\"\n";
+
+/// Waits until the voice note's update row is pending with a note containing `reason`.
+async fn wait_for_retry_note(w: &World, reason: &str) {
+    wait_until(
+        Duration::from_secs(30),
+        "the voice note waits for a retry",
+        || async {
+            let note: Option<String> = w
+                .store()
+                .read(|conn| {
+                    Ok(conn
+                        .query_row(
+                            "SELECT note FROM inbound_updates WHERE user_id = 42",
+                            [],
+                            |r| r.get(0),
+                        )
+                        .unwrap_or(None))
+                })
+                .await
+                .unwrap();
+            match note {
+                Some(note) if note.contains("will retry") && note.contains(reason) => Ok(()),
+                other => Err(format!("note {other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Stops `w`, lets more than `stale_grace` pass since the note was sent, and starts the daemon
+/// again on the same directory; the note must then be answered once. Returns every request the
+/// model received, as one text.
+async fn restart_later_and_expect_one_answer(w: World, provider: &str) -> String {
+    let token = w.bots[0].token.clone();
+    let bot = w.bot("alpha");
+    let World {
+        fake, llm, harness, ..
+    } = w;
+    let dir = harness.stop().await;
+    // Not waiting for a state: time has to pass for the note to be older than `stale_grace`.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut options = HarnessOptions::new(llm.base_url());
+    let variable = token_variable("alpha");
+    options.agents = vec![agent_toml(
+        "alpha",
+        &telegram_toml(&variable, &fake.base_url(), &[USER], &[]),
+    )];
+    options.config_extra = format!("{SHORT_GRACE}{provider}");
+    options.env.insert(variable, token);
+    options.env.insert("WHISPER_TEST_KEY".into(), KEY.into());
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    fake.wait_for_sent(
+        bot,
+        |m| m.visible_text.contains("Sunny, 21 degrees."),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("the note is answered after the restart, not dropped as stale");
+    harness.wait_settled(Duration::from_secs(30)).await;
+    let sent = fake.sent(bot);
+    assert_eq!(
+        sent.iter()
+            .filter(|m| m.visible_text.contains("Sunny"))
+            .count(),
+        1,
+        "answered once"
+    );
+    assert!(
+        !sent.iter().any(|m| m.visible_text.contains("couldn't")),
+        "nobody was told of a failure: {sent:?}"
+    );
+    harness.stop().await;
+    serde_json::to_string(&llm.requests()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_waiting_for_a_transcription_retry_is_not_stale_after_a_restart() {
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    transcription.fail_next(&[TranscriptionFault::ServerError]);
+    let provider = whisper_provider(&transcription);
+    let w = world("", &format!("{SHORT_GRACE}{provider}")).await;
+    w.fake
+        .push_voice(w.bot("alpha"), USER, USER, voice_bytes(7), 4, None);
+    wait_for_retry_note(&w, "HTTP 500").await;
+    let _ = restart_later_and_expect_one_answer(w, &provider).await;
+    assert_eq!(transcription.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_failing_for_now_is_retried_not_told_as_lost() {
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    let provider = whisper_provider(&transcription);
+    let w = world("", &format!("{SHORT_GRACE}{provider}")).await;
+    let bot = w.bot("alpha");
+    w.fake.server_error_next(bot, "getFile", 1);
+    w.fake.push_voice(bot, USER, USER, voice_bytes(8), 4, None);
+    wait_for_retry_note(&w, "download failed").await;
+    assert!(transcription.requests().is_empty());
+    let _ = restart_later_and_expect_one_answer(w, &provider).await;
+    assert_eq!(transcription.requests().len(), 1);
+}
+
+/// In a group, the conversation before an addressed voice note reaches the agent with it, also
+/// when the note is heard only on a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_voice_note_heard_on_a_retry_still_brings_its_context() {
+    const GROUP: i64 = -4_200;
+    let transcription = FakeTranscription::start(HEARD).await.unwrap();
+    transcription.fail_next(&[TranscriptionFault::ServerError]);
+    let provider = whisper_provider(&transcription);
+    let w = world("", &format!("{SHORT_GRACE}{provider}")).await;
+    let bot = w.bot("alpha");
+    w.fake
+        .push_message(bot, GROUP, USER, "dinner at the harbour tonight?");
+    w.fake
+        .push_voice(bot, GROUP, USER, voice_bytes(9), 4, Some("@alpha_bot"));
+    wait_for_retry_note_in(&w, GROUP, "HTTP 500").await;
+    let seen = restart_later_and_expect_one_answer(w, &provider).await;
+    assert!(
+        seen.contains("dinner at the harbour tonight?") && seen.contains(HEARD),
+        "the model got the note with its context: {seen}"
+    );
+}
+
+/// Like [`wait_for_retry_note`], for the voice note in `chat`.
+async fn wait_for_retry_note_in(w: &World, chat: i64, reason: &str) {
+    wait_until(
+        Duration::from_secs(30),
+        "the group voice note waits for a retry",
+        || async {
+            let notes: Vec<Option<String>> = w
+                .store()
+                .read(move |conn| {
+                    let mut statement =
+                        conn.prepare("SELECT note FROM inbound_updates WHERE chat_id = ?1")?;
+                    let rows = statement.query_map([chat], |r| r.get(0))?;
+                    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                })
+                .await
+                .unwrap();
+            notes
+                .iter()
+                .any(|note| {
+                    note.as_deref()
+                        .is_some_and(|note| note.contains("will retry") && note.contains(reason))
+                })
+                .then_some(())
+                .ok_or_else(|| format!("notes {notes:?}"))
+        },
+    )
+    .await;
+}

@@ -110,6 +110,14 @@ pub fn mark_spoken(conn: &Connection, id: i64) -> Result<()> {
     Ok(())
 }
 
+/// Records that a reply's voice message was accepted by Telegram: a retry of its text part
+/// does not speak it again.
+pub fn mark_voice_sent(conn: &Connection, id: i64) -> Result<()> {
+    conn.prepare_cached("UPDATE outbox SET speak = 0 WHERE id = ?1")?
+        .execute(params![id])?;
+    Ok(())
+}
+
 /// The spool copies that undelivered rows still need (every other file in the spool is a
 /// leftover of a crash and may go).
 pub fn pending_files(conn: &Connection) -> Result<Vec<PathBuf>> {

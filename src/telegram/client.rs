@@ -95,6 +95,15 @@ impl From<RequestError> for TelegramError {
     }
 }
 
+/// Whether an API error's description is a 4xx refusal of the request itself (rather than a
+/// server error worth another try).
+pub fn is_refusal(description: &str) -> bool {
+    let description = description.to_ascii_lowercase();
+    ["bad request", "request entity too large", "forbidden"]
+        .iter()
+        .any(|refusal| description.starts_with(refusal))
+}
+
 /// Telegram's descriptions for a send into a forum topic that no longer takes messages.
 fn is_topic_gone(description: &str) -> bool {
     let description = description.to_ascii_lowercase();
@@ -124,6 +133,17 @@ pub fn build(token: &Secret, api_url: &str, poll_timeout: Duration) -> Result<Bo
     let url = reqwest::Url::parse(api_url.trim_end_matches('/'))
         .map_err(|error| TelegramError::Other(format!("invalid api_url `{api_url}`: {error}")))?;
     Ok(Bot::with_client(token.expose(), client).set_api_url(url))
+}
+
+/// A client for uploads, on the same bot: without the long poll's timeout, which a large file
+/// on a slow line outlasts (each upload sets its own limit, growing with the file's size); the
+/// hour here only bounds a connection nobody watches any more.
+pub fn upload_bot(bot: &Bot) -> Result<Bot, TelegramError> {
+    let client = teloxide::net::default_reqwest_settings()
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .map_err(|error| TelegramError::Other(format!("cannot build the HTTP client: {error}")))?;
+    Ok(Bot::with_client(bot.token(), client).set_api_url(bot.api_url()))
 }
 
 /// Asks Telegram who this token belongs to (`getMe`), within ten seconds.

@@ -264,7 +264,12 @@ impl ChatWorker {
                 Ok(None) => return,
                 Ok(Some(found)) if found.attempts >= MAX_ATTEMPTS => return,
                 Ok(Some(found)) => row = Some(found),
-                Err(_) => {}
+                // Not knowing whether the row is a file or a spoken reply, sending it as text
+                // would be wrong; the outbox sweep tries it again.
+                Err(error) => {
+                    tracing::warn!(outbox_id = id, %error, "could not read a queued reply; the sweep retries it");
+                    return;
+                }
             }
         }
         // A file (`send_file`) is an upload of its own, in its place among the chat's replies.
@@ -287,8 +292,19 @@ impl ChatWorker {
                     self.finish_delivery(id, Ok(()), text, 1).await;
                     return;
                 }
-                // Voice sent; the text follows for what a voice cannot carry (or instead of it).
-                upload::Spoken::WithText | upload::Spoken::Failed => {}
+                // Voice sent; the text follows for what a voice cannot carry. The voice is
+                // recorded first, so a retry of the text does not speak it again.
+                upload::Spoken::WithText => {
+                    let recorded = self
+                        .store
+                        .write(move |conn| outbox::mark_voice_sent(conn, id))
+                        .await;
+                    if let Err(error) = recorded {
+                        tracing::warn!(outbox_id = id, %error, "could not record a spoken reply's voice as sent");
+                    }
+                }
+                // No voice: the text goes instead of it.
+                upload::Spoken::Failed => {}
             }
         }
         let html = format::markdown_to_html(text);

@@ -23,7 +23,7 @@ use teloxide::payloads::{
 use teloxide::prelude::*;
 use teloxide::types::{ChatAction, InputFile, MessageId, ParseMode, ThreadId};
 
-use super::client::TelegramError;
+use super::client::{self, TelegramError};
 use super::format;
 use super::sender::ChatWorker;
 use crate::domain::ChatKey;
@@ -47,8 +47,15 @@ pub enum Spoken {
 struct Upload<'a> {
     kind: OutboxFileKind,
     file: InputFile,
+    /// The file's size: an upload may take longer the larger it is.
+    bytes: u64,
     caption_html: &'a str,
     thread: Option<i32>,
+}
+
+/// How long one upload of `bytes` may take: a minute, and a second more per 100 KB.
+pub(super) fn upload_time_limit(bytes: u64) -> Duration {
+    Duration::from_secs(60 + bytes / (100 * 1024))
 }
 
 impl ChatWorker {
@@ -74,11 +81,13 @@ impl ChatWorker {
         };
         let caption_html = format::markdown_to_html(&row.text);
         let thread = ChatKey::parse(&row.chat).and_then(|chat| chat.telegram_thread_id());
+        let size = bytes.len() as u64;
         let input = InputFile::memory(bytes).file_name(file.name.clone());
         let sent = self
             .send_upload(Upload {
                 kind: file.kind,
                 file: input.clone(),
+                bytes: size,
                 caption_html: &caption_html,
                 thread,
             })
@@ -91,6 +100,7 @@ impl ChatWorker {
                 self.send_upload(Upload {
                     kind: OutboxFileKind::Document,
                     file: input,
+                    bytes: size,
                     caption_html: &caption_html,
                     thread,
                 })
@@ -160,10 +170,12 @@ impl ChatWorker {
                 return Spoken::Failed;
             }
         };
+        let audio_bytes = audio.len() as u64;
         let sent = self
             .send_upload(Upload {
                 kind: OutboxFileKind::Voice,
                 file: InputFile::memory(audio).file_name("reply.ogg"),
+                bytes: audio_bytes,
                 caption_html: "",
                 thread,
             })
@@ -186,9 +198,28 @@ impl ChatWorker {
         }
     }
 
-    /// Uploads one file, paced by the governor: HTML caption with a plain-text fallback, 429s
-    /// waited out, network errors retried twice.
+    /// Uploads one file into its topic; when the topic is gone, into the chat's General, as
+    /// text replies do.
     async fn send_upload(&self, upload: Upload<'_>) -> Result<MessageId, TelegramError> {
+        match self.send_upload_in(&upload, upload.thread).await {
+            Err(TelegramError::TopicGone(why)) if upload.thread.is_some() => {
+                tracing::warn!(chat = self.chat_id, thread = ?upload.thread, %why, "forum topic gone; uploading in the chat instead");
+                self.send_upload_in(&upload, None).await
+            }
+            result => result,
+        }
+    }
+
+    /// Uploads one file, paced by the governor: HTML caption with a plain-text fallback, 429s
+    /// waited out, network errors retried twice. The upload has its own HTTP client, without the
+    /// long poll's timeout, and a time limit that grows with the file's size.
+    async fn send_upload_in(
+        &self,
+        upload: &Upload<'_>,
+        thread: Option<i32>,
+    ) -> Result<MessageId, TelegramError> {
+        let bot = client::upload_bot(&self.bot)?;
+        let limit = upload_time_limit(upload.bytes);
         let mut plain = false;
         for attempt in 0..3 {
             self.governor.acquire(self.chat_id).await;
@@ -197,14 +228,23 @@ impl ChatWorker {
             } else {
                 upload.caption_html.to_string()
             };
-            match self
-                .upload_once(&upload, upload.file.clone(), caption, !plain)
-                .await
-            {
+            let sent = tokio::time::timeout(
+                limit,
+                upload_once(&bot, self.chat_id, upload, thread, caption, !plain),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(TelegramError::Network(format!(
+                    "the upload took longer than {} s",
+                    limit.as_secs()
+                )))
+            });
+            match sent {
                 Ok(id) => return Ok(id),
                 Err(TelegramError::ParseEntities(_)) if !plain => plain = true,
                 Err(TelegramError::RetryAfter(wait)) if attempt < 2 => self.governor.freeze(wait),
-                Err(TelegramError::Network(_)) if attempt < 2 => {
+                // A server error (5xx) or a lost connection: the file is worth another try.
+                Err(TelegramError::Network(_) | TelegramError::Other(_)) if attempt < 2 => {
                     tokio::time::sleep(Duration::from_secs(1 << attempt)).await
                 }
                 Err(error) => return Err(error),
@@ -214,70 +254,112 @@ impl ChatWorker {
             "gave up after repeated rate limits".into(),
         ))
     }
+}
 
-    async fn upload_once(
-        &self,
-        upload: &Upload<'_>,
-        file: InputFile,
-        caption: String,
-        html: bool,
-    ) -> Result<MessageId, TelegramError> {
-        let chat = ChatId(self.chat_id);
-        let thread = upload.thread.map(|id| ThreadId(MessageId(id)));
-        let has_caption = !caption.trim().is_empty();
-        let sent = match upload.kind {
-            OutboxFileKind::Photo => {
-                let mut request = self.bot.send_photo(chat, file);
-                if has_caption {
-                    request = request.caption(caption);
-                    if html {
-                        request = request.parse_mode(ParseMode::Html);
-                    }
+async fn upload_once(
+    bot: &Bot,
+    chat_id: i64,
+    upload: &Upload<'_>,
+    thread: Option<i32>,
+    caption: String,
+    html: bool,
+) -> Result<MessageId, TelegramError> {
+    let chat = ChatId(chat_id);
+    let file = upload.file.clone();
+    let thread = thread.map(|id| ThreadId(MessageId(id)));
+    let has_caption = !caption.trim().is_empty();
+    let sent = match upload.kind {
+        OutboxFileKind::Photo => {
+            let mut request = bot.send_photo(chat, file);
+            if has_caption {
+                request = request.caption(caption);
+                if html {
+                    request = request.parse_mode(ParseMode::Html);
                 }
-                if let Some(thread) = thread {
-                    request = request.message_thread_id(thread);
-                }
-                request.await
             }
-            OutboxFileKind::Document => {
-                let mut request = self.bot.send_document(chat, file);
-                if has_caption {
-                    request = request.caption(caption);
-                    if html {
-                        request = request.parse_mode(ParseMode::Html);
-                    }
-                }
-                if let Some(thread) = thread {
-                    request = request.message_thread_id(thread);
-                }
-                request.await
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
             }
-            OutboxFileKind::Voice => {
-                let mut request = self.bot.send_voice(chat, file);
-                if has_caption {
-                    request = request.caption(caption);
-                    if html {
-                        request = request.parse_mode(ParseMode::Html);
-                    }
+            request.await
+        }
+        OutboxFileKind::Document => {
+            let mut request = bot.send_document(chat, file);
+            if has_caption {
+                request = request.caption(caption);
+                if html {
+                    request = request.parse_mode(ParseMode::Html);
                 }
-                if let Some(thread) = thread {
-                    request = request.message_thread_id(thread);
-                }
-                request.await
             }
-        };
-        sent.map(|message| message.id).map_err(upload_error)
-    }
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
+            }
+            request.await
+        }
+        OutboxFileKind::Voice => {
+            let mut request = bot.send_voice(chat, file);
+            if has_caption {
+                request = request.caption(caption);
+                if html {
+                    request = request.parse_mode(ParseMode::Html);
+                }
+            }
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
+            }
+            request.await
+        }
+    };
+    sent.map(|message| message.id).map_err(upload_error)
 }
 
 /// Telegram's answer to an upload, in the daemon's terms: a Bad Request about the file (too big,
-/// unreadable, wrong dimensions) is a refusal that sending again cannot fix.
+/// unreadable, wrong dimensions) is a refusal that sending again cannot fix; any other answer
+/// (a 5xx from Telegram's front end) is worth another try.
 fn upload_error(error: RequestError) -> TelegramError {
-    let answered = matches!(error, RequestError::Api(_));
+    let refused = match &error {
+        RequestError::Api(teloxide::ApiError::Unknown(description)) => {
+            client::is_refusal(description)
+        }
+        // The errors teloxide knows by name are all Telegram's 4xx answers about the request.
+        RequestError::Api(_) => true,
+        _ => false,
+    };
     match TelegramError::from(error) {
-        TelegramError::Other(reason) if answered => {
+        TelegramError::Other(reason) if refused => {
             TelegramError::Rejected(format!("Telegram refused the file ({reason})"))
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bad_requests_are_refusals_of_the_file() {
+        assert!(client::is_refusal(
+            "Bad Request: wrong file identifier/HTTP URL specified"
+        ));
+        assert!(client::is_refusal("Request Entity Too Large"));
+        assert!(!client::is_refusal("Bad Gateway"));
+        assert!(!client::is_refusal("Internal Server Error"));
+        let refused = upload_error(RequestError::Api(teloxide::ApiError::Unknown(
+            "Bad Request: IMAGE_PROCESS_FAILED".into(),
+        )));
+        assert!(matches!(refused, TelegramError::Rejected(_)), "{refused:?}");
+        let server = upload_error(RequestError::Api(teloxide::ApiError::Unknown(
+            "Bad Gateway".into(),
+        )));
+        assert!(server.is_transient(), "{server:?}");
+    }
+
+    #[test]
+    fn an_upload_may_take_longer_the_larger_its_file() {
+        assert_eq!(upload_time_limit(10_000), Duration::from_secs(60));
+        assert_eq!(
+            upload_time_limit(50 * 1024 * 1024),
+            Duration::from_secs(60 + 512)
+        );
     }
 }

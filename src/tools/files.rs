@@ -178,19 +178,23 @@ fn read_text(
         )));
     }
     let size = metadata.len();
-    if offset > size {
-        return Err(ToolError::InvalidArguments(format!(
-            "read_file: `offset` {offset} is past the end of `{shown}` ({size} bytes)"
-        )));
-    }
-    // PDFs are told by their first bytes (whatever the offset asked for), and read as their text.
+    // PDFs are told by their first bytes (whatever the offset asked for), and read as their text;
+    // their `offset` counts that text, which can be longer than the file, so the file's size
+    // bounds it only after this.
     let mut head = Vec::new();
     (&mut file)
         .take(1024)
         .read_to_end(&mut head)
         .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
-    if documents::looks_like_pdf(&head) {
-        return documents::read_pdf(file, &shown, size, offset, max_bytes);
+    if documents::looks_like_pdf(&shown, &head)
+        && let Some(output) = documents::read_pdf(&mut file, &shown, size, offset, max_bytes)?
+    {
+        return Ok(output);
+    }
+    if offset > size {
+        return Err(ToolError::InvalidArguments(format!(
+            "read_file: `offset` {offset} is past the end of `{shown}` ({size} bytes)"
+        )));
     }
     file.seek(SeekFrom::Start(offset))
         .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;

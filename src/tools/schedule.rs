@@ -478,7 +478,12 @@ async fn update(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError
         prompt: owned(parsed.optional_str("prompt")?),
         kind: owned(parsed.optional_str("kind")?),
         expression: owned(parsed.optional_str("schedule")?),
-        timezone: owned(parsed.optional_str("timezone")?),
+        // An empty zone leaves the task's zone as it is.
+        timezone: owned(
+            parsed
+                .optional_str("timezone")?
+                .filter(|zone| !zone.trim().is_empty()),
+        ),
         missed_policy: owned(parsed.optional_str("missed")?),
         target,
     };

@@ -114,10 +114,23 @@ pub enum VoiceOutcome {
     Unavailable(Unavailable),
     /// Longer than `[transcription].max_duration`.
     TooLong { limit: Duration },
-    /// The audio could not be downloaded (too big for the Bot API, or a network failure).
-    NotDownloaded(String),
+    /// The audio could not be downloaded: `too_big` for the Bot API's 20 MB, else refused by
+    /// Telegram or still failing at the end of the retries.
+    NotDownloaded { reason: String, too_big: bool },
     /// The provider refused or failed for good; `unreadable` when it said the audio is unusable.
     Failed { reason: String, unreadable: bool },
+}
+
+/// The most of a transcript the `🎙` quote shows: the notice is one Telegram message (at most
+/// 4096 characters), and the agent has the whole transcript anyway.
+pub const QUOTE_MAX_CHARS: usize = 3500;
+
+/// A transcript for the quote: whole, or its first [`QUOTE_MAX_CHARS`] characters and "…".
+fn quoted_transcript(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(QUOTE_MAX_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…", text[..cut].trim_end())),
+    }
 }
 
 /// `m:ss` (or `h:mm:ss`) of a duration in seconds.
@@ -161,7 +174,7 @@ pub fn agent_text(
             "[voice note, {length}, {saved_text}: not transcribed, it is longer than the {} limit; the user was told]",
             clock_text(limit.as_secs())
         ),
-        VoiceOutcome::NotDownloaded(reason) => format!(
+        VoiceOutcome::NotDownloaded { reason, .. } => format!(
             "[voice note, {length}: it could not be downloaded ({reason}); the user was told]"
         ),
         VoiceOutcome::Failed { reason, .. } => format!(
@@ -183,15 +196,21 @@ pub fn user_notice(duration_secs: u64, outcome: &VoiceOutcome, echo: bool) -> Op
             "I couldn't hear anything in that voice note. Could you record it again or type it?"
                 .into(),
         ),
-        VoiceOutcome::Transcribed(text) => echo.then(|| format!("🎙 \u{201C}{text}\u{201D}")),
+        VoiceOutcome::Transcribed(text) => echo.then(|| {
+            format!("🎙 \u{201C}{}\u{201D}", quoted_transcript(text))
+        }),
         VoiceOutcome::Unavailable(unavailable) => Some(unavailable.user_hint.clone()),
         VoiceOutcome::TooLong { limit } => Some(format!(
             "That voice note is {} long; I can only transcribe notes up to {}. Please send a shorter one or type it.",
             clock_text(duration_secs),
             clock_text(limit.as_secs())
         )),
-        VoiceOutcome::NotDownloaded(_) => Some(
-            "I couldn't download that voice note from Telegram (it may be over 20 MB). Please send a shorter one or type it."
+        VoiceOutcome::NotDownloaded { too_big: true, .. } => Some(
+            "I couldn't download that voice note from Telegram: it is over 20 MB. Please send a shorter one or type it."
+                .into(),
+        ),
+        VoiceOutcome::NotDownloaded { too_big: false, .. } => Some(
+            "I couldn't download that voice note from Telegram. Please send it again or type it."
                 .into(),
         ),
         VoiceOutcome::Failed {
@@ -251,7 +270,14 @@ mod tests {
             VoiceOutcome::TooLong {
                 limit: Duration::from_secs(600),
             },
-            VoiceOutcome::NotDownloaded("too big".into()),
+            VoiceOutcome::NotDownloaded {
+                reason: "too big".into(),
+                too_big: true,
+            },
+            VoiceOutcome::NotDownloaded {
+                reason: "Bad Request: wrong file_id".into(),
+                too_big: false,
+            },
             VoiceOutcome::Failed {
                 reason: "HTTP 400".into(),
                 unreadable: true,
@@ -317,5 +343,23 @@ transcription_model = "whisper-large-v3"
             ("b_whisper", "whisper-1")
         );
         assert_eq!(with_key.max_duration, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_long_transcript_is_quoted_in_part_within_one_message() {
+        let long = "word ".repeat(2000);
+        let notice = user_notice(
+            60,
+            &VoiceOutcome::Transcribed(long.trim().to_string()),
+            true,
+        )
+        .expect("a quote");
+        assert!(notice.chars().count() <= 4096, "{}", notice.chars().count());
+        assert!(notice.ends_with("…\u{201D}"), "{notice}");
+        let short = user_notice(3, &VoiceOutcome::Transcribed("hello there".into()), true);
+        assert_eq!(short.as_deref(), Some("🎙 \u{201C}hello there\u{201D}"));
+        let exact = "é".repeat(QUOTE_MAX_CHARS);
+        let notice = user_notice(3, &VoiceOutcome::Transcribed(exact.clone()), true).unwrap();
+        assert!(notice.contains(&exact) && !notice.contains('…'));
     }
 }

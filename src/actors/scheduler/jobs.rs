@@ -346,8 +346,10 @@ pub(super) async fn update(
     state: &mut SchedulerState,
     scope: &JobScope,
     id: i64,
-    change: JobChange,
+    mut change: JobChange,
 ) -> Result<JobView, SchedulerError> {
+    // An empty zone means "unchanged" (a model filling every field), not UTC.
+    change.timezone = change.timezone.filter(|zone| !zone.trim().is_empty());
     let row = find(state, scope, id).await?;
     let now = state.now();
     let config = state.args.config.clone();

@@ -12,7 +12,9 @@ pub(super) async fn on_message(
     message: IncomingMessage,
 ) -> (UpdateStatus, Option<String>) {
     let grace = state.args.config.stale_grace.0.as_millis() as i64;
-    if message.date_ms < state.args.boot_ms - grace {
+    if message.date_ms < state.args.boot_ms - grace
+        && !voice::still_being_heard(&message, update.received_ms, grace, crate::clock::now_ms())
+    {
         tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
         return (
             UpdateStatus::Ignored,
@@ -49,59 +51,11 @@ pub(super) async fn on_message(
         return on_command(state, &message, &command, &args).await;
     }
 
-    // Group answers get the conversation since the bot's last answer, with names and times:
-    // the message's own text comes last, after `frame`.
-    let mut frame = String::new();
-    if !message.private {
-        let (agent, chat_id, thread_id, now) = (
-            state.args.spec.name.clone(),
-            message.chat_id,
-            message.thread_id,
-            crate::clock::now_ms(),
-        );
-        // A forum topic is its own conversation: only what was said in it is its context.
-        let context = state
-            .args
-            .store
-            .write(move |conn| {
-                queries::take_context(conn, &agent, chat_id, thread_id, GROUP_CONTEXT, now)
-            })
-            .await
-            .unwrap_or_default();
-        let lines: Vec<String> = context
-            .iter()
-            .filter_map(
-                |stored| match intake::read(&stored.payload, state.bot_id, "") {
-                    Intake::Message(earlier) => Some(format!(
-                        "{} ({}): {}",
-                        earlier.user_name,
-                        crate::clock::to_datetime(earlier.date_ms).format("%H:%M"),
-                        context_text(&earlier)
-                    )),
-                    _ => None,
-                },
-            )
-            .collect();
-        let now_text = crate::clock::to_datetime(message.date_ms).format("%H:%M");
-        frame = if lines.is_empty() {
-            format!(
-                "{} ({now_text}) in {}: ",
-                message.user_name, message.chat_title
-            )
-        } else {
-            format!(
-                "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: ",
-                message.chat_title,
-                lines.join("\n"),
-                message.user_name,
-            )
-        };
-    }
     let inbound = Inbound {
         agent: state.args.spec.name.clone(),
         chat: message.chat(),
         sender: Sender::new(message.user_id.to_string(), message.user_name.clone()),
-        text: format!("{frame}{}", message.text),
+        text: message.text.clone(),
         attachments: Vec::new(),
         source: InboundSource::Telegram {
             inbound_id: update.id,
@@ -111,6 +65,23 @@ pub(super) async fn on_message(
         correlation: None,
     };
     if message.files.is_empty() {
+        // The group context is taken (marked used) only when the agent is there to get it.
+        let reachable = state
+            .args
+            .registry
+            .lookup(&crate::protocol::agent::name(&inbound.agent))
+            .is_some();
+        let mut inbound = inbound;
+        if reachable {
+            let frame = take_group_frame(
+                &state.args.store,
+                &state.args.spec.name,
+                state.bot_id,
+                &message,
+            )
+            .await;
+            inbound.text = format!("{frame}{}", inbound.text);
+        }
         return forward(state, inbound);
     }
     // One fetch per update at a time: a sweep while a slow transcription is still running must
@@ -131,10 +102,10 @@ pub(super) async fn on_message(
         inbox: state.args.workspace.join("inbox"),
         voice: state.args.voice.clone(),
         echo_transcripts: state.args.spec.echo_transcripts,
+        bot_id: state.bot_id,
         row_id: update.id,
         update_id: update.update_id,
         received_ms: update.received_ms,
-        frame,
     };
     // Stopped with the bot (a stopped bot's task would hand over into a restarted one's chats;
     // the sweep of the next incarnation picks the update up instead).
@@ -190,11 +161,10 @@ struct Fetch {
     inbox: PathBuf,
     voice: crate::voice::VoiceSettings,
     echo_transcripts: bool,
+    bot_id: i64,
     row_id: i64,
     update_id: i64,
     received_ms: i64,
-    /// The group frame before the message's own text (empty in private chats).
-    frame: String,
 }
 
 impl Fetch {
@@ -218,9 +188,9 @@ impl Fetch {
                         outcome,
                     } => (attachment, outcome),
                     voice::VoiceStep::Retry(reason) => {
-                        tracing::warn!(update = self.update_id, %reason, "transcription failed; the sweep retries");
+                        tracing::warn!(update = self.update_id, %reason, "a voice note is not heard yet; the sweep retries");
                         let (row_id, now) = (self.row_id, crate::clock::now_ms());
-                        let note = format!("transcription failed, will retry: {reason}");
+                        let note = format!("{reason}; will retry");
                         let _ = self
                             .store
                             .write(move |conn| {
@@ -236,17 +206,13 @@ impl Fetch {
                         return;
                     }
                 };
-                inbound.text = format!(
-                    "{}{}",
-                    self.frame,
-                    crate::voice::agent_text(
-                        &message.text,
-                        file.duration_secs,
-                        attachment
-                            .as_ref()
-                            .map(|attachment| attachment.path.as_path()),
-                        &outcome,
-                    )
+                inbound.text = crate::voice::agent_text(
+                    &message.text,
+                    file.duration_secs,
+                    attachment
+                        .as_ref()
+                        .map(|attachment| attachment.path.as_path()),
+                    &outcome,
                 );
                 notice =
                     crate::voice::user_notice(file.duration_secs, &outcome, self.echo_transcripts);
@@ -288,6 +254,10 @@ impl Fetch {
                 text,
             });
         }
+        // The group context is taken now, at the hand-over: a fetch left for a retry (or
+        // cancelled) must leave it for the next attempt.
+        let frame = take_group_frame(&self.store, &inbound.agent, self.bot_id, &message).await;
+        inbound.text = format!("{frame}{}", inbound.text);
         if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
             return;
         }
@@ -299,6 +269,75 @@ impl Fetch {
             })
             .await;
     }
+}
+
+/// The group frame of an addressed message (empty in private chats): the conversation since the
+/// bot's last answer, with names and times, before the message's own text. Taking it marks those
+/// context rows used, so it is taken right before the message is handed to the agent.
+async fn take_group_frame(
+    store: &Store,
+    agent: &str,
+    bot_id: i64,
+    message: &IncomingMessage,
+) -> String {
+    if message.private {
+        return String::new();
+    }
+    let (agent, chat_id, thread_id, now) = (
+        agent.to_string(),
+        message.chat_id,
+        message.thread_id,
+        crate::clock::now_ms(),
+    );
+    // A forum topic is its own conversation: only what was said in it is its context.
+    let context = store
+        .write(move |conn| {
+            queries::take_context(conn, &agent, chat_id, thread_id, GROUP_CONTEXT, now)
+        })
+        .await
+        .unwrap_or_default();
+    let earlier: Vec<IncomingMessage> = context
+        .iter()
+        .filter_map(|stored| match intake::read(&stored.payload, bot_id, "") {
+            Intake::Message(earlier) => Some(earlier),
+            _ => None,
+        })
+        .collect();
+    group_frame(message, &earlier)
+}
+
+/// A time in a group frame: `HH:MM UTC` (the frame does not know whose local time the run
+/// speaks in, so it says which zone it uses).
+fn frame_time(ms: i64) -> String {
+    format!("{} UTC", crate::clock::to_datetime(ms).format("%H:%M"))
+}
+
+/// The frame's text for `message` with the `earlier` messages of the conversation.
+fn group_frame(message: &IncomingMessage, earlier: &[IncomingMessage]) -> String {
+    let now_text = frame_time(message.date_ms);
+    if earlier.is_empty() {
+        return format!(
+            "{} ({now_text}) in {}: ",
+            message.user_name, message.chat_title
+        );
+    }
+    let lines: Vec<String> = earlier
+        .iter()
+        .map(|earlier| {
+            format!(
+                "{} ({}): {}",
+                earlier.user_name,
+                frame_time(earlier.date_ms),
+                context_text(earlier)
+            )
+        })
+        .collect();
+    format!(
+        "[Conversation in {} since your last answer]\n{}\n\n{} ({now_text}) to you: ",
+        message.chat_title,
+        lines.join("\n"),
+        message.user_name,
+    )
 }
 
 /// An earlier group message as context: its text, and a voice note said as such (only messages
@@ -341,27 +380,73 @@ pub(super) fn forward(
     }
 }
 
+/// Why a file could not be downloaded, and whether trying again later may help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DownloadError {
+    pub reason: String,
+    /// Over the Bot API's download limit.
+    pub too_big: bool,
+    /// A network failure or a server error: another try may succeed.
+    pub transient: bool,
+}
+
+impl std::fmt::Display for DownloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl DownloadError {
+    fn lasting(reason: String) -> DownloadError {
+        DownloadError {
+            reason,
+            too_big: false,
+            transient: false,
+        }
+    }
+}
+
 pub(super) async fn download(
     bot: &Bot,
     file: &intake::RemoteFile,
     inbox: &std::path::Path,
     update_id: i64,
-) -> Result<Attachment, String> {
+) -> Result<Attachment, DownloadError> {
     use teloxide::net::Download;
     if file.size > MAX_DOWNLOAD {
-        return Err(format!(
-            "{} bytes is over the {} MB limit",
-            file.size,
-            MAX_DOWNLOAD / 1024 / 1024
-        ));
+        return Err(DownloadError {
+            reason: format!(
+                "{} bytes is over the {} MB limit",
+                file.size,
+                MAX_DOWNLOAD / 1024 / 1024
+            ),
+            too_big: true,
+            transient: false,
+        });
     }
     let remote = bot
         .get_file(teloxide::types::FileId(file.file_id.clone()))
         .await
-        .map_err(|e| TelegramError::from(e).to_string())?;
+        .map_err(|error| {
+            let transient = match &error {
+                teloxide::RequestError::Api(teloxide::ApiError::Unknown(description)) => {
+                    !crate::telegram::client::is_refusal(description)
+                }
+                teloxide::RequestError::Api(_) | teloxide::RequestError::MigrateToChatId(_) => {
+                    false
+                }
+                _ => true,
+            };
+            let reason = TelegramError::from(error).to_string();
+            DownloadError {
+                too_big: reason.to_ascii_lowercase().contains("file is too big"),
+                reason,
+                transient,
+            }
+        })?;
     tokio::fs::create_dir_all(inbox)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| DownloadError::lasting(e.to_string()))?;
     let safe_name: String = file
         .name
         .chars()
@@ -378,10 +463,23 @@ pub(super) async fn download(
     let path = inbox.join(format!("{update_id}-{safe_name}"));
     let mut output = tokio::fs::File::create(&path)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| DownloadError::lasting(e.to_string()))?;
     bot.download_file(&remote.path, &mut output)
         .await
-        .map_err(|e| crate::secrets::redact(&e.to_string()).into_owned())?;
+        .map_err(|error| {
+            // A 4xx for the file's path is lasting; a lost connection or a 5xx is not.
+            let transient = match &error {
+                teloxide::DownloadError::Network(network) => !network
+                    .status()
+                    .is_some_and(|status| status.is_client_error()),
+                teloxide::DownloadError::Io(_) => false,
+            };
+            DownloadError {
+                reason: crate::secrets::redact(&error.to_string()).into_owned(),
+                too_big: false,
+                transient,
+            }
+        })?;
     Ok(Attachment {
         kind: file.kind,
         path: relative,
@@ -531,5 +629,38 @@ async fn remove_spool_leftovers(store: &crate::store::Store) {
         if old && !needed.contains(&path) {
             let _ = tokio::fs::remove_file(&path).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(user_name: &str, date_ms: i64, text: &str) -> IncomingMessage {
+        IncomingMessage {
+            chat_id: -100,
+            thread_id: None,
+            private: false,
+            chat_title: "Family".into(),
+            user_id: 7,
+            user_name: user_name.into(),
+            date_ms,
+            text: text.into(),
+            addressed: false,
+            command: None,
+            files: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn group_frame_times_say_their_zone() {
+        // 2026-11-26 09:05 and 09:07 UTC.
+        let earlier = said("Bob", 1_795_683_900_000, "dinner at 8?");
+        let message = said("Ada", 1_795_684_020_000, "what do you think");
+        assert_eq!(
+            group_frame(&message, std::slice::from_ref(&earlier)),
+            "[Conversation in Family since your last answer]\nBob (09:05 UTC): dinner at 8?\n\nAda (09:07 UTC) to you: "
+        );
+        assert_eq!(group_frame(&message, &[]), "Ada (09:07 UTC) in Family: ");
     }
 }

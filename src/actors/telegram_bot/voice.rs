@@ -7,6 +7,8 @@
 //! server, 429, 5xx) leaves the update pending; the sweep tries again (downloading and
 //! transcribing afresh — the session's uniqueness on the update id makes a second hand-over a
 //! no-op) until [`RETRY_WINDOW`] after it arrived, after which the failure is told like any other.
+//! Downloads failing for now (network, Telegram's 5xx) are retried the same way. A restart does
+//! not end the retries: the next incarnation's stale check spares such notes.
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,6 +21,25 @@ use crate::voice::{Audio, VoiceOutcome, VoiceSettings};
 
 /// How long after a voice note arrived a transient transcription failure is still retried.
 pub(super) const RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+/// Whether a message the stale check would drop is a voice note still being worked on: it was
+/// fresh when an earlier incarnation stored it (within `grace_ms` of being sent) and is still
+/// within [`RETRY_WINDOW`] of that, so it is pending for a download or transcription retry, not
+/// something sent while the daemon was down.
+pub(super) fn still_being_heard(
+    message: &crate::telegram::intake::IncomingMessage,
+    received_ms: i64,
+    grace_ms: i64,
+    now_ms: i64,
+) -> bool {
+    let has_voice = message
+        .files
+        .iter()
+        .any(|file| file.kind == crate::domain::AttachmentKind::Voice);
+    has_voice
+        && received_ms - message.date_ms <= grace_ms
+        && now_ms - received_ms < RETRY_WINDOW.as_millis() as i64
+}
 
 /// What became of a voice note: the agent may have it now, or it waits for the sweep.
 pub(super) enum VoiceStep {
@@ -41,12 +62,20 @@ pub(super) async fn receive_voice(
     received_ms: i64,
     settings: &VoiceSettings,
 ) -> VoiceStep {
+    let within_window = || crate::clock::now_ms() - received_ms < RETRY_WINDOW.as_millis() as i64;
     let attachment = match super::download(bot, file, inbox, update_id).await {
         Ok(attachment) => attachment,
-        Err(reason) => {
+        // Telegram or the line failing for now: tried again like a transcription.
+        Err(error) if error.transient && within_window() => {
+            return VoiceStep::Retry(format!("download failed: {}", error.reason));
+        }
+        Err(error) => {
             return VoiceStep::Ready {
                 attachment: None,
-                outcome: VoiceOutcome::NotDownloaded(reason),
+                outcome: VoiceOutcome::NotDownloaded {
+                    reason: error.reason,
+                    too_big: error.too_big,
+                },
             };
         }
     };
@@ -87,11 +116,8 @@ pub(super) async fn receive_voice(
     };
     match transcriber.transcribe(&audio).await {
         Ok(text) => ready(VoiceOutcome::Transcribed(text)),
-        Err(error)
-            if error.is_transient()
-                && crate::clock::now_ms() - received_ms < RETRY_WINDOW.as_millis() as i64 =>
-        {
-            VoiceStep::Retry(error.to_string())
+        Err(error) if error.is_transient() && within_window() => {
+            VoiceStep::Retry(format!("transcription failed: {error}"))
         }
         Err(error) => ready(VoiceOutcome::Failed {
             unreadable: error.is_unreadable_audio(),

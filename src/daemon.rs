@@ -137,7 +137,17 @@ pub async fn start_with(
     let registry = Registry::new();
     let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
-    let agents = agent_plans(&loaded, &store, &registry, &events, options.scheduler);
+    // Built once per boot and shared: the agents' runs, the boot checks below and Studio.
+    let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
+    let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
+    let agents = agent_plans(
+        &loaded,
+        &store,
+        &registry,
+        &events,
+        options.scheduler,
+        (&providers, &prices),
+    );
     let context = RootContext {
         loaded: loaded.clone(),
         registry: registry.clone(),
@@ -148,6 +158,8 @@ pub async fn start_with(
         options,
         boot_ms: started_ms,
         studio_token,
+        providers: providers.clone(),
+        prices: prices.clone(),
     };
     let studio = root::studio_state(&context);
     let (root, root_task) = root::spawn(&context)
@@ -188,13 +200,11 @@ pub async fn start_with(
         events.publish(EventKind::Warning, "audit", &text);
     }
     // A paid model without a price would cost $0 silently: said once, one line per model.
-    let prices = crate::llm::prices::Prices::from_config(config);
     for unpriced in crate::llm::prices::unpriced_in_use(&prices, &loaded.agents) {
         tracing::warn!(provider = %unpriced.provider, model = %unpriced.model, "{}", unpriced.describe());
     }
     // Each provider is asked once for its model list, in the background (a slow provider must not
     // delay the boot): one line each, and a warning event for Studio when one fails.
-    let providers = Providers::from_config_with_secrets(config, &loaded.secrets);
     let probe_events = events.clone();
     tokio::spawn(async move {
         for outcome in providers.probe_all().await {
@@ -236,10 +246,9 @@ fn agent_plans(
     registry: &Registry,
     events: &EventBus,
     scheduler: bool,
+    (providers, prices): (&Arc<Providers>, &Arc<crate::llm::prices::Prices>),
 ) -> Vec<AgentPlan> {
     let config = &loaded.config;
-    let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
-    let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
     let all_agents = Arc::new(loaded.agents.clone());
     let web_search = crate::tools::web_search::WebSearchTool::from_config(loaded);
     loaded

@@ -318,44 +318,8 @@ pub async fn approve_pairing(
     agent: Option<&str>,
     actor: &str,
 ) -> Result<PairingRow, PeopleError> {
-    let now = crate::clock::now_ms();
-    let (code, agent, by) = (
-        code.to_string(),
-        agent.map(str::to_string),
-        actor.to_string(),
-    );
-    let row = store
-        .write(move |conn| {
-            let Some(row) =
-                telegram_queries::approve_pairing(conn, &code, agent.as_deref(), &by, now)?
-            else {
-                return Ok(None);
-            };
-            audit::append(
-                conn,
-                &by,
-                "people.paired",
-                &subject(row.user_id),
-                &serde_json::json!({"agent": row.agent, "name": row.name}),
-            )?;
-            Ok(Some(row))
-        })
-        .await?
-        .ok_or_else(|| {
-            PeopleError::NotFound(
-                "no pending pairing request has that code (it may have been decided or expired)"
-                    .into(),
-            )
-        })?;
-    audit::announce(events, "people.paired", &subject(row.user_id));
-    people_changed(
-        events,
-        &row.agent,
-        Some(row.user_id),
-        "paired",
-        &format!("{} ({}) was paired", row.name, row.user_id),
-    );
-    Ok(row)
+    let agent = agent.map(str::to_string);
+    decide_pairing(store, events, code, actor, PairingDecision::Approve(agent)).await
 }
 
 /// Turns a live pairing request down; its person is not answered again until it expires.
@@ -365,17 +329,46 @@ pub async fn deny_pairing(
     code: &str,
     actor: &str,
 ) -> Result<PairingRow, PeopleError> {
+    decide_pairing(store, events, code, actor, PairingDecision::Deny).await
+}
+
+/// What is done with a pairing request.
+enum PairingDecision {
+    /// Approve it (only for this agent, when given).
+    Approve(Option<String>),
+    Deny,
+}
+
+/// Decides a live pairing request: stored with its audit row in one transaction, then announced.
+async fn decide_pairing(
+    store: &Store,
+    events: &EventBus,
+    code: &str,
+    actor: &str,
+    decision: PairingDecision,
+) -> Result<PairingRow, PeopleError> {
     let now = crate::clock::now_ms();
+    let approve = matches!(decision, PairingDecision::Approve(_));
+    let (action, change) = match approve {
+        true => ("people.paired", "paired"),
+        false => ("people.pairing_denied", "pairing_denied"),
+    };
     let (code, by) = (code.to_string(), actor.to_string());
     let row = store
         .write(move |conn| {
-            let Some(row) = queries::deny_pairing(conn, &code, &by, now)? else {
+            let decided = match &decision {
+                PairingDecision::Approve(agent) => {
+                    telegram_queries::approve_pairing(conn, &code, agent.as_deref(), &by, now)?
+                }
+                PairingDecision::Deny => queries::deny_pairing(conn, &code, &by, now)?,
+            };
+            let Some(row) = decided else {
                 return Ok(None);
             };
             audit::append(
                 conn,
                 &by,
-                "people.pairing_denied",
+                action,
                 &subject(row.user_id),
                 &serde_json::json!({"agent": row.agent, "name": row.name}),
             )?;
@@ -388,17 +381,15 @@ pub async fn deny_pairing(
                     .into(),
             )
         })?;
-    audit::announce(events, "people.pairing_denied", &subject(row.user_id));
-    people_changed(
-        events,
-        &row.agent,
-        Some(row.user_id),
-        "pairing_denied",
-        &format!(
+    audit::announce(events, action, &subject(row.user_id));
+    let detail = match approve {
+        true => format!("{} ({}) was paired", row.name, row.user_id),
+        false => format!(
             "the pairing request of {} ({}) was denied",
             row.name, row.user_id
         ),
-    );
+    };
+    people_changed(events, &row.agent, Some(row.user_id), change, &detail);
     Ok(row)
 }
 

@@ -448,22 +448,7 @@ async fn with_voice_replies_when_spoken_to_a_voice_note_is_answered_with_a_voice
                 .when_last_user_contains("voice-"),
         )
         .rule(Rule::text("Written answer."));
-    let speech_provider = format!(
-        "[providers.speech]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"SPEECH_KEY\"\nspeech_model = \"tts-1\"\nspeech_voice = \"nova\"\n",
-        speech.base_url()
-    );
-    let world = World::builder(script)
-        .agent_with_bot(
-            "ada",
-            "voice_replies = \"when_spoken_to\"",
-            TOKEN,
-            &[USER],
-            &[USER],
-        )
-        .config_extra(&speech_provider)
-        .env("SPEECH_KEY", "sk-speech-test-0123456789")
-        .start()
-        .await;
+    let world = speaking_world(script, &speech).await;
     let bot = world.bot("ada");
     let note = FakeSpeech::audio_for("what is the weather");
 
@@ -651,22 +636,7 @@ async fn a_retry_of_a_spoken_replys_text_does_not_speak_it_again() {
     let speech = FakeSpeech::start().await.unwrap();
     let linked = "The forecast is at https://example.com/weather.";
     let script = Script::new().rule(Rule::text(linked).when_last_user_contains("voice-"));
-    let speech_provider = format!(
-        "[providers.speech]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"SPEECH_KEY\"\nspeech_model = \"tts-1\"\nspeech_voice = \"nova\"\n",
-        speech.base_url()
-    );
-    let world = World::builder(script)
-        .agent_with_bot(
-            "ada",
-            "voice_replies = \"when_spoken_to\"",
-            TOKEN,
-            &[USER],
-            &[USER],
-        )
-        .config_extra(&speech_provider)
-        .env("SPEECH_KEY", "sk-speech-test-0123456789")
-        .start()
-        .await;
+    let world = speaking_world(script, &speech).await;
     let bot = world.bot("ada");
     // The voice goes through; the text after it meets 502s (the sender's own two retries too).
     world.fake.server_error_next(bot, "sendMessage", 2);
@@ -722,7 +692,7 @@ async fn a_retry_of_a_spoken_replys_text_does_not_speak_it_again() {
             telegram_toml(&variable, &fake.base_url(), &[USER], &[USER])
         ),
     )];
-    options.config_extra = speech_provider;
+    options.config_extra = speech_provider(&speech);
     options.env.insert(variable, TOKEN.to_string());
     options
         .env
@@ -800,4 +770,29 @@ async fn a_server_error_on_an_upload_is_retried_and_the_file_arrives_once() {
         !sent.iter().any(|m| m.visible_text.contains("refused")),
         "no word of a refusal: {sent:?}"
     );
+}
+
+/// Agent `ada` with a bot, answering voice notes by voice through `speech` (provider `speech`,
+/// voice `nova`).
+async fn speaking_world(script: Script, speech: &FakeSpeech) -> World {
+    World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "voice_replies = \"when_spoken_to\"",
+            TOKEN,
+            &[USER],
+            &[USER],
+        )
+        .config_extra(&speech_provider(speech))
+        .env("SPEECH_KEY", "sk-speech-test-0123456789")
+        .start()
+        .await
+}
+
+/// The `[providers.speech]` table for `speech` (its key in `SPEECH_KEY`).
+fn speech_provider(speech: &FakeSpeech) -> String {
+    format!(
+        "[providers.speech]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"SPEECH_KEY\"\nspeech_model = \"tts-1\"\nspeech_voice = \"nova\"\n",
+        speech.base_url()
+    )
 }

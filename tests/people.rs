@@ -27,6 +27,36 @@ struct Setup {
     http: reqwest::Client,
 }
 
+/// What the bot sent to `user`'s private chat, in order.
+fn sent_to(w: &World, bot: BotId, user: i64) -> Vec<String> {
+    w.fake
+        .sent(bot)
+        .into_iter()
+        .filter(|message| message.chat_id == user)
+        .map(|message| message.visible_text)
+        .collect()
+}
+
+/// `user` writes `text` in their private chat; waits for a message to them containing `expect`
+/// sent after it.
+async fn say(w: &World, bot: BotId, user: i64, text: &str, expect: &str) -> String {
+    let before = sent_to(w, bot, user).len();
+    w.fake.push_message(bot, user, user, text);
+    wait_until(
+        WAIT,
+        &format!("a reply to {user} containing `{expect}`"),
+        || async {
+            let sent = sent_to(w, bot, user);
+            sent[before.min(sent.len())..]
+                .iter()
+                .find(|text| text.contains(expect))
+                .cloned()
+                .ok_or_else(|| format!("{sent:?}"))
+        },
+    )
+    .await
+}
+
 impl Setup {
     async fn start() -> Setup {
         let w = World::builder(Script::new().rule(Rule::text("ada here, answering")))
@@ -92,33 +122,13 @@ impl Setup {
     }
 
     fn sent_to(&self, user: i64) -> Vec<String> {
-        self.w
-            .fake
-            .sent(self.bot)
-            .into_iter()
-            .filter(|message| message.chat_id == user)
-            .map(|message| message.visible_text)
-            .collect()
+        sent_to(&self.w, self.bot, user)
     }
 
     /// `user` writes `text` in their private chat; waits for a message to them containing `expect`
     /// sent after it.
     async fn say(&self, user: i64, text: &str, expect: &str) -> String {
-        let before = self.sent_to(user).len();
-        self.w.fake.push_message(self.bot, user, user, text);
-        wait_until(
-            WAIT,
-            &format!("a reply to {user} containing `{expect}`"),
-            || async {
-                let sent = self.sent_to(user);
-                sent[before.min(sent.len())..]
-                    .iter()
-                    .find(|text| text.contains(expect))
-                    .cloned()
-                    .ok_or_else(|| format!("{sent:?}"))
-            },
-        )
-        .await
+        say(&self.w, self.bot, user, text, expect).await
     }
 
     /// `user` writes `text`; waits until the update is stored as handled and returns its status
@@ -540,16 +550,7 @@ async fn the_owner_approves_what_a_paired_friend_asks_for_without_studio() {
         stored("SELECT code FROM bot_claims WHERE agent = 'ada'")
     })
     .await;
-    w.fake
-        .push_message(bot, OWNER, OWNER, &format!("/start {code}"));
-    w.fake
-        .wait_for_sent(
-            bot,
-            |m| m.chat_id == OWNER && m.visible_text.contains("owner"),
-            WAIT,
-        )
-        .await
-        .expect("claimed");
+    say(&w, bot, OWNER, &format!("/start {code}"), "owner").await;
     w.fake.push_message(bot, FRIEND, FRIEND, "hi");
     let pairing = wait_until(WAIT, "the friend's pairing request", || {
         stored("SELECT code FROM pairing_codes WHERE user_id = 502")
@@ -557,14 +558,12 @@ async fn the_owner_approves_what_a_paired_friend_asks_for_without_studio() {
     .await;
     w.fake
         .push_message(bot, OWNER, OWNER, &format!("/pair {pairing}"));
-    w.fake
-        .wait_for_sent(
-            bot,
-            |m| m.chat_id == FRIEND && m.visible_text.contains("approved"),
-            WAIT,
-        )
-        .await
-        .expect("paired");
+    wait_until(WAIT, "the friend told they are approved", || async {
+        sent_to(&w, bot, FRIEND)
+            .iter()
+            .any(|text| text.contains("approved"))
+    })
+    .await;
 
     w.fake
         .push_message(bot, FRIEND, FRIEND, "please write the shopping note");

@@ -80,6 +80,9 @@ pub struct RootContext {
     pub boot_ms: i64,
     /// The local access token (`<data_dir>/studio.token`), when Studio runs.
     pub studio_token: Option<crate::secrets::Secret>,
+    /// The model providers and prices, built once per boot (agents, boot checks, Studio).
+    pub providers: Arc<crate::llm::Providers>,
+    pub prices: Arc<crate::llm::prices::Prices>,
 }
 
 /// Spawns one linked actor under its registered name and returns its cell.
@@ -480,10 +483,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             config.studio_addr(),
             &config.studio.public_url,
         )),
-        providers: Arc::new(crate::llm::Providers::from_config_with_secrets(
-            config,
-            &context.loaded.secrets,
-        )),
+        providers: context.providers.clone(),
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),
@@ -521,7 +521,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             &context.loaded.agents,
         )),
         bill: Arc::new(crate::studio::costs::Bill::new(
-            &crate::llm::prices::Prices::from_config(config),
+            &context.prices,
             &context.loaded.agents,
         )),
     }

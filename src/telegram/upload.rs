@@ -268,46 +268,26 @@ async fn upload_once(
     let file = upload.file.clone();
     let thread = thread.map(|id| ThreadId(MessageId(id)));
     let has_caption = !caption.trim().is_empty();
+    // The three requests are different types with the same setters.
+    macro_rules! send {
+        ($request:expr) => {{
+            let mut request = $request;
+            if has_caption {
+                request = request.caption(caption);
+                if html {
+                    request = request.parse_mode(ParseMode::Html);
+                }
+            }
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
+            }
+            request.await
+        }};
+    }
     let sent = match upload.kind {
-        OutboxFileKind::Photo => {
-            let mut request = bot.send_photo(chat, file);
-            if has_caption {
-                request = request.caption(caption);
-                if html {
-                    request = request.parse_mode(ParseMode::Html);
-                }
-            }
-            if let Some(thread) = thread {
-                request = request.message_thread_id(thread);
-            }
-            request.await
-        }
-        OutboxFileKind::Document => {
-            let mut request = bot.send_document(chat, file);
-            if has_caption {
-                request = request.caption(caption);
-                if html {
-                    request = request.parse_mode(ParseMode::Html);
-                }
-            }
-            if let Some(thread) = thread {
-                request = request.message_thread_id(thread);
-            }
-            request.await
-        }
-        OutboxFileKind::Voice => {
-            let mut request = bot.send_voice(chat, file);
-            if has_caption {
-                request = request.caption(caption);
-                if html {
-                    request = request.parse_mode(ParseMode::Html);
-                }
-            }
-            if let Some(thread) = thread {
-                request = request.message_thread_id(thread);
-            }
-            request.await
-        }
+        OutboxFileKind::Photo => send!(bot.send_photo(chat, file)),
+        OutboxFileKind::Document => send!(bot.send_document(chat, file)),
+        OutboxFileKind::Voice => send!(bot.send_voice(chat, file)),
     };
     sent.map(|message| message.id).map_err(upload_error)
 }

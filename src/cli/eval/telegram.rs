@@ -15,7 +15,7 @@ use crate::testkit::fake_telegram::{
     AttachmentKind, BotId, FakeTelegram, IncomingMessage, SentMessage,
 };
 use crate::testkit::fake_transcription::FakeTranscription;
-use crate::testkit::harness::telegram_toml;
+use crate::testkit::harness::{OPEN_WORK_SQL, telegram_toml};
 use crate::testkit::wait::poll_until;
 
 use super::judge::Heard;
@@ -284,8 +284,8 @@ async fn last_run_id(store: &Store, agent: &str, chat: &ChatKey) -> Result<Optio
         .map_err(|error| format!("cannot read the runs: {error}"))
 }
 
-/// The update is final (or kept as context), no run of the agent is open, and no reply of it
-/// waits in the outbox.
+/// The update is final (or kept as context) and nothing else is under way: no update waiting,
+/// no run open, no reply in the outbox (`harness::OPEN_WORK_SQL`).
 async fn settled(store: &Store, agent: &str, update_id: i64) -> Result<bool, String> {
     let agent = agent.to_string();
     store
@@ -297,16 +297,10 @@ async fn settled(store: &Store, agent: &str, update_id: i64) -> Result<bool, Str
                     |row| row.get(0),
                 )
                 .ok();
-
             if !matches!(status.as_deref(), Some("processed" | "ignored" | "context")) {
                 return Ok(false);
             }
-            let open: i64 = conn.query_row(
-                "SELECT (SELECT COUNT(*) FROM runs WHERE agent = ?1 AND finished_ms IS NULL)
-                      + (SELECT COUNT(*) FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL)",
-                [&agent],
-                |row| row.get(0),
-            )?;
+            let open: i64 = conn.query_row(OPEN_WORK_SQL, [], |row| row.get(0))?;
             Ok(open == 0)
         })
         .await

@@ -306,6 +306,8 @@ fn files(message: &Message) -> Vec<RemoteFile> {
                 .document
                 .file_name
                 .clone()
+                // Telegram may send an empty name; the file still needs one in the workspace.
+                .filter(|name| !name.trim().is_empty())
                 .unwrap_or_else(|| format!("document-{}", message.id.0)),
             mime: document
                 .document

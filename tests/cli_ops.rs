@@ -47,7 +47,10 @@ fn succeeds<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &Path, args: &[S])
 }
 
 /// Runs the command, expects it to fail, and returns stdout and stderr together.
-fn fails<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &Path, args: &[S]) -> (Option<i32>, String) {
+fn fails<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    dir: &Path,
+    args: &[S],
+) -> (Option<i32>, String) {
     let output = clawvisor(dir, args);
     let (stdout, stderr) = text(&output);
     assert!(
@@ -85,7 +88,10 @@ fn jobs_preview_prints_weekdays_at_nine_in_the_configured_zone() {
     write_config(dir.path(), &config, &[agent_toml("ada", "")]).unwrap();
 
     let stdout = succeeds(dir.path(), &["jobs", "preview", "0 9 * * 1-5"]);
-    assert!(stdout.contains("Europe/Berlin"), "the zone is named: {stdout}");
+    assert!(
+        stdout.contains("Europe/Berlin"),
+        "the zone is named: {stdout}"
+    );
     let times: Vec<&str> = stdout
         .lines()
         .filter_map(|line| line.strip_prefix("  "))
@@ -95,9 +101,11 @@ fn jobs_preview_prints_weekdays_at_nine_in_the_configured_zone() {
         // `2026-11-27 09:00:00 CET (Fri)`
         let parts: Vec<&str> = time.split(' ').collect();
         assert_eq!(parts.len(), 4, "{time}");
-        let local =
-            NaiveDateTime::parse_from_str(&format!("{} {}", parts[0], parts[1]), "%Y-%m-%d %H:%M:%S")
-                .unwrap();
+        let local = NaiveDateTime::parse_from_str(
+            &format!("{} {}", parts[0], parts[1]),
+            "%Y-%m-%d %H:%M:%S",
+        )
+        .unwrap();
         assert_eq!(parts[1], "09:00:00", "{time}");
         assert!(
             !matches!(local.weekday(), Weekday::Sat | Weekday::Sun),
@@ -111,7 +119,15 @@ fn jobs_preview_prints_weekdays_at_nine_in_the_configured_zone() {
 
     let stdout = succeeds(
         dir.path(),
-        &["jobs", "preview", "0 9 * * 1-5", "--tz", "America/New_York", "--count", "3"],
+        &[
+            "jobs",
+            "preview",
+            "0 9 * * 1-5",
+            "--tz",
+            "America/New_York",
+            "--count",
+            "3",
+        ],
     );
     let times: Vec<&str> = stdout
         .lines()
@@ -121,11 +137,15 @@ fn jobs_preview_prints_weekdays_at_nine_in_the_configured_zone() {
     assert!(
         times
             .iter()
-            .all(|time| time.contains(" 09:00:00 E") && (time.contains("EST") || time.contains("EDT"))),
+            .all(|time| time.contains(" 09:00:00 E")
+                && (time.contains("EST") || time.contains("EDT"))),
         "{stdout}"
     );
     let (_, said) = fails(dir.path(), &["jobs", "preview", "0 25 * * *"]);
-    assert!(said.contains("0 25 * * *"), "a bad schedule is named: {said}");
+    assert!(
+        said.contains("0 25 * * *"),
+        "a bad schedule is named: {said}"
+    );
 }
 
 #[test]
@@ -149,13 +169,36 @@ fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it
     let at = fire.format("%Y-%m-%d %H:%M:%S").to_string();
     let stdout = succeeds(
         path,
-        &["jobs", "add", "ada", &at, "--tz", "UTC", "Say", "the", "scheduled", "words"],
+        &[
+            "jobs",
+            "add",
+            "ada",
+            &at,
+            "--tz",
+            "UTC",
+            "Say",
+            "the",
+            "scheduled",
+            "words",
+        ],
     );
     assert!(stdout.contains("Job #1 created"), "{stdout}");
-    assert!(stdout.contains("once at"), "an `at` schedule was guessed: {stdout}");
+    assert!(
+        stdout.contains("once at"),
+        "an `at` schedule was guessed: {stdout}"
+    );
     let stdout = succeeds(
         path,
-        &["jobs", "add", "ada", "0 9 * * 1-5", "--tz", "Europe/Berlin", "Morning", "summary"],
+        &[
+            "jobs",
+            "add",
+            "ada",
+            "0 9 * * 1-5",
+            "--tz",
+            "Europe/Berlin",
+            "Morning",
+            "summary",
+        ],
     );
     assert!(stdout.contains("Job #2 created"), "{stdout}");
     assert!(
@@ -163,13 +206,19 @@ fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it
         "next fire in the job's zone: {stdout}"
     );
     let stdout = succeeds(path, &["jobs", "pause", "2"]);
-    assert!(stdout.contains("[paused]") && stdout.contains("next: none"), "{stdout}");
+    assert!(
+        stdout.contains("[paused]") && stdout.contains("next: none"),
+        "{stdout}"
+    );
     let stdout = succeeds(path, &["jobs", "resume", "2"]);
     assert!(stdout.contains("[active]"), "{stdout}");
     let stdout = succeeds(path, &["jobs", "rm", "2"]);
     assert!(stdout.contains("[cancelled]"), "{stdout}");
     let stdout = succeeds(path, &["jobs", "list"]);
-    assert!(stdout.contains("#1 ada [active]") && !stdout.contains("#2"), "{stdout}");
+    assert!(
+        stdout.contains("#1 ada [active]") && !stdout.contains("#2"),
+        "{stdout}"
+    );
     let stdout = succeeds(path, &["jobs", "list", "--all"]);
     assert!(stdout.contains("#2 ada [cancelled]"), "{stdout}");
     let (_, said) = fails(path, &["jobs", "pause", "2"]);
@@ -184,7 +233,13 @@ fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it
         .collect();
     assert_eq!(
         cli,
-        ["job.created", "job.created", "job.paused", "job.resumed", "job.cancelled"]
+        [
+            "job.created",
+            "job.created",
+            "job.paused",
+            "job.resumed",
+            "job.cancelled"
+        ]
     );
 
     // A daemon started on the data directory loads the job and fires it at its time.
@@ -204,7 +259,11 @@ fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it
         },
     );
     assert_eq!(status, "succeeded");
-    assert_eq!(fire_ms / 1000, fire.timestamp(), "it fired for its own time");
+    assert_eq!(
+        fire_ms / 1000,
+        fire.timestamp(),
+        "it fired for its own time"
+    );
 
     // Running: the port is chosen at boot, so the command must be told where Studio is — and
     // never writes behind the daemon's back instead.
@@ -220,17 +279,26 @@ fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it
     };
     let run = |args: &[&str]| succeeds(path, &through(args));
     let stdout = run(&["jobs", "list", "--all"]);
-    assert!(stdout.contains("#1 ada [done]") && stdout.contains("last: succeeded"), "{stdout}");
+    assert!(
+        stdout.contains("#1 ada [done]") && stdout.contains("last: succeeded"),
+        "{stdout}"
+    );
     let stdout = run(&["jobs", "add", "ada", "*/30 * * * *", "Check", "the", "mail"]);
     assert!(stdout.contains("Job #3 created"), "{stdout}");
     let stdout = run(&["jobs", "pause", "3"]);
     assert!(stdout.contains("[paused]"), "{stdout}");
     let stdout = run(&["jobs", "resume", "3"]);
-    assert!(stdout.contains("[active]") && stdout.contains("next: 20"), "{stdout}");
+    assert!(
+        stdout.contains("[active]") && stdout.contains("next: 20"),
+        "{stdout}"
+    );
     let stdout = run(&["jobs", "rm", "3"]);
     assert!(stdout.contains("[cancelled]"), "{stdout}");
     let (_, said) = fails(path, &through(&["jobs", "pause", "99"]));
-    assert!(said.contains("no task #99") && said.contains("404"), "{said}");
+    assert!(
+        said.contains("no task #99") && said.contains("404"),
+        "{said}"
+    );
     let studio_changes: Vec<String> = audit_rows(path)
         .into_iter()
         .filter(|(actor, _, subject)| actor == "operator (studio)" && subject == "job:3")
@@ -256,13 +324,22 @@ fn mcp_commands_reach_the_test_server_with_the_daemon_stopped_and_running() {
         let mut text = "[mcp]\nconnect_timeout = \"5s\"\n".to_string();
         text.push_str(&mcp_server("tester", SERVER, true));
         if broken {
-            text.push_str(&mcp_server("broken", "/nonexistent/clawvisor-no-such-server", true));
+            text.push_str(&mcp_server(
+                "broken",
+                "/nonexistent/clawvisor-no-such-server",
+                true,
+            ));
         }
         text.push_str(&mcp_server("off", SERVER, false));
         text
     };
     let agents = [agent_toml("ada", "")];
-    write_config(path, &config_toml("http://127.0.0.1:9/v1", &servers(true)), &agents).unwrap();
+    write_config(
+        path,
+        &config_toml("http://127.0.0.1:9/v1", &servers(true)),
+        &agents,
+    )
+    .unwrap();
 
     // Stopped (no database even): from the config, and short sessions of their own.
     let stdout = succeeds(path, &["mcp", "list"]);
@@ -274,26 +351,45 @@ fn mcp_commands_reach_the_test_server_with_the_daemon_stopped_and_running() {
     let stdout = succeeds(path, &["mcp", "tools", "tester"]);
     assert!(stdout.contains("tester: 6 tool(s)"), "{stdout}");
     assert!(
-        stdout.contains("echo\n    Echoes the text back\n    - text: string (required) — The text to send back"),
+        stdout.contains(
+            "echo\n    Echoes the text back\n    - text: string (required) — The text to send back"
+        ),
         "{stdout}"
     );
-    let stdout = succeeds(path, &["mcp", "call", "tester", "echo", r#"{"text": "hello there"}"#]);
+    let stdout = succeeds(
+        path,
+        &[
+            "mcp",
+            "call",
+            "tester",
+            "echo",
+            r#"{"text": "hello there"}"#,
+        ],
+    );
     assert_eq!(stdout.trim(), "hello there");
     let (code, said) = fails(path, &["mcp", "call", "tester", "echo", "{text: hello"]);
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("not valid JSON"), "{said}");
     let (_, said) = fails(path, &["mcp", "call", "tester", "echo", "{}"]);
-    assert!(said.contains("do not fit the tool") && said.contains("text"), "{said}");
+    assert!(
+        said.contains("do not fit the tool") && said.contains("text"),
+        "{said}"
+    );
     let (_, said) = fails(path, &["mcp", "call", "tester", "nosuch", "{}"]);
-    assert!(said.contains("has no tool `nosuch`") && said.contains("echo"), "{said}");
+    assert!(
+        said.contains("has no tool `nosuch`") && said.contains("echo"),
+        "{said}"
+    );
     let (_, said) = fails(path, &["mcp", "call", "nowhere", "echo", "{}"]);
     assert!(said.contains("no MCP server is named `nowhere`"), "{said}");
     // The server's process ends with the command.
     let stdout = succeeds(path, &["mcp", "call", "tester", "pid", "{}"]);
     let pid: i32 = stdout.trim().parse().expect("a pid");
-    wait_until_blocking(Duration::from_secs(10), "the server process is gone", || {
-        !process_exists(pid)
-    });
+    wait_until_blocking(
+        Duration::from_secs(10),
+        "the server process is gone",
+        || !process_exists(pid),
+    );
 
     // doctor connects to each enabled server.
     let output = clawvisor(path, &["doctor"]);
@@ -302,19 +398,29 @@ fn mcp_commands_reach_the_test_server_with_the_daemon_stopped_and_running() {
         stdout.contains("[ ok ] mcp server tester: stdio, 6 tool(s): ") && stdout.contains("echo"),
         "{stdout}"
     );
-    assert!(stdout.contains("[ ok ] mcp server off: stdio: disabled"), "{stdout}");
+    assert!(
+        stdout.contains("[ ok ] mcp server off: stdio: disabled"),
+        "{stdout}"
+    );
     let broken = stdout
         .lines()
         .find(|line| line.contains("mcp server broken"))
         .unwrap_or_default();
     assert!(
-        broken.starts_with("[FAIL]") && broken.contains("cannot start") && broken.contains("check `command`"),
+        broken.starts_with("[FAIL]")
+            && broken.contains("cannot start")
+            && broken.contains("check `command`"),
         "{stdout}"
     );
     assert!(!output.status.success(), "a broken server fails doctor");
 
     // Running: the daemon's view and calls through its link.
-    write_config(path, &config_toml("http://127.0.0.1:9/v1", &servers(false)), &agents).unwrap();
+    write_config(
+        path,
+        &config_toml("http://127.0.0.1:9/v1", &servers(false)),
+        &agents,
+    )
+    .unwrap();
     let daemon = DaemonProcess::start(BINARY, path, &BTreeMap::new()).unwrap();
     let studio = daemon.studio.clone().expect("studio address");
     let with = |args: &[&str]| -> Vec<String> {
@@ -332,16 +438,31 @@ fn mcp_commands_reach_the_test_server_with_the_daemon_stopped_and_running() {
             Err(stdout)
         }
     });
-    assert!(stdout.contains("off  stdio  disabled  disabled"), "{stdout}");
+    assert!(
+        stdout.contains("off  stdio  disabled  disabled"),
+        "{stdout}"
+    );
     let stdout = succeeds(
         path,
-        &with(&["mcp", "call", "tester", "echo", r#"{"text": "through the daemon"}"#]),
+        &with(&[
+            "mcp",
+            "call",
+            "tester",
+            "echo",
+            r#"{"text": "through the daemon"}"#,
+        ]),
     );
     assert_eq!(stdout.trim(), "through the daemon");
-    let stdout = succeeds(path, &with(&["mcp", "call", "tester", "add", r#"{"a": 2, "b": 3}"#]));
+    let stdout = succeeds(
+        path,
+        &with(&["mcp", "call", "tester", "add", r#"{"a": 2, "b": 3}"#]),
+    );
     assert_eq!(stdout.trim(), "5");
     let (_, said) = fails(path, &with(&["mcp", "call", "tester", "nosuch", "{}"]));
-    assert!(said.contains("has no tool `nosuch`") && said.contains("404"), "{said}");
+    assert!(
+        said.contains("has no tool `nosuch`") && said.contains("404"),
+        "{said}"
+    );
     let (_, said) = fails(path, &with(&["mcp", "call", "off", "echo", "{}"]));
     assert!(said.contains("disabled"), "{said}");
     let calls: Vec<String> = audit_rows(path)

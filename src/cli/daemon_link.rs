@@ -42,7 +42,9 @@ pub(super) enum LinkError {
         "a daemon (pid {pid}) runs on this data directory, but its Studio port is chosen at boot (`studio.bind` ends in `:0`): pass `--studio-bind <address>` with the address of its log line `studio listening on …`"
     )]
     UnknownPort { pid: u32 },
-    #[error("a daemon (pid {pid}) runs on this data directory, but its API cannot be used: {source}")]
+    #[error(
+        "a daemon (pid {pid}) runs on this data directory, but its API cannot be used: {source}"
+    )]
     Token { pid: u32, source: TokenFileError },
     #[error("cannot read the database {path} to see whether a daemon runs: {reason}")]
     Database { path: String, reason: String },

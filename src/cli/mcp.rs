@@ -149,7 +149,13 @@ fn enabled_word(server: &McpServerConfig) -> &'static str {
 async fn connect(loaded: &LoadedConfig, server: &McpServerConfig) -> Result<DirectSession, String> {
     DirectSession::connect(server, &loaded.secrets, loaded.config.mcp.connect_timeout.0)
         .await
-        .map_err(|error| format!("MCP server `{}`: {error}; {}", server.name, fix(server, &error)))
+        .map_err(|error| {
+            format!(
+                "MCP server `{}`: {error}; {}",
+                server.name,
+                fix(server, &error)
+            )
+        })
 }
 
 /// What to do about a server that cannot be reached.
@@ -354,7 +360,10 @@ fn print_output(text: &str) {
 
 /// `doctor`'s check of one server: disabled, or connected with its tools, or its error and what
 /// to fix. The text never holds a secret (`McpError` texts carry none).
-pub(super) async fn check_server(loaded: &LoadedConfig, server: &McpServerConfig) -> (bool, String) {
+pub(super) async fn check_server(
+    loaded: &LoadedConfig,
+    server: &McpServerConfig,
+) -> (bool, String) {
     if !server.enabled {
         return (true, format!("{}: disabled", transport(server)));
     }

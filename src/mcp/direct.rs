@@ -156,7 +156,9 @@ async fn with_stderr(error: McpError, stderr: Option<StderrTail>) -> McpError {
     }
     let output = crate::secrets::redact(&lines.join(" | ")).into_owned();
     match error {
-        McpError::Protocol(text) => McpError::Protocol(format!("{text}; its last output: {output}")),
+        McpError::Protocol(text) => {
+            McpError::Protocol(format!("{text}; its last output: {output}"))
+        }
         McpError::Connect(text) => McpError::Connect(format!("{text}; its last output: {output}")),
         other => McpError::Call(format!("{other}; its last output: {output}")),
     }

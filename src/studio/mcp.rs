@@ -63,7 +63,10 @@ pub async fn call_tool(
     };
     let servers = super::overview::mcp_health(&state).await;
     let Some(health) = servers.iter().find(|health| health.server == server) else {
-        let names: Vec<&str> = servers.iter().map(|health| health.server.as_str()).collect();
+        let names: Vec<&str> = servers
+            .iter()
+            .map(|health| health.server.as_str())
+            .collect();
         return Err(ApiError::not_found(format!(
             "no MCP server is named `{server}` (configured: {})",
             if names.is_empty() {
@@ -123,8 +126,14 @@ pub async fn call_tool(
     state
         .store
         .write(move |conn| {
-            crate::audit::append(conn, OPERATOR, "mcp.tool_called", &audited_subject, &details)
-                .map(|_| ())
+            crate::audit::append(
+                conn,
+                OPERATOR,
+                "mcp.tool_called",
+                &audited_subject,
+                &details,
+            )
+            .map(|_| ())
         })
         .await?;
     crate::audit::announce(&state.events, "mcp.tool_called", &subject);

@@ -4646,3 +4646,96 @@ fn pdf_streams() {
     use pdf_streams_target::*;
     run(runner(REGRESSIONS, 200), strategy(), |bytes| check(&bytes));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Target: job_checks — a job as `clawvisor jobs add` (daemon stopped) and the scheduler check it,
+// `NewJob::into_row`, on the cron target's schedules with arbitrary prompts, names and targets.
+// ---------------------------------------------------------------------------------------------
+
+mod job_checks_target {
+    use super::*;
+    use clawvisor::config::SchedulerConfig;
+    use clawvisor::domain::ChatKey;
+    use clawvisor::protocol::scheduler::{MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob};
+    use clawvisor::store::schedules::JobStatus;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/job_checks.txt";
+
+    #[derive(Debug, Clone)]
+    pub struct JobCase {
+        pub schedule: cron_target::CronCase,
+        pub prompt: String,
+        pub name: String,
+        pub target: String,
+    }
+
+    /// An accepted job is stored active with its first fire after now, a known kind and zone, and
+    /// trimmed, bounded texts; a refused one says why.
+    pub fn check(case: &JobCase) -> Result<(), TestCaseError> {
+        let now = case.schedule.now.timestamp_millis();
+        let new_job = NewJob {
+            agent: "ada".into(),
+            name: case.name.clone(),
+            prompt: case.prompt.clone(),
+            target: ChatKey::parse(&case.target),
+            kind: case.schedule.kind.clone(),
+            expression: case.schedule.expression.clone(),
+            timezone: case.schedule.timezone.clone(),
+            missed_policy: case.schedule.missed.clone(),
+            created_by: "operator".into(),
+            created_in: None,
+        };
+        match new_job.into_row(&SchedulerConfig::default(), now) {
+            Ok((row, checked)) => {
+                prop_assert_eq!(row.status, JobStatus::Active);
+                prop_assert!(
+                    ["cron", "every", "at"].contains(&row.kind.as_str()),
+                    "{}",
+                    row.kind
+                );
+                prop_assert_eq!(row.next_run_ms, Some(checked.next_run_ms));
+                prop_assert!(checked.next_run_ms > now, "{:?}", row);
+                prop_assert!(clawvisor::schedule::parse_timezone(&row.timezone).is_ok());
+                prop_assert_eq!(row.prompt.trim(), row.prompt.as_str());
+                prop_assert!(!row.prompt.is_empty());
+                prop_assert!(row.prompt.chars().count() <= MAX_PROMPT_CHARS);
+                prop_assert!(!row.name.trim().is_empty(), "{:?}", row);
+                // A name made from the prompt may end with an ellipsis.
+                prop_assert!(row.name.chars().count() <= MAX_NAME_CHARS + 1);
+            }
+            Err(reason) => prop_assert!(!reason.trim().is_empty()),
+        }
+        Ok(())
+    }
+
+    pub fn strategy() -> impl Strategy<Value = JobCase> {
+        let text = prop_oneof![
+            Just(String::new()),
+            Just("   ".to_string()),
+            "[a-zA-Z ]{1,40}",
+            any::<String>(),
+            (any::<char>(), 0usize..9_000).prop_map(|(c, n)| c.to_string().repeat(n)),
+        ];
+        let target = prop_oneof![
+            Just(String::new()),
+            Just("tg:12345".to_string()),
+            Just("sched:7".to_string()),
+            Just("handoff:1".to_string()),
+            any::<String>(),
+        ];
+        (cron_target::strategy(), text.clone(), text, target).prop_map(
+            |(schedule, prompt, name, target)| JobCase {
+                schedule,
+                prompt,
+                name,
+                target,
+            },
+        )
+    }
+}
+
+#[test]
+fn job_checks() {
+    use job_checks_target::*;
+    run(runner(REGRESSIONS, 300), strategy(), |case| check(&case));
+}

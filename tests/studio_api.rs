@@ -475,6 +475,14 @@ fn every_writer_of_the_audit_log_announces_its_rows() {
             if path.extension().is_none_or(|ext| ext != "rs") || path.ends_with("src/audit.rs") {
                 continue;
             }
+            // Operator commands write the log only while no daemon runs (`cli/daemon_link.rs`):
+            // there is no Studio to tell, and its Audit page reads the rows when it starts.
+            if path
+                .parent()
+                .is_some_and(|parent| parent.ends_with("src/cli"))
+            {
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap();
             let appends = text.matches("audit::append(").count();
             if appends == 0 {

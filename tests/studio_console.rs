@@ -407,6 +407,8 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/handoffs/{id}/cancel",
         "/api/v1/schedules",
         "/api/v1/policy/rules",
+        // tests/cli_ops.rs: `clawvisor mcp call` against the MCP test server through a daemon.
+        "/api/v1/mcp/{server}/tools/{tool}/call",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(

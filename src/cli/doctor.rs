@@ -1,5 +1,5 @@
-//! `clawvisor doctor`: checks the config, the database and every external dependency, and says
-//! what to fix.
+//! `clawvisor doctor`: checks the config, the database and every external dependency (model
+//! providers, bot tokens, web search, each MCP server with its tools), and says what to fix.
 
 use std::process::ExitCode;
 
@@ -91,6 +91,21 @@ async fn web_search_check(loaded: &LoadedConfig) -> Check {
             detail: format!("{label}: {error}"),
         },
     }
+}
+
+/// Each MCP server: connected (within `[mcp] connect_timeout`) with its tools listed, or its
+/// error and what to fix; a disabled one says so. All at once, so that one slow server does not
+/// hold up the others.
+async fn mcp_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let checks = loaded.config.mcp.servers.iter().map(|server| async move {
+        let (ok, detail) = super::mcp::check_server(loaded, server).await;
+        Check {
+            ok,
+            what: format!("mcp server {}", server.name),
+            detail,
+        }
+    });
+    futures::future::join_all(checks).await
 }
 
 /// Whether every model of every agent's chain has a price; a line per unpriced model naming its
@@ -241,6 +256,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
+    checks.extend(mcp_checks(loaded).await);
     let protections = crate::sandbox::protections();
     checks.push(Check {
         ok: protections.bash.is_some(),

@@ -18,9 +18,12 @@ mod approvals;
 mod audit;
 pub mod chat;
 mod config;
+mod daemon_link;
 mod doctor;
 #[cfg(feature = "testkit")]
 pub mod eval;
+mod jobs;
+mod mcp;
 mod memory;
 mod migrate;
 mod serve;
@@ -116,6 +119,90 @@ pub enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Scheduled jobs: list, add, pause, resume, remove; preview a schedule (through the running
+    /// daemon, or the database when it is stopped).
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+    /// MCP servers: each one's state, a server's tools, calling a tool.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Every live job: its schedule, next fire time in its zone, status and last result.
+    List {
+        /// Finished (done and cancelled) jobs too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Schedules a job: `jobs add ada "0 9 * * 1-5" Summarize my inbox`.
+    Add {
+        /// The agent that runs it.
+        agent: String,
+        /// A crontab line (`0 9 * * 1-5`, `@daily`), an interval (`15m`) or a time
+        /// (`2026-12-01 09:00`).
+        schedule: String,
+        /// What the agent is asked at each fire.
+        #[arg(required = true, num_args = 1..)]
+        prompt: Vec<String>,
+        /// Time zone of the schedule (default: the agent's, else the daemon's).
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
+        /// `cron`, `every` or `at` (default: guessed from the schedule).
+        #[arg(long)]
+        kind: Option<String>,
+        /// A short label (default: the prompt's first words).
+        #[arg(long)]
+        name: Option<String>,
+        /// Missed-run policy: `skip`, `run_once` (default), `catch_up [max_runs=N] [window=D]`.
+        #[arg(long)]
+        missed: Option<String>,
+        /// Where answers go (`tg:<chat id>`, `studio:<id>`); default: nowhere (silent).
+        #[arg(long, value_name = "CHAT")]
+        target: Option<String>,
+    },
+    /// Pauses a job (it keeps its schedule).
+    Pause { id: i64 },
+    /// Resumes a paused job from its next time.
+    Resume { id: i64 },
+    /// Cancels a job (its history stays).
+    Rm { id: i64 },
+    /// What a schedule means and its next fire times (no daemon needed).
+    Preview {
+        /// A crontab line, an interval or a time, as for `add`.
+        schedule: String,
+        /// Time zone (default: the daemon's `timezone`).
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
+        /// `cron`, `every` or `at` (default: guessed from the schedule).
+        #[arg(long)]
+        kind: Option<String>,
+        /// How many fire times (default 5, at most 50).
+        #[arg(long)]
+        count: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Each configured server: transport, enabled, state, tool count.
+    List,
+    /// A server's tools: name, description, arguments.
+    Tools { server: String },
+    /// Calls a tool with a JSON object of arguments and prints its result (exit 1 on a tool
+    /// error).
+    Call {
+        server: String,
+        tool: String,
+        /// The arguments as a JSON object, e.g. '{"text": "hi"}' (default: {}).
+        #[arg(default_value = "{}")]
+        arguments: String,
     },
 }
 
@@ -236,6 +323,8 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
         Command::StudioLink => studio_link::run(&loaded).await,
         Command::Memory { command } => memory::run(&loaded, command).await,
         Command::Skills { command } => skills::run(&loaded, command),
+        Command::Jobs { command } => jobs::run(&loaded, command).await,
+        Command::Mcp { command } => mcp::run(&loaded, command).await,
     }
 }
 

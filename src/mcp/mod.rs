@@ -4,6 +4,7 @@
 //!
 //! - [`client`]: connect over stdio or streamable HTTP, initialize within a deadline, list every
 //!   tool (following cursors), call a tool with a timeout.
+//! - [`direct`]: a short-lived session outside the daemon's links (`clawvisor mcp`, `doctor`).
 //! - [`process`]: stdio servers as child processes in their own process group that never outlive
 //!   their link or the daemon; the boot-time reaper.
 //! - [`schema`]: arguments checked against a tool's input schema before they are sent.
@@ -17,6 +18,7 @@
 //! values never enter error texts, and texts from servers pass the redactor.
 
 pub mod client;
+pub mod direct;
 pub mod process;
 pub mod schema;
 pub mod tool;

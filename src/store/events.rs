@@ -82,6 +82,16 @@ pub fn record_stop(conn: &Connection, boot_id: i64, stopped_ms: i64) -> Result<(
     Ok(())
 }
 
+/// The process ids of the boots without a recorded stop, newest first: daemons that run now,
+/// or that ended without a clean stop.
+pub fn unstopped_boot_pids(conn: &Connection) -> Result<Vec<u32>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT pid FROM daemon_boots WHERE stopped_ms IS NULL ORDER BY id DESC LIMIT 20",
+    )?;
+    let rows = statement.query_map([], |row| row.get::<_, u32>(0))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
 /// The number of earlier boots that ended without a clean stop.
 pub fn unclean_stops(conn: &Connection, before_boot: i64) -> Result<u64> {
     let count: i64 = conn.query_row(

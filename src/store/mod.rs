@@ -328,6 +328,14 @@ pub fn peek_version(path: &Path) -> Result<u32> {
     schema_version(&conn)
 }
 
+/// Runs `query` on a read-only connection, without migrating the database or starting a writer
+/// (operator commands asking whether a daemon runs on it).
+pub fn peek<T>(path: &Path, query: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    query(&conn)
+}
+
 impl From<&crate::config::Config> for StoreOptions {
     fn from(config: &crate::config::Config) -> Self {
         StoreOptions {

@@ -1,11 +1,27 @@
 //! MCP server links: `GET /api/v1/mcp` (each server's state, latency, restarts, last error,
-//! trust and the tools it publishes), asked of the MCP supervisor.
+//! trust and the tools it publishes), asked of the MCP supervisor; and
+//! `POST /api/v1/mcp/{server}/tools/{tool}/call`, the operator calling a tool through the
+//! server's live link (`clawvisor mcp call`).
+//!
+//! The operator is trusted, so an operator's call passes no policy gate; it is audited as the
+//! operator's (`mcp.tool_called`, with its arguments and outcome). What the tool answers is
+//! untrusted text: it is returned as a string, never interpreted.
+
+use std::time::Instant;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, StudioState};
+use super::{ApiError, StudioState, json_body};
+use crate::mcp::McpError;
+
+/// Who the audit log names for a call made through the API.
+const OPERATOR: &str = "operator (studio)";
+/// Longest argument text kept in the audit row.
+const MAX_AUDITED_ARGUMENTS: usize = 2_000;
 
 /// `GET /api/v1/mcp`
 pub async fn servers(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
@@ -17,4 +33,121 @@ pub async fn servers(State(state): State<StudioState>) -> Result<Json<Value>, Ap
             "last_latency_ms": server.last_latency_ms, "tools": server.tools,
         })).collect::<Vec<_>>(),
     })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallBody {
+    /// The tool's arguments: a JSON object (absent: none).
+    #[serde(default)]
+    arguments: Value,
+}
+
+/// `POST /api/v1/mcp/{server}/tools/{tool}/call`: calls `tool` (the server's own name) with
+/// `arguments`; answers `{"is_error", "text", "latency_ms"}` once the server answered (a tool's
+/// own error included), 502 when the call failed on the way (timeout, closed connection).
+pub async fn call_tool(
+    State(state): State<StudioState>,
+    Path((server, tool)): Path<(String, String)>,
+    body: Result<Json<CallBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    let arguments = match body.arguments {
+        Value::Null => Value::Object(Default::default()),
+        object @ Value::Object(_) => object,
+        _ => {
+            return Err(ApiError::bad_request(
+                "`arguments` must be a JSON object, like {\"text\": \"hi\"}",
+            ));
+        }
+    };
+    let servers = super::overview::mcp_health(&state).await;
+    let Some(health) = servers.iter().find(|health| health.server == server) else {
+        let names: Vec<&str> = servers
+            .iter()
+            .map(|health| health.server.as_str())
+            .collect();
+        return Err(ApiError::not_found(format!(
+            "no MCP server is named `{server}` (configured: {})",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )));
+    };
+    if health.state == "disabled" {
+        return Err(ApiError::conflict(format!(
+            "MCP server `{server}` is disabled in the config (`enabled = false`)"
+        )));
+    }
+    let link = state.registry.lookup(&crate::protocol::mcp::link(&server));
+    let (Some(link), "up") = (link, health.state) else {
+        return Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "MCP server `{server}` is {}{}; try again once it is up",
+                health.state,
+                health
+                    .last_error
+                    .as_deref()
+                    .map(|error| format!(" ({error})"))
+                    .unwrap_or_default()
+            ),
+        ));
+    };
+    let published = crate::mcp::namespaced(&server, &tool);
+    if !health.tools.contains(&published) {
+        let prefix = format!("{server}__");
+        let names: Vec<&str> = health
+            .tools
+            .iter()
+            .map(|name| name.strip_prefix(&prefix).unwrap_or(name))
+            .collect();
+        return Err(ApiError::not_found(format!(
+            "MCP server `{server}` has no tool `{tool}` (its tools: {})",
+            names.join(", ")
+        )));
+    }
+    let shown = arguments.to_string();
+    let (audited, _) = crate::tools::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
+    let audited = audited.to_string();
+    let started = Instant::now();
+    let outcome = crate::mcp::tool::call_through_link(link, tool.clone(), arguments).await;
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let result = match &outcome {
+        Ok(output) if output.is_error => "tool error".to_string(),
+        Ok(_) => "ok".to_string(),
+        Err(error) => error.to_string(),
+    };
+    let subject = format!("mcp:{server}/{tool}");
+    let details = json!({"arguments": audited, "outcome": result, "latency_ms": latency_ms});
+    let audited_subject = subject.clone();
+    state
+        .store
+        .write(move |conn| {
+            crate::audit::append(
+                conn,
+                OPERATOR,
+                "mcp.tool_called",
+                &audited_subject,
+                &details,
+            )
+            .map(|_| ())
+        })
+        .await?;
+    crate::audit::announce(&state.events, "mcp.tool_called", &subject);
+    match outcome {
+        Ok(output) => Ok(Json(json!({
+            "is_error": output.is_error, "text": output.text, "latency_ms": latency_ms,
+        }))),
+        Err(error @ (McpError::NotConnected | McpError::Closed)) => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("MCP server `{server}`: {error}"),
+        )),
+        Err(error) => Err(ApiError(
+            StatusCode::BAD_GATEWAY,
+            format!("MCP server `{server}`, tool `{tool}`: {error}"),
+        )),
+    }
 }

@@ -129,6 +129,7 @@ api! {
     get "/api/v1/memory/search" => memory::search, "Searches memories";
     post "/api/v1/memory/{id}/{operation}" => memory::govern, "Archive, restore, redact, purge or reclassify a memory";
     get "/api/v1/mcp" => mcp::servers, "MCP servers: health, trust and tools";
+    post "/api/v1/mcp/{server}/tools/{tool}/call" => mcp::call_tool, "Calls a tool of an MCP server as the operator (audited); the answer is the tool's text";
     get "/api/v1/handoffs" => handoffs::list, "Handoff contracts";
     get "/api/v1/handoffs/{id}" => handoffs::detail, "A contract and its timeline";
     post "/api/v1/handoffs/{id}/cancel" => handoffs::cancel, "Cancels a contract";

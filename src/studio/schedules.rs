@@ -1,6 +1,8 @@
 //! Schedules: `/api/v1/schedules` (list, create, preview, detail with history, pause, resume,
-//! cancel). Every change goes to the scheduler (through its handle) as the operator; the preview is the same
-//! schedule math the scheduler runs, without creating anything.
+//! cancel). Every change goes to the scheduler (through its handle) as the operator and, once
+//! the scheduler stored it, is audited as the operator's (`job.created`, `job.paused`,
+//! `job.resumed`, `job.cancelled`); the preview is the same schedule math the scheduler runs,
+//! without creating anything.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -16,6 +18,8 @@ use crate::schedule::format::{format_local, zone_of};
 use crate::store::schedules::JobRunRow;
 
 const PREVIEW: usize = 5;
+/// Who the audit log names for a change made through the API.
+const OPERATOR: &str = "operator (studio)";
 
 fn scheduler(state: &StudioState) -> Scheduler {
     Scheduler::new(&state.registry)
@@ -46,6 +50,24 @@ fn history_json(row: &JobRunRow) -> Value {
         "finished_ms": row.finished_ms, "run_id": row.run_id, "missed_count": row.missed_count,
         "detail": row.detail,
     })
+}
+
+/// Audits an operator's change to a job after the scheduler stored it.
+async fn audit(state: &StudioState, action: &'static str, job: &JobView) -> Result<(), ApiError> {
+    let subject = format!("job:{}", job.id);
+    let details = json!({
+        "agent": job.agent, "name": job.name, "schedule": job.schedule,
+        "status": job.status.as_str(),
+    });
+    let audited_subject = subject.clone();
+    state
+        .store
+        .write(move |conn| {
+            crate::audit::append(conn, OPERATOR, action, &audited_subject, &details).map(|_| ())
+        })
+        .await?;
+    crate::audit::announce(&state.events, action, &subject);
+    Ok(())
 }
 
 /// A scheduler answer: a refusal is the operator's mistake (unknown job, bad expression).
@@ -161,6 +183,7 @@ pub async fn create(
     };
     let scheduler = scheduler(&state);
     let view = answered(scheduler.create(job).await)?;
+    audit(&state, "job.created", &view).await?;
     Ok((StatusCode::CREATED, Json(job_json(&view))))
 }
 
@@ -179,6 +202,8 @@ pub async fn detail(
 async fn set_paused(state: &StudioState, id: i64, paused: bool) -> Result<Json<Value>, ApiError> {
     let scheduler = scheduler(state);
     let view = answered(scheduler.set_paused(JobScope::Operator, id, paused).await)?;
+    let action = if paused { "job.paused" } else { "job.resumed" };
+    audit(state, action, &view).await?;
     Ok(Json(job_json(&view)))
 }
 
@@ -205,5 +230,6 @@ pub async fn cancel(
 ) -> Result<Json<Value>, ApiError> {
     let scheduler = scheduler(&state);
     let view = answered(scheduler.cancel(JobScope::Operator, id).await)?;
+    audit(&state, "job.cancelled", &view).await?;
     Ok(Json(job_json(&view)))
 }

@@ -2,101 +2,10 @@
 //! and re-armed on the timer.
 
 use super::*;
+use crate::protocol::scheduler::{check_job_limit, check_schedule, check_target, check_text};
 
 // ---------------------------------------------------------------------------------------------
 // Managing jobs.
-
-/// A checked schedule: the spec, its policy, the anchor to store.
-pub(super) struct Checked {
-    pub(super) spec: ScheduleSpec,
-    pub(super) policy: MissedPolicy,
-    pub(super) timezone: String,
-    pub(super) anchor_ms: i64,
-    pub(super) next_run_ms: i64,
-}
-
-pub(super) fn check_schedule(
-    config: &SchedulerConfig,
-    kind: &str,
-    expression: &str,
-    timezone: &str,
-    missed_policy: &str,
-    now: i64,
-) -> Result<Checked, String> {
-    let timezone = if timezone.trim().is_empty() {
-        "UTC"
-    } else {
-        timezone.trim()
-    };
-    let zone = parse_timezone(timezone).map_err(|error| error.to_string())?;
-    let spec = ScheduleSpec::parse(kind, expression, timezone, crate::clock::to_datetime(now))
-        .map_err(|error| error.to_string())?;
-    let policy = if missed_policy.trim().is_empty() {
-        MissedPolicy::default()
-    } else {
-        MissedPolicy::parse(missed_policy).map_err(|error| error.to_string())?
-    };
-    let start = crate::clock::to_datetime(now);
-    let upcoming = spec.preview(start, 3);
-    let Some(first) = upcoming.first() else {
-        return Err(match spec.kind() {
-            ScheduleKind::At => format!(
-                "the time `{}` is in the past (it is now {}); give a future time",
-                expression.trim(),
-                format_local(now, zone)
-            ),
-            _ => format!("`{}` never fires after now", expression.trim()),
-        });
-    };
-    let min_gap = i64::try_from(config.min_interval.0.as_millis()).unwrap_or(60_000);
-    let gap = upcoming
-        .windows(2)
-        .map(|pair| (pair[1] - pair[0]).num_milliseconds())
-        .min();
-    if let Some(gap) = gap
-        && gap < min_gap
-    {
-        return Err(format!(
-            "`{}` fires every {} but the shortest interval allowed is {} ([scheduler] min_interval)",
-            expression.trim(),
-            humantime::format_duration(Duration::from_millis(u64::try_from(gap).unwrap_or(0))),
-            humantime::format_duration(config.min_interval.0)
-        ));
-    }
-    let anchor_ms = match &spec {
-        ScheduleSpec::Every { anchor, .. } => anchor.timestamp_millis(),
-        _ => now,
-    };
-    Ok(Checked {
-        next_run_ms: first.timestamp_millis(),
-        spec,
-        policy,
-        timezone: zone.name().to_string(),
-        anchor_ms,
-    })
-}
-
-pub(super) fn check_text(field: &str, text: &str, max: usize) -> Result<String, String> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(format!("`{field}` is empty"));
-    }
-    if trimmed.chars().count() > max {
-        return Err(format!(
-            "`{field}` is longer than {max} characters; shorten it"
-        ));
-    }
-    Ok(trimmed.to_string())
-}
-
-pub(super) fn check_target(target: &Option<ChatKey>) -> Result<(), String> {
-    match target {
-        Some(chat) if matches!(chat.kind(), ChatKind::Schedule | ChatKind::Handoff) => Err(
-            format!("answers can go to a Telegram or local chat, not `{chat}`"),
-        ),
-        _ => Ok(()),
-    }
-}
 
 pub(super) async fn create(
     myself: &ActorRef<SchedulerMsg>,
@@ -112,65 +21,16 @@ pub(super) async fn create(
     {
         return Err(format!("no agent is named `{}`", new_job.agent).into());
     }
-    let prompt = check_text("prompt", &new_job.prompt, MAX_PROMPT_CHARS)?;
-    let name = if new_job.name.trim().is_empty() {
-        shorten(
-            &prompt
-                .split_whitespace()
-                .take(6)
-                .collect::<Vec<_>>()
-                .join(" "),
-            MAX_NAME_CHARS,
-        )
-    } else {
-        check_text("name", &new_job.name, MAX_NAME_CHARS)?
-    };
-    check_target(&new_job.target)?;
-    let checked = check_schedule(
-        &state.args.config,
-        &new_job.kind,
-        &new_job.expression,
-        &new_job.timezone,
-        &new_job.missed_policy,
-        now,
-    )?;
-    let agent = new_job.agent.clone();
+    let max = u64::from(state.args.config.max_jobs_per_agent);
+    let (mut row, checked) = new_job.into_row(&state.args.config, now)?;
+    let agent = row.agent.clone();
     let live = state
         .args
         .store
         .read(move |conn| queries::live_count(conn, &agent))
         .await
         .map_err(|error| error.to_string())?;
-    let max = u64::from(state.args.config.max_jobs_per_agent);
-    if live >= max {
-        return Err(format!(
-            "{} already has {live} tasks (the limit is {max}, [scheduler] max_jobs_per_agent); cancel one first",
-            new_job.agent
-        )
-        .into());
-    }
-    let mut row = JobRow {
-        id: 0,
-        agent: new_job.agent,
-        name,
-        prompt,
-        target_chat: new_job.target.map(|chat| chat.to_string()),
-        kind: checked.spec.kind().as_str().to_string(),
-        expression: new_job.expression.trim().to_string(),
-        timezone: checked.timezone,
-        anchor_ms: checked.anchor_ms,
-        missed_policy: checked.policy.to_string(),
-        status: JobStatus::Active,
-        next_run_ms: Some(checked.next_run_ms),
-        last_run_ms: None,
-        last_outcome: None,
-        consecutive_failures: 0,
-        failing: false,
-        created_by: new_job.created_by,
-        created_in: new_job.created_in.map(|chat| chat.to_string()),
-        created_ms: now,
-        updated_ms: now,
-    };
+    check_job_limit(&row.agent, live, max)?;
     let stored = row.clone();
     arm_by(myself, state, checked.next_run_ms);
     row.id = state

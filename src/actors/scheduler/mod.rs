@@ -65,7 +65,7 @@ pub use crate::protocol::scheduler::{
 };
 use crate::registry::Registry;
 use crate::schedule::format::{format_local, shorten, zone_of};
-use crate::schedule::{MissedOutcome, MissedPolicy, ScheduleKind, ScheduleSpec, parse_timezone};
+use crate::schedule::{MissedOutcome, MissedPolicy, ScheduleSpec};
 use crate::store::Store;
 use crate::store::runs::{self, RunStatus};
 use crate::store::schedules::{
@@ -508,6 +508,7 @@ use jobs::*;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::scheduler::check_schedule;
 
     #[test]
     fn the_marker_of_one_run_is_not_a_prefix_of_another() {

@@ -19,6 +19,7 @@
 //! | `send_file` | the `send_file` tool in a Telegram chat, on a real store and workspace; `send_file::choose_kind` | a success queued exactly one outbox row and one spool copy equal to the workspace file, a photo is an image within 10 MB, every file within 50 MB; a failure queued and copied nothing and says why |
 //! | `prices` | `llm::prices::Prices::price` / `cost` and `candidate_names` on any model name | deterministic; never a negative or non-finite cost; `[pricing]` wins over the built-in table; a free provider's model costs nothing |
 //! | `pdf_streams` | `tools::documents` (the bounded inflation check, then extraction) on PDFs with arbitrary stream dictionaries and data | no panic; a stream that inflates past the cap is refused before extraction; every answer is text or a sentence saying why not |
+//! | `job_checks` | `protocol::scheduler::NewJob::into_row` (the checks the scheduler and `clawvisor jobs add` share) on schedules, prompts, names and targets | an accepted job is active, of a known kind, next fire in the future, a valid zone, a trimmed non-empty prompt and a bounded name; a refusal says why |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod agent_supervisor;
+pub mod backup;
 pub mod approval_desk;
 pub mod contract;
 pub mod events;

@@ -59,10 +59,7 @@ impl BackupState {
         }
         let now = Utc::now();
         if self.due_ms.is_none() {
-            self.due_ms = self
-                .plan
-                .next_run(now)
-                .map(|next| next.timestamp_millis());
+            self.due_ms = self.plan.next_run(now).map(|next| next.timestamp_millis());
         }
         let Some(due_ms) = self.due_ms else {
             return;

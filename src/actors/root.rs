@@ -521,7 +521,9 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         people: Arc::new(crate::studio::people::FilePeople::from_specs(
             &context.loaded.agents,
         )),
-        backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(&context.loaded)),
+        backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
+            &context.loaded,
+        )),
         bill: Arc::new(crate::studio::costs::Bill::new(
             &context.prices,
             &context.loaded.agents,

@@ -126,7 +126,11 @@ pub enum BackupError {
 }
 
 impl BackupError {
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         BackupError::Io {
             action,
             path: path.into(),

@@ -43,7 +43,11 @@ pub fn insert(conn: &Connection, outcome: &Outcome) -> Result<i64> {
             outcome.file,
             i64::try_from(outcome.size_bytes).unwrap_or(i64::MAX),
             i64::try_from(outcome.entries).unwrap_or(i64::MAX),
-            if outcome.error.is_none() { "ok" } else { "error" },
+            if outcome.error.is_none() {
+                "ok"
+            } else {
+                "error"
+            },
             outcome.error,
         ],
     )?;

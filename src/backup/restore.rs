@@ -49,8 +49,11 @@ pub fn verify_archive(reader: impl Read) -> Result<VerifiedArchive, BackupError>
     let mut found = BTreeMap::new();
     let manifest = walk(reader, |name, entry| {
         let mut hasher = Sha256::new();
-        let size = std::io::copy(entry, &mut HashSink(&mut hasher))
-            .map_err(|error| refused(format!("cannot read entry {name}: {error}")))?;
+        let size = std::io::copy(entry, &mut HashSink(&mut hasher)).map_err(|error| {
+            refused(format!(
+                "the archive is truncated or corrupt (entry {name}: {error})"
+            ))
+        })?;
         found.insert(name.to_string(), (size, hex::encode(hasher.finalize())));
         Ok(())
     })?;
@@ -183,6 +186,11 @@ fn check_manifest(
     if !listed.contains_key(DATABASE_ENTRY) {
         return Err(refused("the manifest lists no database"));
     }
+    if let Some(extra) = found.keys().find(|path| !listed.contains_key(*path)) {
+        return Err(refused(format!(
+            "entry {extra} is not in the manifest (the archive was altered)"
+        )));
+    }
     for (path, (size, sha256)) in &listed {
         match found.get(path) {
             None => {
@@ -197,11 +205,6 @@ fn check_manifest(
             }
             Some(_) => {}
         }
-    }
-    if let Some(extra) = found.keys().find(|path| !listed.contains_key(*path)) {
-        return Err(refused(format!(
-            "entry {extra} is not in the manifest (the archive was altered)"
-        )));
     }
     Ok(())
 }

@@ -29,14 +29,17 @@ impl BackupSchedule {
     pub fn parse(text: &str, zone: Tz) -> Result<BackupSchedule, String> {
         let text = text.trim();
         if let Some(interval) = text.strip_prefix("every ") {
-            let interval: Duration = humantime::parse_duration(interval.trim()).map_err(|error| {
-                format!("`{text}`: {error} (write e.g. `every 6h` or `every 30m`)")
-            })?;
+            let interval: Duration =
+                humantime::parse_duration(interval.trim()).map_err(|error| {
+                    format!("`{text}`: {error} (write e.g. `every 6h` or `every 30m`)")
+                })?;
             let anchor = zone
                 .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
                 .earliest()
                 .map(|local| local.with_timezone(&Utc))
-                .unwrap_or(DateTime::from_timestamp(946_684_800, 0).unwrap_or(DateTime::UNIX_EPOCH));
+                .unwrap_or(
+                    DateTime::from_timestamp(946_684_800, 0).unwrap_or(DateTime::UNIX_EPOCH),
+                );
             return ScheduleSpec::every(interval, anchor)
                 .map(BackupSchedule::Every)
                 .map_err(|error| format!("`{text}`: {error}"));
@@ -91,7 +94,10 @@ impl BackupPlan {
     }
 
     /// Backs up into the archive directory, then prunes archives beyond `keep`.
-    pub fn run_once(&self, now_ms: i64) -> Result<(super::BackupReport, Vec<PathBuf>), BackupError> {
+    pub fn run_once(
+        &self,
+        now_ms: i64,
+    ) -> Result<(super::BackupReport, Vec<PathBuf>), BackupError> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|error| BackupError::io("create", &self.dir, error))?;
         let report = super::create_backup(&self.data_dir, &self.dir.join(archive_name(now_ms)))?;
@@ -122,8 +128,10 @@ pub fn list_archives(dir: &Path) -> Vec<(String, u64)> {
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let metadata = entry.metadata().ok()?;
-            (name.starts_with(ARCHIVE_PREFIX) && name.ends_with(ARCHIVE_SUFFIX) && metadata.is_file())
-                .then_some((name, metadata.len()))
+            (name.starts_with(ARCHIVE_PREFIX)
+                && name.ends_with(ARCHIVE_SUFFIX)
+                && metadata.is_file())
+            .then_some((name, metadata.len()))
         })
         .collect();
     archives.sort();
@@ -174,7 +182,10 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), b"keep me").unwrap();
         let deleted = prune(dir.path(), 2).unwrap();
         assert_eq!(deleted, vec![dir.path().join(archive_name(1_000_000))]);
-        let left: Vec<String> = list_archives(dir.path()).into_iter().map(|(name, _)| name).collect();
+        let left: Vec<String> = list_archives(dir.path())
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
         assert_eq!(left, vec![archive_name(2_000_000), archive_name(3_000_000)]);
         assert!(dir.path().join("notes.txt").exists());
     }

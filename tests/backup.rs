@@ -169,7 +169,7 @@ async fn a_backup_taken_under_load_restores_every_message_memory_and_file() {
         tokio::spawn(async move {
             let mut number = 0u64;
             while !*stopped.borrow() {
-                let text = if number % 3 == 0 && number / 3 < FACTS {
+                let text = if number.is_multiple_of(3) && number / 3 < FACTS {
                     format!("remember fact #{}.", number / 3)
                 } else {
                     format!("question #{number}.")
@@ -222,6 +222,7 @@ async fn a_backup_taken_under_load_restores_every_message_memory_and_file() {
     );
     assert!(stdout.contains("workspaces/ada/notes/plan.md"), "{stdout}");
     assert!(!stdout.contains("studio.token"), "{stdout}");
+    eprintln!("under load: {}", stdout.lines().next().unwrap_or_default());
     let mut partial = archive.as_os_str().to_owned();
     partial.push(".partial");
     assert!(!Path::new(&partial).exists());
@@ -385,6 +386,9 @@ fn rewrite(
     output.into_inner().unwrap().finish().unwrap();
 }
 
+/// How a test case changes an archive's entries (see [`rewrite`]).
+type Edit = Box<dyn Fn(&str, Vec<u8>) -> Option<(String, Vec<u8>)>>;
+
 fn edit_manifest(bytes: Vec<u8>, change: impl FnOnce(&mut Manifest)) -> Vec<u8> {
     let mut manifest: Manifest = serde_json::from_slice(&bytes).unwrap();
     change(&mut manifest);
@@ -459,11 +463,7 @@ fn damaged_mismatched_and_escaping_archives_are_refused_and_write_nothing() {
         assert_refused(&archives, &truncated, reason);
     }
 
-    let cases: Vec<(
-        &str,
-        Box<dyn Fn(&str, Vec<u8>) -> Option<(String, Vec<u8>)>>,
-        &str,
-    )> = vec![
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "tampered",
             Box::new(|name, bytes| {

@@ -5,6 +5,7 @@
 pub mod actors;
 pub mod agent;
 pub mod audit;
+pub mod backup;
 pub mod channels;
 pub mod cli;
 pub mod clock;

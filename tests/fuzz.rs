@@ -20,6 +20,7 @@
 //! | `prices` | `llm::prices::Prices::price` / `cost` and `candidate_names` on any model name | deterministic; never a negative or non-finite cost; `[pricing]` wins over the built-in table; a free provider's model costs nothing |
 //! | `pdf_streams` | `tools::documents` (the bounded inflation check, then extraction) on PDFs with arbitrary stream dictionaries and data | no panic; a stream that inflates past the cap is refused before extraction; every answer is text or a sentence saying why not |
 //! | `job_checks` | `protocol::scheduler::NewJob::into_row` (the checks the scheduler and `clawvisor jobs add` share) on schedules, prompts, names and targets | an accepted job is active, of a known kind, next fire in the future, a valid zone, a trimmed non-empty prompt and a bounded name; a refusal says why |
+//! | `backup_archive` | `backup::restore` verification on arbitrary bytes and on damaged real archives (cuts, bit flips, inserted bytes) | no panic; nothing written; an archive that still verifies carries the original manifest |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -4739,4 +4740,108 @@ mod job_checks_target {
 fn job_checks() {
     use job_checks_target::*;
     run(runner(REGRESSIONS, 300), strategy(), |case| check(&case));
+}
+
+/// Restore verification on arbitrary bytes and on damaged real archives: never a panic, never a
+/// file written (the target is not created and nothing appears beside it), and a damaged archive
+/// that still passes is one whose content is the original's (only gzip header fields such as the
+/// time stamp changed).
+mod backup_archive_target {
+    use super::*;
+    use clawvisor::backup;
+    use std::sync::OnceLock;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/backup_archive.txt";
+
+    /// A real archive of a small data directory, made once: (its bytes, its manifest).
+    fn original() -> &'static (Vec<u8>, backup::Manifest) {
+        static ORIGINAL: OnceLock<(Vec<u8>, backup::Manifest)> = OnceLock::new();
+        ORIGINAL.get_or_init(|| {
+            let scratch = tempfile::tempdir().expect("a scratch directory");
+            let data = scratch.path().join("data");
+            let store = clawvisor::store::Store::open(
+                &clawvisor::store::Store::path_in(&data),
+                clawvisor::store::StoreOptions::default(),
+            )
+            .expect("a fresh database");
+            store.stop_writer();
+            std::fs::create_dir_all(data.join("workspaces/ada")).expect("a workspace");
+            std::fs::write(data.join("workspaces/ada/notes.txt"), "some notes\n").expect("a file");
+            let archive = scratch.path().join("a.tar.gz");
+            backup::create_backup(&data, &archive).expect("the backup is written");
+            let bytes = std::fs::read(&archive).expect("the archive reads");
+            let manifest = backup::verify_archive(bytes.as_slice())
+                .expect("the original verifies")
+                .manifest;
+            (bytes, manifest)
+        })
+    }
+
+    #[derive(Debug, Clone)]
+    pub enum Damage {
+        Arbitrary(Vec<u8>),
+        Cut(Index),
+        Flip(Vec<(Index, u8)>),
+        Splice(Index, Vec<u8>),
+    }
+
+    pub fn strategy() -> impl Strategy<Value = Damage> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..2048).prop_map(Damage::Arbitrary),
+            any::<Index>().prop_map(Damage::Cut),
+            prop::collection::vec((any::<Index>(), 1u8..=255), 1..4).prop_map(Damage::Flip),
+            (any::<Index>(), prop::collection::vec(any::<u8>(), 1..64))
+                .prop_map(|(at, bytes)| Damage::Splice(at, bytes)),
+        ]
+    }
+
+    pub fn check(damage: Damage) -> Result<(), TestCaseError> {
+        let (original, manifest) = original();
+        let bytes = match damage {
+            Damage::Arbitrary(bytes) => bytes,
+            Damage::Cut(at) => original[..at.index(original.len())].to_vec(),
+            Damage::Flip(flips) => {
+                let mut bytes = original.clone();
+                for (at, mask) in flips {
+                    let position = at.index(bytes.len());
+                    bytes[position] ^= mask;
+                }
+                bytes
+            }
+            Damage::Splice(at, insert) => {
+                let mut bytes = original.clone();
+                let position = at.index(bytes.len());
+                bytes.splice(position..position, insert);
+                bytes
+            }
+        };
+        match backup::verify_archive(bytes.as_slice()) {
+            Ok(verified) => prop_assert_eq!(&verified.manifest, manifest),
+            Err(error) => prop_assert!(
+                matches!(error, backup::BackupError::Refused(_)),
+                "{}",
+                error
+            ),
+        }
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let archive = scratch.path().join("archive.tar.gz");
+        std::fs::write(&archive, &bytes).expect("the case is written");
+        let target = scratch.path().join("target");
+        if backup::restore(&archive, &target, false).is_err() {
+            prop_assert!(!target.exists(), "a refused restore created the target");
+            let left: Vec<_> = std::fs::read_dir(scratch.path())
+                .expect("the scratch directory lists")
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name())
+                .collect();
+            prop_assert_eq!(left, vec![std::ffi::OsString::from("archive.tar.gz")]);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn backup_archive() {
+    use backup_archive_target::*;
+    run(runner(REGRESSIONS, 200), strategy(), check);
 }

@@ -354,6 +354,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         ),
         (
             "get",
+            "/api/v1/backups",
+            Method::GET,
+            "/api/v1/backups".into(),
+            None,
+        ),
+        (
+            "get",
             "/api/v1/openapi.json",
             Method::GET,
             "/api/v1/openapi.json".into(),

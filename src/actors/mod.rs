@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod agent_supervisor;
 pub mod approval_desk;
+pub mod backup;
 pub mod contract;
 pub mod events;
 pub mod handoff_supervisor;

@@ -296,6 +296,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         ),
         channel_supervisor(context),
     ];
+    children.extend(super::backup::child_spec(context));
     if !context.options.studio {
         return children;
     }
@@ -519,6 +520,9 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         )),
         people: Arc::new(crate::studio::people::FilePeople::from_specs(
             &context.loaded.agents,
+        )),
+        backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
+            &context.loaded,
         )),
         bill: Arc::new(crate::studio::costs::Bill::new(
             &context.prices,

@@ -16,6 +16,7 @@ use crate::store::Store;
 
 mod approvals;
 mod audit;
+mod backup;
 pub mod chat;
 mod config;
 mod daemon_link;
@@ -100,6 +101,20 @@ pub enum Command {
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
+    },
+    /// Back up the data directory (database snapshot, workspaces, skills, memory index, audit
+    /// anchors) into one archive; safe while the daemon runs.
+    Backup {
+        /// The archive to write (`.tar.gz`).
+        file: PathBuf,
+    },
+    /// Restore an archive into a stopped, empty data directory (`--data-dir`).
+    Restore {
+        /// The archive written by `clawvisor backup`.
+        file: PathBuf,
+        /// Replace a non-empty data directory (it is moved aside, not deleted).
+        #[arg(long)]
+        force: bool,
     },
     /// Pending approval requests (decide them in Studio or with /approve in Telegram).
     Approvals,
@@ -320,6 +335,8 @@ async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
             ExitCode::from(2)
         }
         Command::Approvals => approvals::run(&loaded).await,
+        Command::Backup { file } => backup::backup(&loaded, &file).await,
+        Command::Restore { file, force } => backup::restore_command(&loaded, &file, force).await,
         Command::StudioLink => studio_link::run(&loaded).await,
         Command::Memory { command } => memory::run(&loaded, command).await,
         Command::Skills { command } => skills::run(&loaded, command),

@@ -17,6 +17,7 @@
 //! every actor receives its own slice of the validated config in its `Args`.
 
 mod agent;
+mod backup;
 mod duration;
 mod layers;
 mod mcp;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 pub use agent::{
     AgentSpec, Autonomy, FallbackModel, TelegramSpec, VoiceReplies, load_agents, parse_agent,
 };
+pub use backup::BackupConfig;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
@@ -406,6 +408,7 @@ pub struct Config {
     pub transcription: TranscriptionConfig,
     pub mcp: McpConfig,
     pub web_search: WebSearchConfig,
+    pub backup: BackupConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
 }
@@ -430,6 +433,7 @@ impl Default for Config {
             transcription: TranscriptionConfig::default(),
             mcp: McpConfig::default(),
             web_search: WebSearchConfig::default(),
+            backup: BackupConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
         }

@@ -166,6 +166,7 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
     }
     validate_mcp(&config.mcp, origin)?;
     config.web_search.validate(&config.mcp, origin)?;
+    config.backup.validate(origin)?;
     for (model, price) in &config.pricing {
         if price.input_per_mtok < 0.0
             || price.output_per_mtok < 0.0

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod approvals;
 pub mod assets;
 pub mod audit;
+pub mod backups;
 pub mod costs;
 pub mod error;
 pub mod event_json;
@@ -64,6 +65,8 @@ pub struct StudioState {
     pub people: Arc<Vec<people::FilePeople>>,
     /// The agents' budgets and the unpriced models in use (Costs page).
     pub bill: Arc<costs::Bill>,
+    /// Scheduled backups' settings (Overview's Backups card).
+    pub backups: Arc<crate::backup::schedule::BackupPlan>,
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -135,6 +138,7 @@ api! {
     post "/api/v1/handoffs/{id}/cancel" => handoffs::cancel, "Cancels a contract";
     get "/api/v1/audit" => audit::entries, "Audit log entries, newest first";
     get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
+    get "/api/v1/backups" => backups::list, "Scheduled backups: the settings, the next run, recorded runs and the archives kept";
     get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }

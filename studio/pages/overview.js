@@ -3,7 +3,8 @@
 // error), Telegram bot polling states (with the last completed poll) and MCP server states.
 // Refreshes on actor, bot, approval, run-start, cost and MCP events. Model providers are asked
 // for their model list once when the page opens, and again on "Check again" (each check is a
-// request to the provider, so events do not repeat it).
+// request to the provider, so events do not repeat it). Backups: the [backup] schedule, its next
+// run, the recorded runs and the archives kept (reloaded with the page).
 import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
@@ -13,11 +14,15 @@ export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'act
 export async function render(root, ctx) {
   const box = el('div');
   const providers = el('div', { id: 'providers' });
-  append(root, el('h1', null, 'Overview'), box, el('h2', null, 'Model providers'), providers);
+  const backups = el('div', { id: 'backups' });
+  append(root, el('h1', null, 'Overview'), box, el('h2', null, 'Model providers'), providers,
+    el('h2', null, 'Backups'), backups);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
   const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
-  ctx.refresh = () => refresh(true);
+  const refreshBackups = (quiet) => load(backups, () => api('/api/v1/backups'), (d) => drawBackups(backups, d), { quiet });
+  ctx.refresh = () => { refreshBackups(true); return refresh(true); };
   check();
+  refreshBackups(false);
   await refresh(false);
 }
 
@@ -29,6 +34,23 @@ function drawProviders(box, d, check) {
         el('span', { class: 'small' + (p.ok ? ' muted' : '') }, p.detail))))
       : empty('No model providers configured — add [providers.NAME] to config/clawvisor.toml.'),
     el('button', { type: 'button', onclick: check }, 'Check again'));
+}
+
+function drawBackups(box, d) {
+  const last = d.recent?.[0];
+  append(box,
+    el('div', { class: 'card', 'data-backups': d.scheduled ? 'scheduled' : 'off' },
+      d.scheduled
+        ? el('div', { class: 'row' }, el('strong', null, d.schedule), el('span', { class: 'muted small' },
+          `(${d.timezone}) · keep ${d.keep} in ${d.dir} · next run ${d.next_run_local ?? '—'}`))
+        : empty('No scheduled backups — add [backup] schedule = "every 6h" to config/clawvisor.toml, or run `clawvisor backup <file>`.'),
+      last && el('div', { class: 'row', 'data-last-backup': last.status },
+        'last ', badge(last.status), when(last.finished_ms), el('span', { class: 'small muted' },
+          last.status === 'ok' ? `${last.file} · ${num(last.size_bytes)} bytes` : last.error || '')),
+      d.recent?.length > 1 && el('details', null, el('summary', { class: 'small muted' }, `${d.recent.length} recorded runs`),
+        d.recent.map((r) => el('div', { class: 'row small' }, badge(r.status), when(r.started_ms),
+          el('span', { class: 'muted' }, r.file), r.pruned && el('span', { class: 'muted' }, '(pruned)'), r.error || ''))),
+      el('div', { class: 'small muted' }, `${d.archives?.length ?? 0} archives in the backup directory`)));
 }
 
 function stat(label, value, href, attrs = {}) {

@@ -1,0 +1,192 @@
+//! Scheduled backups: when (`every <duration>` or a crontab line, in the daemon's zone), where
+//! archives go, how many are kept, and one scheduled run (back up, prune, record).
+//!
+//! An interval is anchored at midnight of 2000-01-01 in the daemon's zone, so the next run is a
+//! pure function of the time and the config: the actor that runs backups and Studio, which shows
+//! the next run, compute the same instant without talking to each other.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+
+use super::BackupError;
+use crate::schedule::{CronExpr, ScheduleSpec};
+
+/// Scheduled archives are named `clawvisor-<UTC stamp>.tar.gz`, so names sort by time.
+const ARCHIVE_PREFIX: &str = "clawvisor-";
+const ARCHIVE_SUFFIX: &str = ".tar.gz";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackupSchedule {
+    Every(ScheduleSpec),
+    Cron(CronExpr),
+}
+
+impl BackupSchedule {
+    /// `every 6h`, `every 30m`, or a five-field crontab line read in `zone`.
+    pub fn parse(text: &str, zone: Tz) -> Result<BackupSchedule, String> {
+        let text = text.trim();
+        if let Some(interval) = text.strip_prefix("every ") {
+            let interval: Duration =
+                humantime::parse_duration(interval.trim()).map_err(|error| {
+                    format!("`{text}`: {error} (write e.g. `every 6h` or `every 30m`)")
+                })?;
+            let anchor = zone
+                .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
+                .earliest()
+                .map(|local| local.with_timezone(&Utc))
+                .unwrap_or(
+                    DateTime::from_timestamp(946_684_800, 0).unwrap_or(DateTime::UNIX_EPOCH),
+                );
+            return ScheduleSpec::every(interval, anchor)
+                .map(BackupSchedule::Every)
+                .map_err(|error| format!("`{text}`: {error}"));
+        }
+        CronExpr::parse(text, zone.name())
+            .map(BackupSchedule::Cron)
+            .map_err(|error| {
+                format!("`{text}`: {error} (write `every <duration>` or a crontab line)")
+            })
+    }
+
+    /// The first run strictly after `after`.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            BackupSchedule::Every(spec) => spec.next_after(after),
+            BackupSchedule::Cron(expression) => expression.next_after(after),
+        }
+    }
+}
+
+/// Everything a scheduled backup needs, built once from the config.
+#[derive(Debug, Clone)]
+pub struct BackupPlan {
+    /// The configured text (empty: no scheduled backups).
+    pub schedule_text: String,
+    pub schedule: Option<BackupSchedule>,
+    pub data_dir: PathBuf,
+    pub dir: PathBuf,
+    pub keep: u32,
+    pub zone: Tz,
+}
+
+impl BackupPlan {
+    pub fn from_config(loaded: &crate::config::LoadedConfig) -> BackupPlan {
+        let config = &loaded.config;
+        let zone = loaded.timezone.zone;
+        BackupPlan {
+            schedule_text: config.backup.schedule.trim().to_string(),
+            // Validated at load time; an unparsable one (impossible) means no schedule.
+            schedule: (!config.backup.schedule.trim().is_empty())
+                .then(|| BackupSchedule::parse(&config.backup.schedule, zone).ok())
+                .flatten(),
+            data_dir: config.data_dir.clone(),
+            dir: config.backup.directory(&config.data_dir),
+            keep: config.backup.keep.max(1),
+            zone,
+        }
+    }
+
+    pub fn next_run(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.schedule.as_ref()?.next_after(now)
+    }
+
+    /// Backs up into the archive directory, then prunes archives beyond `keep`.
+    pub fn run_once(
+        &self,
+        now_ms: i64,
+    ) -> Result<(super::BackupReport, Vec<PathBuf>), BackupError> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|error| BackupError::io("create", &self.dir, error))?;
+        let report = super::create_backup(&self.data_dir, &self.dir.join(archive_name(now_ms)))?;
+        let pruned = prune(&self.dir, self.keep)?;
+        Ok((report, pruned))
+    }
+}
+
+/// `clawvisor-20261126T134500Z.tar.gz` (with milliseconds when two would collide).
+pub fn archive_name(at_ms: i64) -> String {
+    let at = Utc
+        .timestamp_millis_opt(at_ms)
+        .single()
+        .unwrap_or_else(Utc::now);
+    format!(
+        "{ARCHIVE_PREFIX}{}{ARCHIVE_SUFFIX}",
+        at.format("%Y%m%dT%H%M%S%.3fZ")
+    )
+}
+
+/// The scheduled archives in `dir`, oldest first, with their sizes.
+pub fn list_archives(dir: &Path) -> Vec<(String, u64)> {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut archives: Vec<(String, u64)> = listing
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let metadata = entry.metadata().ok()?;
+            (name.starts_with(ARCHIVE_PREFIX)
+                && name.ends_with(ARCHIVE_SUFFIX)
+                && metadata.is_file())
+            .then_some((name, metadata.len()))
+        })
+        .collect();
+    archives.sort();
+    archives
+}
+
+/// Deletes the oldest scheduled archives beyond `keep`; returns what it deleted.
+pub fn prune(dir: &Path, keep: u32) -> Result<Vec<PathBuf>, BackupError> {
+    let archives = list_archives(dir);
+    let excess = archives.len().saturating_sub(keep.max(1) as usize);
+    let mut deleted = Vec::new();
+    for (name, _) in archives.into_iter().take(excess) {
+        let path = dir.join(name);
+        std::fs::remove_file(&path).map_err(|error| BackupError::io("delete", &path, error))?;
+        deleted.push(path);
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_and_crontab_lines_parse_and_nonsense_is_named() {
+        let every = BackupSchedule::parse("every 6h", chrono_tz::UTC).unwrap();
+        let noon = Utc.with_ymd_and_hms(2026, 11, 26, 12, 0, 0).unwrap();
+        assert_eq!(
+            every.next_after(noon),
+            Some(Utc.with_ymd_and_hms(2026, 11, 26, 18, 0, 0).unwrap())
+        );
+        let nightly = BackupSchedule::parse("30 3 * * *", chrono_tz::Europe::Berlin).unwrap();
+        assert_eq!(
+            nightly.next_after(noon),
+            Some(Utc.with_ymd_and_hms(2026, 11, 27, 2, 30, 0).unwrap())
+        );
+        let error = BackupSchedule::parse("every fortnight", chrono_tz::UTC).unwrap_err();
+        assert!(error.contains("every fortnight"), "{error}");
+        assert!(BackupSchedule::parse("sometimes", chrono_tz::UTC).is_err());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_archives_and_ignores_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for at in [1_000_000_i64, 2_000_000, 3_000_000] {
+            std::fs::write(dir.path().join(archive_name(at)), b"x").unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), b"keep me").unwrap();
+        let deleted = prune(dir.path(), 2).unwrap();
+        assert_eq!(deleted, vec![dir.path().join(archive_name(1_000_000))]);
+        let left: Vec<String> = list_archives(dir.path())
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(left, vec![archive_name(2_000_000), archive_name(3_000_000)]);
+        assert!(dir.path().join("notes.txt").exists());
+    }
+}

@@ -1,0 +1,83 @@
+//! `clawvisor backup <file>` and `clawvisor restore <file>`: the data directory as one archive,
+//! and back (see `backup` for the format and its invariants).
+//!
+//! `backup` only reads, so it runs beside a daemon; `restore` refuses a data directory a daemon
+//! has open, and a non-empty one without `--force`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::backup::{BackupError, create_backup, restore};
+use crate::config::LoadedConfig;
+
+pub(super) async fn backup(loaded: &LoadedConfig, file: &Path) -> ExitCode {
+    let data_dir = loaded.config.data_dir.clone();
+    let destination = file.to_path_buf();
+    let result = tokio::task::spawn_blocking(move || create_backup(&data_dir, &destination)).await;
+    match result {
+        Ok(Ok(report)) => {
+            println!(
+                "wrote {} ({} entries, {} bytes of data, {} bytes compressed) in {:.2} s",
+                report.path.display(),
+                report.entries.len() + 1,
+                report.content_bytes(),
+                report.archive_bytes,
+                report.duration.as_secs_f64()
+            );
+            println!("database schema version {}", report.schema_version);
+            for entry in &report.entries {
+                println!("  {:>12}  {}", entry.size, entry.path);
+            }
+            for skipped in &report.skipped {
+                println!("  skipped: {skipped}");
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(Err(error)) => failed("backup", &error),
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+pub(super) async fn restore_command(loaded: &LoadedConfig, file: &Path, force: bool) -> ExitCode {
+    let data_dir = loaded.config.data_dir.clone();
+    let archive = file.to_path_buf();
+    let result = tokio::task::spawn_blocking(move || restore(&archive, &data_dir, force)).await;
+    match result {
+        Ok(Ok(report)) => {
+            let manifest = &report.manifest;
+            println!(
+                "restored {} entries into {} (archive of {} on {}, made by clawvisor {}, schema \
+                 version {})",
+                manifest.entries.len(),
+                report.data_dir.display(),
+                manifest.source.data_dir,
+                manifest.source.host,
+                manifest.clawvisor_version,
+                manifest.schema_version
+            );
+            println!("integrity_check: {}", report.integrity.join("; "));
+            for line in &report.audit {
+                println!("{line}");
+            }
+            if let Some(replaced) = &report.replaced {
+                println!(
+                    "the previous data directory was moved to {}",
+                    replaced.display()
+                );
+            }
+            if report.audit_valid {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("the restored audit chain does not verify (see above)");
+                ExitCode::FAILURE
+            }
+        }
+        Ok(Err(error)) => failed("restore", &error),
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+fn failed(what: &str, error: &BackupError) -> ExitCode {
+    eprintln!("{what} failed: {error}");
+    ExitCode::FAILURE
+}

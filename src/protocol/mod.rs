@@ -19,6 +19,7 @@ pub mod events;
 pub mod handoff;
 pub mod local;
 pub mod mcp;
+pub mod reload;
 pub mod memory;
 pub mod scheduler;
 pub mod telegram;

@@ -39,7 +39,9 @@ pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
 /// Whether `spec` runs a bot in this daemon: it has a `[telegram]` table and its token is set.
 fn bot_token<'a>(loaded: &'a LoadedConfig, spec: &AgentSpec) -> Option<&'a str> {
     let telegram = spec.telegram.as_ref()?;
-    loaded.secret(&telegram.token_env).map(|token| token.expose())
+    loaded
+        .secret(&telegram.token_env)
+        .map(|token| token.expose())
 }
 
 /// Refuses files a running daemon cannot apply. Load-time validation (`config::load`) has run.
@@ -70,8 +72,11 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
             }
         }
         if touched {
-            let providers = std::iter::once(spec.provider.as_str())
-                .chain(spec.fallback.iter().map(|fallback| fallback.provider.as_str()));
+            let providers = std::iter::once(spec.provider.as_str()).chain(
+                spec.fallback
+                    .iter()
+                    .map(|fallback| fallback.provider.as_str()),
+            );
             for provider in providers {
                 if !running.config.providers.contains_key(provider) {
                     return Err(format!(
@@ -193,8 +198,8 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
             .cloned()
             .collect();
     }
-    plan.mcp_changed = running.config.mcp.servers != new.config.mcp.servers
-        || mcp_view(running) != mcp_view(new);
+    plan.mcp_changed =
+        running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
     plan
 }
 
@@ -211,23 +216,29 @@ fn mcp_view(loaded: &LoadedConfig) -> BTreeMap<&str, &[String]> {
 mod tests {
     use super::*;
 
-    fn loaded(config: &str, agents: &[&str], env: &[(&str, &str)]) -> LoadedConfig {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        std::fs::create_dir_all(dir.path().join("actors")).expect("the agents directory");
+    /// Writes the files into `dir` (replacing the agent files) and loads them, as a reload would.
+    fn loaded(
+        dir: &std::path::Path,
+        config: &str,
+        agents: &[&str],
+        env: &[(&str, &str)],
+    ) -> LoadedConfig {
+        let actors = dir.join("actors");
+        let _ = std::fs::remove_dir_all(&actors);
+        std::fs::create_dir_all(&actors).expect("the agents directory");
         for (index, agent) in agents.iter().enumerate() {
-            std::fs::write(dir.path().join(format!("actors/a{index}.toml")), agent)
-                .expect("an agent file");
+            std::fs::write(actors.join(format!("a{index}.toml")), agent).expect("an agent file");
         }
-        std::fs::write(dir.path().join("clawvisor.toml"), config).expect("the config file");
+        std::fs::write(dir.join("clawvisor.toml"), config).expect("the config file");
         let overrides = crate::config::Overrides {
-            config: Some(dir.path().join("clawvisor.toml")),
+            config: Some(dir.join("clawvisor.toml")),
             ..Default::default()
         };
         let env = env
             .iter()
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect();
-        crate::config::load_in(&overrides, env, dir.path()).expect("the config loads")
+        crate::config::load_in(&overrides, env, dir).expect("the config loads")
     }
 
     const CONFIG: &str = "data_dir = \"data\"\n[agents]\ndir = \"actors\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
@@ -244,12 +255,15 @@ mod tests {
 
     #[test]
     fn only_what_changed_is_planned() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let running = loaded(
+            dir.path(),
             CONFIG,
             &[&agent("ada", &bot("ADA_TOKEN")), &agent("bob", "")],
             &[("ADA_TOKEN", "1:a")],
         );
         let new = loaded(
+            dir.path(),
             CONFIG,
             &[
                 &agent("ada", &bot("ADA_TOKEN")),
@@ -269,20 +283,27 @@ mod tests {
 
     #[test]
     fn a_changed_agent_restarts_its_bot_and_a_new_token_restarts_the_bot() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
         let running = loaded(
+            dir.path(),
             CONFIG,
             &[&agent("ada", &bot("ADA_TOKEN"))],
             &[("ADA_TOKEN", "1:a")],
         );
         let changed = loaded(
+            dir.path(),
             CONFIG,
-            &[&agent("ada", &format!("autonomy = \"supervised\"\n{}", bot("ADA_TOKEN")))],
+            &[&agent(
+                "ada",
+                &format!("autonomy = \"supervised\"\n{}", bot("ADA_TOKEN")),
+            )],
             &[("ADA_TOKEN", "1:a")],
         );
         let plan_changed = plan(&running, &changed, true);
         assert_eq!(plan_changed.agents_changed, vec!["ada"]);
         assert_eq!(plan_changed.bots_restarted, vec!["ada"]);
         let new_token = loaded(
+            dir.path(),
             CONFIG,
             &[&agent("ada", &bot("ADA_TOKEN"))],
             &[("ADA_TOKEN", "1:b")],
@@ -299,11 +320,16 @@ mod tests {
 
     #[test]
     fn files_a_running_daemon_cannot_apply_are_refused_with_the_reason() {
-        let running = loaded(CONFIG, &[&agent("ada", "")], &[]);
-        let missing_token = loaded(CONFIG, &[&agent("ada", &bot("ADA_TOKEN"))], &[]);
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(dir.path(), CONFIG, &[&agent("ada", "")], &[]);
+        let missing_token = loaded(dir.path(), CONFIG, &[&agent("ada", &bot("ADA_TOKEN"))], &[]);
         let error = validate(&running, &missing_token).unwrap_err();
-        assert!(error.contains("ADA_TOKEN") && error.contains("restart"), "{error}");
+        assert!(
+            error.contains("ADA_TOKEN") && error.contains("restart"),
+            "{error}"
+        );
         let shared = loaded(
+            dir.path(),
             CONFIG,
             &[
                 &agent("ada", &bot("ADA_TOKEN")),
@@ -317,6 +343,7 @@ mod tests {
             "{CONFIG}[providers.other]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n"
         );
         let new_provider = loaded(
+            dir.path(),
             &other_provider,
             &[&agent("ada", "").replace("\"local\"", "\"other\"")],
             &[],
@@ -327,8 +354,10 @@ mod tests {
 
     #[test]
     fn settings_that_need_a_restart_are_named_and_not_applied() {
-        let running = loaded(CONFIG, &[&agent("ada", "")], &[]);
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(dir.path(), CONFIG, &[&agent("ada", "")], &[]);
         let moved = loaded(
+            dir.path(),
             &format!("{CONFIG}[studio]\nbind = \"127.0.0.1:7999\"\n[mcp]\nping_every = \"5s\"\n"),
             &[&agent("ada", "")],
             &[],

@@ -141,4 +141,3 @@ fn agent_skills(
     }
     skills
 }
-

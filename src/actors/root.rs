@@ -130,13 +130,14 @@ impl StudioViews {
         options: StartOptions,
     ) {
         self.agents.set(agent_entries(loaded));
-        self.timezones
-            .set(crate::studio::timezones::Directory::new(
-                &loaded.timezone,
+        self.timezones.set(crate::studio::timezones::Directory::new(
+            &loaded.timezone,
+            &loaded.agents,
+        ));
+        self.people
+            .set(crate::studio::people::FilePeople::from_specs(
                 &loaded.agents,
             ));
-        self.people
-            .set(crate::studio::people::FilePeople::from_specs(&loaded.agents));
         self.bill
             .set(crate::studio::costs::Bill::new(prices, &loaded.agents));
         self.ready.set(ready_ids(loaded, options));

@@ -33,11 +33,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let response = client
-        .post(&url)
-        .bearer_auth(token.expose())
-        .send()
-        .await;
+    let response = client.post(&url).bearer_auth(token.expose()).send().await;
     let response = match response {
         Ok(response) => response,
         Err(error) => {

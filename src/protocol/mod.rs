@@ -19,8 +19,8 @@ pub mod events;
 pub mod handoff;
 pub mod local;
 pub mod mcp;
-pub mod reload;
 pub mod memory;
+pub mod reload;
 pub mod scheduler;
 pub mod telegram;
 

@@ -127,7 +127,12 @@ pub async fn create(
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let body = json_body(body)?;
-    if !state.agents.get().iter().any(|agent| agent.name == body.agent) {
+    if !state
+        .agents
+        .get()
+        .iter()
+        .any(|agent| agent.name == body.agent)
+    {
         return Err(ApiError::bad_request(format!(
             "no agent is named `{}`",
             body.agent
@@ -143,7 +148,12 @@ pub async fn create(
     };
     // Without a zone the job lives in the agent's (its file's, else the daemon's).
     let timezone = if body.timezone.trim().is_empty() {
-        state.timezones.get().agent_zone(&body.agent).name().to_string()
+        state
+            .timezones
+            .get()
+            .agent_zone(&body.agent)
+            .name()
+            .to_string()
     } else {
         body.timezone
     };

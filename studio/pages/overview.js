@@ -3,22 +3,44 @@
 // error), Telegram bot polling states (with the last completed poll) and MCP server states.
 // Refreshes on actor, bot, approval, run-start, cost and MCP events. Model providers are asked
 // for their model list once when the page opens, and again on "Check again" (each check is a
-// request to the provider, so events do not repeat it).
-import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
+// request to the provider, so events do not repeat it). "Reload configuration" asks the daemon to
+// re-read its config and agent files (like SIGHUP) and shows the report: what was added, removed
+// or restarted, the settings that need a restart, or why the files were refused.
+import { api, load, el, append, clear, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
-  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health'];
+  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health', 'config_reloaded'];
 
 export async function render(root, ctx) {
   const box = el('div');
   const providers = el('div', { id: 'providers' });
-  append(root, el('h1', null, 'Overview'), box, el('h2', null, 'Model providers'), providers);
+  const reload = el('div', { id: 'reload' });
+  append(root, el('h1', null, 'Overview'), reloadButton(reload), reload, box, el('h2', null, 'Model providers'), providers);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
   const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
   ctx.refresh = () => refresh(true);
   check();
   await refresh(false);
+}
+
+/** The "Reload configuration" button; its report (or error) is drawn into `out`. */
+function reloadButton(out) {
+  const button = el('button', { type: 'button', id: 'reload-config' }, 'Reload configuration');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    clear(out, el('div', { class: 'muted small' }, 'Reloading…'));
+    try {
+      const r = await api('/api/v1/reload', { method: 'POST' });
+      clear(out, el('div', { class: r.ok ? 'card' : 'card error', 'data-reload-ok': String(r.ok) },
+        badge(r.ok ? 'ok' : 'failed', r.ok ? 'reloaded' : 'refused'), ' ', el('span', null, r.summary)));
+    } catch (e) {
+      clear(out, el('div', { class: 'card error' }, e.message));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 function drawProviders(box, d, check) {

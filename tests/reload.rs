@@ -293,4 +293,52 @@ async fn sighup_adds_an_agent_with_a_bot_and_an_mcp_server_without_touching_the_
         ada_started,
         "ada's bot still untouched"
     );
+
+    // Ada's file changes: ada and its bot restart; the bot resumes from its stored offset (no
+    // update is read twice) and the conversation keeps its history.
+    let ada_file = std::fs::read_to_string(dir.path().join("actors/agent0.toml")).unwrap();
+    std::fs::write(
+        dir.path().join("actors/agent0.toml"),
+        ada_file.replacen(
+            "instructions =",
+            "description = \"changed\"\ninstructions =",
+            1,
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = tokio::task::block_in_place(|| cli_reload(dir.path(), &studio));
+    assert_eq!(code, Some(0), "stdout {out} stderr {err}");
+    assert!(out.contains("agents: restarted ada"), "{out}");
+    assert!(out.contains("bots: restarted ada"), "{out}");
+    fake.push_message(ada, ANN, ANN, "alpha-second once more");
+    wait_until(
+        Duration::from_secs(60),
+        "ada answers after its restart, with its history",
+        || async {
+            let count = fake
+                .sent(ada)
+                .iter()
+                .filter(|m| m.text.contains("ada remembers alpha-first"))
+                .count();
+            if count == 2 {
+                Ok(())
+            } else {
+                Err(format!("{count} answers"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        fake.call_count(ada, "getMe"),
+        ada_started + 1,
+        "ada's bot restarted once"
+    );
+    let answers: Vec<String> = fake.sent(ada).into_iter().map(|m| m.text).collect();
+    for answer in ["ada answer one", "ada answer three", "fallback"] {
+        assert_eq!(
+            answers.iter().filter(|text| text.contains(answer)).count(),
+            1,
+            "no update was read again after the bot's restart: {answers:?}"
+        );
+    }
 }

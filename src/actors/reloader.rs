@@ -241,10 +241,17 @@ async fn mcp_reload(before: &RootContext, after: &RootContext, changes: &mut Cha
         tracing::warn!(%error, "the MCP servers were not reloaded");
         return;
     }
+    let targets = |server, context: &RootContext| {
+        super::mcp_supervisor::targets(server, &context.loaded.agents)
+    };
     for server in servers {
         match old.iter().find(|other| other.name == server.name) {
             None => changes.added.push(server.name.clone()),
             Some(other) if other != server => changes.restarted.push(server.name.clone()),
+            // The same entry, but the agents that get its tools changed.
+            Some(_) if targets(server, before) != targets(server, after) => {
+                changes.restarted.push(server.name.clone());
+            }
             Some(_) => {}
         }
     }

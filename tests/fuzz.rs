@@ -4646,3 +4646,45 @@ fn pdf_streams() {
     use pdf_streams_target::*;
     run(runner(REGRESSIONS, 200), strategy(), |bytes| check(&bytes));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reload: which settings need a restart, for every pair of config files in the corpus.
+// ---------------------------------------------------------------------------------------------
+
+/// The `clawvisor.toml` section of a config corpus case.
+fn reload_config_text(case: &str) -> Option<String> {
+    let start = case.find("--- clawvisor.toml\n")? + "--- clawvisor.toml\n".len();
+    let rest = &case[start..];
+    let end = rest.find("\n--- ").map_or(rest.len(), |end| end + 1);
+    Some(rest[..end].to_string())
+}
+
+#[test]
+fn reload_settings_comparison() {
+    let configs: Vec<(String, clawvisor::config::Config)> = corpus("config")
+        .into_iter()
+        .filter_map(|(name, case)| {
+            let text = reload_config_text(&case)?;
+            let config = clawvisor::config::parse_file(&text, &name).ok()?;
+            Some((name, config))
+        })
+        .collect();
+    assert!(configs.len() >= 2, "the corpus has configs that parse");
+    for (name, config) in &configs {
+        assert!(
+            clawvisor::reload::needs_restart(config, config).is_empty(),
+            "{name} against itself"
+        );
+        for (other_name, other) in &configs {
+            let forward = clawvisor::reload::needs_restart(config, other);
+            let backward = clawvisor::reload::needs_restart(other, config);
+            assert_eq!(forward, backward, "{name} / {other_name}: symmetric");
+            for setting in &forward {
+                assert!(
+                    !setting.starts_with("agents") && setting != "mcp.servers",
+                    "{name} / {other_name}: `{setting}` is applied live, never a restart"
+                );
+            }
+        }
+    }
+}

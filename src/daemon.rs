@@ -16,10 +16,9 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::sync::watch;
 
-use crate::actors::agent_supervisor::{AgentPlan, AgentSupervisorMsg};
+use crate::actors::agent_supervisor::AgentSupervisorMsg;
 use crate::actors::root::{self, RootContext};
 use crate::actors::supervisor::SupervisorMsg;
-use crate::agent::AgentRuntime;
 use crate::config::LoadedConfig;
 use crate::events::{EventBus, EventKind};
 use crate::llm::Providers;
@@ -71,6 +70,7 @@ pub struct Daemon {
     boot_id: i64,
 }
 
+pub use crate::actors::plans::skill_levels;
 pub use crate::actors::root::StartOptions;
 
 /// Opens the store and starts the full tree.
@@ -78,10 +78,36 @@ pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
     start_with(loaded, StartOptions::serve()).await
 }
 
-/// Opens the store and starts the tree with the given parts.
+/// Opens the store and starts the tree with the given parts. A reload reads the files from where
+/// `loaded` came from (its config file and agents directory, its data directory).
 pub async fn start_with(
     loaded: LoadedConfig,
     options: StartOptions,
+) -> Result<Daemon, DaemonError> {
+    let overrides = reload_overrides(&loaded);
+    start_reloadable(loaded, options, overrides).await
+}
+
+/// What a reload of an in-process daemon reads: the files `loaded` came from, on its data
+/// directory (no command line to repeat).
+fn reload_overrides(loaded: &LoadedConfig) -> crate::config::Overrides {
+    crate::config::Overrides {
+        config: match &loaded.source {
+            crate::config::ConfigSource::File(path) => Some(path.clone()),
+            crate::config::ConfigSource::BuiltIn => None,
+        },
+        data_dir: Some(loaded.config.data_dir.clone()),
+        actors_dir: loaded.agents_source.clone(),
+        studio_bind: Some(loaded.config.studio.bind.clone()),
+        ..Default::default()
+    }
+}
+
+/// Like [`start_with`]; a reload reads the files with `overrides` (the command line's flags).
+pub async fn start_reloadable(
+    loaded: LoadedConfig,
+    options: StartOptions,
+    overrides: crate::config::Overrides,
 ) -> Result<Daemon, DaemonError> {
     let loaded = Arc::new(loaded);
     let config = &loaded.config;
@@ -140,8 +166,9 @@ pub async fn start_with(
     // Built once per boot and shared: the agents' runs, the boot checks below and Studio.
     let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
     let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
-    let agents = agent_plans(
+    let agents = crate::actors::plans::agent_plans(
         &loaded,
+        None,
         &store,
         &registry,
         &events,
@@ -160,6 +187,8 @@ pub async fn start_with(
         studio_token,
         providers: providers.clone(),
         prices: prices.clone(),
+        overrides,
+        views: root::StudioViews::new(&loaded, &prices, options),
     };
     let studio = root::studio_state(&context);
     let (root, root_task) = root::spawn(&context)
@@ -239,142 +268,26 @@ pub async fn start_with(
     })
 }
 
-/// Builds each agent's runtime: its providers, prices, tools and workspace.
-fn agent_plans(
-    loaded: &Arc<LoadedConfig>,
-    store: &Store,
-    registry: &Registry,
-    events: &EventBus,
-    scheduler: bool,
-    (providers, prices): (&Arc<Providers>, &Arc<crate::llm::prices::Prices>),
-) -> Vec<AgentPlan> {
-    let config = &loaded.config;
-    let all_agents = Arc::new(loaded.agents.clone());
-    let web_search = crate::tools::web_search::WebSearchTool::from_config(loaded);
-    loaded
-        .agents
-        .iter()
-        .map(|spec| {
-            let workspace = spec
-                .workspace
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
-            let skill_catalogue = Arc::new(agent_skills(loaded, spec, &workspace));
-            let skills = Arc::new(crate::skills::usable(&skill_catalogue, &spec.skills));
-            let (mut tools, unknown) =
-                crate::tools::tools_for_agent(spec, &skills, web_search.as_ref());
-            if web_search.is_none() && spec.tools.iter().any(|tool| tool == crate::tools::WEB_SEARCH) {
-                tracing::warn!(agent = %spec.name, "the agent lists web_search but no [web_search] backend is configured; the tool is absent (`clawvisor doctor` says how to add one)");
-            }
-            if !scheduler {
-                // Without the scheduler (a terminal chat beside a running daemon) its tools could
-                // only fail.
-                tools.retain(|tool| !crate::tools::schedule::TOOL_NAMES.contains(&tool.name()));
-            }
-            for tool in unknown {
-                tracing::warn!(agent = %spec.name, %tool, "unknown tool in the agent file; ignored");
-            }
-            AgentPlan {
-                runtime: Arc::new(AgentRuntime {
-                    spec: spec.clone(),
-                    providers: providers.clone(),
-                    prices: prices.clone(),
-                    tool_settings: Arc::new(crate::tools::ToolSettings {
-                        protected_paths: crate::sandbox::protected_paths(loaded),
-                        ..crate::tools::ToolSettings::from_config(config, spec.allow_shell)
-                    }),
-                    workspace,
-                    store: store.clone(),
-                    registry: registry.clone(),
-                    events: events.clone(),
-                    limits: crate::agent::RuntimeLimits::from(config),
-                    all_agents: all_agents.clone(),
-                    skill_catalogue,
-                    daemon_timezone: loaded.timezone.clone(),
-                }),
-                tools,
-            }
-        })
-        .collect()
-}
-
-/// The skill folders of an agent, lowest precedence first: bundled (`skills/` beside the config
-/// file, else the ones built into the binary, written to `<data dir>/bundled-skills`), installed
-/// (`<data dir>/skills`), the agent's workspace `skills/`.
-pub fn skill_levels(
-    loaded: &LoadedConfig,
-    workspace: &std::path::Path,
-) -> Vec<(std::path::PathBuf, crate::skills::Level)> {
-    use crate::skills::Level;
-    let mut levels = Vec::new();
-    let beside_config = match &loaded.source {
-        crate::config::ConfigSource::File(path) => path
-            .parent()
-            .map(|dir| dir.join("skills"))
-            .filter(|dir| dir.is_dir()),
-        crate::config::ConfigSource::BuiltIn => None,
-    };
-    let bundled = beside_config.or_else(|| {
-        let dir = loaded.config.data_dir.join("bundled-skills");
-        crate::skills::extract_bundled(&dir)
-            .map_err(|error| {
-                tracing::warn!(dir = %dir.display(), %error, "could not write the built-in skills");
-            })
-            .ok()
-    });
-    if let Some(dir) = bundled {
-        levels.push((dir, Level::Bundled));
-    }
-    levels.push((loaded.config.data_dir.join("skills"), Level::Installed));
-    levels.push((workspace.join("skills"), Level::Workspace));
-    levels
-}
-
-/// Every skill the agent could see, each with whether it can use it (the reasons are logged for
-/// the skills its file enables, and for every shadowed workspace skill).
-fn agent_skills(
-    loaded: &LoadedConfig,
-    spec: &crate::config::AgentSpec,
-    workspace: &std::path::Path,
-) -> Vec<crate::skills::AgentSkill> {
-    let catalogue = crate::skills::discover(&skill_levels(loaded, workspace));
-    let servers: Vec<String> = loaded
-        .config
-        .mcp
-        .servers
-        .iter()
-        .filter(|server| server.enabled)
-        .map(|server| server.name.clone())
-        .collect();
-    // Secret variables were removed from the environment at start; they are in `loaded.secrets`.
-    let has_env =
-        |name: &str| loaded.secrets.contains_key(name) || std::env::var_os(name).is_some();
-    let context = crate::skills::AgentContext {
-        agent: &spec.name,
-        tools: &spec.tools,
-        mcp_servers: &servers,
-        env: &has_env,
-        bin: &crate::skills::on_path,
-    };
-    let skills = crate::skills::for_agent(catalogue, &spec.skills, &context);
-    for skill in &skills {
-        if let Err(reason) = &skill.available
-            && (spec.skills.contains(&skill.entry.name) || skill.entry.shadowed.is_some())
-        {
-            tracing::warn!(agent = %spec.name, skill = %skill.entry.name, %reason, "skill unavailable");
-        }
-    }
-    skills
-}
-
 /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.
 pub async fn run(
     loaded: LoadedConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    let overrides = reload_overrides(&loaded);
+    serve(loaded, overrides, shutdown).await
+}
+
+/// `clawvisor serve`: runs until `shutdown` resolves or the tree fails; SIGHUP reloads the files
+/// (read with `overrides`, the command line's flags, as at boot).
+pub async fn serve(
+    loaded: LoadedConfig,
+    overrides: crate::config::Overrides,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
     let public_url = loaded.config.studio.public_url.clone();
     let studio = loaded.config.studio_addr();
-    let daemon = start(loaded).await?;
+    let daemon = start_reloadable(loaded, StartOptions::serve(), overrides).await?;
+    let hangups = reload_on_hangup(&daemon.registry);
     // A one-time login link for Studio, printed (never logged) once Studio listens — only to a
     // terminal: under a service manager stdout goes to the journal, where a link would outlive
     // the boot and be readable by whoever reads the logs.
@@ -397,7 +310,33 @@ pub async fn run(
             "Studio is not listening yet; `clawvisor studio-link` prints a login link later"
         );
     }
-    daemon.wait(shutdown).await
+    let result = daemon.wait(shutdown).await;
+    if let Some(hangups) = hangups {
+        hangups.abort();
+    }
+    result
+}
+
+/// Reloads the files on every SIGHUP (`systemctl reload`), one reload after another; the report
+/// goes to the log (and, from the reloader, to Studio's events and the audit log).
+fn reload_on_hangup(registry: &Registry) -> Option<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => hangup,
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for SIGHUP; reload with `clawvisor reload` instead");
+            return None;
+        }
+    };
+    let reloader = crate::protocol::reload::Reloader::new(registry);
+    Some(tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP received: reloading the config and agent files");
+            if let Err(error) = reloader.reload("sighup").await {
+                tracing::error!(%error, "the reload did not run");
+            }
+        }
+    }))
 }
 
 impl Daemon {
@@ -478,13 +417,20 @@ impl Daemon {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT or SIGTERM. SIGHUP is taken over too (a reload once the daemon is up,
+/// see [`serve`]): its default action would end the process, and systemd counts that as a clean
+/// exit.
 pub fn shutdown_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
     // Registered now, before the daemon starts, so that a SIGTERM arriving during boot stops it
-    // cleanly instead of killing it with the default action.
+    // cleanly instead of killing it with the default action. SIGHUP is registered now for the
+    // same reason: once tokio handles a signal, its default action never runs again, so a
+    // SIGHUP during boot is ignored instead of ending the daemon (the files were just read).
     let terminate = signal(SignalKind::terminate());
     let interrupt = signal(SignalKind::interrupt());
+    if let Err(error) = signal(SignalKind::hangup()) {
+        tracing::warn!(%error, "cannot take over SIGHUP; a reload signal would stop the daemon");
+    }
     async move {
         match (terminate, interrupt) {
             (Ok(mut terminate), Ok(mut interrupt)) => {

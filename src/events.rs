@@ -57,6 +57,8 @@ pub enum EventKind {
     PeopleChanged,
     /// Rows were appended to the audit log (published after their transaction committed).
     AuditAppended,
+    /// The config and agent files were reloaded (or the reload was refused): the report's summary.
+    ConfigReloaded,
     Warning,
 }
 
@@ -90,6 +92,7 @@ impl EventKind {
             EventKind::PolicyChanged => "policy_changed",
             EventKind::PeopleChanged => "people_changed",
             EventKind::AuditAppended => "audit_appended",
+            EventKind::ConfigReloaded => "config_reloaded",
             EventKind::Warning => "warning",
         }
     }

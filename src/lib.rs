@@ -21,6 +21,7 @@ pub mod people;
 pub mod policy;
 pub mod protocol;
 pub mod registry;
+pub mod reload;
 pub mod sandbox;
 pub mod schedule;
 pub mod secrets;

@@ -148,6 +148,7 @@ fn sigterm_stops_the_tree_in_order_and_a_second_start_works() {
             stop_order(&daemon.log),
             [
                 "studio",
+                "reloader",
                 "channels",
                 "handoffs",
                 "agents",

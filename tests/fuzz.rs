@@ -21,6 +21,7 @@
 //! | `pdf_streams` | `tools::documents` (the bounded inflation check, then extraction) on PDFs with arbitrary stream dictionaries and data | no panic; a stream that inflates past the cap is refused before extraction; every answer is text or a sentence saying why not |
 //! | `job_checks` | `protocol::scheduler::NewJob::into_row` (the checks the scheduler and `clawvisor jobs add` share) on schedules, prompts, names and targets | an accepted job is active, of a known kind, next fire in the future, a valid zone, a trimmed non-empty prompt and a bounded name; a refusal says why |
 //! | `backup_archive` | `backup::restore` verification on arbitrary bytes and on damaged real archives (cuts, bit flips, inserted bytes) | no panic; nothing written; an archive that still verifies carries the original manifest |
+//! | `reload_settings_comparison` | `reload` planning on every pair of config files in the corpus | no panic; the settings named as needing a restart are exactly those that differ |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -4844,4 +4845,45 @@ mod backup_archive_target {
 fn backup_archive() {
     use backup_archive_target::*;
     run(runner(REGRESSIONS, 200), strategy(), check);
+}
+
+// Reload: which settings need a restart, for every pair of config files in the corpus.
+// ---------------------------------------------------------------------------------------------
+
+/// The `clawvisor.toml` section of a config corpus case.
+fn reload_config_text(case: &str) -> Option<String> {
+    let start = case.find("--- clawvisor.toml\n")? + "--- clawvisor.toml\n".len();
+    let rest = &case[start..];
+    let end = rest.find("\n--- ").map_or(rest.len(), |end| end + 1);
+    Some(rest[..end].to_string())
+}
+
+#[test]
+fn reload_settings_comparison() {
+    let configs: Vec<(String, clawvisor::config::Config)> = corpus("config")
+        .into_iter()
+        .filter_map(|(name, case)| {
+            let text = reload_config_text(&case)?;
+            let config = clawvisor::config::parse_file(&text, &name).ok()?;
+            Some((name, config))
+        })
+        .collect();
+    assert!(configs.len() >= 2, "the corpus has configs that parse");
+    for (name, config) in &configs {
+        assert!(
+            clawvisor::reload::needs_restart(config, config).is_empty(),
+            "{name} against itself"
+        );
+        for (other_name, other) in &configs {
+            let forward = clawvisor::reload::needs_restart(config, other);
+            let backward = clawvisor::reload::needs_restart(other, config);
+            assert_eq!(forward, backward, "{name} / {other_name}: symmetric");
+            for setting in &forward {
+                assert!(
+                    !setting.starts_with("agents") && setting != "mcp.servers",
+                    "{name} / {other_name}: `{setting}` is applied live, never a restart"
+                );
+            }
+        }
+    }
 }

@@ -684,12 +684,12 @@ async fn the_skills_catalogue_gives_each_agent_its_reason_and_keeps_unknown_keys
 
     // An agent that does not answer is listed as such; the catalogue and the list still answer.
     let mut with_ghost = state.clone();
-    let mut agents = (*state.agents).clone();
+    let mut agents = (*state.agents.get()).clone();
     agents.push(clawvisor::studio::AgentEntry {
         name: "ghost".into(),
         telegram: false,
     });
-    with_ghost.agents = std::sync::Arc::new(agents);
+    with_ghost.agents = clawvisor::studio::Live::new(agents);
     let (status, body) = call(with_ghost.clone(), "/api/v1/skills").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["unreachable"][0]["agent"], "ghost", "{body}");

@@ -388,6 +388,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
             None,
         ),
         (
+            "post",
+            "/api/v1/reload",
+            Method::POST,
+            "/api/v1/reload".into(),
+            None,
+        ),
+        (
             "delete",
             "/api/v1/schedules/{id}",
             Method::DELETE,
@@ -432,7 +439,20 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         assert!(value.is_object(), "{path}: {value}");
     }
 
-    // What the answers say.
+    // What the answers say. A reload of unchanged files changes nothing.
+    let (_, reload) = console.call(Method::POST, "/api/v1/reload", None).await;
+    assert_eq!(reload["ok"], true, "{reload}");
+    assert!(
+        reload["agents"]["restarted"].as_array().unwrap().is_empty(),
+        "{reload}"
+    );
+    assert!(
+        reload["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("reloaded: "),
+        "{reload}"
+    );
     let (_, overview) = console.call(Method::GET, "/api/v1/overview", None).await;
     assert_eq!(overview["health"]["boot_complete"], true, "{overview}");
     let tree = overview["tree"].as_array().unwrap();

@@ -4,6 +4,10 @@
 //! at shutdown within the shutdown budget. Channels reach an agent by its registered name
 //! (`agent:<name>`); this supervisor only keeps them alive.
 //!
+//! A reload adds, removes or replaces agents one by one (`Add`, `Remove`): a removed or replaced
+//! agent stops as at shutdown (its sessions stop; in-flight work is durable in SQLite and resumed
+//! by the next start of that agent, as after a crash); the other agents are not touched.
+//!
 //! Restart policy: each Agent is permanent; an agent that exhausts its budget escalates (the root
 //! then fails and systemd restarts the daemon — an agent that cannot run is a real outage).
 
@@ -22,6 +26,10 @@ use crate::tools::Tool;
 pub enum AgentSupervisorMsg {
     Child(ChildCmd),
     Children(RpcReplyPort<Vec<ChildInfo>>),
+    /// Starts an agent, replacing (stopping first) a running one of the same name (a reload).
+    Add(AgentPlan, RpcReplyPort<()>),
+    /// Stops an agent as at shutdown and forgets it (its file was removed).
+    Remove(String, RpcReplyPort<()>),
 }
 
 impl From<ChildCmd> for AgentSupervisorMsg {
@@ -52,6 +60,26 @@ pub struct AgentSupervisor;
 
 pub struct AgentSupervisorState {
     children: Children,
+    policy: RestartPolicy,
+}
+
+/// The child spec of one agent: its actor, spawned from the plan at every (re)start.
+fn agent_spec(plan: AgentPlan, policy: &RestartPolicy) -> ChildSpec {
+    let registry = plan.runtime.registry.clone();
+    let local_name = crate::protocol::agent::name(&plan.runtime.spec.name);
+    let agent_args = AgentArgs {
+        runtime: plan.runtime,
+        tools: plan.tools,
+        session_policy: policy.clone(),
+    };
+    let id = local_name.local().to_string();
+    ChildSpec::new(id, policy.clone(), move |supervisor| {
+        let registry = registry.clone();
+        let local_name = local_name.clone();
+        let agent_args = agent_args.clone();
+        async move { spawn_child(&registry, &local_name, AgentActor, agent_args, supervisor).await }
+    })
+    .shutdown(std::time::Duration::from_secs(10))
 }
 
 impl Actor for AgentSupervisor {
@@ -66,26 +94,12 @@ impl Actor for AgentSupervisor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut children = Children::new(crate::protocol::agent::SUPERVISOR, args.events);
         for plan in args.agents {
-            let registry = plan.runtime.registry.clone();
-            let local_name = crate::protocol::agent::name(&plan.runtime.spec.name);
-            let agent_args = AgentArgs {
-                runtime: plan.runtime,
-                tools: plan.tools,
-                session_policy: args.policy.clone(),
-            };
-            let id = local_name.local().to_string();
-            let spec = ChildSpec::new(id, args.policy.clone(), move |supervisor| {
-                let registry = registry.clone();
-                let local_name = local_name.clone();
-                let agent_args = agent_args.clone();
-                async move {
-                    spawn_child(&registry, &local_name, AgentActor, agent_args, supervisor).await
-                }
-            })
-            .shutdown(std::time::Duration::from_secs(10));
-            children.insert(spec);
+            children.insert(agent_spec(plan, &args.policy));
         }
-        Ok(AgentSupervisorState { children })
+        Ok(AgentSupervisorState {
+            children,
+            policy: args.policy,
+        })
     }
 
     async fn post_start(
@@ -115,6 +129,25 @@ impl Actor for AgentSupervisor {
             }
             AgentSupervisorMsg::Children(reply) => {
                 let _ = reply.send(state.children.info());
+            }
+            AgentSupervisorMsg::Add(plan, reply) => {
+                let spec = agent_spec(plan, &state.policy);
+                let action = if state.children.contains(&spec.id) {
+                    state.children.replace(&myself, spec).await
+                } else {
+                    let id = spec.id.clone();
+                    state.children.insert(spec);
+                    state.children.start(&myself, &id).await
+                };
+                let _ = reply.send(());
+                if let Action::Escalate(reason) = action {
+                    return Err(reason.into());
+                }
+            }
+            AgentSupervisorMsg::Remove(name, reply) => {
+                let id = crate::protocol::agent::name(&name).local().to_string();
+                state.children.remove(&id).await;
+                let _ = reply.send(());
             }
         }
         Ok(())

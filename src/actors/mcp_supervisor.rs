@@ -290,14 +290,21 @@ impl Actor for McpSupervisor {
                 state.sync_children();
                 let _ = reply.send(state.health.values().cloned().collect());
             }
-            McpSupervisorMsg::Reload(servers, reply) => {
-                let wanted: BTreeMap<String, McpServerConfig> = servers
+            McpSupervisorMsg::Reload(reload, reply) => {
+                let wanted: BTreeMap<String, McpServerConfig> = reload
+                    .servers
                     .into_iter()
                     .map(|server| (server.name.clone(), server))
                     .collect();
+                // A link is also restarted when the agents that get its tools changed.
+                let old_agents = std::mem::replace(&mut state.args.agents, reload.agents);
+                state.args.secrets = reload.secrets;
                 let current: Vec<String> = state.servers.keys().cloned().collect();
                 for name in current {
-                    if wanted.get(&name) != state.servers.get(&name) {
+                    let retarget = state.servers.get(&name).is_some_and(|server| {
+                        targets(server, &old_agents) != targets(server, &state.args.agents)
+                    });
+                    if retarget || wanted.get(&name) != state.servers.get(&name) {
                         state.stop(&name).await;
                     }
                 }

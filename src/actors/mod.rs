@@ -17,6 +17,8 @@ pub mod local_channel;
 pub mod mcp_link;
 pub mod mcp_supervisor;
 pub mod memory;
+pub mod plans;
+pub mod reloader;
 pub mod root;
 pub mod run;
 pub mod scheduler;

@@ -2,10 +2,13 @@
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
 //! Store, Events, ApprovalDesk, Memory, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
-//! HandoffSupervisor, ChannelSupervisor, Studio.
+//! HandoffSupervisor, ChannelSupervisor, Reloader, Studio.
+//!
+//! The specs of the children a reload replaces (the services holding a slice of the agent files,
+//! the bots) are built by the functions here from a [`RootContext`], at boot and by the reloader.
 //!
 //! Restart policy of the root itself: none. When a child exhausts its budget the root fails, the
-//! daemon exits non-zero, and systemd (`Restart=on-failure`) starts a fresh process.
+//! daemon exits non-zero, and systemd (`Restart=always`) starts a fresh process.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +34,7 @@ use crate::events::EventBus;
 use crate::protocol::{approvals, events, handoff, local, mcp, memory, scheduler, telegram};
 use crate::registry::{Registry, ServiceName};
 use crate::store::Store;
-use crate::studio::StudioState;
+use crate::studio::{Live, StudioState};
 
 /// The store actor's and Studio's names (nothing calls them by name).
 const STORE: &str = "store";
@@ -83,6 +86,90 @@ pub struct RootContext {
     /// The model providers and prices, built once per boot (agents, boot checks, Studio).
     pub providers: Arc<crate::llm::Providers>,
     pub prices: Arc<crate::llm::prices::Prices>,
+    /// How the files were read (the command line's flags), so that a reload reads them the same way.
+    pub overrides: crate::config::Overrides,
+    /// Studio's views of the files, replaced by a reload.
+    pub views: StudioViews,
+}
+
+/// Studio's views of the config and agent files (shared by every clone of the Studio state).
+#[derive(Clone)]
+pub struct StudioViews {
+    pub agents: Live<Vec<crate::studio::AgentEntry>>,
+    pub timezones: Live<crate::studio::timezones::Directory>,
+    pub people: Live<Vec<crate::studio::people::FilePeople>>,
+    pub bill: Live<crate::studio::costs::Bill>,
+    pub ready: Live<Vec<String>>,
+}
+
+impl StudioViews {
+    pub fn new(
+        loaded: &LoadedConfig,
+        prices: &crate::llm::prices::Prices,
+        options: StartOptions,
+    ) -> Self {
+        Self {
+            agents: Live::new(agent_entries(loaded)),
+            timezones: Live::new(crate::studio::timezones::Directory::new(
+                &loaded.timezone,
+                &loaded.agents,
+            )),
+            people: Live::new(crate::studio::people::FilePeople::from_specs(
+                &loaded.agents,
+            )),
+            bill: Live::new(crate::studio::costs::Bill::new(prices, &loaded.agents)),
+            ready: Live::new(ready_ids(loaded, options)),
+        }
+    }
+
+    /// Replaces every view with what `loaded` says (after a reload).
+    pub fn refresh(
+        &self,
+        loaded: &LoadedConfig,
+        prices: &crate::llm::prices::Prices,
+        options: StartOptions,
+    ) {
+        self.agents.set(agent_entries(loaded));
+        self.timezones.set(crate::studio::timezones::Directory::new(
+            &loaded.timezone,
+            &loaded.agents,
+        ));
+        self.people
+            .set(crate::studio::people::FilePeople::from_specs(
+                &loaded.agents,
+            ));
+        self.bill
+            .set(crate::studio::costs::Bill::new(prices, &loaded.agents));
+        self.ready.set(ready_ids(loaded, options));
+    }
+}
+
+fn agent_entries(loaded: &LoadedConfig) -> Vec<crate::studio::AgentEntry> {
+    loaded
+        .agents
+        .iter()
+        .map(|spec| crate::studio::AgentEntry {
+            name: spec.name.clone(),
+            telegram: spec.telegram.is_some(),
+        })
+        .collect()
+}
+
+/// The actor ids `/readyz` waits for: every configured bot and enabled MCP link.
+fn ready_ids(loaded: &LoadedConfig, options: StartOptions) -> Vec<String> {
+    bot_specs(loaded, options)
+        .iter()
+        .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
+        .chain(
+            loaded
+                .config
+                .mcp
+                .servers
+                .iter()
+                .filter(|server| server.enabled)
+                .map(|server| mcp::link(&server.name).local().to_string()),
+        )
+        .collect()
 }
 
 /// Spawns one linked actor under its registered name and returns its cell.
@@ -167,9 +254,59 @@ pub fn memory_args(context: &RootContext) -> MemoryArgs {
     }
 }
 
+/// The approval desk with each agent's approvers.
+pub fn approvals_spec(context: &RootContext) -> ChildSpec {
+    actor_spec(
+        &context.registry,
+        &approvals::NAME,
+        context.loaded.config.supervision.policy(),
+        || ApprovalDesk,
+        approval_args(context),
+    )
+}
+
+/// The memory actor with the agents' hierarchy.
+pub fn memory_spec(context: &RootContext) -> ChildSpec {
+    actor_spec(
+        &context.registry,
+        &memory::NAME,
+        context.loaded.config.supervision.policy(),
+        || MemoryActor,
+        memory_args(context),
+    )
+}
+
+/// Each agent and the agents it may delegate to.
+pub fn delegates(context: &RootContext) -> std::collections::BTreeMap<String, Vec<String>> {
+    context
+        .loaded
+        .agents
+        .iter()
+        .map(|agent| (agent.name.clone(), agent.delegates(&context.loaded.agents)))
+        .collect()
+}
+
+/// The handoff supervisor with who may delegate to whom.
+pub fn handoff_spec(context: &RootContext) -> ChildSpec {
+    let policy = context.loaded.config.supervision.policy();
+    actor_spec(
+        &context.registry,
+        &handoff::NAME,
+        policy.clone(),
+        || HandoffSupervisor,
+        HandoffArgs {
+            store: context.store.clone(),
+            registry: context.registry.clone(),
+            events: context.events.clone(),
+            policy,
+            delegates: delegates(context),
+        },
+    )
+}
+
 /// The scheduler with its slice of the config, or an empty placeholder when this start runs no
 /// scheduler (`chat` and `eval` beside a running daemon must never fire a job twice).
-fn scheduler_spec(context: &RootContext) -> ChildSpec {
+pub fn scheduler_spec(context: &RootContext) -> ChildSpec {
     if !context.options.scheduler {
         return empty_supervisor(context, scheduler::NAME.local());
     }
@@ -239,20 +376,8 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
                 retention: config.store.events_retention,
             },
         ),
-        actor_spec(
-            registry,
-            &approvals::NAME,
-            policy.clone(),
-            || ApprovalDesk,
-            approval_args(context),
-        ),
-        actor_spec(
-            registry,
-            &memory::NAME,
-            policy.clone(),
-            || MemoryActor,
-            memory_args(context),
-        ),
+        approvals_spec(context),
+        memory_spec(context),
         scheduler_spec(context),
         mcp_supervisor(context),
         actor_spec(
@@ -276,25 +401,15 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
             },
         )
         .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5)),
+        handoff_spec(context),
+        channel_supervisor(context),
         actor_spec(
             registry,
-            &handoff::NAME,
+            &crate::protocol::reload::NAME,
             policy.clone(),
-            || HandoffSupervisor,
-            HandoffArgs {
-                store: context.store.clone(),
-                registry: context.registry.clone(),
-                events: context.events.clone(),
-                policy: policy.clone(),
-                delegates: context
-                    .loaded
-                    .agents
-                    .iter()
-                    .map(|agent| (agent.name.clone(), agent.delegates(&context.loaded.agents)))
-                    .collect(),
-            },
+            || super::reloader::ReloaderActor,
+            context.clone(),
         ),
-        channel_supervisor(context),
     ];
     children.extend(super::backup::child_spec(context));
     if !context.options.studio {
@@ -314,7 +429,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
     children
 }
 
-fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
+pub fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
     let loaded = &context.loaded;
     let approvers = loaded
         .agents
@@ -351,22 +466,98 @@ fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
 }
 
 /// Agents with a Telegram bot whose token is set (a missing token is a boot hint, not an error).
-fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
-    if !context.options.channels {
+pub fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
+    bot_specs(&context.loaded, context.options)
+}
+
+fn bot_specs(
+    loaded: &LoadedConfig,
+    options: StartOptions,
+) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
+    if !options.channels {
         return Vec::new();
     }
-    context
-        .loaded
+    loaded
         .agents
         .iter()
         .filter_map(|spec| {
-            let token = context
-                .loaded
-                .secret(&spec.telegram.as_ref()?.token_env)?
-                .clone();
+            let token = loaded.secret(&spec.telegram.as_ref()?.token_env)?.clone();
             Some((spec.clone(), token))
         })
         .collect()
+}
+
+/// What every bot shares: who transcribes voice notes and who speaks replies.
+#[derive(Clone)]
+pub struct BotVoice {
+    voice: crate::voice::VoiceSettings,
+    speech: Option<crate::voice::speech::SpeechClient>,
+}
+
+impl BotVoice {
+    pub fn new(context: &RootContext, log: bool) -> Self {
+        let config = &context.loaded.config;
+        let voice = crate::voice::VoiceSettings::from_config(config, &context.loaded.secrets);
+        if log
+            && let Err(unavailable) = &voice.transcriber
+            && !bots(context).is_empty()
+        {
+            tracing::info!(
+                "voice notes are saved but not transcribed: {}",
+                unavailable.reason
+            );
+        }
+        let speech = match crate::voice::speech::speech_config(config, &context.loaded.secrets) {
+            Ok(speech) => speech.map(crate::voice::speech::SpeechClient::new),
+            Err(reason) => {
+                if log {
+                    tracing::warn!(%reason, "spoken replies are off; answers are sent as text");
+                }
+                None
+            }
+        };
+        Self { voice, speech }
+    }
+}
+
+/// One agent's bot. `boot_ms`: the stale filter's reference (the daemon's start, or the reload
+/// that added the bot).
+pub fn bot_spec(
+    context: &RootContext,
+    spec: &crate::config::AgentSpec,
+    token: crate::secrets::Secret,
+    boot_ms: i64,
+    voice: &BotVoice,
+) -> ChildSpec {
+    let config = &context.loaded.config;
+    let workspace = spec
+        .workspace
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
+    let args = TelegramBotArgs {
+        spec: spec.clone(),
+        token,
+        config: config.telegram.clone(),
+        store: context.store.clone(),
+        registry: context.registry.clone(),
+        events: context.events.clone(),
+        boot_ms,
+        workspace,
+        timezone: context.loaded.timezone.clone(),
+        voice: voice.voice.clone(),
+        speech: voice.speech.clone(),
+    };
+    actor_spec(
+        &context.registry,
+        &telegram::name(&spec.name),
+        config.supervision.policy(),
+        || TelegramBot,
+        args,
+    )
+    .restart(Restart::Transient)
+    .on_exhausted(OnExhausted::Degrade {
+        retry_after: config.telegram.degraded_retry.0,
+    })
 }
 
 /// The channel supervisor: one bot per agent, started `boot_stagger` apart; a bot that exhausts
@@ -375,55 +566,10 @@ fn channel_supervisor(context: &RootContext) -> ChildSpec {
     let config = &context.loaded.config;
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
-    let degraded_retry = config.telegram.degraded_retry.0;
-    let voice = crate::voice::VoiceSettings::from_config(config, &context.loaded.secrets);
-    if let Err(unavailable) = &voice.transcriber
-        && !bots(context).is_empty()
-    {
-        tracing::info!(
-            "voice notes are saved but not transcribed: {}",
-            unavailable.reason
-        );
-    }
-    let speech = match crate::voice::speech::speech_config(config, &context.loaded.secrets) {
-        Ok(speech) => speech.map(crate::voice::speech::SpeechClient::new),
-        Err(reason) => {
-            tracing::warn!(%reason, "spoken replies are off; answers are sent as text");
-            None
-        }
-    };
+    let voice = BotVoice::new(context, true);
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
-        .map(|(spec, token)| {
-            let workspace = spec
-                .workspace
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name));
-            let args = TelegramBotArgs {
-                spec: spec.clone(),
-                token,
-                config: config.telegram.clone(),
-                store: context.store.clone(),
-                registry: context.registry.clone(),
-                events: context.events.clone(),
-                boot_ms: context.boot_ms,
-                workspace,
-                timezone: context.loaded.timezone.clone(),
-                voice: voice.clone(),
-                speech: speech.clone(),
-            };
-            actor_spec(
-                &context.registry,
-                &telegram::name(&spec.name),
-                policy.clone(),
-                || TelegramBot,
-                args,
-            )
-            .restart(Restart::Transient)
-            .on_exhausted(OnExhausted::Degrade {
-                retry_after: degraded_retry,
-            })
-        })
+        .map(|(spec, token)| bot_spec(context, &spec, token, context.boot_ms, &voice))
         .collect();
     let registry = context.registry.clone();
     let events = context.events.clone();
@@ -488,45 +634,16 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),
-        expect_ready: Arc::new(
-            bots(context)
-                .iter()
-                .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
-                .chain(
-                    config
-                        .mcp
-                        .servers
-                        .iter()
-                        .filter(|server| server.enabled)
-                        .map(|server| mcp::link(&server.name).local().to_string()),
-                )
-                .collect(),
-        ),
-        agents: Arc::new(
-            context
-                .loaded
-                .agents
-                .iter()
-                .map(|spec| crate::studio::AgentEntry {
-                    name: spec.name.clone(),
-                    telegram: spec.telegram.is_some(),
-                })
-                .collect(),
-        ),
+        // `/readyz` reads this boot-time list; `StudioState::expect_ready()` follows reloads.
+        expect_ready: context.views.ready.get(),
+        agents: context.views.agents.clone(),
         started_ms: context.boot_ms,
-        timezones: Arc::new(crate::studio::timezones::Directory::new(
-            &context.loaded.timezone,
-            &context.loaded.agents,
-        )),
-        people: Arc::new(crate::studio::people::FilePeople::from_specs(
-            &context.loaded.agents,
-        )),
+        timezones: context.views.timezones.clone(),
+        people: context.views.people.clone(),
+        bill: context.views.bill.clone(),
+        ready_ids: context.views.ready.clone(),
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,
-        )),
-        bill: Arc::new(crate::studio::costs::Bill::new(
-            &context.prices,
-            &context.loaded.agents,
         )),
     }
 }

@@ -265,6 +265,29 @@ impl Children {
         }
     }
 
+    /// Replaces a child's spec and restarts it on purpose with the new one (a reload changed what
+    /// it is built from). The old child's exit is not a crash: it costs no budget and is not
+    /// restarted by the policy, because its cell is forgotten before it stops.
+    pub async fn replace<M>(&mut self, myself: &ActorRef<M>, spec: ChildSpec) -> Action
+    where
+        M: Message + From<ChildCmd>,
+    {
+        let id = spec.id.clone();
+        if let Some(entry) = self.entries.get_mut(&id) {
+            let cell = entry.cell.take();
+            let shutdown = entry.spec.shutdown;
+            entry.status = ChildStatus::Stopped;
+            entry.tracker = RestartTracker::default();
+            if let Some(cell) = cell {
+                stop_child(&cell, shutdown).await;
+                self.events
+                    .publish(EventKind::ActorStopped, &id, "replaced by a reload");
+            }
+        }
+        self.insert(spec);
+        self.start(myself, &id).await
+    }
+
     /// Stops and forgets one child without publishing a removal (idle sessions).
     pub async fn remove_quietly(&mut self, id: &str) {
         if let Some(entry) = self.entries.remove(id) {

@@ -22,6 +22,8 @@ pub enum SupervisorMsg {
     Add(ChildSpec, RpcReplyPort<()>),
     /// Stops and forgets a child.
     Remove(String, RpcReplyPort<()>),
+    /// Restarts a child on purpose with a new spec (a reload changed its slice of the config).
+    Replace(ChildSpec, RpcReplyPort<()>),
     Children(RpcReplyPort<Vec<ChildInfo>>),
 }
 
@@ -109,6 +111,13 @@ impl Actor for Supervisor {
                 let id = spec.id.clone();
                 state.children.insert(spec);
                 let action = state.children.start(&myself, &id).await;
+                let _ = reply.send(());
+                if let Action::Escalate(reason) = action {
+                    return Err(reason.into());
+                }
+            }
+            SupervisorMsg::Replace(spec, reply) => {
+                let action = state.children.replace(&myself, spec).await;
                 let _ = reply.send(());
                 if let Action::Escalate(reason) = action {
                     return Err(reason.into());

@@ -27,6 +27,7 @@ mod jobs;
 mod mcp;
 mod memory;
 mod migrate;
+mod reload;
 mod serve;
 mod skills;
 mod studio_link;
@@ -68,7 +69,7 @@ pub enum CliLogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon until SIGINT/SIGTERM.
+    /// Run the daemon until SIGINT/SIGTERM (SIGHUP reloads the files).
     Serve,
     /// Check the config, the database and every external dependency, and say what to fix.
     Doctor,
@@ -120,6 +121,8 @@ pub enum Command {
     Approvals,
     /// Print a one-time link that logs a browser into Studio (works once, for 15 minutes).
     StudioLink,
+    /// Make the running daemon re-read its config and agent files and apply them (like SIGHUP).
+    Reload,
     /// Skills: the catalogue, one skill, or a skill folder to check.
     Skills {
         #[command(subcommand)]
@@ -301,7 +304,8 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run_command(cli.command, loaded))
+    let overrides = cli.overrides();
+    runtime.block_on(run_command(cli.command, loaded, overrides))
 }
 
 fn config_error(error: &ConfigError) -> ExitCode {
@@ -309,9 +313,10 @@ fn config_error(error: &ConfigError) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-async fn run_command(command: Command, loaded: LoadedConfig) -> ExitCode {
+async fn run_command(command: Command, loaded: LoadedConfig, overrides: Overrides) -> ExitCode {
     match command {
-        Command::Serve => serve::run(loaded).await,
+        Command::Serve => serve::run(loaded, overrides).await,
+        Command::Reload => reload::run(&loaded).await,
         Command::Doctor => doctor::run(&loaded).await,
         Command::Chat { agent } => chat::run(loaded, &agent).await,
         Command::Migrate { status } => migrate::run(&loaded, status).await,

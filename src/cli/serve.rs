@@ -1,12 +1,12 @@
-//! `clawvisor serve`: runs the daemon until SIGINT/SIGTERM.
+//! `clawvisor serve`: runs the daemon until SIGINT/SIGTERM; SIGHUP reloads the files.
 
 use std::process::ExitCode;
 
-use crate::config::LoadedConfig;
+use crate::config::{LoadedConfig, Overrides};
 use crate::daemon;
 
-pub(super) async fn run(loaded: LoadedConfig) -> ExitCode {
-    match daemon::run(loaded, daemon::shutdown_signal()).await {
+pub(super) async fn run(loaded: LoadedConfig, overrides: Overrides) -> ExitCode {
+    match daemon::serve(loaded, overrides, daemon::shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");

@@ -31,7 +31,15 @@ pub enum McpSupervisorMsg {
     Report(String, LinkReport),
     Health(RpcReplyPort<Vec<McpHealth>>),
     /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
-    Reload(Vec<McpServerConfig>, RpcReplyPort<()>),
+    Reload(McpReload, RpcReplyPort<()>),
+}
+
+/// What a reload hands the MCP supervisor: the server list, the agents (who gets which tools) and
+/// the secrets the servers' entries name.
+pub struct McpReload {
+    pub servers: Vec<McpServerConfig>,
+    pub agents: Vec<crate::config::AgentSpec>,
+    pub secrets: std::sync::Arc<std::collections::BTreeMap<String, crate::secrets::Secret>>,
 }
 
 /// What a link reports.
@@ -113,10 +121,11 @@ impl Mcp {
         .await
     }
 
-    /// Applies a new `[[mcp.servers]]` list: changed links restart, the others are untouched.
-    pub async fn reload(&self, servers: Vec<McpServerConfig>) -> Result<(), CallError> {
+    /// Applies a new `[[mcp.servers]]` list: links whose entry or whose agents changed restart,
+    /// the others are untouched.
+    pub async fn reload(&self, reload: McpReload) -> Result<(), CallError> {
         super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
-            McpSupervisorMsg::Reload(servers, reply)
+            McpSupervisorMsg::Reload(reload, reply)
         })
         .await
     }

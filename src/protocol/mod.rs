@@ -20,6 +20,7 @@ pub mod handoff;
 pub mod local;
 pub mod mcp;
 pub mod memory;
+pub mod reload;
 pub mod scheduler;
 pub mod telegram;
 

@@ -28,7 +28,7 @@ use crate::store::sessions::{self, SessionRow};
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 fn agent(state: &StudioState, name: &str) -> Result<Agent, ApiError> {
-    if !state.agents.iter().any(|agent| agent.name == name) {
+    if !state.agents.get().iter().any(|agent| agent.name == name) {
         return Err(ApiError::not_found(format!("no agent is named `{name}`")));
     }
     Ok(Agent::new(&state.registry, name))
@@ -94,7 +94,7 @@ fn session_json(row: &SessionRow) -> Value {
 /// `reachable: false` and the reason instead of failing the whole list.
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let mut agents = Vec::new();
-    for agent in state.agents.iter() {
+    for agent in state.agents.get().iter() {
         agents.push(match view(&state, &agent.name).await {
             Ok(view) => agent_json(&view),
             Err(_) => json!({
@@ -188,7 +188,7 @@ pub async fn toggle_skill(
 pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let mut views = Vec::new();
     let mut unreachable = Vec::new();
-    for agent in state.agents.iter() {
+    for agent in state.agents.get().iter() {
         match view(&state, &agent.name).await {
             Ok(view) => views.push(view),
             Err(_) => unreachable.push(agent.name.clone()),
@@ -206,7 +206,7 @@ pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, Api
     }
     for (name, entry) in catalogue.iter_mut() {
         let mut agents = Vec::new();
-        for agent in state.agents.iter() {
+        for agent in state.agents.get().iter() {
             let seen = views.iter().find(|view| view.name == agent.name);
             let skill = seen.and_then(|view| view.skills.iter().find(|s| &s.name == name));
             agents.push(match (seen, skill) {

@@ -85,6 +85,7 @@ pub async fn costs(
     let today_line = by_day.iter().find(|line| line.key == today);
     let budgets: Vec<Value> = state
         .bill
+        .get()
         .budgets
         .iter()
         .map(|budget| {
@@ -106,7 +107,7 @@ pub async fn costs(
     // Unpriced: the models in use without a price, and any model whose recorded calls in the
     // period had none (an older config, or a model chosen in Studio).
     let mut unpriced: BTreeMap<(String, String), Value> = BTreeMap::new();
-    for model in &state.bill.unpriced {
+    for model in &state.bill.get().unpriced {
         unpriced.insert(
             (model.provider.clone(), model.model.clone()),
             json!({

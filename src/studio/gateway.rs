@@ -129,7 +129,12 @@ pub async fn chat_completions(
         Ok(parsed) => parsed,
         Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", message),
     };
-    if !state.agents.iter().any(|agent| agent.name == parsed.agent) {
+    if !state
+        .agents
+        .get()
+        .iter()
+        .any(|agent| agent.name == parsed.agent)
+    {
         return error(
             StatusCode::NOT_FOUND,
             "invalid_request_error",

@@ -21,6 +21,7 @@ pub mod mcp;
 pub mod memory;
 pub mod overview;
 pub mod people;
+pub mod reload;
 pub mod runs;
 pub mod schedules;
 pub mod timezones;
@@ -53,20 +54,63 @@ pub struct StudioState {
     pub expect_ready: Arc<Vec<String>>,
     /// Host names and the access token the API guard checks.
     pub access: Arc<access::Access>,
-    /// The configured agents.
-    pub agents: Arc<Vec<AgentEntry>>,
+    /// The configured agents (replaced by a reload, like the other views of the files below).
+    pub agents: Live<Vec<AgentEntry>>,
     /// When the daemon started.
     pub started_ms: i64,
     /// The daemon's and the agents' time zones and the agents' people (Time zones card).
-    pub timezones: Arc<timezones::Directory>,
+    pub timezones: Live<timezones::Directory>,
     /// The configured model providers, for the Overview's provider checks.
     pub providers: Arc<crate::llm::Providers>,
     /// The Telegram people each agent's file names (People page).
-    pub people: Arc<Vec<people::FilePeople>>,
+    pub people: Live<Vec<people::FilePeople>>,
     /// The agents' budgets and the unpriced models in use (Costs page).
-    pub bill: Arc<costs::Bill>,
-    /// Scheduled backups' settings (Overview's Backups card).
+    pub bill: Live<costs::Bill>,
+    /// Scheduled backups' settings (Overview's Backups card; `[backup]` changes need a restart).
     pub backups: Arc<crate::backup::schedule::BackupPlan>,
+    /// `expect_ready` as the last reload left it (bots and MCP links added or removed since boot).
+    pub ready_ids: Live<Vec<String>>,
+}
+
+impl StudioState {
+    /// The actor ids `/readyz` waits for, as the files now say (boot's `expect_ready`, updated by
+    /// every reload).
+    pub fn expect_ready(&self) -> Arc<Vec<String>> {
+        self.ready_ids.get()
+    }
+}
+
+/// A view of the files that a reload replaces as a whole: readers take the current value (an
+/// `Arc`, cheap), the reloader sets a new one. Clones share the value.
+pub struct Live<T>(Arc<std::sync::RwLock<Arc<T>>>);
+
+impl<T> Clone for Live<T> {
+    fn clone(&self) -> Self {
+        Live(self.0.clone())
+    }
+}
+
+impl<T> Live<T> {
+    pub fn new(value: T) -> Self {
+        Live(Arc::new(std::sync::RwLock::new(Arc::new(value))))
+    }
+
+    /// The current value.
+    pub fn get(&self) -> Arc<T> {
+        // A writer only swaps an `Arc`, so a poisoned lock still holds a whole value.
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the value for every later reader.
+    pub fn set(&self, value: T) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(value);
+    }
 }
 
 /// What Studio knows of a configured agent without asking it.
@@ -140,6 +184,7 @@ api! {
     get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
     get "/api/v1/backups" => backups::list, "Scheduled backups: the settings, the next run, recorded runs and the archives kept";
     get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
+    post "/api/v1/reload" => reload::reload, "Re-reads the config and agent files and applies the difference (like SIGHUP); answers with the report";
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }
 

@@ -144,7 +144,7 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
 /// What to do next, for an operator looking at a fresh install.
 fn hints(state: &StudioState, figures: &Figures, mcp: &[McpHealth]) -> Vec<String> {
     let mut hints = Vec::new();
-    for agent in state.agents.iter() {
+    for agent in state.agents.get().iter() {
         if !agent.telegram {
             hints.push(format!(
                 "No Telegram bot for `{}` yet — add [telegram] token_env = \"...\" to its file in actors/ and set that variable",
@@ -191,7 +191,7 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
             "agent": agent, "status": status, "detail": detail, "at_ms": at_ms,
             "last_poll_ms": tree.bot_polls.get(agent),
         })).collect::<Vec<_>>(),
-        "agents": state.agents.len(),
+        "agents": state.agents.get().len(),
         "approvals_pending": figures.approvals_pending,
         "runs_today": figures.runs_today,
         "cost_today_usd": figures.cost_today,

@@ -116,6 +116,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         .await?;
     let agents: Vec<Value> = state
         .people
+        .get()
         .iter()
         .map(|file| {
             let mine: Vec<&Person> = people.iter().filter(|p| p.agent == file.agent).collect();
@@ -200,7 +201,8 @@ pub async fn change(
     State(state): State<StudioState>,
     Path((agent, user_id, operation)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(file) = state.people.iter().find(|file| file.agent == agent) else {
+    let files = state.people.get();
+    let Some(file) = files.iter().find(|file| file.agent == agent) else {
         return Err(ApiError::not_found(format!("no agent named `{agent}`")));
     };
     let user_id = user_id

@@ -106,7 +106,7 @@ pub async fn preview(
 ) -> Result<Json<Value>, ApiError> {
     let body = json_body(body)?;
     let timezone = if body.timezone.trim().is_empty() {
-        state.timezones.daemon.zone.name()
+        state.timezones.get().daemon.zone.name()
     } else {
         body.timezone.trim()
     };
@@ -149,7 +149,12 @@ pub async fn create(
     body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let body = json_body(body)?;
-    if !state.agents.iter().any(|agent| agent.name == body.agent) {
+    if !state
+        .agents
+        .get()
+        .iter()
+        .any(|agent| agent.name == body.agent)
+    {
         return Err(ApiError::bad_request(format!(
             "no agent is named `{}`",
             body.agent
@@ -165,7 +170,12 @@ pub async fn create(
     };
     // Without a zone the job lives in the agent's (its file's, else the daemon's).
     let timezone = if body.timezone.trim().is_empty() {
-        state.timezones.agent_zone(&body.agent).name().to_string()
+        state
+            .timezones
+            .get()
+            .agent_zone(&body.agent)
+            .name()
+            .to_string()
     } else {
         body.timezone
     };

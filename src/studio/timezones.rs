@@ -69,7 +69,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
             ))
         })
         .await?;
-    let directory = &state.timezones;
+    let directory = state.timezones.get();
     let now = chrono::Utc::now();
     let agents: Vec<Value> = directory
         .agents

@@ -4,18 +4,21 @@
 // Refreshes on actor, bot, approval, run-start, cost and MCP events. Model providers are asked
 // for their model list once when the page opens, and again on "Check again" (each check is a
 // request to the provider, so events do not repeat it). Backups: the [backup] schedule, its next
-// run, the recorded runs and the archives kept (reloaded with the page).
-import { api, load, el, append, badge, tone, when, money, num, empty, fullTime } from '/app.js';
+// run, the recorded runs and the archives kept (reloaded with the page). "Reload configuration" asks
+// the daemon to re-read its config and agent files (like SIGHUP) and shows the report: what was
+// added, removed or restarted, the settings that need a restart, or why the files were refused.
+import { api, load, el, append, clear, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
-  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health'];
+  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health', 'config_reloaded'];
 
 export async function render(root, ctx) {
   const box = el('div');
   const providers = el('div', { id: 'providers' });
   const backups = el('div', { id: 'backups' });
-  append(root, el('h1', null, 'Overview'), box, el('h2', null, 'Model providers'), providers,
+  const reload = el('div', { id: 'reload' });
+  append(root, el('h1', null, 'Overview'), reloadButton(reload), reload, box, el('h2', null, 'Model providers'), providers,
     el('h2', null, 'Backups'), backups);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
   const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
@@ -24,6 +27,25 @@ export async function render(root, ctx) {
   check();
   refreshBackups(false);
   await refresh(false);
+}
+
+/** The "Reload configuration" button; its report (or error) is drawn into `out`. */
+function reloadButton(out) {
+  const button = el('button', { type: 'button', id: 'reload-config' }, 'Reload configuration');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    clear(out, el('div', { class: 'muted small' }, 'Reloading…'));
+    try {
+      const r = await api('/api/v1/reload', { method: 'POST' });
+      clear(out, el('div', { class: r.ok ? 'card' : 'card error', 'data-reload-ok': String(r.ok) },
+        badge(r.ok ? 'ok' : 'failed', r.ok ? 'reloaded' : 'refused'), ' ', el('span', null, r.summary)));
+    } catch (e) {
+      clear(out, el('div', { class: 'card error' }, e.message));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 function drawProviders(box, d, check) {

@@ -1,0 +1,149 @@
+//! The reload service: re-reads the config and agent files, validates them whole and applies the
+//! difference through the supervision tree. SIGHUP, `clawvisor reload` (through Studio's
+//! `POST /api/v1/reload`) and Studio's button all come here. Served by `actors/reloader.rs`.
+//!
+//! One reload runs at a time (the actor's mailbox orders them); each answers with a
+//! [`ReloadReport`]: what was added, removed or restarted, which settings need a restart, or why
+//! nothing changed.
+
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+use serde::{Deserialize, Serialize};
+
+use super::{CallError, ServiceName};
+use crate::registry::Registry;
+
+/// Where the reloader is registered.
+pub const NAME: ServiceName<ReloadMsg> = ServiceName::fixed("reloader");
+
+/// How long a reload may take: agents stop within their shutdown budget, links and bots restart.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub enum ReloadMsg {
+    /// Re-read the files and apply them; `trigger` says who asked (`sighup`, `studio`, `cli`).
+    Reload {
+        trigger: String,
+        reply: RpcReplyPort<ReloadReport>,
+    },
+}
+
+/// What changed in one kind of child (agents, bots, MCP servers, services).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub restarted: Vec<String>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
+    }
+
+    fn describe(&self, kind: &str) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for (verb, names) in [
+            ("added", &self.added),
+            ("removed", &self.removed),
+            ("restarted", &self.restarted),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{verb} {}", names.join(", ")));
+            }
+        }
+        Some(format!("{kind}: {}", parts.join("; ")))
+    }
+}
+
+/// The outcome of one reload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadReport {
+    /// False when the files were refused (then nothing changed and `error` says why).
+    pub ok: bool,
+    /// Why the files were refused: the file, the key and what is expected.
+    pub error: Option<String>,
+    pub agents: Changes,
+    pub bots: Changes,
+    pub mcp_servers: Changes,
+    /// Root services whose slice of the agent files changed (approvals, memory, ...), restarted.
+    pub services: Changes,
+    /// Settings that changed in the files but only apply at the next start (`studio.bind`).
+    pub needs_restart: Vec<String>,
+    /// Things worth telling the operator that did not stop the reload.
+    pub warnings: Vec<String>,
+}
+
+impl ReloadReport {
+    /// A refused reload: nothing changed.
+    pub fn refused(error: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            error: Some(error.into()),
+            ..Self::default()
+        }
+    }
+
+    /// True when the reload changed nothing running.
+    pub fn unchanged(&self) -> bool {
+        self.agents.is_empty()
+            && self.bots.is_empty()
+            && self.mcp_servers.is_empty()
+            && self.services.is_empty()
+    }
+
+    /// One paragraph for a log line, an event, the CLI.
+    pub fn summary(&self) -> String {
+        if let Some(error) = &self.error {
+            return format!("reload refused, nothing changed: {error}");
+        }
+        let mut lines: Vec<String> = [
+            self.agents.describe("agents"),
+            self.bots.describe("bots"),
+            self.mcp_servers.describe("MCP servers"),
+            self.services.describe("services"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if lines.is_empty() {
+            lines.push("nothing to change".into());
+        }
+        if !self.needs_restart.is_empty() {
+            lines.push(format!(
+                "needs a restart: {}",
+                self.needs_restart.join(", ")
+            ));
+        }
+        for warning in &self.warnings {
+            lines.push(format!("warning: {warning}"));
+        }
+        format!("reloaded: {}", lines.join("; "))
+    }
+}
+
+/// The reloader, by name. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Reloader {
+    registry: Registry,
+}
+
+impl Reloader {
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            registry: registry.clone(),
+        }
+    }
+
+    /// Re-reads the files and applies them; the report says what happened.
+    pub async fn reload(&self, trigger: &str) -> Result<ReloadReport, CallError> {
+        let trigger = trigger.to_string();
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
+            ReloadMsg::Reload { trigger, reply }
+        })
+        .await
+    }
+}

@@ -1,0 +1,373 @@
+//! Reload planning: what a re-read of the config and agent files changes in a running daemon.
+//!
+//! Pure functions over two [`LoadedConfig`]s (the running one and the one just read), so that the
+//! rules are tested without actors: [`environment`] rebuilds the environment the files are read
+//! with (the daemon scrubbed its secret variables at start, so their boot values are put back),
+//! [`validate`] refuses what boot would only hint at but a running daemon cannot fix (a new bot
+//! whose token variable is not set, a provider the running daemon does not have, two bots on one
+//! token), [`effective`] keeps the running settings that need a restart, and [`plan`] lists the
+//! agents, bots and services to add, remove or restart. `actors/reloader.rs` applies the plan.
+//!
+//! Invariants:
+//! - A refused reload changes nothing: validation runs on the whole set of files before anything
+//!   is stopped or started.
+//! - A setting that needs a restart is applied nowhere until the restart (new agents are built
+//!   with the running settings), and the report names it (`studio.bind`).
+//! - An agent or bot whose definition did not change is not in the plan, so it is not touched.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::{AgentSpec, Config, LoadedConfig};
+
+/// The settings read live at a reload: the agent files (and where they are), the MCP servers.
+/// Every other key of the config file needs a restart.
+const LIVE_SECTIONS: &[&str] = &["agents"];
+/// In `[mcp]`, only the server list is applied live.
+const LIVE_MCP_KEYS: &[&str] = &["servers"];
+
+/// The environment to read the files with: the process's own, plus the secret variables the
+/// daemon removed from it at start (their values as read then).
+pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    for (var, secret) in &running.secrets {
+        env.entry(var.clone())
+            .or_insert_with(|| secret.expose().to_string());
+    }
+    env
+}
+
+/// Whether `spec` runs a bot in this daemon: it has a `[telegram]` table and its token is set.
+fn bot_token<'a>(loaded: &'a LoadedConfig, spec: &AgentSpec) -> Option<&'a str> {
+    let telegram = spec.telegram.as_ref()?;
+    loaded
+        .secret(&telegram.token_env)
+        .map(|token| token.expose())
+}
+
+/// Refuses files a running daemon cannot apply. Load-time validation (`config::load`) has run.
+pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String> {
+    let mut tokens: BTreeMap<&str, &str> = BTreeMap::new();
+    for spec in &new.agents {
+        let before = running.agent(&spec.name);
+        let touched = before != Some(spec);
+        if let Some(telegram) = &spec.telegram {
+            match new.secret(&telegram.token_env) {
+                Some(token) => {
+                    if let Some(other) = tokens.insert(token.expose(), &spec.name) {
+                        return Err(format!(
+                            "agents `{other}` and `{}` use the same Telegram bot token: one bot can be polled by one agent only",
+                            spec.name
+                        ));
+                    }
+                }
+                None if touched => {
+                    return Err(format!(
+                        "agent `{}`: its bot token variable `{}` is not set in the daemon's environment; \
+                         a variable added after the daemon started needs a restart (set it in the service's \
+                         environment file, then `systemctl restart clawvisor`)",
+                        spec.name, telegram.token_env
+                    ));
+                }
+                None => {}
+            }
+        }
+        if touched {
+            let providers = std::iter::once(spec.provider.as_str()).chain(
+                spec.fallback
+                    .iter()
+                    .map(|fallback| fallback.provider.as_str()),
+            );
+            for provider in providers {
+                if !running.config.providers.contains_key(provider) {
+                    return Err(format!(
+                        "agent `{}` uses provider `{provider}`, which the running daemon does not have; \
+                         new providers apply at the next restart",
+                        spec.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The configuration to run with after the reload: the running settings, with the new agent
+/// files, agents directory and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
+pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
+    let mut config = running.config.clone();
+    config.agents = new.config.agents.clone();
+    config.mcp.servers = new.config.mcp.servers.clone();
+    LoadedConfig {
+        config,
+        timezone: running.timezone.clone(),
+        ..new
+    }
+}
+
+/// The settings whose value differs between two configs and that apply only at a restart, as
+/// `section.key` (or `key` for a top-level value).
+pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
+    let (Ok(before), Ok(after)) = (serde_json::to_value(running), serde_json::to_value(new)) else {
+        return vec!["(the settings could not be compared; restart to apply them)".into()];
+    };
+    let empty = serde_json::Map::new();
+    let before = before.as_object().unwrap_or(&empty);
+    let after = after.as_object().unwrap_or(&empty);
+    let mut changed = BTreeSet::new();
+    for key in before.keys().chain(after.keys()) {
+        if LIVE_SECTIONS.contains(&key.as_str()) {
+            continue;
+        }
+        let (old, new) = (before.get(key), after.get(key));
+        if old == new {
+            continue;
+        }
+        match (
+            old.and_then(serde_json::Value::as_object),
+            new.and_then(serde_json::Value::as_object),
+        ) {
+            (Some(old), Some(new)) => {
+                for sub in old.keys().chain(new.keys()) {
+                    if key == "mcp" && LIVE_MCP_KEYS.contains(&sub.as_str()) {
+                        continue;
+                    }
+                    if old.get(sub) != new.get(sub) {
+                        changed.insert(format!("{key}.{sub}"));
+                    }
+                }
+            }
+            _ => {
+                changed.insert(key.clone());
+            }
+        }
+    }
+    changed.into_iter().collect()
+}
+
+/// What a reload changes, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub agents_added: Vec<String>,
+    pub agents_removed: Vec<String>,
+    pub agents_changed: Vec<String>,
+    pub bots_added: Vec<String>,
+    pub bots_removed: Vec<String>,
+    pub bots_restarted: Vec<String>,
+    /// The MCP server list or the agents that may use a server changed.
+    pub mcp_changed: bool,
+}
+
+/// Compares the running agents and bots with the new ones. `channels`: whether this daemon runs
+/// bots at all (`chat` beside a running daemon does not).
+pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan {
+    let mut plan = Plan::default();
+    for spec in &new.agents {
+        match running.agent(&spec.name) {
+            None => plan.agents_added.push(spec.name.clone()),
+            Some(before) if before != spec => plan.agents_changed.push(spec.name.clone()),
+            Some(_) => {}
+        }
+    }
+    for spec in &running.agents {
+        if new.agent(&spec.name).is_none() {
+            plan.agents_removed.push(spec.name.clone());
+        }
+    }
+    if channels {
+        let bots = |loaded: &LoadedConfig| -> BTreeMap<String, (AgentSpec, String)> {
+            loaded
+                .agents
+                .iter()
+                .filter_map(|spec| {
+                    let token = bot_token(loaded, spec)?;
+                    Some((spec.name.clone(), (spec.clone(), token.to_string())))
+                })
+                .collect()
+        };
+        let (before, after) = (bots(running), bots(new));
+        for (name, bot) in &after {
+            match before.get(name) {
+                None => plan.bots_added.push(name.clone()),
+                Some(old) if old != bot => plan.bots_restarted.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        plan.bots_removed = before
+            .keys()
+            .filter(|name| !after.contains_key(*name))
+            .cloned()
+            .collect();
+    }
+    plan.mcp_changed =
+        running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
+    plan
+}
+
+/// What the MCP links are built from besides their server entries: each agent's tool list.
+fn mcp_view(loaded: &LoadedConfig) -> BTreeMap<&str, &[String]> {
+    loaded
+        .agents
+        .iter()
+        .map(|spec| (spec.name.as_str(), spec.tools.as_slice()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes the files into `dir` (replacing the agent files) and loads them, as a reload would.
+    fn loaded(
+        dir: &std::path::Path,
+        config: &str,
+        agents: &[&str],
+        env: &[(&str, &str)],
+    ) -> LoadedConfig {
+        let actors = dir.join("actors");
+        let _ = std::fs::remove_dir_all(&actors);
+        std::fs::create_dir_all(&actors).expect("the agents directory");
+        for (index, agent) in agents.iter().enumerate() {
+            std::fs::write(actors.join(format!("a{index}.toml")), agent).expect("an agent file");
+        }
+        std::fs::write(dir.join("clawvisor.toml"), config).expect("the config file");
+        let overrides = crate::config::Overrides {
+            config: Some(dir.join("clawvisor.toml")),
+            ..Default::default()
+        };
+        let env = env
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        crate::config::load_in(&overrides, env, dir).expect("the config loads")
+    }
+
+    const CONFIG: &str = "data_dir = \"data\"\n[agents]\ndir = \"actors\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+
+    fn agent(name: &str, extra: &str) -> String {
+        format!(
+            "name = \"{name}\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"Be brief.\"\n{extra}"
+        )
+    }
+
+    fn bot(variable: &str) -> String {
+        format!("[telegram]\ntoken_env = \"{variable}\"\n")
+    }
+
+    #[test]
+    fn only_what_changed_is_planned() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(
+            dir.path(),
+            CONFIG,
+            &[&agent("ada", &bot("ADA_TOKEN")), &agent("bob", "")],
+            &[("ADA_TOKEN", "1:a")],
+        );
+        let new = loaded(
+            dir.path(),
+            CONFIG,
+            &[
+                &agent("ada", &bot("ADA_TOKEN")),
+                &agent("cyd", &bot("CYD_TOKEN")),
+            ],
+            &[("ADA_TOKEN", "1:a"), ("CYD_TOKEN", "2:c")],
+        );
+        let plan = plan(&running, &new, true);
+        assert_eq!(plan.agents_added, vec!["cyd"]);
+        assert_eq!(plan.agents_removed, vec!["bob"]);
+        assert!(plan.agents_changed.is_empty());
+        assert_eq!(plan.bots_added, vec!["cyd"]);
+        assert!(plan.bots_restarted.is_empty() && plan.bots_removed.is_empty());
+        assert!(plan.mcp_changed, "the agents' tool view changed");
+        assert!(validate(&running, &new).is_ok());
+    }
+
+    #[test]
+    fn a_changed_agent_restarts_its_bot_and_a_new_token_restarts_the_bot() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(
+            dir.path(),
+            CONFIG,
+            &[&agent("ada", &bot("ADA_TOKEN"))],
+            &[("ADA_TOKEN", "1:a")],
+        );
+        let changed = loaded(
+            dir.path(),
+            CONFIG,
+            &[&agent(
+                "ada",
+                &format!("autonomy = \"supervised\"\n{}", bot("ADA_TOKEN")),
+            )],
+            &[("ADA_TOKEN", "1:a")],
+        );
+        let plan_changed = plan(&running, &changed, true);
+        assert_eq!(plan_changed.agents_changed, vec!["ada"]);
+        assert_eq!(plan_changed.bots_restarted, vec!["ada"]);
+        let new_token = loaded(
+            dir.path(),
+            CONFIG,
+            &[&agent("ada", &bot("ADA_TOKEN"))],
+            &[("ADA_TOKEN", "1:b")],
+        );
+        let plan_token = plan(&running, &new_token, true);
+        assert!(plan_token.agents_changed.is_empty());
+        assert_eq!(plan_token.bots_restarted, vec!["ada"]);
+        assert!(plan(&running, &running, true) == Plan::default());
+        assert!(
+            plan(&running, &changed, false).bots_restarted.is_empty(),
+            "no channels, no bots"
+        );
+    }
+
+    #[test]
+    fn files_a_running_daemon_cannot_apply_are_refused_with_the_reason() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(dir.path(), CONFIG, &[&agent("ada", "")], &[]);
+        let missing_token = loaded(dir.path(), CONFIG, &[&agent("ada", &bot("ADA_TOKEN"))], &[]);
+        let error = validate(&running, &missing_token).unwrap_err();
+        assert!(
+            error.contains("ADA_TOKEN") && error.contains("restart"),
+            "{error}"
+        );
+        let shared = loaded(
+            dir.path(),
+            CONFIG,
+            &[
+                &agent("ada", &bot("ADA_TOKEN")),
+                &agent("bob", &bot("BOB_TOKEN")),
+            ],
+            &[("ADA_TOKEN", "1:same"), ("BOB_TOKEN", "1:same")],
+        );
+        let error = validate(&running, &shared).unwrap_err();
+        assert!(error.contains("same Telegram bot token"), "{error}");
+        let other_provider = format!(
+            "{CONFIG}[providers.other]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n"
+        );
+        let new_provider = loaded(
+            dir.path(),
+            &other_provider,
+            &[&agent("ada", "").replace("\"local\"", "\"other\"")],
+            &[],
+        );
+        let error = validate(&running, &new_provider).unwrap_err();
+        assert!(error.contains("provider `other`"), "{error}");
+    }
+
+    #[test]
+    fn settings_that_need_a_restart_are_named_and_not_applied() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let running = loaded(dir.path(), CONFIG, &[&agent("ada", "")], &[]);
+        let moved = loaded(
+            dir.path(),
+            &format!("{CONFIG}[studio]\nbind = \"127.0.0.1:7999\"\n[mcp]\nping_every = \"5s\"\n"),
+            &[&agent("ada", "")],
+            &[],
+        );
+        assert_eq!(
+            needs_restart(&running.config, &moved.config),
+            vec!["mcp.ping_every", "studio.bind"]
+        );
+        let applied = effective(&running, moved);
+        assert_eq!(applied.config.studio.bind, running.config.studio.bind);
+        assert!(needs_restart(&running.config, &applied.config).is_empty());
+    }
+}

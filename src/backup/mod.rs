@@ -115,7 +115,7 @@ pub enum BackupError {
     #[error(
         "a daemon (pid {pid}) has the data directory {data_dir} open: stop it before restoring"
     )]
-    DaemonRunning { pid: i32, data_dir: PathBuf },
+    DaemonRunning { pid: u32, data_dir: PathBuf },
     #[error(
         "the data directory {0} is not empty: restore into a new directory, or pass --force to \
          replace it (the old one is kept beside it)"

@@ -225,7 +225,10 @@ impl Write for HashSink<'_> {
 /// empty (unless `force`: it is then moved aside, never deleted), or when the archive fails any
 /// check; in every refusal nothing is left behind.
 pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<RestoreReport, BackupError> {
-    if let Some(pid) = running_daemon(data_dir) {
+    // A database that cannot even be read is no proof of a running daemon; the restore's own
+    // checks report what is wrong with the directory.
+    let running = crate::store::running_daemon(&crate::store::Store::path_in(data_dir));
+    if let Ok(Some(pid)) = running {
         return Err(BackupError::DaemonRunning {
             pid,
             data_dir: data_dir.to_path_buf(),
@@ -390,37 +393,3 @@ fn place(staged: &Path, data_dir: &Path, non_empty: bool) -> Result<Option<PathB
     Ok(replaced)
 }
 
-/// The pid of a daemon that has `data_dir`'s database open: the newest boot without a stop
-/// (`daemon_boots`) whose process is alive and holds the file (or whose files we may not see).
-fn running_daemon(data_dir: &Path) -> Option<i32> {
-    let database = crate::store::Store::path_in(data_dir);
-    if !database.is_file() {
-        return None;
-    }
-    let conn = Connection::open_with_flags(&database, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
-    let pid: i64 = conn
-        .query_row(
-            "SELECT pid FROM daemon_boots WHERE stopped_ms IS NULL ORDER BY id DESC LIMIT 1",
-            [],
-            |row| row.get(0),
-        )
-        .ok()?;
-    drop(conn);
-    let pid = i32::try_from(pid).ok().filter(|pid| *pid > 0)?;
-    let alive = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(error) => error == nix::errno::Errno::EPERM,
-    };
-    if !alive {
-        return None;
-    }
-    let database = fs::canonicalize(&database).unwrap_or(database);
-    let Ok(descriptors) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Some(pid);
-    };
-    descriptors
-        .filter_map(Result::ok)
-        .filter_map(|descriptor| fs::read_link(descriptor.path()).ok())
-        .any(|target| target == database)
-        .then_some(pid)
-}

@@ -1,6 +1,6 @@
 //! How an operator command reaches the daemon: through Studio's API while it runs, or the
 //! database and the config directly while it is stopped — decided in one place for every
-//! command (`jobs`, `mcp`).
+//! command (`jobs`, `mcp`, `reload`).
 //!
 //! Why it matters: the scheduler and the MCP links keep state in memory. A job written into the
 //! database behind a running scheduler's back would not fire until the next boot, and a pause
@@ -8,8 +8,8 @@
 //! it to the owning actor), and the database is written directly only when no daemon runs.
 //!
 //! Deciding: `daemon_boots` holds a row per boot with its process id, and a clean stop records
-//! `stopped_ms`. A boot without a stop whose process is alive and is a clawvisor means a daemon
-//! runs; otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or
+//! `stopped_ms`. A boot without a stop whose process is alive and has the database open means a
+//! daemon runs (`store::running_daemon`); otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or
 //! is now another program) it is stopped. While it runs, the command calls Studio at the
 //! configured address (`studio.bind`, or `--studio-bind`) with the local token
 //! (`<data_dir>/studio.token`, `studio::access::local_token`). A running daemon whose Studio does
@@ -80,19 +80,17 @@ pub(super) async fn find(loaded: &LoadedConfig) -> Result<Daemon, LinkError> {
         return Ok(Daemon::Stopped);
     }
     let shown = path.display().to_string();
-    let pids = tokio::task::spawn_blocking(move || {
-        crate::store::peek(&path, crate::store::events::unstopped_boot_pids)
-    })
-    .await
-    .map_err(|_| LinkError::Database {
-        path: shown.clone(),
-        reason: "reading it panicked".into(),
-    })?
-    .map_err(|error| LinkError::Database {
-        path: shown,
-        reason: error.to_string(),
-    })?;
-    let Some(pid) = pids.into_iter().find(|pid| is_live_daemon(*pid)) else {
+    let running = tokio::task::spawn_blocking(move || crate::store::running_daemon(&path))
+        .await
+        .map_err(|_| LinkError::Database {
+            path: shown.clone(),
+            reason: "reading it panicked".into(),
+        })?
+        .map_err(|error| LinkError::Database {
+            path: shown,
+            reason: error.to_string(),
+        })?;
+    let Some(pid) = running else {
         return Ok(Daemon::Stopped);
     };
     let bind = loaded.config.studio_addr();
@@ -120,34 +118,6 @@ pub(super) async fn find(loaded: &LoadedConfig) -> Result<Daemon, LinkError> {
     }))
 }
 
-/// True when `pid` is a live process that is a clawvisor (a crashed daemon's pid may have been
-/// reused by another program), and not this command itself.
-fn is_live_daemon(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return false;
-    }
-    let Ok(raw) = i32::try_from(pid) else {
-        return false;
-    };
-    if raw <= 1 {
-        return false;
-    }
-    let alive = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
-        Ok(()) => true,
-        // It exists but belongs to someone else: still a process.
-        Err(nix::errno::Errno::EPERM) => true,
-        Err(_) => false,
-    };
-    if !alive {
-        return false;
-    }
-    // The kernel's name of the program (at most 15 characters): a process we cannot read is
-    // taken as a daemon, since writing behind a running daemon's back is the worse mistake.
-    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-        Ok(name) => name.trim().starts_with("clawvisor"),
-        Err(_) => true,
-    }
-}
 
 /// The running daemon's API, called with the local token.
 pub(super) struct Api {

@@ -7,57 +7,37 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::daemon_link::{self, Daemon};
 use crate::config::LoadedConfig;
 use crate::daemon::EXIT_CONFIG;
 
+/// A reload restarts actors one by one; the daemon answers when all are done.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(150);
+
 pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
-    let token = match crate::studio::access::local_token(&loaded.config.data_dir) {
-        Ok(token) => token,
-        Err(error) => {
-            eprintln!("cannot read the daemon's access token: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let base = crate::studio::access::base_url(
-        &loaded.config.studio.public_url,
-        loaded.config.studio_addr(),
-    );
-    let url = format!("{}/api/v1/reload", base.trim_end_matches('/'));
-    let client = match reqwest::Client::builder()
-        .timeout(Duration::from_secs(150))
-        .build()
-    {
-        Ok(client) => client,
-        Err(error) => {
-            eprintln!("cannot make an HTTP client: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let response = client.post(&url).bearer_auth(token.expose()).send().await;
-    let response = match response {
-        Ok(response) => response,
-        Err(error) => {
+    let api = match daemon_link::find(loaded).await {
+        Ok(Daemon::Running(api)) => api,
+        Ok(Daemon::Stopped) => {
             eprintln!(
-                "cannot reach the daemon's Studio at {base} ({}); is `clawvisor serve` running? \
-                 (`systemctl reload clawvisor` sends SIGHUP instead)",
-                error.without_url()
+                "no daemon runs on this data directory: the files are read when `clawvisor serve` starts"
             );
             return ExitCode::FAILURE;
         }
-    };
-    let status = response.status();
-    let body: serde_json::Value = match response.json().await {
-        Ok(body) => body,
         Err(error) => {
-            eprintln!("the daemon answered {status} without a report: {error}");
+            eprintln!("{error}");
             return ExitCode::FAILURE;
         }
     };
-    if !status.is_success() {
-        let message = body["error"]["message"].as_str().unwrap_or("no message");
-        eprintln!("the daemon refused the reload ({status}): {message}");
-        return ExitCode::FAILURE;
-    }
+    let body = match api
+        .post_with_timeout("/api/v1/reload", serde_json::json!({}), RELOAD_TIMEOUT)
+        .await
+    {
+        Ok(body) => body,
+        Err(error) => {
+            eprintln!("the daemon did not reload: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     println!("{}", body["summary"].as_str().unwrap_or("reloaded"));
     if body["ok"].as_bool() == Some(true) {
         ExitCode::SUCCESS

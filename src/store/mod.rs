@@ -336,6 +336,51 @@ pub fn peek<T>(path: &Path, query: impl FnOnce(&Connection) -> Result<T>) -> Res
     query(&conn)
 }
 
+/// The pid of a daemon that runs on the database at `path`, if one does: a boot without a recorded
+/// stop (`daemon_boots`) whose process is alive, is not the caller, and has the database open (or,
+/// where its open files cannot be seen, is named `clawvisor*`; where not even that can be seen, it
+/// is taken as a daemon, since writing behind a running daemon's back is the worse mistake). A
+/// crashed daemon's row whose pid now belongs to another program does not count. Operator commands
+/// (`jobs`, `mcp`, `reload`, `restore`) decide with this alone.
+pub fn running_daemon(path: &Path) -> Result<Option<u32>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let pids = peek(path, events::unstopped_boot_pids)?;
+    let database = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(pids
+        .into_iter()
+        .find(|pid| is_daemon_of(*pid, &database)))
+}
+
+fn is_daemon_of(pid: u32, database: &Path) -> bool {
+    if pid == std::process::id() {
+        return false;
+    }
+    let Some(raw) = i32::try_from(pid).ok().filter(|raw| *raw > 1) else {
+        return false;
+    };
+    let alive = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        // It exists but belongs to someone else: still a process.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    };
+    if !alive {
+        return false;
+    }
+    if let Ok(descriptors) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        return descriptors
+            .filter_map(|entry| entry.ok())
+            .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+            .any(|target| target == database);
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(name) => name.trim().starts_with("clawvisor"),
+        Err(_) => true,
+    }
+}
+
 impl From<&crate::config::Config> for StoreOptions {
     fn from(config: &crate::config::Config) -> Self {
         StoreOptions {

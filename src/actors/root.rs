@@ -491,14 +491,6 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             bots(context)
                 .iter()
                 .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
-                .chain(
-                    config
-                        .mcp
-                        .servers
-                        .iter()
-                        .filter(|server| server.enabled)
-                        .map(|server| mcp::link(&server.name).local().to_string()),
-                )
                 .collect(),
         ),
         agents: Arc::new(

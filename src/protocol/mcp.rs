@@ -1,6 +1,13 @@
 //! The MCP service: one link per configured server under a supervisor. Agents' MCP tools call a
-//! link; Studio and `doctor` read the servers' health. Served by `actors/mcp_supervisor.rs` and
+//! link; Studio and `doctor` read the servers' health; `/readyz` and every run ask whether the
+//! servers have published their tools yet. Served by `actors/mcp_supervisor.rs` and
 //! `actors/mcp_link.rs`.
+//!
+//! "Published" means more than "the link is up": every agent allowed to use the server has
+//! confirmed that its tool set holds the server's tools (the link asks each agent after handing
+//! them over). A server holds readiness back while it is *pending*: enabled, not yet published,
+//! and not failed visibly (a failure leaves its reason in the health, Studio's MCP page and the
+//! log, so readiness never waits for ever on a broken server).
 
 use std::time::Duration;
 
@@ -19,6 +26,9 @@ use crate::tools::ToolOutput;
 pub const NAME: ServiceName<McpSupervisorMsg> = ServiceName::fixed("mcp");
 /// How long a health report or a reload may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a run waits for its servers, whatever `[mcp] startup_wait` says: the supervisor
+/// clamps its deadlines to this, and the handle gives up a little later still.
+pub const MAX_STARTUP_WAIT: Duration = Duration::from_secs(600);
 
 /// Where the link to `server` is registered.
 pub fn link(server: &str) -> ServiceName<McpLinkMsg> {
@@ -32,6 +42,11 @@ pub enum McpSupervisorMsg {
     Health(RpcReplyPort<Vec<McpHealth>>),
     /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
     Reload(Vec<McpServerConfig>, RpcReplyPort<()>),
+    /// Answers, once none of the servers that give tools to `agent` is pending (or at
+    /// `[mcp] startup_wait` at the latest), with those servers' health. `None`: every server.
+    Settled(Option<String>, RpcReplyPort<Vec<McpHealth>>),
+    /// Internal: a waiter's deadline may have passed.
+    WaitersDue,
 }
 
 /// What a link reports.
@@ -44,6 +59,8 @@ pub enum LinkReport {
     },
     Latency(Duration),
     Down(String),
+    /// Every agent allowed to use the server confirmed that it holds the server's tools.
+    Published,
 }
 
 /// One server's health, as Studio and `doctor` show it.
@@ -58,6 +75,32 @@ pub struct McpHealth {
     pub restarts: u32,
     pub last_latency_ms: Option<u64>,
     pub tools: Vec<String>,
+    /// Every agent allowed to use the server holds its tools (since it last came up).
+    pub published: bool,
+}
+
+impl McpHealth {
+    /// Still holding readiness back: enabled, neither published nor failed visibly (a server
+    /// that failed once stays "failed visibly" while it is retried, so readiness does not flap).
+    pub fn is_pending(&self) -> bool {
+        matches!(self.state, "connecting" | "up") && !self.published && self.last_error.is_none()
+    }
+
+    /// Its tools are with the agents and it answers.
+    pub fn is_published(&self) -> bool {
+        self.state == "up" && self.published
+    }
+
+    /// What a waiting reader is told about a server that is not published: why not, in words.
+    pub fn unavailable_reason(&self) -> String {
+        match (self.state, self.last_error.as_deref()) {
+            ("up", _) => "its tools are still being handed to the agents".to_string(),
+            ("disabled", _) => "it is disabled in the configuration".to_string(),
+            (state, Some(error)) => format!("{state}; last error: {error}"),
+            ("connecting", None) => "still starting (no answer to initialize and tools/list yet)".to_string(),
+            (state, None) => state.to_string(),
+        }
+    }
 }
 
 pub enum McpLinkMsg {
@@ -87,6 +130,9 @@ pub enum McpLinkMsg {
     Pinged(Result<Duration, McpError>),
     /// The namespaced names of the tools this link publishes (empty while not connected).
     Tools(RpcReplyPort<Vec<String>>),
+    /// Internal: `agent` (the actor that had `ActorId` when it was given the tools) confirmed
+    /// that its tool set holds them.
+    Confirmed(String, ractor::ActorId),
 }
 
 /// The MCP supervisor, by name. Cheap to clone.
@@ -109,6 +155,20 @@ impl Mcp {
             &NAME,
             Some(TIMEOUT),
             McpSupervisorMsg::Health,
+        )
+        .await
+    }
+
+    /// Waits until none of the servers that give tools to `agent` (`None`: any server) is
+    /// pending — each published or failed visibly — or until `[mcp] startup_wait` passed, and
+    /// returns those servers' health then. A run calls this before it lists its tools.
+    pub async fn settled(&self, agent: Option<&str>) -> Result<Vec<McpHealth>, CallError> {
+        let agent = agent.map(str::to_string);
+        super::ask(
+            &self.registry,
+            &NAME,
+            Some(MAX_STARTUP_WAIT + TIMEOUT),
+            |reply| McpSupervisorMsg::Settled(agent, reply),
         )
         .await
     }

@@ -47,8 +47,8 @@ pub struct StudioState {
     pub registry: Registry,
     pub store: Store,
     pub events: EventBus,
-    /// Actor ids that must have started (or failed visibly) before `/readyz` says ready:
-    /// every configured bot and MCP link.
+    /// Actor ids that must have started (or failed visibly) before `/readyz` says ready: every
+    /// configured bot. (MCP servers are asked of the MCP supervisor, whose set follows reloads.)
     pub expect_ready: Arc<Vec<String>>,
     /// Host names and the access token the API guard checks.
     pub access: Arc<access::Access>,
@@ -208,7 +208,9 @@ async fn healthz(State(state): State<StudioState>) -> Response {
     }
 }
 
-/// 200 once every configured bot and MCP link has started or failed visibly.
+/// 200 once every configured bot has started and every enabled MCP server has published its
+/// tools to its agents, each or failed visibly (its reason in Studio's MCP page and the log).
+/// Otherwise 503, naming what it still waits for.
 async fn readyz(State(state): State<StudioState>) -> Response {
     let Some(snapshot) = snapshot(&state).await else {
         return (
@@ -220,7 +222,7 @@ async fn readyz(State(state): State<StudioState>) -> Response {
     if !snapshot.boot_complete || !state.store.writer_alive() {
         return (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response();
     }
-    let waiting: Vec<&str> = state
+    let mut waiting: Vec<String> = state
         .expect_ready
         .iter()
         .filter(|id| {
@@ -229,8 +231,21 @@ async fn readyz(State(state): State<StudioState>) -> Response {
                 .iter()
                 .any(|actor| &actor.id == *id && actor.status != "starting")
         })
-        .map(String::as_str)
+        .cloned()
         .collect();
+    match crate::protocol::mcp::Mcp::new(&state.registry).health().await {
+        Ok(servers) => waiting.extend(servers.iter().filter(|server| server.is_pending()).map(
+            |server| {
+                let step = if server.state == "up" {
+                    "handing its tools to the agents"
+                } else {
+                    "connecting"
+                };
+                format!("{} ({step})", crate::protocol::mcp::link(&server.server).local())
+            },
+        )),
+        Err(error) => waiting.push(format!("mcp ({error})")),
+    }
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {

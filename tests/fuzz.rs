@@ -4715,7 +4715,9 @@ mod mcp_startup_wait_target {
             Just(String::new()),
         ];
         let unit = prop::sample::select(
-            &["ms", "s", "m", "h", "d", "w", "y", " s", "sec", "", "µs", "ns", "S"][..],
+            &[
+                "ms", "s", "m", "h", "d", "w", "y", " s", "sec", "", "µs", "ns", "S",
+            ][..],
         );
         prop_oneof![
             (number, unit).prop_map(|(number, unit)| format!("{number}{unit}")),
@@ -4727,6 +4729,6 @@ mod mcp_startup_wait_target {
 #[test]
 fn mcp_startup_wait() {
     use mcp_startup_wait_target::*;
-    replay("mcp_startup_wait", |text| parse_case(text), |value| check(value));
+    replay("mcp_startup_wait", parse_case, |value| check(value));
     run(runner(REGRESSIONS, 100), strategy(), |value| check(&value));
 }

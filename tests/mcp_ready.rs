@@ -96,15 +96,17 @@ async fn start_process(
     )
     .unwrap();
     let owned = dir.to_path_buf();
-    let daemon = tokio::task::spawn_blocking(move || {
-        DaemonProcess::start(BINARY, &owned, &BTreeMap::new())
-    })
-    .await
-    .unwrap()
-    .expect("the daemon starts");
+    let daemon =
+        tokio::task::spawn_blocking(move || DaemonProcess::start(BINARY, &owned, &BTreeMap::new()))
+            .await
+            .unwrap()
+            .expect("the daemon starts");
     let studio = format!(
         "http://{}",
-        daemon.studio.clone().expect("the daemon logs Studio's address")
+        daemon
+            .studio
+            .clone()
+            .expect("the daemon logs Studio's address")
     );
     let token = std::fs::read_to_string(dir.join("data").join("studio.token"))
         .expect("the daemon wrote its local access token");
@@ -229,7 +231,11 @@ async fn a_run_started_the_moment_readyz_turns_200_calls_a_third_party_servers_t
         steps_in(dir.path(), "kind = 'note' AND name = 'mcp_wait'"),
         Vec::<(String, String)>::new()
     );
-    eprintln!("readyz answered 503 {} times first: {:?}", waited.len(), waited.last());
+    eprintln!(
+        "readyz answered 503 {} times first: {:?}",
+        waited.len(),
+        waited.last()
+    );
     drop(daemon);
 }
 
@@ -335,7 +341,10 @@ async fn a_run_started_before_its_server_is_up_waits_for_it_and_calls_its_tool()
     )
     .await;
     let before = health_of(&harness, "slow").await;
-    assert!(before.is_pending(), "the server is still starting: {before:?}");
+    assert!(
+        before.is_pending(),
+        "the server is still starting: {before:?}"
+    );
     let started = Instant::now();
     let reply = harness
         .ask("ada", &ChatKey::cli("early"), "echo something")
@@ -407,7 +416,10 @@ async fn a_run_waits_no_longer_than_startup_wait_and_names_the_missing_server() 
 async fn readiness_follows_servers_added_and_removed_by_a_reload() {
     let (_llm, harness) = start_harness(
         Script::new().rule(Rule::text("hi")),
-        &format!("[mcp]\nconnect_timeout = \"90s\"\n{}", test_server("fast", &[])),
+        &format!(
+            "[mcp]\nconnect_timeout = \"90s\"\n{}",
+            test_server("fast", &[])
+        ),
     )
     .await;
     let (studio, client) = harness.studio_http().await;

@@ -200,9 +200,10 @@ impl McpLinkState {
         }
         let all_confirmed = self.args.targets.iter().all(|target| {
             self.tools_for(target).next().is_none()
-                || self.confirmed.get(&target.agent).is_some_and(|confirmed| {
-                    self.published.get(&target.agent) == Some(confirmed)
-                })
+                || self
+                    .confirmed
+                    .get(&target.agent)
+                    .is_some_and(|confirmed| self.published.get(&target.agent) == Some(confirmed))
         });
         if all_confirmed {
             self.announced = true;

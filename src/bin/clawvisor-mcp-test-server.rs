@@ -132,9 +132,9 @@ fn options() -> Result<Options, String> {
             "--grandchild" => options.grandchild = true,
             "--start-delay-ms" => {
                 let value = args.next().ok_or("--start-delay-ms needs a number")?;
-                let ms = value
-                    .parse()
-                    .map_err(|_| format!("--start-delay-ms: `{value}` is not a number of milliseconds"))?;
+                let ms = value.parse().map_err(|_| {
+                    format!("--start-delay-ms: `{value}` is not a number of milliseconds")
+                })?;
                 options.start_delay = Duration::from_millis(ms);
             }
             other => return Err(format!("unknown argument {other}")),

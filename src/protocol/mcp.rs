@@ -97,7 +97,9 @@ impl McpHealth {
             ("up", _) => "its tools are still being handed to the agents".to_string(),
             ("disabled", _) => "it is disabled in the configuration".to_string(),
             (state, Some(error)) => format!("{state}; last error: {error}"),
-            ("connecting", None) => "still starting (no answer to initialize and tools/list yet)".to_string(),
+            ("connecting", None) => {
+                "still starting (no answer to initialize and tools/list yet)".to_string()
+            }
             (state, None) => state.to_string(),
         }
     }
@@ -179,5 +181,46 @@ impl Mcp {
             McpSupervisorMsg::Reload(servers, reply)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::McpHealth;
+
+    fn health(state: &'static str, published: bool, last_error: Option<&str>) -> McpHealth {
+        McpHealth {
+            server: "time".into(),
+            transport: "stdio",
+            trust: "trusted",
+            state,
+            last_error: last_error.map(str::to_string),
+            restarts: 0,
+            last_latency_ms: None,
+            tools: Vec::new(),
+            published,
+        }
+    }
+
+    #[test]
+    fn a_server_is_pending_until_published_or_failed_visibly() {
+        // Starting, or up with the tools not yet confirmed by the agents: waited for.
+        assert!(health("connecting", false, None).is_pending());
+        assert!(health("up", false, None).is_pending());
+        // Published: ready.
+        let published = health("up", true, None);
+        assert!(!published.is_pending() && published.is_published());
+        // Failed with a reason (also while it is retried): not waited for, and not usable.
+        for state in ["down", "restarting", "degraded", "connecting"] {
+            let failed = health(state, false, Some("cannot start `/nope`"));
+            assert!(!failed.is_pending(), "{state}");
+            assert!(!failed.is_published(), "{state}");
+            assert!(
+                failed.unavailable_reason().contains("cannot start `/nope`"),
+                "{state}"
+            );
+        }
+        // Disabled servers are never waited for.
+        assert!(!health("disabled", false, None).is_pending());
     }
 }

@@ -233,19 +233,7 @@ async fn readyz(State(state): State<StudioState>) -> Response {
         })
         .cloned()
         .collect();
-    match crate::protocol::mcp::Mcp::new(&state.registry).health().await {
-        Ok(servers) => waiting.extend(servers.iter().filter(|server| server.is_pending()).map(
-            |server| {
-                let step = if server.state == "up" {
-                    "handing its tools to the agents"
-                } else {
-                    "connecting"
-                };
-                format!("{} ({step})", crate::protocol::mcp::link(&server.server).local())
-            },
-        )),
-        Err(error) => waiting.push(format!("mcp ({error})")),
-    }
+    waiting.extend(mcp_pending(&state).await);
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
@@ -255,6 +243,33 @@ async fn readyz(State(state): State<StudioState>) -> Response {
         )
             .into_response()
     }
+}
+
+/// The MCP servers `/readyz` still waits for, as `mcp:<server> (what it is doing)`; asked of
+/// the MCP supervisor each time, so servers added or removed by a reload count as they are now.
+async fn mcp_pending(state: &StudioState) -> Vec<String> {
+    let servers = match crate::protocol::mcp::Mcp::new(&state.registry)
+        .health()
+        .await
+    {
+        Ok(servers) => servers,
+        Err(error) => return vec![format!("mcp ({error})")],
+    };
+    servers
+        .iter()
+        .filter(|server| server.is_pending())
+        .map(|server| {
+            let step = if server.state == "up" {
+                "handing its tools to the agents"
+            } else {
+                "connecting"
+            };
+            format!(
+                "{} ({step})",
+                crate::protocol::mcp::link(&server.server).local()
+            )
+        })
+        .collect()
 }
 
 /// How long an in-flight request may take to finish when Studio stops.

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::RunCtx;
 use crate::protocol::CallError;
 use crate::protocol::agent::Agent;
-use crate::protocol::mcp::{McpHealth, Mcp};
+use crate::protocol::mcp::{Mcp, McpHealth};
 use crate::store::runs::NewStep;
 
 /// A server that gives the agent tools but was not published when the run went ahead.
@@ -91,10 +91,7 @@ fn holds_tools_of(ctx: &RunCtx, server: &str) -> bool {
 fn unavailable(server: &McpHealth, waited_ms: u64) -> UnavailableServer {
     let mut reason = server.unavailable_reason();
     if server.is_pending() {
-        reason = format!(
-            "{reason}; waited {:.1} s for it",
-            waited_ms as f64 / 1000.0
-        );
+        reason = format!("{reason}; waited {:.1} s for it", waited_ms as f64 / 1000.0);
     }
     UnavailableServer {
         server: server.server.clone(),

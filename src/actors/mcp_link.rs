@@ -6,8 +6,9 @@
 //! allowed agents as `<server>__<tool>` (`AgentMsg::SetTools("mcp:<server>", ..)`), and the link
 //! answers calls. A task then asks each agent for its tool list (its mailbox is ordered, so the
 //! answer comes after the tools were applied) and confirms that it holds them; once every allowed
-//! agent has, the link reports `LinkReport::Published` — what `/readyz` and waiting runs wait for. Each call runs in its own task, bounded by the server's `timeout`, and answers
-//! the caller's reply port directly — a slow tool never blocks the link, other links or the agent.
+//! agent has, the link reports `LinkReport::Published` — what `/readyz` and waiting runs wait
+//! for. Each call runs in its own task, bounded by the server's `timeout`, and answers the
+//! caller's reply port directly — a slow tool never blocks the link, other links or the agent.
 //!
 //! The link dies (returns an error, so its supervisor restarts it with backoff) when: the connect
 //! task fails (spawn error, no answer to initialize, garbage instead of JSON-RPC, tools/list

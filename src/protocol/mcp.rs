@@ -91,16 +91,16 @@ impl McpHealth {
         self.state == "up" && self.published
     }
 
-    /// What a waiting reader is told about a server that is not published: why not, in words.
+    /// Why the server is not published, in words fit for the model: its state only. The last
+    /// error stays out (a server's stderr is not to be trusted in a prompt); Studio shows it.
     pub fn unavailable_reason(&self) -> String {
-        match (self.state, self.last_error.as_deref()) {
-            ("up", _) => "its tools are still being handed to the agents".to_string(),
+        match (self.state, self.last_error.is_some()) {
+            ("up", false) => "its tools are still being handed to the agents".to_string(),
+            ("connecting", false) => "it is still starting".to_string(),
             ("disabled", _) => "it is disabled in the configuration".to_string(),
-            (state, Some(error)) => format!("{state}; last error: {error}"),
-            ("connecting", None) => {
-                "still starting (no answer to initialize and tools/list yet)".to_string()
+            (state, _) => {
+                format!("it failed and is {state}; the operator can see why on Studio's MCP page")
             }
-            (state, None) => state.to_string(),
         }
     }
 }
@@ -215,10 +215,10 @@ mod tests {
             let failed = health(state, false, Some("cannot start `/nope`"));
             assert!(!failed.is_pending(), "{state}");
             assert!(!failed.is_published(), "{state}");
-            assert!(
-                failed.unavailable_reason().contains("cannot start `/nope`"),
-                "{state}"
-            );
+            // What the model reads holds no server output (it could say anything).
+            let reason = failed.unavailable_reason();
+            assert!(reason.contains("failed"), "{state}: {reason}");
+            assert!(!reason.contains("/nope"), "{state}: {reason}");
         }
         // Disabled servers are never waited for.
         assert!(!health("disabled", false, None).is_pending());

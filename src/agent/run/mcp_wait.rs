@@ -7,9 +7,11 @@
 //!
 //! The run's tools are a snapshot its session took when it started the run; when a server's
 //! tools arrived (or left) since, the run takes the agent's current set instead. Servers that
-//! are still not published are named to the model in the prompt (a `tools` layer of its own) and
-//! again by the dispatcher if the model calls one of their tools anyway, and the run records one
-//! `note` step (`mcp_wait`: how long it waited, which servers are unavailable and why).
+//! are still not published are named to the model in the prompt (the `mcp_unavailable` layer)
+//! and again by the dispatcher if the model calls one of their tools anyway — with their state
+//! only, never a server's own error text, which is not to be trusted in a prompt — and the run
+//! records one `note` step (`mcp_wait`: how long it waited, which servers are unavailable, their
+//! last errors).
 
 use std::time::Instant;
 
@@ -25,8 +27,10 @@ use crate::store::runs::NewStep;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnavailableServer {
     pub server: String,
-    /// Why, in words (still starting, or its last error).
+    /// Why, in words for the model (its state, how long the run waited).
     pub reason: String,
+    /// The server's last error, for the run's record (Studio) only.
+    pub last_error: Option<String>,
 }
 
 /// Waits for the agent's MCP servers (see the module docs) and brings `ctx`'s tools up to date.
@@ -67,7 +71,9 @@ pub(super) async fn wait_for_servers(ctx: &mut RunCtx) {
         let unavailable: Vec<_> = ctx
             .mcp_unavailable
             .iter()
-            .map(|server| json!({"server": server.server, "reason": server.reason}))
+            .map(|server| {
+                json!({"server": server.server, "reason": server.reason, "last_error": server.last_error})
+            })
             .collect();
         ctx.record_step(NewStep {
             kind: "note",
@@ -96,6 +102,7 @@ fn unavailable(server: &McpHealth, waited_ms: u64) -> UnavailableServer {
     UnavailableServer {
         server: server.server.clone(),
         reason,
+        last_error: server.last_error.clone(),
     }
 }
 

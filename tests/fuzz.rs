@@ -22,6 +22,7 @@
 //! | `job_checks` | `protocol::scheduler::NewJob::into_row` (the checks the scheduler and `clawvisor jobs add` share) on schedules, prompts, names and targets | an accepted job is active, of a known kind, next fire in the future, a valid zone, a trimmed non-empty prompt and a bounded name; a refusal says why |
 //! | `backup_archive` | `backup::restore` verification on arbitrary bytes and on damaged real archives (cuts, bit flips, inserted bytes) | no panic; nothing written; an archive that still verifies carries the original manifest |
 //! | `reload_settings_comparison` | `reload` planning on every pair of config files in the corpus | no panic; the settings named as needing a restart are exactly those that differ |
+//! | `mcp_startup_wait` | `[mcp] startup_wait` as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline | no panic; a value is accepted within its bound (at most 10 minutes) or refused with a message naming the key |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -4886,4 +4887,90 @@ fn reload_settings_comparison() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: mcp_startup_wait — `[mcp] startup_wait` (how long a run waits for its agent's MCP
+// servers) as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline.
+// ---------------------------------------------------------------------------------------------
+
+mod mcp_startup_wait_target {
+    use super::*;
+    use clawvisor::config::{self, ConfigError, Overrides};
+    use clawvisor::protocol::mcp::MAX_STARTUP_WAIT;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/mcp_startup_wait.txt";
+
+    pub fn parse_case(text: &str) -> String {
+        text.trim_end_matches('\n').to_string()
+    }
+
+    /// An accepted value becomes a deadline that fits the clock (clamped to the maximum); a
+    /// refused one is a key error naming the file and `startup_wait`.
+    pub fn check(value: &str) -> Result<(), TestCaseError> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("actors")).expect("temp dir");
+        let quoted = toml::Value::String(value.to_string()).to_string();
+        std::fs::write(
+            dir.path().join("clawvisor.toml"),
+            format!(
+                "data_dir = \"data\"\n[agents]\ndir = \"actors\"\n\
+                 [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                 [mcp]\nstartup_wait = {quoted}\n"
+            ),
+        )
+        .expect("temp file");
+        let overrides = Overrides {
+            config: Some(dir.path().join("clawvisor.toml")),
+            ..Overrides::default()
+        };
+        let env = BTreeMap::from([("TZ".to_string(), "UTC".to_string())]);
+        match config::load_in(&overrides, env, dir.path()) {
+            Ok(loaded) => {
+                let wait = loaded.config.mcp.startup_wait.0.min(MAX_STARTUP_WAIT);
+                prop_assert!(std::time::Instant::now().checked_add(wait).is_some());
+                prop_assert!(tokio::time::Instant::now().checked_add(wait).is_some());
+            }
+            Err(ConfigError::Key {
+                origin,
+                key,
+                message,
+            }) => {
+                prop_assert!(origin.ends_with("clawvisor.toml"), "{origin}: {key}");
+                prop_assert!(key.contains("startup_wait"), "{key}: {message}");
+                prop_assert!(!message.trim().is_empty());
+            }
+            Err(error) => {
+                return Err(TestCaseError::fail(format!("{value:?}: {error}")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn strategy() -> impl Strategy<Value = String> {
+        let number = prop_oneof![
+            (0u64..100_000).prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just("18446744073709551615".to_string()),
+            Just("-1".to_string()),
+            Just("1.5".to_string()),
+            Just(String::new()),
+        ];
+        let unit = prop::sample::select(
+            &[
+                "ms", "s", "m", "h", "d", "w", "y", " s", "sec", "", "µs", "ns", "S",
+            ][..],
+        );
+        prop_oneof![
+            (number, unit).prop_map(|(number, unit)| format!("{number}{unit}")),
+            "\\PC{0,12}",
+        ]
+    }
+}
+
+#[test]
+fn mcp_startup_wait() {
+    use mcp_startup_wait_target::*;
+    replay("mcp_startup_wait", parse_case, |value| check(value));
+    run(runner(REGRESSIONS, 100), strategy(), |value| check(&value));
 }

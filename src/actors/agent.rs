@@ -241,6 +241,9 @@ impl Actor for AgentActor {
             AgentMsg::View(reply) => {
                 let _ = reply.send(view(state));
             }
+            AgentMsg::Tools(reply) => {
+                let _ = reply.send(state.settings.tools.clone());
+            }
         }
         Ok(())
     }

@@ -4,8 +4,11 @@
 //! stdio server in its own process group, or reach the HTTP endpoint; `initialize`; list every
 //! tool), bounded by `[mcp] connect_timeout`. When it succeeds the tools are published to the
 //! allowed agents as `<server>__<tool>` (`AgentMsg::SetTools("mcp:<server>", ..)`), and the link
-//! answers calls. Each call runs in its own task, bounded by the server's `timeout`, and answers
-//! the caller's reply port directly — a slow tool never blocks the link, other links or the agent.
+//! answers calls. A task then asks each agent for its tool list (its mailbox is ordered, so the
+//! answer comes after the tools were applied) and confirms that it holds them; once every allowed
+//! agent has, the link reports `LinkReport::Published` — what `/readyz` and waiting runs wait
+//! for. Each call runs in its own task, bounded by the server's `timeout`, and answers the
+//! caller's reply port directly — a slow tool never blocks the link, other links or the agent.
 //!
 //! The link dies (returns an error, so its supervisor restarts it with backoff) when: the connect
 //! task fails (spawn error, no answer to initialize, garbage instead of JSON-RPC, tools/list
@@ -27,6 +30,7 @@
 //! - the process watcher (stdio): keeps the last stderr lines, reports the exit;
 //! - the session watcher: owns the rmcp service, reports its end;
 //! - a 500 ms tick: re-publishes tools to agents that restarted, pings every `[mcp] ping_every`;
+//! - one confirmation task per publication to an agent (one ask of the agent's tool list);
 //! - one task per call in flight.
 //!
 //! Restart policy: transient under the McpSupervisor, `[supervision]` backoff; a link that
@@ -85,6 +89,10 @@ pub struct McpLinkState {
     tools: Vec<ToolInfo>,
     /// Agents that hold our tools, by the actor id they had when we published.
     published: HashMap<String, ActorId>,
+    /// Agents that confirmed they hold them, by the same actor id.
+    confirmed: HashMap<String, ActorId>,
+    /// `LinkReport::Published` was sent for this connection.
+    announced: bool,
     calls: HashMap<u64, JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     last_ping: Instant,
@@ -109,6 +117,8 @@ impl McpLinkState {
 
     /// Takes the tools away from every agent that has them.
     fn withdraw(&mut self) {
+        self.confirmed.clear();
+        self.announced = false;
         let source = self.source();
         for (agent, _) in self.published.drain() {
             if let Some(agent) = self
@@ -121,8 +131,19 @@ impl McpLinkState {
         }
     }
 
-    /// Publishes the tools to every allowed agent that does not hold them yet.
-    fn publish(&mut self) {
+    /// The tools `target` may use.
+    fn tools_for<'a>(&'a self, target: &'a AgentTarget) -> impl Iterator<Item = &'a ToolInfo> {
+        self.tools.iter().filter(|info| {
+            target
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(&info.name))
+        })
+    }
+
+    /// Publishes the tools to every allowed agent that does not hold them yet, and has each such
+    /// agent's holding confirmed (`McpLinkMsg::Confirmed`).
+    fn publish(&mut self, myself: &ActorRef<McpLinkMsg>) {
         if self.peer.is_none() || self.tools.is_empty() {
             return;
         }
@@ -140,14 +161,7 @@ impl McpLinkState {
                 continue;
             }
             let tools: Vec<Arc<dyn Tool>> = self
-                .tools
-                .iter()
-                .filter(|info| {
-                    target
-                        .only
-                        .as_ref()
-                        .is_none_or(|only| only.contains(&info.name))
-                })
+                .tools_for(target)
                 .map(|info| {
                     Arc::new(McpTool {
                         server: self.args.server.name.clone(),
@@ -161,13 +175,61 @@ impl McpLinkState {
             if tools.is_empty() {
                 continue;
             }
+            let names: Vec<String> = tools.iter().map(|tool| tool.name().to_string()).collect();
             if agent
                 .cast(AgentMsg::SetTools(source.clone(), tools))
                 .is_ok()
             {
                 self.published.insert(target.agent.clone(), agent.get_id());
+                self.tasks.retain(|task| !task.is_finished());
+                self.tasks.push(tokio::spawn(confirm(
+                    crate::protocol::agent::Agent::new(&self.args.registry, &target.agent),
+                    target.agent.clone(),
+                    agent.get_id(),
+                    names,
+                    myself.clone(),
+                )));
             }
         }
+    }
+
+    /// Reports `Published` once every agent that gets at least one of our tools confirmed that
+    /// it holds them (an agent given none, by its `<server>__<tool>` list, is not waited for).
+    fn announce_if_published(&mut self) {
+        if self.announced || self.peer.is_none() {
+            return;
+        }
+        let all_confirmed = self.args.targets.iter().all(|target| {
+            self.tools_for(target).next().is_none()
+                || self
+                    .confirmed
+                    .get(&target.agent)
+                    .is_some_and(|confirmed| self.published.get(&target.agent) == Some(confirmed))
+        });
+        if all_confirmed {
+            self.announced = true;
+            tracing::info!(server = %self.args.server.name, agents = self.confirmed.len(),
+                "MCP server's tools published to its agents");
+            self.report(LinkReport::Published);
+        }
+    }
+}
+
+/// Asks `agent` for its tool list until it holds `names` (the agent applies `SetTools` before
+/// it answers a later message), then tells the link. Gives up quietly when the agent is gone or
+/// never shows them: the link's tick publishes again to a restarted agent, with a new task.
+async fn confirm(
+    agent: crate::protocol::agent::Agent,
+    name: String,
+    id: ActorId,
+    names: Vec<String>,
+    link: ActorRef<McpLinkMsg>,
+) {
+    let Ok(view) = agent.view().await else {
+        return;
+    };
+    if names.iter().all(|tool| view.tools.contains(tool)) {
+        let _ = link.cast(McpLinkMsg::Confirmed(name, id));
     }
 }
 
@@ -213,6 +275,8 @@ impl Actor for McpLink {
             process: None,
             tools: Vec::new(),
             published: HashMap::new(),
+            confirmed: HashMap::new(),
+            announced: false,
             calls: HashMap::new(),
             tasks: Vec::new(),
             last_ping: Instant::now(),
@@ -267,13 +331,15 @@ impl Actor for McpLink {
                     .tasks
                     .push(myself.send_interval(TICK, || McpLinkMsg::Tick));
                 state.last_ping = Instant::now();
-                state.publish();
+                state.publish(&myself);
                 tracing::info!(server = %state.args.server.name, tools = state.tools.len(),
                     "MCP server connected");
                 state.report(LinkReport::Up {
                     tools: state.tools.iter().map(|tool| tool.name.clone()).collect(),
                     latency,
                 });
+                // A server with no tools (or none for any agent) has nothing to deliver.
+                state.announce_if_published();
             }
             McpLinkMsg::ConnectFailed(error, process) => {
                 state.process = process;
@@ -328,7 +394,7 @@ impl Actor for McpLink {
                 state.report(LinkReport::Latency(latency));
             }
             McpLinkMsg::Tick => {
-                state.publish();
+                state.publish(&myself);
                 if state.peer.is_some()
                     && !state.ping_in_flight
                     && state.last_ping.elapsed() >= state.args.ping_every
@@ -363,6 +429,12 @@ impl Actor for McpLink {
                     Vec::new()
                 };
                 let _ = reply.send(names);
+            }
+            McpLinkMsg::Confirmed(agent, id) => {
+                if state.published.get(&agent) == Some(&id) {
+                    state.confirmed.insert(agent, id);
+                    state.announce_if_published();
+                }
             }
         }
         Ok(())

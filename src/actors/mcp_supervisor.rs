@@ -4,7 +4,11 @@
 //! restart them with backoff through the one restart policy (`supervise::Children`), keep each
 //! server's health (state, last error, restarts, last latency, tools) and publish every change as
 //! an `mcp_health` event for Studio; answer health queries; apply a reload (start, stop or restart
-//! only the links whose config changed).
+//! only the links whose config changed); answer runs waiting for their servers (`Settled`).
+//!
+//! Readiness follows the current server set: a server added by a reload is pending until it
+//! publishes or fails, a removed one is forgotten at once (its health entry goes with it), so a
+//! waiting run or `/readyz` never waits for a server that no longer exists.
 //!
 //! Which agents get a server's tools: those named in the server's `agents` (`"*"`: all), and
 //! those whose own file lists `mcp:<server>` (all tools) or `<server>__<tool>` (just those).
@@ -15,14 +19,16 @@
 //! - Boot reaping happens before any link starts, and only in the daemon that owns the schedule
 //!   (`chat` beside a running daemon must not kill that daemon's servers).
 //!
-//! Background job: none of its own (restarts are `send_after` timers of `Children`).
+//! Background job: none of its own (restarts are `send_after` timers of `Children`; each waiting
+//! run's deadline is a `send_after` of `WaitersDue`).
 //!
 //! Restart policy: permanent under the root, `[supervision]` budget.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::mcp_link::{AgentTarget, McpLink, McpLinkArgs};
 use super::root::actor_spec;
@@ -60,6 +66,15 @@ pub struct McpSupervisorState {
     children: Children,
     health: BTreeMap<String, McpHealth>,
     servers: BTreeMap<String, McpServerConfig>,
+    /// Runs waiting for their agent's servers to settle (`Settled`).
+    waiters: Vec<Waiter>,
+}
+
+/// A run waiting for the servers of `agent` (`None`: all) to be published or failed.
+struct Waiter {
+    agent: Option<String>,
+    deadline: Instant,
+    reply: RpcReplyPort<Vec<McpHealth>>,
 }
 
 /// The agents that get `server`'s tools, and which ones.
@@ -107,6 +122,7 @@ fn initial_health(server: &McpServerConfig) -> McpHealth {
         restarts: 0,
         last_latency_ms: None,
         tools: Vec::new(),
+        published: false,
     }
 }
 
@@ -176,6 +192,7 @@ impl McpSupervisorState {
             {
                 health.state = state;
                 health.tools.clear();
+                health.published = false;
                 dirty = true;
             }
             if dirty {
@@ -210,6 +227,40 @@ impl McpSupervisorState {
         self.health.remove(server);
         self.servers.remove(server);
     }
+
+    /// The health of the enabled servers that give `agent` tools (`None`: every enabled one).
+    fn servers_of(&self, agent: Option<&str>) -> Vec<McpHealth> {
+        self.servers
+            .values()
+            .filter(|server| server.enabled)
+            .filter(|server| {
+                agent.is_none_or(|agent| {
+                    targets(server, &self.args.agents)
+                        .iter()
+                        .any(|target| target.agent == agent)
+                })
+            })
+            .filter_map(|server| self.health.get(&server.name).cloned())
+            .collect()
+    }
+
+    /// Answers every waiter whose servers are all settled or whose deadline passed; forgets
+    /// those whose run went away.
+    fn settle_waiters(&mut self) {
+        let now = Instant::now();
+        let waiters = std::mem::take(&mut self.waiters);
+        for waiter in waiters {
+            if waiter.reply.is_closed() {
+                continue;
+            }
+            let servers = self.servers_of(waiter.agent.as_deref());
+            if now >= waiter.deadline || !servers.iter().any(McpHealth::is_pending) {
+                let _ = waiter.reply.send(servers);
+            } else {
+                self.waiters.push(waiter);
+            }
+        }
+    }
 }
 
 impl Actor for McpSupervisor {
@@ -228,6 +279,7 @@ impl Actor for McpSupervisor {
             children,
             health: BTreeMap::new(),
             servers: BTreeMap::new(),
+            waiters: Vec::new(),
         })
     }
 
@@ -261,18 +313,24 @@ impl Actor for McpSupervisor {
             McpSupervisorMsg::Child(cmd) => {
                 let _ = state.children.handle_cmd(&myself, cmd).await;
                 state.sync_children();
+                state.settle_waiters();
             }
             McpSupervisorMsg::Report(server, report) => {
                 let Some(health) = state.health.get_mut(&server) else {
                     return Ok(());
                 };
                 match report {
-                    LinkReport::Connecting => health.state = "connecting",
+                    LinkReport::Connecting => {
+                        health.state = "connecting";
+                        health.published = false;
+                    }
                     LinkReport::Up { tools, latency } => {
                         health.state = "up";
                         health.tools = tools;
+                        health.published = false;
                         health.last_latency_ms = Some(latency.as_millis() as u64);
                     }
+                    LinkReport::Published => health.published = true,
                     LinkReport::Latency(latency) => {
                         health.last_latency_ms = Some(latency.as_millis() as u64);
                         // Latency alone is not worth an event per call.
@@ -281,10 +339,12 @@ impl Actor for McpSupervisor {
                     LinkReport::Down(error) => {
                         health.state = "down";
                         health.tools.clear();
+                        health.published = false;
                         health.last_error = Some(error);
                     }
                 }
                 state.publish(&server);
+                state.settle_waiters();
             }
             McpSupervisorMsg::Health(reply) => {
                 state.sync_children();
@@ -314,7 +374,26 @@ impl Actor for McpSupervisor {
                     }
                 }
                 let _ = reply.send(());
+                state.settle_waiters();
             }
+            McpSupervisorMsg::Settled(agent, reply) => {
+                let wait = state
+                    .args
+                    .config
+                    .startup_wait
+                    .0
+                    .min(crate::protocol::mcp::MAX_STARTUP_WAIT);
+                state.waiters.push(Waiter {
+                    agent,
+                    deadline: Instant::now() + wait,
+                    reply,
+                });
+                state.settle_waiters();
+                if !state.waiters.is_empty() {
+                    myself.send_after(wait, || McpSupervisorMsg::WaitersDue);
+                }
+            }
+            McpSupervisorMsg::WaitersDue => state.settle_waiters(),
         }
         Ok(())
     }
@@ -327,6 +406,7 @@ impl Actor for McpSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         let action = state.children.on_supervision_event(&myself, &event);
         state.sync_children();
+        state.settle_waiters();
         match action {
             Action::Escalate(reason) => Err(reason.into()),
             Action::Nothing => Ok(()),

@@ -155,20 +155,13 @@ fn agent_entries(loaded: &LoadedConfig) -> Vec<crate::studio::AgentEntry> {
         .collect()
 }
 
-/// The actor ids `/readyz` waits for: every configured bot and enabled MCP link.
+/// The actor ids `/readyz` waits for: every configured bot. (MCP servers are not listed: `/readyz`
+/// asks the MCP supervisor for its current servers at every probe, so one a reload removed
+/// cannot hold readiness.)
 fn ready_ids(loaded: &LoadedConfig, options: StartOptions) -> Vec<String> {
     bot_specs(loaded, options)
         .iter()
         .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
-        .chain(
-            loaded
-                .config
-                .mcp
-                .servers
-                .iter()
-                .filter(|server| server.enabled)
-                .map(|server| mcp::link(&server.name).local().to_string()),
-        )
         .collect()
 }
 
@@ -634,8 +627,6 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),
-        // `/readyz` reads this boot-time list; `StudioState::expect_ready()` follows reloads.
-        expect_ready: context.views.ready.get(),
         agents: context.views.agents.clone(),
         started_ms: context.boot_ms,
         timezones: context.views.timezones.clone(),

@@ -268,6 +268,9 @@ async fn plan(
     arguments: Result<Value, serde_json::Error>,
 ) -> Plan {
     let Some(tool) = ctx.settings.tool(&call.name) else {
+        if let Some(message) = ctx.unavailable_tool_message(&call.name) {
+            return Plan::Refused(ToolOutput::error(message));
+        }
         let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
         return Plan::Refused(ToolOutput::error(format!(
             "There is no tool named `{}`. Available tools: {}.",

@@ -34,6 +34,7 @@ use crate::tools::ToolContext;
 
 mod budget;
 mod layers;
+mod mcp_wait;
 mod spoken;
 
 use spoken::{answer_is_spoken, spoken_to};
@@ -93,6 +94,8 @@ pub struct RunCtx {
     pub correlation: Option<String>,
     /// The run's time zone (`agent::zone`): the prompt's local time and the tools' default.
     pub zone: super::zone::ResolvedZone,
+    /// The agent's MCP servers that were not published when the run went ahead (`mcp_wait`).
+    pub mcp_unavailable: Vec<mcp_wait::UnavailableServer>,
 }
 
 impl RunCtx {
@@ -161,7 +164,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
         cancel: request.cancel.clone(),
         timezone: zone.zone,
     };
-    let ctx = RunCtx {
+    let mut ctx = RunCtx {
         run_id: request.run_id,
         session_id: request.session_id,
         chat: request.chat.clone(),
@@ -171,6 +174,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
         tools,
         correlation: request.correlation.clone(),
         zone,
+        mcp_unavailable: Vec::new(),
     };
     let mut limiter = request.limiter;
     ctx.runtime.events.publish_data(
@@ -187,7 +191,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
     if ctx.chat.kind() != ChatKind::Schedule && ctx.chat.kind() != ChatKind::Handoff {
         ctx.deliver(OutEvent::Working);
     }
-    let ending = match drive(&ctx, &mut limiter, request.context, request.resume).await {
+    let ending = match drive(&mut ctx, &mut limiter, request.context, request.resume).await {
         Ok(ending) => ending,
         Err(error) => Ending::Stopped(
             RunStatus::Failed,
@@ -200,24 +204,27 @@ pub async fn execute(request: RunRequest) -> RunReport {
 }
 
 async fn drive(
-    ctx: &RunCtx,
+    ctx: &mut RunCtx,
     limiter: &mut RateLimiter,
     context: Option<Vec<ChatMessage>>,
     resume: bool,
 ) -> Result<Ending, StoreError> {
-    let spec = &ctx.runtime.spec;
     if ctx.settings.paused {
         return Ok(Ending::Stopped(
             RunStatus::Cancelled,
             format!(
                 "{} is paused by the operator, so nothing was run; try again when it is resumed.",
-                spec.name
+                ctx.runtime.spec.name
             ),
         ));
     }
     if !resume && let Some(ending) = budget::check(ctx, budget::When::BeforeRun).await? {
         return Ok(ending);
     }
+    // Before anything uses the tools (a resumed run's waiting calls included).
+    mcp_wait::wait_for_servers(ctx).await;
+    let ctx: &RunCtx = ctx;
+    let spec = &ctx.runtime.spec;
 
     let stateless = context.is_some();
     let (mut recap, mut conversation) = match context {

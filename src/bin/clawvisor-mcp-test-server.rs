@@ -1,7 +1,7 @@
 //! A small MCP server for clawvisor's tests and benchmarks, built on rmcp's server side.
 //!
 //! Usage: `clawvisor-mcp-test-server [--http 127.0.0.1:0] [--mode normal|no-init|garbage]
-//! [--grandchild]`.
+//! [--grandchild] [--start-delay-ms N]`.
 //!
 //! - stdio by default; with `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp` and
 //!   prints `listening on http://HOST:PORT/mcp` as its first line on stdout.
@@ -11,6 +11,8 @@
 //!   text that is not JSON-RPC.
 //! - `--grandchild` starts a long `sleep` child first (it inherits the process group and the
 //!   environment), to show that a whole group is reaped.
+//! - `--start-delay-ms N` sleeps N ms before it reads or answers anything, like a server that is
+//!   slow to start (an interpreter loading its packages), to show what waits for it.
 
 use std::time::Duration;
 
@@ -112,6 +114,7 @@ struct Options {
     http: Option<String>,
     mode: String,
     grandchild: bool,
+    start_delay: Duration,
 }
 
 fn options() -> Result<Options, String> {
@@ -119,6 +122,7 @@ fn options() -> Result<Options, String> {
         http: None,
         mode: "normal".into(),
         grandchild: false,
+        start_delay: Duration::ZERO,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -126,6 +130,13 @@ fn options() -> Result<Options, String> {
             "--http" => options.http = Some(args.next().ok_or("--http needs an address")?),
             "--mode" => options.mode = args.next().ok_or("--mode needs a value")?,
             "--grandchild" => options.grandchild = true,
+            "--start-delay-ms" => {
+                let value = args.next().ok_or("--start-delay-ms needs a number")?;
+                let ms = value.parse().map_err(|_| {
+                    format!("--start-delay-ms: `{value}` is not a number of milliseconds")
+                })?;
+                options.start_delay = Duration::from_millis(ms);
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -149,6 +160,7 @@ async fn main() {
             .stdout(std::process::Stdio::null())
             .spawn()
     });
+    tokio::time::sleep(options.start_delay).await;
     let result = match (options.mode.as_str(), &options.http) {
         ("no-init", _) => never_answer().await,
         ("garbage", _) => answer_garbage().await,

@@ -19,6 +19,10 @@ pub struct McpConfig {
     pub ping_every: Dur,
     /// A server that exhausted its restart budget is tried again after this long.
     pub degraded_retry: Dur,
+    /// How long a run waits for the servers that give its agent tools to publish them (after a
+    /// boot or a reload) before it runs without the missing ones, telling the model which. At
+    /// most 10 minutes. (`/readyz` has no bound: it waits until each is published or failed.)
+    pub startup_wait: Dur,
 }
 
 impl Default for McpConfig {
@@ -28,6 +32,7 @@ impl Default for McpConfig {
             connect_timeout: Dur::secs(30),
             ping_every: Dur::secs(30),
             degraded_retry: Dur::secs(300),
+            startup_wait: Dur::secs(20),
         }
     }
 }

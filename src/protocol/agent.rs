@@ -49,6 +49,8 @@ pub enum AgentMsg {
         reply: RpcReplyPort<Result<AgentView, AgentError>>,
     },
     View(RpcReplyPort<AgentView>),
+    /// The tools its runs get now (a run that waited for MCP servers takes the fresh set).
+    Tools(RpcReplyPort<Arc<Vec<Arc<dyn Tool>>>>),
 }
 
 impl From<ChildCmd> for AgentMsg {
@@ -162,6 +164,11 @@ impl Agent {
 
     pub async fn view(&self) -> Result<AgentView, AgentError> {
         Ok(super::ask(&self.registry, &self.name, Some(TIMEOUT), AgentMsg::View).await?)
+    }
+
+    /// The tools the agent's runs get now: its own and every source's (MCP links, ...).
+    pub async fn tools(&self) -> Result<Arc<Vec<Arc<dyn Tool>>>, AgentError> {
+        Ok(super::ask(&self.registry, &self.name, Some(TIMEOUT), AgentMsg::Tools).await?)
     }
 
     /// Applies an operator's change to the runtime settings (stored, pushed to the sessions).

@@ -1,6 +1,13 @@
 //! The MCP service: one link per configured server under a supervisor. Agents' MCP tools call a
-//! link; Studio and `doctor` read the servers' health. Served by `actors/mcp_supervisor.rs` and
+//! link; Studio and `doctor` read the servers' health; `/readyz` and every run ask whether the
+//! servers have published their tools yet. Served by `actors/mcp_supervisor.rs` and
 //! `actors/mcp_link.rs`.
+//!
+//! "Published" means more than "the link is up": every agent allowed to use the server has
+//! confirmed that its tool set holds the server's tools (the link asks each agent after handing
+//! them over). A server holds readiness back while it is *pending*: enabled, not yet published,
+//! and not failed visibly (a failure leaves its reason in the health, Studio's MCP page and the
+//! log, so readiness never waits for ever on a broken server).
 
 use std::time::Duration;
 
@@ -19,6 +26,9 @@ use crate::tools::ToolOutput;
 pub const NAME: ServiceName<McpSupervisorMsg> = ServiceName::fixed("mcp");
 /// How long a health report or a reload may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a run waits for its servers, whatever `[mcp] startup_wait` says: the supervisor
+/// clamps its deadlines to this, and the handle gives up a little later still.
+pub const MAX_STARTUP_WAIT: Duration = Duration::from_secs(600);
 
 /// Where the link to `server` is registered.
 pub fn link(server: &str) -> ServiceName<McpLinkMsg> {
@@ -32,6 +42,11 @@ pub enum McpSupervisorMsg {
     Health(RpcReplyPort<Vec<McpHealth>>),
     /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
     Reload(McpReload, RpcReplyPort<()>),
+    /// Answers, once none of the servers that give tools to `agent` is pending (or at
+    /// `[mcp] startup_wait` at the latest), with those servers' health. `None`: every server.
+    Settled(Option<String>, RpcReplyPort<Vec<McpHealth>>),
+    /// Internal: a waiter's deadline may have passed.
+    WaitersDue,
 }
 
 /// What a reload hands the MCP supervisor: the server list, the agents (who gets which tools) and
@@ -52,6 +67,8 @@ pub enum LinkReport {
     },
     Latency(Duration),
     Down(String),
+    /// Every agent allowed to use the server confirmed that it holds the server's tools.
+    Published,
 }
 
 /// One server's health, as Studio and `doctor` show it.
@@ -66,6 +83,34 @@ pub struct McpHealth {
     pub restarts: u32,
     pub last_latency_ms: Option<u64>,
     pub tools: Vec<String>,
+    /// Every agent allowed to use the server holds its tools (since it last came up).
+    pub published: bool,
+}
+
+impl McpHealth {
+    /// Still holding readiness back: enabled, neither published nor failed visibly (a server
+    /// that failed once stays "failed visibly" while it is retried, so readiness does not flap).
+    pub fn is_pending(&self) -> bool {
+        matches!(self.state, "connecting" | "up") && !self.published && self.last_error.is_none()
+    }
+
+    /// Its tools are with the agents and it answers.
+    pub fn is_published(&self) -> bool {
+        self.state == "up" && self.published
+    }
+
+    /// Why the server is not published, in words fit for the model: its state only. The last
+    /// error stays out (a server's stderr is not to be trusted in a prompt); Studio shows it.
+    pub fn unavailable_reason(&self) -> String {
+        match (self.state, self.last_error.is_some()) {
+            ("up", false) => "its tools are still being handed to the agents".to_string(),
+            ("connecting", false) => "it is still starting".to_string(),
+            ("disabled", _) => "it is disabled in the configuration".to_string(),
+            (state, _) => {
+                format!("it failed and is {state}; the operator can see why on Studio's MCP page")
+            }
+        }
+    }
 }
 
 pub enum McpLinkMsg {
@@ -95,6 +140,9 @@ pub enum McpLinkMsg {
     Pinged(Result<Duration, McpError>),
     /// The namespaced names of the tools this link publishes (empty while not connected).
     Tools(RpcReplyPort<Vec<String>>),
+    /// Internal: `agent` (the actor that had `ActorId` when it was given the tools) confirmed
+    /// that its tool set holds them.
+    Confirmed(String, ractor::ActorId),
 }
 
 /// The MCP supervisor, by name. Cheap to clone.
@@ -121,6 +169,20 @@ impl Mcp {
         .await
     }
 
+    /// Waits until none of the servers that give tools to `agent` (`None`: any server) is
+    /// pending — each published or failed visibly — or until `[mcp] startup_wait` passed, and
+    /// returns those servers' health then. A run calls this before it lists its tools.
+    pub async fn settled(&self, agent: Option<&str>) -> Result<Vec<McpHealth>, CallError> {
+        let agent = agent.map(str::to_string);
+        super::ask(
+            &self.registry,
+            &NAME,
+            Some(MAX_STARTUP_WAIT + TIMEOUT),
+            |reply| McpSupervisorMsg::Settled(agent, reply),
+        )
+        .await
+    }
+
     /// Applies a new `[[mcp.servers]]` list: links whose entry or whose agents changed restart,
     /// the others are untouched.
     pub async fn reload(&self, reload: McpReload) -> Result<(), CallError> {
@@ -128,5 +190,46 @@ impl Mcp {
             McpSupervisorMsg::Reload(reload, reply)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::McpHealth;
+
+    fn health(state: &'static str, published: bool, last_error: Option<&str>) -> McpHealth {
+        McpHealth {
+            server: "time".into(),
+            transport: "stdio",
+            trust: "trusted",
+            state,
+            last_error: last_error.map(str::to_string),
+            restarts: 0,
+            last_latency_ms: None,
+            tools: Vec::new(),
+            published,
+        }
+    }
+
+    #[test]
+    fn a_server_is_pending_until_published_or_failed_visibly() {
+        // Starting, or up with the tools not yet confirmed by the agents: waited for.
+        assert!(health("connecting", false, None).is_pending());
+        assert!(health("up", false, None).is_pending());
+        // Published: ready.
+        let published = health("up", true, None);
+        assert!(!published.is_pending() && published.is_published());
+        // Failed with a reason (also while it is retried): not waited for, and not usable.
+        for state in ["down", "restarting", "degraded", "connecting"] {
+            let failed = health(state, false, Some("cannot start `/nope`"));
+            assert!(!failed.is_pending(), "{state}");
+            assert!(!failed.is_published(), "{state}");
+            // What the model reads holds no server output (it could say anything).
+            let reason = failed.unavailable_reason();
+            assert!(reason.contains("failed"), "{state}: {reason}");
+            assert!(!reason.contains("/nope"), "{state}: {reason}");
+        }
+        // Disabled servers are never waited for.
+        assert!(!health("disabled", false, None).is_pending());
     }
 }

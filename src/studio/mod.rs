@@ -49,9 +49,6 @@ pub struct StudioState {
     pub registry: Registry,
     pub store: Store,
     pub events: EventBus,
-    /// Actor ids that must have started (or failed visibly) before `/readyz` says ready:
-    /// every configured bot and MCP link.
-    pub expect_ready: Arc<Vec<String>>,
     /// Host names and the access token the API guard checks.
     pub access: Arc<access::Access>,
     /// The configured agents (replaced by a reload, like the other views of the files below).
@@ -68,13 +65,14 @@ pub struct StudioState {
     pub bill: Live<costs::Bill>,
     /// Scheduled backups' settings (Overview's Backups card; `[backup]` changes need a restart).
     pub backups: Arc<crate::backup::schedule::BackupPlan>,
-    /// `expect_ready` as the last reload left it (bots and MCP links added or removed since boot).
+    /// Actor ids that must have started (or failed visibly) before `/readyz` says ready: every
+    /// configured bot, as the last reload left them. (MCP servers are asked of the MCP
+    /// supervisor, whose set follows reloads.)
     pub ready_ids: Live<Vec<String>>,
 }
 
 impl StudioState {
-    /// The actor ids `/readyz` waits for, as the files now say (boot's `expect_ready`, updated by
-    /// every reload).
+    /// The bots `/readyz` waits for, as the files now say.
     pub fn expect_ready(&self) -> Arc<Vec<String>> {
         self.ready_ids.get()
     }
@@ -258,7 +256,9 @@ async fn healthz(State(state): State<StudioState>) -> Response {
     }
 }
 
-/// 200 once every configured bot and MCP link has started or failed visibly.
+/// 200 once every configured bot has started and every enabled MCP server has published its
+/// tools to its agents, each or failed visibly (its reason in Studio's MCP page and the log).
+/// Otherwise 503, naming what it still waits for.
 async fn readyz(State(state): State<StudioState>) -> Response {
     let Some(snapshot) = snapshot(&state).await else {
         return (
@@ -270,8 +270,8 @@ async fn readyz(State(state): State<StudioState>) -> Response {
     if !snapshot.boot_complete || !state.store.writer_alive() {
         return (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response();
     }
-    let waiting: Vec<&str> = state
-        .expect_ready
+    let mut waiting: Vec<String> = state
+        .expect_ready()
         .iter()
         .filter(|id| {
             !snapshot
@@ -279,8 +279,9 @@ async fn readyz(State(state): State<StudioState>) -> Response {
                 .iter()
                 .any(|actor| &actor.id == *id && actor.status != "starting")
         })
-        .map(String::as_str)
+        .cloned()
         .collect();
+    waiting.extend(mcp_pending(&state).await);
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
@@ -290,6 +291,33 @@ async fn readyz(State(state): State<StudioState>) -> Response {
         )
             .into_response()
     }
+}
+
+/// The MCP servers `/readyz` still waits for, as `mcp:<server> (what it is doing)`; asked of
+/// the MCP supervisor each time, so servers added or removed by a reload count as they are now.
+async fn mcp_pending(state: &StudioState) -> Vec<String> {
+    let servers = match crate::protocol::mcp::Mcp::new(&state.registry)
+        .health()
+        .await
+    {
+        Ok(servers) => servers,
+        Err(error) => return vec![format!("mcp ({error})")],
+    };
+    servers
+        .iter()
+        .filter(|server| server.is_pending())
+        .map(|server| {
+            let step = if server.state == "up" {
+                "handing its tools to the agents"
+            } else {
+                "connecting"
+            };
+            format!(
+                "{} ({step})",
+                crate::protocol::mcp::link(&server.server).local()
+            )
+        })
+        .collect()
 }
 
 /// How long an in-flight request may take to finish when Studio stops.

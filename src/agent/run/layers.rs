@@ -47,6 +47,9 @@ pub(super) async fn layers(
             ),
         ));
     }
+    if let Some(text) = super::mcp_wait::unavailable_layer(ctx) {
+        layers.push(Layer::new("mcp_unavailable", priority::TOOLS, text));
+    }
     if !ctx.settings.skills.is_empty() {
         let list: Vec<String> = ctx
             .settings

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clawvisor::config::McpServerConfig;
 use clawvisor::domain::ChatKey;
-use clawvisor::protocol::mcp::{Mcp, McpHealth};
+use clawvisor::protocol::mcp::{Mcp, McpHealth, McpReload};
 use clawvisor::store::runs::{self, StepRow};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml, config_toml};
 use clawvisor::testkit::process::{DaemonProcess, write_config};
@@ -429,14 +429,22 @@ async fn readiness_follows_servers_added_and_removed_by_a_reload() {
     let mut late = configured[0].clone();
     late.name = "late".into();
     late.args = vec!["--start-delay-ms".into(), "60000".into()];
-    mcp.reload(vec![configured[0].clone(), late]).await.unwrap();
+    let loaded = &harness.daemon().config;
+    let reload = |servers: Vec<McpServerConfig>| McpReload {
+        servers,
+        agents: loaded.agents.clone(),
+        secrets: std::sync::Arc::new(loaded.secrets.clone()),
+    };
+    mcp.reload(reload(vec![configured[0].clone(), late]))
+        .await
+        .unwrap();
     let readyz = client.get(format!("{studio}/readyz")).send().await.unwrap();
     assert_eq!(readyz.status().as_u16(), 503);
     let body = readyz.text().await.unwrap();
     assert!(body.contains("mcp:late (connecting)"), "{body}");
     assert!(!body.contains("mcp:fast"), "{body}");
     // Removed again before it ever answered: nothing waits for it any more.
-    mcp.reload(configured).await.unwrap();
+    mcp.reload(reload(configured)).await.unwrap();
     let readyz = client.get(format!("{studio}/readyz")).send().await.unwrap();
     assert_eq!(readyz.status().as_u16(), 200, "{:?}", readyz.text().await);
     harness.stop().await;

@@ -392,4 +392,3 @@ fn place(staged: &Path, data_dir: &Path, non_empty: bool) -> Result<Option<PathB
     fs::rename(staged, data_dir).map_err(|error| BackupError::io("move into", data_dir, error))?;
     Ok(replaced)
 }
-

@@ -118,7 +118,6 @@ pub(super) async fn find(loaded: &LoadedConfig) -> Result<Daemon, LinkError> {
     }))
 }
 
-
 /// The running daemon's API, called with the local token.
 pub(super) struct Api {
     client: reqwest::Client,

@@ -348,9 +348,7 @@ pub fn running_daemon(path: &Path) -> Result<Option<u32>> {
     }
     let pids = peek(path, events::unstopped_boot_pids)?;
     let database = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    Ok(pids
-        .into_iter()
-        .find(|pid| is_daemon_of(*pid, &database)))
+    Ok(pids.into_iter().find(|pid| is_daemon_of(*pid, &database)))
 }
 
 fn is_daemon_of(pid: u32, database: &Path) -> bool {

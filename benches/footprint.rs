@@ -1,26 +1,122 @@
-//! Issue 11: what the daemon costs on a home server, measured on the real binary (the bench
-//! profile's build of `clawvisor`): its size, cold start to `/readyz` with 10 bots, and resident
-//! memory idle with 10 bots, then with 1,000 live sessions (100 chats per bot answered through the
-//! fake Bot API and the scripted model).
+//! Issues 11 and 20: what the daemon costs on a home server, measured on the binary users run —
+//! the plain `cargo build --release --bin clawvisor`, without the `testkit` feature that the
+//! bench's own build carries (cargo unifies the self dev-dependency's features, so
+//! `CARGO_BIN_EXE_clawvisor` would be the wrong binary).
+//!
+//! For 1 and for 10 bots (the fake Bot API and the scripted model): reply latency for a short
+//! exchange, then resident memory idle — VmRSS, RssAnon, RssFile, the binary's own mapped pages
+//! and the thread count — once with the binary's pages evicted from the page cache (as after a
+//! reboot, when a service manager starts the daemon) and once with the page cache holding the
+//! freshly built binary (as after `cargo run --release`). With 10 bots it also measures cold
+//! start to `/readyz` and memory with 1,000 live sessions.
+//!
+//! The binary: `CLAWVISOR_FOOTPRINT_BINARY=<path>` measures that file (the profile variants in
+//! BENCHMARKS.md were built into their own `--target-dir` and measured so); without it the bench
+//! runs `cargo build --release --bin clawvisor` itself and measures `target/release/clawvisor`.
+//! Either way it refuses a binary that contains the testkit. The clean build time is not measured
+//! here (a bench cannot start from an empty target directory); BENCHMARKS.md says how it was.
 
 mod support;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clawvisor::testkit::fake_telegram::FakeTelegram;
+use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
 use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml};
 use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-const BOTS: usize = 10;
+const BOT_COUNTS: [usize; 2] = [1, 10];
+const EXCHANGES: usize = 6;
 const CHATS_PER_BOT: i64 = 100;
 const COLD_STARTS: usize = 5;
-const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
+/// How long after its last reply the daemon counts as idle for the memory figures.
+const IDLE_AFTER: Duration = Duration::from_secs(3);
 
-fn rss_kib(pid: u32) -> u64 {
-    support::rss_kib_of(&pid.to_string())
+/// The state of the page cache when the daemon starts: it decides how much of the binary the
+/// kernel maps (read-ahead and fault-around map whole cached folios, not only touched pages).
+#[derive(Clone, Copy)]
+enum PageCache {
+    /// The binary's pages dropped before the start, as after a reboot.
+    Evicted,
+    /// The binary as the build (or copy) left it in the page cache.
+    AsBuilt,
+}
+
+impl PageCache {
+    fn label(self) -> &'static str {
+        match self {
+            PageCache::Evicted => "binary not cached (as after a reboot)",
+            PageCache::AsBuilt => "binary cached as just built",
+        }
+    }
+}
+
+/// Builds the daemon as users do, or takes the path the operator of the bench gave, and copies
+/// it into `scratch` so that a later bench build cannot swap it mid-run.
+fn daemon_binary(scratch: &Path) -> PathBuf {
+    let built = match std::env::var_os("CLAWVISOR_FOOTPRINT_BINARY") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .current_dir(manifest_dir)
+                .args(["build", "--release", "--bin", "clawvisor"])
+                .status()
+                .expect("cannot run cargo to build the daemon binary");
+            assert!(
+                status.success(),
+                "`cargo build --release --bin clawvisor` failed; build it yourself and set \
+                 CLAWVISOR_FOOTPRINT_BINARY=<path to the binary>"
+            );
+            manifest_dir.join("target/release/clawvisor")
+        }
+    };
+    let bytes = std::fs::read(&built).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the daemon binary {}: {error} (set CLAWVISOR_FOOTPRINT_BINARY to a \
+             binary from `cargo build --release --bin clawvisor`)",
+            built.display()
+        )
+    });
+    // The testkit's tracing events carry their module path; a build without the feature has none.
+    let probe = b"clawvisor::testkit::";
+    assert!(
+        !bytes.windows(probe.len()).any(|window| window == probe),
+        "{} contains the testkit: it is a bench or test build, not the daemon users run; build \
+         it with `cargo build --release --bin clawvisor` (no --features) and measure that",
+        built.display()
+    );
+    println!(
+        "footprint: binary {} — {:.1} MiB, testkit absent (no `clawvisor::testkit::` in it)",
+        built.display(),
+        bytes.len() as f64 / 1_048_576.0
+    );
+    let copy = scratch.join("clawvisor");
+    std::fs::write(&copy, &bytes).expect("copy of the binary");
+    std::fs::set_permissions(
+        &copy,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("the copy made executable");
+    copy
+}
+
+/// Drops the binary's pages from the page cache (written back first; pages mapped by a running
+/// process stay).
+fn evict_from_page_cache(binary: &Path) {
+    let file = std::fs::File::open(binary).expect("binary");
+    file.sync_all().expect("binary written back");
+    nix::fcntl::posix_fadvise(
+        &file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .expect("posix_fadvise");
 }
 
 async fn ready(base: &str) {
@@ -37,6 +133,189 @@ async fn ready(base: &str) {
     }
 }
 
+/// Waits until `bot` has sent `count` messages in all.
+async fn sent_count(telegram: &FakeTelegram, bot: BotId, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while telegram.sent(bot).len() < count {
+        assert!(Instant::now() < deadline, "no reply within 60 s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Prints the idle memory of `pid` and returns its VmRSS in KiB.
+fn print_memory(label: &str, pid: u32, binary: &Path) -> u64 {
+    let pid = pid.to_string();
+    let field = |name| support::status_kib_of(&pid, name);
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let rss = field("VmRSS:");
+    println!(
+        "footprint: {label}: RSS {:.1} MiB = RssAnon {:.1} + RssFile {:.1} (the binary's own \
+         mapped pages {:.1}); {} threads",
+        mib(rss),
+        mib(field("RssAnon:")),
+        mib(field("RssFile:")),
+        mib(support::mapped_kib_of(&pid, &binary.display().to_string())),
+        field("Threads:"),
+    );
+    rss
+}
+
+struct Setup {
+    telegram: FakeTelegram,
+    _llm: ScriptedLlm,
+    dir: ScratchDir,
+    env: BTreeMap<String, String>,
+    bots: Vec<BotId>,
+}
+
+async fn setup(bot_count: usize) -> Setup {
+    let telegram = FakeTelegram::start().await;
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("Noted.")))
+        .await
+        .expect("model");
+    let dir = ScratchDir::new("clawvisor-footprint").expect("dir");
+    let mut env = BTreeMap::new();
+    let mut agents = Vec::new();
+    let mut bots = Vec::new();
+    for i in 0..bot_count {
+        let token = format!("{}:AAH-footprint-token-{i:04}", 7000 + i);
+        bots.push(telegram.add_bot(&token, &format!("bot{i}")));
+        env.insert(format!("BOT{i}_TOKEN"), token);
+        agents.push(agent_toml(
+            &format!("agent{i}"),
+            &format!(
+                "[telegram]\ntoken_env = \"BOT{i}_TOKEN\"\napi_url = \"{}\"\nallow_users = [42]\n",
+                telegram.base_url()
+            ),
+        ));
+    }
+    let config = config_toml(
+        &llm.base_url(),
+        "[sessions]\nidle_stop = \"1h\"\n[store]\nsynchronous = \"normal\"\n",
+    );
+    write_config(dir.path(), &config, &agents).expect("config");
+    Setup {
+        telegram,
+        _llm: llm,
+        dir,
+        env,
+        bots,
+    }
+}
+
+/// Starts the daemon, has a short exchange with the first bot (its latency printed), lets it
+/// idle and prints its memory. Returns the running daemon and its idle RSS.
+async fn start_and_idle(
+    setup: &Setup,
+    binary: &Path,
+    cache: PageCache,
+    chat: i64,
+) -> (DaemonProcess, u64) {
+    if let PageCache::Evicted = cache {
+        evict_from_page_cache(binary);
+    }
+    let binary_path = binary.display().to_string();
+    let started = Instant::now();
+    let daemon = DaemonProcess::start(&binary_path, setup.dir.path(), &setup.env).expect("daemon");
+    let base = format!("http://{}", daemon.studio.clone().expect("studio address"));
+    ready(&base).await;
+    let bots = setup.bots.len();
+    println!(
+        "footprint: {bots} bot(s), {}: start to /readyz in {:?}",
+        cache.label(),
+        started.elapsed()
+    );
+    let bot = setup.bots[0];
+    let mut latencies = Vec::new();
+    for _ in 0..EXCHANGES {
+        let before = setup.telegram.sent(bot).len();
+        let started = Instant::now();
+        setup
+            .telegram
+            .push_message(bot, chat, 42, "remember the milk");
+        sent_count(&setup.telegram, bot, before + 1).await;
+        latencies.push(started.elapsed());
+    }
+    support::report(
+        &format!(
+            "footprint: {bots} bot(s), {}: update pushed → reply at the fake Bot API",
+            cache.label()
+        ),
+        &mut latencies,
+    );
+    tokio::time::sleep(IDLE_AFTER).await;
+    let rss = print_memory(
+        &format!("{bots} bot(s), {}, idle", cache.label()),
+        daemon.pid(),
+        binary,
+    );
+    (daemon, rss)
+}
+
+/// Cold starts to `/readyz`, then memory with `CHATS_PER_BOT` live sessions per bot.
+async fn live_sessions(setup: &Setup, binary: &Path, chat: i64) {
+    let bot_count = setup.bots.len();
+    let binary_path = binary.display().to_string();
+    let mut starts = Vec::new();
+    for _ in 0..COLD_STARTS {
+        let started = Instant::now();
+        let daemon =
+            DaemonProcess::start(&binary_path, setup.dir.path(), &setup.env).expect("daemon");
+        let base = format!("http://{}", daemon.studio.clone().expect("studio address"));
+        ready(&base).await;
+        starts.push(started.elapsed());
+        let _ = daemon.terminate(Duration::from_secs(10));
+    }
+    support::report(
+        &format!("footprint: cold start to /readyz with {bot_count} bots (process spawn included)"),
+        &mut starts,
+    );
+
+    let (daemon, idle) = start_and_idle(setup, binary, PageCache::Evicted, chat).await;
+    let telegram = &setup.telegram;
+    let already: Vec<usize> = setup
+        .bots
+        .iter()
+        .map(|bot| telegram.sent(*bot).len())
+        .collect();
+    let sessions = bot_count * CHATS_PER_BOT as usize;
+    let started = Instant::now();
+    for (index, bot) in setup.bots.iter().enumerate() {
+        for chat in 0..CHATS_PER_BOT {
+            let chat_id = 10_000 + index as i64 * 1_000 + chat;
+            telegram.push_message(*bot, chat_id, 42, "remember the milk");
+        }
+    }
+    let answered = || -> usize {
+        setup
+            .bots
+            .iter()
+            .zip(&already)
+            .map(|(bot, before)| telegram.sent(*bot).len() - before)
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline && answered() < sessions {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "footprint: {} of {sessions} messages answered in {:?}",
+        answered(),
+        started.elapsed()
+    );
+    tokio::time::sleep(IDLE_AFTER).await;
+    let loaded = print_memory(
+        &format!("{bot_count} bots and {sessions} live sessions"),
+        daemon.pid(),
+        binary,
+    );
+    println!(
+        "footprint: {:.1} KiB per live session over idle",
+        loaded.saturating_sub(idle) as f64 / sessions as f64
+    );
+    let _ = daemon.terminate(Duration::from_secs(10));
+}
+
 fn footprint(_c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -44,92 +323,20 @@ fn footprint(_c: &mut Criterion) {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
-        println!(
-            "footprint: binary size {:.1} MiB ({BINARY})",
-            size as f64 / 1_048_576.0
-        );
-
-        let telegram = FakeTelegram::start().await;
-        let llm = ScriptedLlm::start(Script::new().rule(Rule::text("Noted.")))
-            .await
-            .expect("model");
-        let dir = ScratchDir::new("clawvisor-footprint").expect("dir");
-        let mut env = BTreeMap::new();
-        let mut agents = Vec::new();
-        let mut bots = Vec::new();
-        for i in 0..BOTS {
-            let token = format!("{}:AAH-footprint-token-{i:04}", 7000 + i);
-            bots.push(telegram.add_bot(&token, &format!("bot{i}")));
-            env.insert(format!("BOT{i}_TOKEN"), token);
-            agents.push(agent_toml(
-                &format!("agent{i}"),
-                &format!(
-                    "[telegram]\ntoken_env = \"BOT{i}_TOKEN\"\napi_url = \"{}\"\nallow_users = [42]\n",
-                    telegram.base_url()
-                ),
-            ));
-        }
-        let config = config_toml(
-            &llm.base_url(),
-            "[sessions]\nidle_stop = \"1h\"\n[store]\nsynchronous = \"normal\"\n",
-        );
-        write_config(dir.path(), &config, &agents).expect("config");
-
-        let mut starts = Vec::new();
-        let mut process: Option<DaemonProcess> = None;
-        for _ in 0..COLD_STARTS {
-            if let Some(previous) = process.take() {
-                let _ = previous.terminate(Duration::from_secs(10));
+        let scratch = ScratchDir::new("clawvisor-footprint-binary").expect("dir");
+        let binary = daemon_binary(scratch.path());
+        for bot_count in BOT_COUNTS {
+            let setup = setup(bot_count).await;
+            let mut chat = 1_000;
+            for cache in [PageCache::Evicted, PageCache::AsBuilt] {
+                chat += 1;
+                let (daemon, _) = start_and_idle(&setup, &binary, cache, chat).await;
+                let _ = daemon.terminate(Duration::from_secs(10));
             }
-            let started = Instant::now();
-            let daemon = DaemonProcess::start(BINARY, dir.path(), &env).expect("daemon");
-            let base = format!("http://{}", daemon.studio.clone().expect("studio address"));
-            ready(&base).await;
-            starts.push(started.elapsed());
-            process = Some(daemon);
-        }
-        support::report(
-            &format!("footprint: cold start to /readyz with {BOTS} bots (process spawn included)"),
-            &mut starts,
-        );
-        let daemon = process.expect("running");
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let idle = rss_kib(daemon.pid());
-        println!(
-            "footprint: idle RSS with {BOTS} bots polling: {:.1} MiB",
-            idle as f64 / 1024.0
-        );
-
-        let started = Instant::now();
-        for (index, bot) in bots.iter().enumerate() {
-            for chat in 0..CHATS_PER_BOT {
-                telegram.push_message(*bot, 10_000 + index as i64 * 1_000 + chat, 42, "remember the milk");
+            if bot_count >= 10 {
+                live_sessions(&setup, &binary, chat + 1).await;
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while Instant::now() < deadline
-            && bots
-                .iter()
-                .any(|bot| telegram.sent(*bot).len() < CHATS_PER_BOT as usize)
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let answered: usize = bots.iter().map(|bot| telegram.sent(*bot).len()).sum();
-        println!(
-            "footprint: {answered} of {} messages answered in {:?}",
-            BOTS as i64 * CHATS_PER_BOT,
-            started.elapsed()
-        );
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let loaded = rss_kib(daemon.pid());
-        println!(
-            "footprint: RSS with {BOTS} bots and {} live sessions: {:.1} MiB ({:.1} KiB per session over idle)",
-            BOTS as i64 * CHATS_PER_BOT,
-            loaded as f64 / 1024.0,
-            loaded.saturating_sub(idle) as f64 / (BOTS as f64 * CHATS_PER_BOT as f64)
-        );
-        let _ = daemon.terminate(Duration::from_secs(10));
     });
 }
 

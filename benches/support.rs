@@ -34,3 +34,38 @@ pub fn rss_kib_of(pid: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `RssAnon:`, `RssFile:`; `Threads:` is a plain
+/// count), 0 when absent.
+pub fn status_kib_of(pid: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with(field))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Resident KiB of the mappings of `file` in `/proc/<pid>/smaps` (a binary's text, read-only data
+/// and relocated data), 0 when none.
+pub fn mapped_kib_of(pid: &str, file: &str) -> u64 {
+    let Ok(smaps) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return 0;
+    };
+    let mut in_file = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            in_file = line.ends_with(file);
+        } else if in_file && first == "Rss:" {
+            total += words.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
+        }
+    }
+    total
+}

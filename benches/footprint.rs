@@ -243,7 +243,9 @@ async fn start_and_idle(
         ),
         &mut latencies,
     );
-    tokio::time::sleep(IDLE_AFTER).await;
+    // Idle: a while after the last reply, and after `serve` released the binary's unused pages.
+    let released = started + clawvisor::resident::RELEASE_AFTER_START + Duration::from_secs(1);
+    tokio::time::sleep_until((Instant::now() + IDLE_AFTER).max(released).into()).await;
     let rss = print_memory(
         &format!("{bots} bot(s), {}, idle", cache.label()),
         daemon.pid(),

@@ -22,6 +22,7 @@ pub mod policy;
 pub mod protocol;
 pub mod registry;
 pub mod reload;
+pub mod resident;
 pub mod sandbox;
 pub mod schedule;
 pub mod secrets;

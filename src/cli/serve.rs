@@ -6,12 +6,37 @@ use crate::config::{LoadedConfig, Overrides};
 use crate::daemon;
 
 pub(super) async fn run(loaded: LoadedConfig, overrides: Overrides) -> ExitCode {
-    match daemon::serve(loaded, overrides, daemon::shutdown_signal()).await {
+    let releasing = tokio::spawn(release_binary_pages());
+    let outcome = daemon::serve(loaded, overrides, daemon::shutdown_signal()).await;
+    releasing.abort();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");
             eprintln!("clawvisor: {error}");
             ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+/// Keeps the idle daemon's resident set to the code it runs (`resident`).
+async fn release_binary_pages() {
+    let mut ticks = tokio::time::interval_at(
+        tokio::time::Instant::now() + crate::resident::RELEASE_AFTER_START,
+        crate::resident::RELEASE_EVERY,
+    );
+    loop {
+        ticks.tick().await;
+        match crate::resident::release_binary_pages() {
+            Ok(released) => tracing::debug!(
+                mappings = released.mappings,
+                resident_kib = released.resident_kib,
+                "released the binary's unused pages"
+            ),
+            Err(error) => {
+                tracing::info!(%error, "cannot release the binary's unused pages; memory use stays higher");
+                return;
+            }
         }
     }
 }

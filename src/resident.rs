@@ -1,0 +1,201 @@
+//! Keeps the daemon's resident memory to the code it actually runs.
+//!
+//! Most of an idle daemon's resident set used to be pages of its own binary that it had not used
+//! since boot (BENCHMARKS.md, "#20: footprint"). The kernel reads an executable with large
+//! read-ahead into large page-cache folios and, on a fault, maps the whole folio: starting the
+//! daemon maps some 20 MiB of a 28 MiB binary, while the idle daemon touches about 3 MiB of code.
+//!
+//! `release_binary_pages` asks the kernel, for each read-only mapping of the executable that holds
+//! no private (copy-on-write) page, to fault pages in one at a time from now on (`MADV_RANDOM`)
+//! and to unmap what is mapped now (`MADV_DONTNEED`). The pages stay in the page cache — nothing
+//! is read from disk again — and the next use of a page maps just that page back. Dropping a
+//! read-only, never-written file mapping loses nothing: its pages are the file's. Mappings with
+//! private pages (the relocated `.data.rel.ro`, writable data) are never touched, which is why
+//! the check reads `Anonymous` from `/proc/self/smaps` instead of trusting the permissions.
+//!
+//! `serve` calls it once boot is over and then every few hours (`cli/serve.rs`). Elsewhere than
+//! Linux it does nothing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// When `serve` first releases the binary's unused pages: boot (migrations, the tree, the first
+/// long polls, the MCP handshakes) is over by then.
+pub const RELEASE_AFTER_START: Duration = Duration::from_secs(20);
+/// And again this often, for code that rare work mapped in since.
+pub const RELEASE_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// What one call released.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Released {
+    /// Mappings of the executable advised.
+    pub mappings: usize,
+    /// Their resident size before, in KiB.
+    pub resident_kib: u64,
+}
+
+/// One mapping of `/proc/self/smaps`, as far as this module needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mapping {
+    start: usize,
+    end: usize,
+    writable: bool,
+    path: String,
+    resident_kib: u64,
+    anonymous_kib: u64,
+}
+
+/// Parses `/proc/<pid>/smaps`: a header line per mapping (`start-end perms offset dev inode
+/// path`), then `Key: value kB` lines.
+fn parse_smaps(text: &str) -> Vec<Mapping> {
+    let mut mappings: Vec<Mapping> = Vec::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else {
+            continue;
+        };
+        if let Some((start, end)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) = (
+                usize::from_str_radix(start, 16),
+                usize::from_str_radix(end, 16),
+            )
+        {
+            let perms = fields.next().unwrap_or("");
+            let path = fields.nth(3).unwrap_or("").to_string();
+            mappings.push(Mapping {
+                start,
+                end,
+                writable: perms.contains('w'),
+                path,
+                resident_kib: 0,
+                anonymous_kib: 0,
+            });
+            continue;
+        }
+        let Some(current) = mappings.last_mut() else {
+            continue;
+        };
+        let value = fields.next().and_then(|value| value.parse::<u64>().ok());
+        match (first, value) {
+            ("Rss:", Some(kib)) => current.resident_kib = kib,
+            ("Anonymous:", Some(kib)) => current.anonymous_kib = kib,
+            _ => {}
+        }
+    }
+    mappings
+}
+
+/// The mappings that may be released: the executable's, read-only, without a private page.
+fn releasable<'a>(mappings: &'a [Mapping], executable: &str) -> Vec<&'a Mapping> {
+    mappings
+        .iter()
+        .filter(|mapping| {
+            mapping.path == executable
+                && !mapping.writable
+                && mapping.anonymous_kib == 0
+                && mapping.end > mapping.start
+        })
+        .collect()
+}
+
+/// Unmaps the executable's read-only pages the daemon is not using (see the module docs).
+#[cfg(target_os = "linux")]
+pub fn release_binary_pages() -> std::io::Result<Released> {
+    let executable: PathBuf = std::fs::read_link("/proc/self/exe")?;
+    let executable = executable.to_string_lossy().into_owned();
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let mappings = parse_smaps(&smaps);
+    let mut released = Released::default();
+    for mapping in releasable(&mappings, &executable) {
+        let address = mapping.start as *mut nix::libc::c_void;
+        let length = mapping.end - mapping.start;
+        // SAFETY: the range is a whole mapping the kernel listed for this process (page-aligned),
+        // of the executable's file, read-only and without a private page: its contents are the
+        // file's, so `MADV_DONTNEED` only unmaps pages that fault back in unchanged on the next
+        // access. Nothing can write it meanwhile (it is not writable), so no private page can
+        // appear between the smaps read and the advice.
+        let outcome = unsafe {
+            if nix::libc::madvise(address, length, nix::libc::MADV_RANDOM) != 0 {
+                -1
+            } else {
+                nix::libc::madvise(address, length, nix::libc::MADV_DONTNEED)
+            }
+        };
+        if outcome != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        released.mappings += 1;
+        released.resident_kib += mapping.resident_kib;
+    }
+    Ok(released)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn release_binary_pages() -> std::io::Result<Released> {
+    Ok(Released::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMAPS: &str = "\
+55d0c0000000-55d0c0906000 r--p 00000000 fd:01 123 /usr/local/bin/clawvisor
+Size:               9240 kB
+Rss:                8200 kB
+Anonymous:             0 kB
+55d0c0906000-55d0c20fb000 r-xp 00905000 fd:01 123 /usr/local/bin/clawvisor
+Size:              24532 kB
+Rss:               12000 kB
+Anonymous:             0 kB
+55d0c20fb000-55d0c22df000 r--p 020fa000 fd:01 123 /usr/local/bin/clawvisor
+Size:               1936 kB
+Rss:                1936 kB
+Anonymous:          1900 kB
+55d0c22df000-55d0c22e8000 rw-p 022dc000 fd:01 123 /usr/local/bin/clawvisor
+Size:                 36 kB
+Rss:                  36 kB
+Anonymous:            30 kB
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
+Rss:                 132 kB
+Anonymous:           132 kB
+7f0000100000-7f0000128000 r--p 00000000 fd:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                 160 kB
+Anonymous:             0 kB
+";
+
+    #[test]
+    fn only_the_executables_read_only_pages_without_private_copies_are_released() {
+        let mappings = parse_smaps(SMAPS);
+        assert_eq!(mappings.len(), 6);
+        let chosen = releasable(&mappings, "/usr/local/bin/clawvisor");
+        let starts: Vec<usize> = chosen.iter().map(|mapping| mapping.start).collect();
+        // The headers and rodata, and the code; not the relocated relro (private pages), not the
+        // writable data, not anonymous memory, not another file.
+        assert_eq!(starts, vec![0x55d0c0000000, 0x55d0c0906000]);
+        assert_eq!(chosen[0].resident_kib, 8200);
+    }
+
+    #[test]
+    fn garbage_parses_to_nothing_releasable() {
+        for text in [
+            "",
+            "Rss: 12 kB\n",
+            "zz-yy r-xp 0 0 0 /x\nRss: 4 kB\n",
+            "-\n\n  \n",
+        ] {
+            let mappings = parse_smaps(text);
+            assert!(releasable(&mappings, "/x").is_empty(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn releasing_this_test_binarys_pages_keeps_it_running() {
+        let released = release_binary_pages().expect("madvise on our own read-only mappings");
+        assert!(released.mappings >= 1, "{released:?}");
+        // Code and read-only data are still there: fault them back in by running and reading.
+        let again = parse_smaps(&std::fs::read_to_string("/proc/self/smaps").unwrap());
+        assert!(!again.is_empty());
+        assert_eq!(format!("{}", 6 * 7), "42");
+    }
+}

@@ -2,6 +2,11 @@
 //! Prints, per message, "update stored → reply recorded" (the daemon's own path, from the
 //! database's timestamps) and "update pushed → reply at the fake" (adds long polling and the
 //! send governor's deliberate spacing); and checks nothing was lost.
+//!
+//! Issue #20, first: one bot, one private chat, a model answering in ~5 ms with a streamed
+//! reply, 20 sequential messages at 1.5 s gaps and 20 at 0.3 s gaps (a gap starts when the
+//! previous reply became visible); prints the reply latency (message pushed → reply visible at
+//! the fake, final text) next to the targets.
 
 mod support;
 
@@ -25,7 +30,12 @@ fn end_to_end(c: &mut Criterion) {
         .unwrap();
     let (fake, _llm, harness, bots) = rt.block_on(async {
         let fake = FakeTelegram::start().await;
-        let llm = ScriptedLlm::start(Script::new().rule(Rule::echo())).await.unwrap();
+        // The sequential phase's messages: a ~5 ms model with a streamed reply (8 characters a
+        // chunk), long enough to be worth streaming if the policy allowed it.
+        let script = Script::new()
+            .rule(Rule::echo().delay(Duration::from_millis(5)).when_last_user_contains("sequential"))
+            .rule(Rule::echo());
+        let llm = ScriptedLlm::start(script).await.unwrap();
         llm.record_requests(false);
         let mut options = HarnessOptions::new(llm.base_url());
         options.start = StartOptions { studio: false, channels: true, scheduler: false };
@@ -53,6 +63,8 @@ fn end_to_end(c: &mut Criterion) {
         }
         (fake, llm, harness, bots)
     });
+
+    rt.block_on(sequential_phase(&fake, bots[0]));
 
     let (mut pushed_to_sent, lost) = rt.block_on(async {
         let mut pushed: BTreeMap<(usize, i64), Instant> = BTreeMap::new();
@@ -176,6 +188,57 @@ fn end_to_end(c: &mut Criterion) {
         })
     });
     rt.block_on(harness.stop());
+}
+
+/// Issue #20: reply latency of sequential messages in one private chat.
+async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_telegram::BotId) {
+    // A chat of its own, allowed like the others (the bulk phase uses 10_000..10_099 later).
+    let user = 10_000 + CHATS - 1;
+    let violations_before = fake.violations(bot).total();
+    let mut unanswered = 0;
+    let mut number = 0;
+    for (gap, median_target, p90_target) in [
+        (Duration::from_millis(1500), Some(Duration::from_millis(60)), Some(Duration::from_millis(100))),
+        (Duration::from_millis(300), Some(Duration::from_millis(800)), None),
+    ] {
+        let mut latencies = Vec::new();
+        for _ in 0..20 {
+            tokio::time::sleep(gap).await;
+            number += 1;
+            let text = format!("sequential message {number}, please answer it right away");
+            let expected = format!("echo: {text}");
+            let pushed = Instant::now();
+            fake.push_message(bot, user, user, &text);
+            match fake
+                .wait_for_sent(bot, |m| m.chat_id == user && m.visible_text == expected, Duration::from_secs(30))
+                .await
+            {
+                Some(message) => {
+                    let visible = message.edits.last().map_or(message.sent_at, |edit| edit.at);
+                    latencies.push(visible.duration_since(pushed));
+                }
+                None => unanswered += 1,
+            }
+        }
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+        let target = |value: Option<Duration>| value.map_or("-".to_string(), |v| format!("<= {v:?}"));
+        println!(
+            "#20 sequential, {gap:?} gaps: reply visible after median {:?} (target {})  p90 {:?} (target {})  max {:?}  ({} answered)",
+            at(0.5),
+            target(median_target),
+            at(0.9),
+            target(p90_target),
+            at(1.0),
+            latencies.len()
+        );
+    }
+    let drafts_and_edits = fake.drafts(bot).len()
+        + fake.sent(bot).iter().map(|m| m.edits.len()).sum::<usize>();
+    println!(
+        "#20 sequential: unanswered {unanswered} (target 0), flood violations {} (target 0), drafts and edits {drafts_and_edits}",
+        fake.violations(bot).total() - violations_before
+    );
 }
 
 criterion_group! {

@@ -398,7 +398,7 @@ async fn bots_boot_one_at_a_time_the_stagger_apart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_answer_is_split_and_streaming_edits_are_spaced() {
+async fn a_long_answer_is_split_and_a_streamed_one_is_shown_as_drafts() {
     let paragraph =
         "This is a sentence of a long answer with **bold** and `code` in it. ".repeat(8);
     let long: String = (0..20)

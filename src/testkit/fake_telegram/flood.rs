@@ -353,4 +353,44 @@ mod tests {
         }
         assert_eq!(tracker.violations().bot_per_second, 1, "the 31st of the second");
     }
+
+    /// The zero-violation guarantee: whatever a bot sends, when and where, the daemon's governor
+    /// spaces it so that this model counts no violation (every request recorded the moment its
+    /// slot was taken; sends and edits alike counted as sends, the stricter reading).
+    #[test]
+    fn the_governor_never_goes_over_this_model() {
+        use crate::telegram::governor::{Governor, Limits};
+        use proptest::prelude::*;
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime with paused time builds");
+        let requests = proptest::collection::vec(
+            (prop_oneof![Just(5i64), Just(6), Just(-7), Just(-8)], any::<bool>(), 0u64..1500),
+            1..150,
+        );
+        proptest!(ProptestConfig::with_cases(64), |(requests in requests)| {
+            let violations = runtime.block_on(async {
+                let governor = Governor::new(Limits::default());
+                let mut tracker = FloodTracker::default();
+                let start = tokio::time::Instant::now().into_std();
+                for (index, (chat, draft, gap_ms)) in requests.iter().enumerate() {
+                    tokio::time::advance(Duration::from_millis(*gap_ms / 10)).await;
+                    let now = if *draft && *chat > 0 {
+                        governor.acquire_draft(*chat).await;
+                        tokio::time::Instant::now().into_std()
+                    } else {
+                        governor.acquire(*chat).await;
+                        tokio::time::Instant::now().into_std()
+                    };
+                    let activity = if *draft && *chat > 0 { Activity::Draft } else { Activity::Send };
+                    tracker.record(activity, *chat, index as i32, "sendMessage", now, start);
+                }
+                tracker.violations()
+            });
+            prop_assert_eq!(violations.total(), 0, "{:?}", violations);
+        });
+    }
 }

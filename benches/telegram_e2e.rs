@@ -198,8 +198,16 @@ async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_tel
     let mut unanswered = 0;
     let mut number = 0;
     for (gap, median_target, p90_target) in [
-        (Duration::from_millis(1500), Some(Duration::from_millis(60)), Some(Duration::from_millis(100))),
-        (Duration::from_millis(300), Some(Duration::from_millis(800)), None),
+        (
+            Duration::from_millis(1500),
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_millis(100)),
+        ),
+        (
+            Duration::from_millis(300),
+            Some(Duration::from_millis(800)),
+            None,
+        ),
     ] {
         let mut latencies = Vec::new();
         for _ in 0..20 {
@@ -210,7 +218,11 @@ async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_tel
             let pushed = Instant::now();
             fake.push_message(bot, user, user, &text);
             match fake
-                .wait_for_sent(bot, |m| m.chat_id == user && m.visible_text == expected, Duration::from_secs(30))
+                .wait_for_sent(
+                    bot,
+                    |m| m.chat_id == user && m.visible_text == expected,
+                    Duration::from_secs(30),
+                )
                 .await
             {
                 Some(message) => {
@@ -222,7 +234,8 @@ async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_tel
         }
         latencies.sort();
         let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
-        let target = |value: Option<Duration>| value.map_or("-".to_string(), |v| format!("<= {v:?}"));
+        let target =
+            |value: Option<Duration>| value.map_or("-".to_string(), |v| format!("<= {v:?}"));
         println!(
             "#20 sequential, {gap:?} gaps: reply visible after median {:?} (target {})  p90 {:?} (target {})  max {:?}  ({} answered)",
             at(0.5),
@@ -233,8 +246,8 @@ async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_tel
             latencies.len()
         );
     }
-    let drafts_and_edits = fake.drafts(bot).len()
-        + fake.sent(bot).iter().map(|m| m.edits.len()).sum::<usize>();
+    let drafts_and_edits =
+        fake.drafts(bot).len() + fake.sent(bot).iter().map(|m| m.edits.len()).sum::<usize>();
     println!(
         "#20 sequential: unanswered {unanswered} (target 0), flood violations {} (target 0), drafts and edits {drafts_and_edits}",
         fake.violations(bot).total() - violations_before

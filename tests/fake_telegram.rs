@@ -948,8 +948,14 @@ async fn drafts_are_recorded_checked_and_can_be_refused() {
     assert!(fake.sent(bot_id).is_empty(), "a draft posts no message");
 
     for (body, expected) in [
-        (json!({"chat_id": USER, "draft_id": 0, "text": "x"}), "non-zero"),
-        (json!({"chat_id": -100, "draft_id": 1, "text": "x"}), "private chats"),
+        (
+            json!({"chat_id": USER, "draft_id": 0, "text": "x"}),
+            "non-zero",
+        ),
+        (
+            json!({"chat_id": -100, "draft_id": 1, "text": "x"}),
+            "private chats",
+        ),
     ] {
         let (status, answer) = raw_call(&fake, TOKEN, "sendMessageDraft", body).await;
         assert_eq!(status, 400, "{answer}");

@@ -48,7 +48,9 @@ fn script() -> Script {
         .rule(Rule::text(QUICK))
 }
 
-async fn world(before_start: impl FnOnce(&clawvisor::testkit::fake_telegram::FakeTelegram, BotId)) -> World {
+async fn world(
+    before_start: impl FnOnce(&clawvisor::testkit::fake_telegram::FakeTelegram, BotId),
+) -> World {
     World::builder(script())
         .config_extra("[telegram]\npoll_timeout = \"2s\"\n")
         .agent_with_bot("alpha", "", "100:AAH-test-token-alpha-0000", &[USER], &[])
@@ -140,7 +142,12 @@ async fn a_slow_answer_in_a_private_chat_is_shown_as_drafts_then_sent_as_one_mes
         "the message follows its drafts"
     );
     assert_eq!(calls(&w, bot, "editMessageText"), 0);
-    assert_eq!(w.fake.violations(bot).total(), 0, "{:?}", w.fake.violations(bot));
+    assert_eq!(
+        w.fake.violations(bot).total(),
+        0,
+        "{:?}",
+        w.fake.violations(bot)
+    );
     w.harness.stop().await;
 }
 
@@ -194,11 +201,7 @@ async fn when_the_bot_api_refuses_drafts_answers_stream_by_editing_and_it_is_ask
             .fake
             .wait_for_sent(
                 bot,
-                |m| {
-                    m.visible_text == full
-                        && !m.edits.is_empty()
-                        && m.message_id > last_message_id
-                },
+                |m| m.visible_text == full && !m.edits.is_empty() && m.message_id > last_message_id,
                 WAIT,
             )
             .await
@@ -206,7 +209,11 @@ async fn when_the_bot_api_refuses_drafts_answers_stream_by_editing_and_it_is_ask
         last_message_id = message.message_id;
         wait_for_delivered(&w, round).await;
         assert!(message.original_text.len() < full.len(), "{message:?}");
-        assert_eq!(w.fake.sent(bot).len(), round as usize, "one message per answer");
+        assert_eq!(
+            w.fake.sent(bot).len(),
+            round as usize,
+            "one message per answer"
+        );
     }
     assert_eq!(
         calls(&w, bot, "sendMessageDraft"),
@@ -214,6 +221,11 @@ async fn when_the_bot_api_refuses_drafts_answers_stream_by_editing_and_it_is_ask
         "the refusal is remembered for the bot"
     );
     assert!(w.fake.drafts(bot).is_empty());
-    assert_eq!(w.fake.violations(bot).total(), 0, "{:?}", w.fake.violations(bot));
+    assert_eq!(
+        w.fake.violations(bot).total(),
+        0,
+        "{:?}",
+        w.fake.violations(bot)
+    );
     w.harness.stop().await;
 }

@@ -204,11 +204,23 @@ mod tests {
             governor.acquire(1).await;
         }
         governor.acquire(2).await;
-        assert_eq!(Instant::now(), start, "a burst of three and another chat go at once");
+        assert_eq!(
+            Instant::now(),
+            start,
+            "a burst of three and another chat go at once"
+        );
         governor.acquire(1).await;
-        assert_eq!(Instant::now() - start, Duration::from_secs(1), "the fourth waits for a token");
+        assert_eq!(
+            Instant::now() - start,
+            Duration::from_secs(1),
+            "the fourth waits for a token"
+        );
         governor.acquire(1).await;
-        assert_eq!(Instant::now() - start, Duration::from_secs(2), "then one a second");
+        assert_eq!(
+            Instant::now() - start,
+            Duration::from_secs(2),
+            "then one a second"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -250,7 +262,11 @@ mod tests {
         for _ in 0..3 {
             governor.acquire(4).await;
         }
-        assert_eq!(Instant::now(), start, "drafts left the chat's burst untouched");
+        assert_eq!(
+            Instant::now(),
+            start,
+            "drafts left the chat's burst untouched"
+        );
         for _ in 0..12 {
             governor.acquire_draft(4).await;
         }

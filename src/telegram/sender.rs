@@ -438,7 +438,11 @@ impl ChatWorker {
     }
 
     /// Edits a message's HTML (plain-text fallback), paced by the governor; "not modified" is success.
-    pub(super) async fn edit_html(&self, message_id: MessageId, html: &str) -> Result<(), TelegramError> {
+    pub(super) async fn edit_html(
+        &self,
+        message_id: MessageId,
+        html: &str,
+    ) -> Result<(), TelegramError> {
         for attempt in 0..3 {
             self.governor.acquire(self.chat_id).await;
             let result = self

@@ -281,9 +281,16 @@ mod tests {
         let mut stream = Stream::new(1, start);
         assert_eq!(stream.due(&settings()), None, "no text");
         stream.pending = Some("Hello".into());
-        assert_eq!(stream.due(&settings()), None, "five characters are not worth a draft");
+        assert_eq!(
+            stream.due(&settings()),
+            None,
+            "five characters are not worth a draft"
+        );
         stream.pending = Some("Hello, this is a longer answer".into());
-        assert_eq!(stream.due(&settings()), Some(start + Duration::from_secs(1)));
+        assert_eq!(
+            stream.due(&settings()),
+            Some(start + Duration::from_secs(1))
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -307,7 +314,14 @@ mod tests {
 
     #[test]
     fn draft_ids_are_never_zero_and_fit_telegrams_integer() {
-        for run_id in [0, 1, i64::from(i32::MAX) - 1, i64::from(i32::MAX), i64::MAX, -4] {
+        for run_id in [
+            0,
+            1,
+            i64::from(i32::MAX) - 1,
+            i64::from(i32::MAX),
+            i64::MAX,
+            -4,
+        ] {
             let id = draft_id(run_id);
             assert!(id > 0 && id <= i64::from(i32::MAX), "{run_id} → {id}");
         }

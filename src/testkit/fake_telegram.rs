@@ -73,9 +73,8 @@ pub use forum::THREAD_NOT_FOUND_DESCRIPTION;
 pub use html::{HtmlEntity, ParsedHtml, parse_html};
 pub use records::{
     AttachmentKind, BotCommandRecord, BotId, CallbackAnswer, ChatActionRecord, DraftRecord,
-    FakeTelegramError,
-    IncomingMessage, PushedCallback, PushedUpdate, RegisteredFile, SentAttachment, SentButton,
-    SentEdit, SentMessage,
+    FakeTelegramError, IncomingMessage, PushedCallback, PushedUpdate, RegisteredFile,
+    SentAttachment, SentButton, SentEdit, SentMessage,
 };
 use server::{Shared, handle};
 

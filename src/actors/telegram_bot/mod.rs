@@ -53,11 +53,11 @@ use crate::store::telegram::{self as queries, PairingRow, StoredUpdate, UpdateSt
 use crate::telegram::approval::{self, ApprovalButton};
 use crate::telegram::client::{self, TelegramError};
 use crate::telegram::governor::{Governor, Limits};
-use crate::telegram::stream::StreamSettings;
 use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
 use crate::telegram::pairing;
 use crate::telegram::poller::{PollEnd, PollEvent, Poller};
 use crate::telegram::sender::{ChatWorker, SendJob};
+use crate::telegram::stream::StreamSettings;
 
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Group messages kept as context for one answer.

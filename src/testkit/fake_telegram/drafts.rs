@@ -21,7 +21,8 @@ use super::{BotId, DraftRecord, FakeTelegram, MAX_MESSAGE_UTF16};
 
 /// The fake's answer to a draft for a group or channel. Telegram documents drafts for private
 /// chats only; its exact wording for other chats is not documented, so this is a stand-in.
-pub const DRAFT_NOT_PRIVATE_DESCRIPTION: &str = "Bad Request: drafts can be sent to private chats only";
+pub const DRAFT_NOT_PRIVATE_DESCRIPTION: &str =
+    "Bad Request: drafts can be sent to private chats only";
 
 pub(super) fn send_message_draft(
     state: &mut BotState,
@@ -52,9 +53,14 @@ pub(super) fn send_message_draft(
         return Err(Reply::bad_request("Bad Request: message is too long"));
     }
     let now = Instant::now();
-    state
-        .flood
-        .record(Activity::Draft, chat_id, 0, "sendMessageDraft", now, started);
+    state.flood.record(
+        Activity::Draft,
+        chat_id,
+        0,
+        "sendMessageDraft",
+        now,
+        started,
+    );
     state.drafts.push(DraftRecord {
         chat_id,
         thread_id,

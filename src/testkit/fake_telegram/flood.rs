@@ -285,7 +285,14 @@ mod tests {
         assert_eq!(tracker.violations().chat_per_second, 2);
         // A quiet minute refills the bucket to four, no more.
         for index in 0..5 {
-            tracker.record(Activity::Send, 7, 10 + index, "sendMessage", at(61_500), start);
+            tracker.record(
+                Activity::Send,
+                7,
+                10 + index,
+                "sendMessage",
+                at(61_500),
+                start,
+            );
         }
         assert_eq!(tracker.violations().chat_per_second, 3);
 
@@ -351,7 +358,11 @@ mod tests {
         for _ in 0..7 {
             tracker.record(Activity::Draft, 5, 0, "sendMessageDraft", start, start);
         }
-        assert_eq!(tracker.violations().bot_per_second, 1, "the 31st of the second");
+        assert_eq!(
+            tracker.violations().bot_per_second,
+            1,
+            "the 31st of the second"
+        );
     }
 
     /// The zero-violation guarantee: whatever a bot sends, when and where, the daemon's governor
@@ -368,7 +379,11 @@ mod tests {
             .build()
             .expect("a current-thread runtime with paused time builds");
         let requests = proptest::collection::vec(
-            (prop_oneof![Just(5i64), Just(6), Just(-7), Just(-8)], any::<bool>(), 0u64..1500),
+            (
+                prop_oneof![Just(5i64), Just(6), Just(-7), Just(-8)],
+                any::<bool>(),
+                0u64..1500,
+            ),
             1..150,
         );
         proptest!(ProptestConfig::with_cases(64), |(requests in requests)| {

@@ -14,7 +14,9 @@
 //!   second, for requests that bunch up on the way), drafts included.
 //!
 //! Drafts (`sendMessageDraft`) do not post a message and take no chat token, only the bot-wide
-//! one ([`Governor::acquire_draft`]). A 429 freezes the whole bot for the `retry_after` it names.
+//! one, and only while the bot has half its per-second budget to spare
+//! ([`Governor::try_acquire_draft`]): a draft is never worth waiting for, nor worth crowding out
+//! a message. A 429 freezes the whole bot for the `retry_after` it names.
 //!
 //! The fake Bot API (`testkit::fake_telegram::flood`) counts violations against the same model
 //! with one more message of burst, the margin that keeps this governor at zero violations there.
@@ -64,15 +66,6 @@ struct State {
     frozen_until: Option<Instant>,
 }
 
-/// What a request takes from the limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    /// A message or an edit: the chat's bucket, the group's minute and the bot's second.
-    Message,
-    /// A draft: only the bot's second.
-    Draft,
-}
-
 pub struct Governor {
     limits: Limits,
     state: Mutex<State>,
@@ -88,21 +81,31 @@ impl Governor {
 
     /// Waits until a message (or edit) to `chat_id` is allowed, and takes the slot.
     pub async fn acquire(&self, chat_id: i64) {
-        self.acquire_slot(chat_id, Slot::Message).await;
-    }
-
-    /// Waits until a draft is allowed (the bot-wide rate only), and takes the slot.
-    pub async fn acquire_draft(&self, chat_id: i64) {
-        self.acquire_slot(chat_id, Slot::Draft).await;
-    }
-
-    async fn acquire_slot(&self, chat_id: i64, slot: Slot) {
         loop {
-            match self.try_take(chat_id, slot, Instant::now()) {
+            match self.try_take(chat_id, Instant::now()) {
                 None => return,
                 Some(wait) => tokio::time::sleep(wait).await,
             }
         }
+    }
+
+    /// Takes a draft's slot (the bot-wide rate only) if the bot is not frozen and has used at
+    /// most half of its per-second budget; false: skip this version of the draft.
+    pub fn try_acquire_draft(&self) -> bool {
+        let now = Instant::now();
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if state.frozen_until.is_some_and(|until| until > now) {
+            return false;
+        }
+        prune_bot_window(&mut state.bot_sends, now);
+        if state.bot_sends.len() >= self.limits.per_bot_per_second / 2 {
+            return false;
+        }
+        state.bot_sends.push_back(now);
+        true
     }
 
     /// Pauses every send of this bot (Telegram answered 429).
@@ -118,7 +121,7 @@ impl Governor {
     }
 
     /// `None` when the slot was taken now; otherwise how long to wait before trying again.
-    fn try_take(&self, chat_id: i64, slot: Slot, now: Instant) -> Option<Duration> {
+    fn try_take(&self, chat_id: i64, now: Instant) -> Option<Duration> {
         let mut state = self
             .state
             .lock()
@@ -140,22 +143,14 @@ impl Governor {
             .copied()
             .unwrap_or(now)
             .max(now);
-        if slot == Slot::Message {
-            wait = wait.max((full_at - now).saturating_sub(tolerance));
-        }
-        while state
-            .bot_sends
-            .front()
-            .is_some_and(|at| now.duration_since(*at) >= BOT_WINDOW)
-        {
-            state.bot_sends.pop_front();
-        }
+        wait = wait.max((full_at - now).saturating_sub(tolerance));
+        prune_bot_window(&mut state.bot_sends, now);
         if state.bot_sends.len() >= self.limits.per_bot_per_second
             && let Some(oldest) = state.bot_sends.front()
         {
             wait = wait.max(BOT_WINDOW.saturating_sub(now.duration_since(*oldest)));
         }
-        if chat_id < 0 && slot == Slot::Message {
+        if chat_id < 0 {
             let window = state.group_sends.entry(chat_id).or_default();
             while window
                 .front()
@@ -173,11 +168,9 @@ impl Governor {
             return Some(wait);
         }
         state.bot_sends.push_back(now);
-        if slot == Slot::Message {
-            state.chat_full_at.insert(chat_id, full_at + interval);
-            if chat_id < 0 {
-                state.group_sends.entry(chat_id).or_default().push_back(now);
-            }
+        state.chat_full_at.insert(chat_id, full_at + interval);
+        if chat_id < 0 {
+            state.group_sends.entry(chat_id).or_default().push_back(now);
         }
         // Forget chats whose bucket is full again, so the maps stay small.
         if state.chat_full_at.len() > 1_024 {
@@ -189,6 +182,16 @@ impl Governor {
             });
         }
         None
+    }
+}
+
+/// Drops the bot's requests older than the window.
+fn prune_bot_window(bot_sends: &mut VecDeque<Instant>, now: Instant) {
+    while bot_sends
+        .front()
+        .is_some_and(|at| now.duration_since(*at) >= BOT_WINDOW)
+    {
+        bot_sends.pop_front();
     }
 }
 
@@ -253,11 +256,11 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn drafts_take_no_chat_token_but_count_for_the_bot() {
+    async fn drafts_take_no_chat_token_count_for_the_bot_and_yield_when_it_is_busy() {
         let governor = Governor::new(Limits::default());
         let start = Instant::now();
         for _ in 0..10 {
-            governor.acquire_draft(4).await;
+            assert!(governor.try_acquire_draft());
         }
         for _ in 0..3 {
             governor.acquire(4).await;
@@ -267,13 +270,22 @@ mod tests {
             start,
             "drafts left the chat's burst untouched"
         );
-        for _ in 0..12 {
-            governor.acquire_draft(4).await;
+        assert!(
+            !governor.try_acquire_draft(),
+            "13 of 25 used: no room for a draft"
+        );
+        for chat in 0..12 {
+            governor.acquire(100 + chat).await;
         }
-        // 25 in the bot's window: the 26th request of any kind waits for it to slide.
+        // 25 in the bot's window: the 26th request waits for it to slide.
         assert_eq!(Instant::now(), start);
-        governor.acquire_draft(5).await;
+        governor.acquire(5).await;
         assert_eq!(Instant::now() - start, BOT_WINDOW);
+        tokio::time::advance(BOT_WINDOW).await;
+        assert!(
+            governor.try_acquire_draft(),
+            "room again once the window slid"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -302,8 +314,8 @@ mod tests {
         governor.acquire(3).await;
         assert!(Instant::now() - start >= Duration::from_secs(7));
         governor.freeze(Duration::from_secs(2));
-        let frozen = Instant::now();
-        governor.acquire_draft(3).await;
-        assert_eq!(Instant::now() - frozen, Duration::from_secs(2));
+        assert!(!governor.try_acquire_draft(), "no draft while frozen");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(governor.try_acquire_draft());
     }
 }

@@ -9,7 +9,8 @@
 //! - in a private chat, as a draft (`sendMessageDraft`, Bot API 9.5): the user sees the bot
 //!   "typing" the text; a draft posts no message and takes no chat slot (only the bot-wide rate),
 //!   and the final text then arrives with `sendMessage`. Drafts are updated at most every
-//!   [`DRAFT_SPACING`];
+//!   [`DRAFT_SPACING`], and skipped while the bot is busy sending messages (the governor's
+//!   `try_acquire_draft`);
 //! - in groups, or when the Bot API refuses drafts, as a message sent once and edited as it
 //!   grows, at most every [`EDIT_SPACING`], the final text being its last edit. A refusal (any
 //!   4xx answer, such as 404 "Not Found" from a Bot API that does not know the method) is
@@ -187,9 +188,10 @@ impl ChatWorker {
                     current.shown_html = first;
                     return;
                 }
-                // A passing failure: the next version tries again.
+                // A busy bot or a passing failure: the text waits for the next turn.
                 Err(error) if error.is_transient() => {
                     tracing::debug!(chat = self.chat_id, %error, "could not show a draft");
+                    current.pending.get_or_insert(text);
                     current.last_shown = Instant::now();
                     return;
                 }
@@ -240,7 +242,11 @@ impl ChatWorker {
             parse_mode: Some("HTML"),
         };
         for _ in 0..2 {
-            self.governor.acquire_draft(self.chat_id).await;
+            if !self.governor.try_acquire_draft() {
+                return Err(TelegramError::Other(
+                    "the bot is busy sending messages; the draft waits".into(),
+                ));
+            }
             let sent = JsonRequest::new(self.bot.clone(), payload.clone())
                 .await
                 .map(|_| ())

@@ -393,14 +393,16 @@ mod tests {
                 let start = tokio::time::Instant::now().into_std();
                 for (index, (chat, draft, gap_ms)) in requests.iter().enumerate() {
                     tokio::time::advance(Duration::from_millis(*gap_ms / 10)).await;
-                    let now = if *draft && *chat > 0 {
-                        governor.acquire_draft(*chat).await;
-                        tokio::time::Instant::now().into_std()
+                    let activity = if *draft && *chat > 0 {
+                        if !governor.try_acquire_draft() {
+                            continue;
+                        }
+                        Activity::Draft
                     } else {
                         governor.acquire(*chat).await;
-                        tokio::time::Instant::now().into_std()
+                        Activity::Send
                     };
-                    let activity = if *draft && *chat > 0 { Activity::Draft } else { Activity::Send };
+                    let now = tokio::time::Instant::now().into_std();
                     tracker.record(activity, *chat, index as i32, "sendMessage", now, start);
                 }
                 tracker.violations()

@@ -108,6 +108,8 @@ pub struct Stream {
     pub pending: Option<String>,
     /// When the last version was shown.
     pub last_shown: Instant,
+    /// Nothing is tried before this (a draft put off because the bot was busy).
+    pub not_before: Instant,
 }
 
 impl Stream {
@@ -119,6 +121,7 @@ impl Stream {
             shown_html: String::new(),
             pending: None,
             last_shown: started,
+            not_before: started,
         }
     }
 
@@ -133,12 +136,13 @@ impl Stream {
     /// When the pending text is to be shown; `None` while there is nothing (worth) showing.
     pub fn due(&self, settings: &StreamSettings) -> Option<Instant> {
         let pending = self.pending.as_deref()?;
-        match self.shown {
+        let due = match self.shown {
             Shown::Nothing => (pending.trim().chars().count() >= settings.min_chars.max(1))
                 .then_some(self.started + settings.after),
             Shown::Draft => Some(self.last_shown + DRAFT_SPACING),
             Shown::Message(_) => Some(self.last_shown + EDIT_SPACING),
-        }
+        };
+        due.map(|due| due.max(self.not_before))
     }
 }
 
@@ -192,7 +196,7 @@ impl ChatWorker {
                 Err(error) if error.is_transient() => {
                     tracing::debug!(chat = self.chat_id, %error, "could not show a draft");
                     current.pending.get_or_insert(text);
-                    current.last_shown = Instant::now();
+                    current.not_before = Instant::now() + DRAFT_SPACING;
                     return;
                 }
                 Err(error) => {
@@ -316,6 +320,18 @@ mod tests {
             Some(start + Duration::from_secs(3) + EDIT_SPACING)
         );
         assert_eq!(stream.message_id(), Some(MessageId(5)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_draft_put_off_is_not_tried_again_at_once() {
+        let start = Instant::now();
+        let mut stream = Stream::new(1, start);
+        stream.pending = Some("more text than twenty characters".into());
+        stream.not_before = start + Duration::from_secs(5);
+        assert_eq!(
+            stream.due(&settings()),
+            Some(start + Duration::from_secs(5))
+        );
     }
 
     #[test]

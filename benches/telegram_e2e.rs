@@ -2,6 +2,11 @@
 //! Prints, per message, "update stored → reply recorded" (the daemon's own path, from the
 //! database's timestamps) and "update pushed → reply at the fake" (adds long polling and the
 //! send governor's deliberate spacing); and checks nothing was lost.
+//!
+//! Issue #20, first: one bot, one private chat, a model answering in ~5 ms with a streamed
+//! reply, 20 sequential messages at 1.5 s gaps and 20 at 0.3 s gaps (a gap starts when the
+//! previous reply became visible); prints the reply latency (message pushed → reply visible at
+//! the fake, final text) next to the targets.
 
 mod support;
 
@@ -16,6 +21,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 
 const BOTS: usize = 10;
 const CHATS: i64 = 100;
+/// The private chat of the #20 sequential phase, apart from the bulk phase's chats.
+const SEQUENTIAL_USER: i64 = 20_000;
 
 fn end_to_end(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -25,12 +32,20 @@ fn end_to_end(c: &mut Criterion) {
         .unwrap();
     let (fake, _llm, harness, bots) = rt.block_on(async {
         let fake = FakeTelegram::start().await;
-        let llm = ScriptedLlm::start(Script::new().rule(Rule::echo())).await.unwrap();
+        // The sequential phase's messages: a ~5 ms model with a streamed reply (8 characters a
+        // chunk), long enough to be worth streaming if the policy allowed it.
+        let script = Script::new()
+            .rule(Rule::echo().delay(Duration::from_millis(5)).when_last_user_contains("sequential"))
+            .rule(Rule::echo());
+        let llm = ScriptedLlm::start(script).await.unwrap();
         llm.record_requests(false);
         let mut options = HarnessOptions::new(llm.base_url());
         options.start = StartOptions { studio: false, channels: true, scheduler: false };
         options.agents.clear();
-        let users: Vec<String> = (0..CHATS).map(|chat| (10_000 + chat).to_string()).collect();
+        let users: Vec<String> = (0..CHATS)
+            .map(|chat| (10_000 + chat).to_string())
+            .chain([SEQUENTIAL_USER.to_string()])
+            .collect();
         let mut bots = Vec::new();
         for index in 0..BOTS {
             let token = format!("{}:AAH-bench-token-{index:04}", 900 + index);
@@ -54,6 +69,8 @@ fn end_to_end(c: &mut Criterion) {
         (fake, llm, harness, bots)
     });
 
+    rt.block_on(sequential_phase(&fake, bots[0]));
+
     let (mut pushed_to_sent, lost) = rt.block_on(async {
         let mut pushed: BTreeMap<(usize, i64), Instant> = BTreeMap::new();
         for (index, bot) in bots.iter().enumerate() {
@@ -65,7 +82,7 @@ fn end_to_end(c: &mut Criterion) {
         }
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let answered: usize = bots.iter().map(|bot| fake.sent(*bot).len()).sum();
+            let answered: usize = bots.iter().map(|bot| bulk_sent(&fake, *bot)).sum();
             if answered >= BOTS * CHATS as usize || Instant::now() > deadline {
                 break;
             }
@@ -116,7 +133,7 @@ fn end_to_end(c: &mut Criterion) {
             }
         }
         let deadline = Instant::now() + Duration::from_secs(120);
-        while bots.iter().map(|bot| fake.sent(*bot).len()).sum::<usize>()
+        while bots.iter().map(|bot| bulk_sent(&fake, *bot)).sum::<usize>()
             < 2 * BOTS * CHATS as usize
             && Instant::now() < deadline
         {
@@ -149,6 +166,12 @@ fn end_to_end(c: &mut Criterion) {
     println!("lost: {lost} of {} (target 0)", BOTS * CHATS as usize);
     let violations: u64 = bots.iter().map(|bot| fake.violations(*bot).total()).sum();
     println!("flood-limit violations at the fake: {violations}");
+    for bot in &bots {
+        let violations = fake.violations(*bot);
+        if violations.total() > 0 {
+            println!("  {bot:?}: {violations:?}");
+        }
+    }
 
     // One message through one bot, end to end, for criterion's own statistics.
     let bot = bots[0];
@@ -176,6 +199,77 @@ fn end_to_end(c: &mut Criterion) {
         })
     });
     rt.block_on(harness.stop());
+}
+
+/// The bot's messages to the bulk phase's chats.
+fn bulk_sent(fake: &FakeTelegram, bot: clawvisor::testkit::fake_telegram::BotId) -> usize {
+    fake.sent(bot)
+        .iter()
+        .filter(|m| m.chat_id != SEQUENTIAL_USER)
+        .count()
+}
+
+/// Issue #20: reply latency of sequential messages in one private chat.
+async fn sequential_phase(fake: &FakeTelegram, bot: clawvisor::testkit::fake_telegram::BotId) {
+    let user = SEQUENTIAL_USER;
+    let violations_before = fake.violations(bot).total();
+    let mut unanswered = 0;
+    let mut number = 0;
+    for (gap, median_target, p90_target) in [
+        (
+            Duration::from_millis(1500),
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_millis(100)),
+        ),
+        (
+            Duration::from_millis(300),
+            Some(Duration::from_millis(800)),
+            None,
+        ),
+    ] {
+        let mut latencies = Vec::new();
+        for _ in 0..20 {
+            tokio::time::sleep(gap).await;
+            number += 1;
+            let text = format!("sequential message {number}, please answer it right away");
+            let expected = format!("echo: {text}");
+            let pushed = Instant::now();
+            fake.push_message(bot, user, user, &text);
+            match fake
+                .wait_for_sent(
+                    bot,
+                    |m| m.chat_id == user && m.visible_text == expected,
+                    Duration::from_secs(30),
+                )
+                .await
+            {
+                Some(message) => {
+                    let visible = message.edits.last().map_or(message.sent_at, |edit| edit.at);
+                    latencies.push(visible.duration_since(pushed));
+                }
+                None => unanswered += 1,
+            }
+        }
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+        let target =
+            |value: Option<Duration>| value.map_or("-".to_string(), |v| format!("<= {v:?}"));
+        println!(
+            "#20 sequential, {gap:?} gaps: reply visible after median {:?} (target {})  p90 {:?} (target {})  max {:?}  ({} answered)",
+            at(0.5),
+            target(median_target),
+            at(0.9),
+            target(p90_target),
+            at(1.0),
+            latencies.len()
+        );
+    }
+    let drafts_and_edits =
+        fake.drafts(bot).len() + fake.sent(bot).iter().map(|m| m.edits.len()).sum::<usize>();
+    println!(
+        "#20 sequential: unanswered {unanswered} (target 0), flood violations {} (target 0), drafts and edits {drafts_and_edits}",
+        fake.violations(bot).total() - violations_before
+    );
 }
 
 criterion_group! {

@@ -139,6 +139,18 @@ fn bad_inputs_name_the_file_the_key_and_what_is_expected() {
             &["[telegram].poll_timeout", "1s to 50s"],
         ),
         (
+            "streaming threshold above a minute",
+            "[telegram]\nstream_after = \"2m\"",
+            &[],
+            &["[telegram].stream_after", "0s to 60s"],
+        ),
+        (
+            "streaming minimum longer than a message",
+            "[telegram]\nstream_min_chars = 5000",
+            &[],
+            &["[telegram].stream_min_chars", "0 to 4096"],
+        ),
+        (
             "jitter out of range",
             "[supervision]\njitter = 1.5",
             &[],

@@ -8,7 +8,7 @@ use clawvisor::telegram::format::{
     TELEGRAM_MESSAGE_LIMIT, markdown_to_html, plain_text, split_html,
 };
 use clawvisor::testkit::fake_telegram::{
-    AttachmentKind, BotId, CONFLICT_DESCRIPTION, FakeTelegram, IncomingMessage,
+    AttachmentKind, BotId, CONFLICT_DESCRIPTION, FakeTelegram, IncomingMessage, PER_CHAT_BURST,
 };
 use serde_json::{Value, json};
 use teloxide::net::Download;
@@ -731,33 +731,37 @@ async fn commands_and_chat_actions_are_recorded() {
 #[tokio::test]
 async fn flood_limits_are_counted_not_enforced() {
     let (fake, bot_id, bot) = fake_with_bot().await;
-    // Two messages to one chat within a second: one violation.
-    bot.send_message(ChatId(1), "a").await.unwrap();
-    bot.send_message(ChatId(1), "b").await.unwrap();
+    // A burst of PER_CHAT_BURST messages to one chat is tolerated; one more at once is one
+    // violation.
+    for index in 0..=PER_CHAT_BURST {
+        bot.send_message(ChatId(1), format!("m{index}"))
+            .await
+            .unwrap();
+    }
     let violations = fake.violations(bot_id);
     assert_eq!(violations.chat_per_second, 1);
     assert_eq!(violations.examples[0].chat_id, 1);
     assert_eq!(violations.examples[0].method, "sendMessage");
 
-    // Spaced 1.1 s apart: none.
+    // Another chat has its own bucket.
     bot.send_message(ChatId(2), "a").await.unwrap();
-    // A deliberate gap: the second message must fall outside the one-second window.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
     bot.send_message(ChatId(2), "b").await.unwrap();
     assert_eq!(fake.violations(bot_id).chat_per_second, 1);
 
     // Edits are counted apart, and their spacing is reported.
     let message = bot.send_message(ChatId(3), "v1").await.unwrap();
-    bot.edit_message_text(ChatId(3), message.id, "v2")
-        .await
-        .unwrap();
-    bot.edit_message_text(ChatId(3), message.id, "v3")
-        .await
-        .unwrap();
+    for version in 2..=PER_CHAT_BURST + 2 {
+        bot.edit_message_text(ChatId(3), message.id, format!("v{version}"))
+            .await
+            .unwrap();
+    }
     let violations = fake.violations(bot_id);
     assert_eq!(violations.sends(), 1);
     assert_eq!(violations.edit_chat_per_second, 1);
-    assert_eq!(violations.edits_under_one_second, 2);
+    assert_eq!(
+        violations.edits_under_one_second,
+        u64::from(PER_CHAT_BURST) + 1
+    );
     assert!(
         violations
             .shortest_edit_interval
@@ -779,13 +783,14 @@ async fn bots_are_isolated_from_each_other() {
     fake.conflict_next(alpha, 1);
     fake.revoke_token(alpha);
     bravo_bot.get_updates().await.unwrap();
-    bravo_bot
-        .send_message(ChatId(USER), "from bravo")
-        .await
-        .unwrap();
-    bravo_bot.send_message(ChatId(USER), "again").await.unwrap();
+    for index in 0..=PER_CHAT_BURST {
+        bravo_bot
+            .send_message(ChatId(USER), format!("from bravo {index}"))
+            .await
+            .unwrap();
+    }
     assert!(fake.sent(alpha).is_empty());
-    assert_eq!(fake.sent(bravo).len(), 2);
+    assert_eq!(fake.sent(bravo).len(), PER_CHAT_BURST as usize + 1);
     assert_eq!(fake.violations(alpha).total(), 0);
     assert_eq!(fake.violations(bravo).chat_per_second, 1);
     assert_eq!(fake.call_count(alpha, "sendMessage"), 0);
@@ -920,4 +925,55 @@ async fn a_long_formatted_answer_is_accepted_by_telegram_chunk_by_chunk() {
         .map(|message| message.visible_text.as_str())
         .collect();
     assert_eq!(delivered, plain_text(&html));
+}
+
+#[tokio::test]
+async fn drafts_are_recorded_checked_and_can_be_refused() {
+    let (fake, bot_id, _bot) = fake_with_bot().await;
+    let (status, body) = raw_call(
+        &fake,
+        TOKEN,
+        "sendMessageDraft",
+        json!({"chat_id": USER, "draft_id": 7, "text": "<b>Hal</b>f written", "parse_mode": "HTML"}),
+    )
+    .await;
+    assert_eq!((status, &body["result"]), (200, &json!(true)), "{body}");
+    let drafts = fake.drafts(bot_id);
+    assert_eq!(drafts.len(), 1);
+    assert_eq!(
+        (drafts[0].chat_id, drafts[0].draft_id, drafts[0].thread_id),
+        (USER, 7, None)
+    );
+    assert_eq!(drafts[0].visible_text, "Half written");
+    assert!(fake.sent(bot_id).is_empty(), "a draft posts no message");
+
+    for (body, expected) in [
+        (
+            json!({"chat_id": USER, "draft_id": 0, "text": "x"}),
+            "non-zero",
+        ),
+        (
+            json!({"chat_id": -100, "draft_id": 1, "text": "x"}),
+            "private chats",
+        ),
+    ] {
+        let (status, answer) = raw_call(&fake, TOKEN, "sendMessageDraft", body).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["description"].as_str().unwrap().contains(expected),
+            "{answer}"
+        );
+    }
+
+    fake.refuse_drafts(bot_id, true);
+    let (status, answer) = raw_call(
+        &fake,
+        TOKEN,
+        "sendMessageDraft",
+        json!({"chat_id": USER, "draft_id": 7, "text": "more"}),
+    )
+    .await;
+    assert_eq!((status, &answer["description"]), (404, &json!("Not Found")));
+    assert_eq!(fake.drafts(bot_id).len(), 1);
+    assert_eq!(fake.call_count(bot_id, "sendMessageDraft"), 4);
 }

@@ -248,6 +248,13 @@ pub struct TelegramConfig {
     pub wait_for_previous: Dur,
     /// A bot that exhausted its restart budget is tried again after this long.
     pub degraded_retry: Dur,
+    /// A streamed answer is shown while it is written (a draft in private chats, a message
+    /// edited as it grows elsewhere) only once the run has been answering this long; an answer
+    /// finished sooner arrives as one message.
+    pub stream_after: Dur,
+    /// ... and only once it has at least this many characters, so that a few words are not
+    /// shown alone.
+    pub stream_min_chars: usize,
 }
 
 impl Default for TelegramConfig {
@@ -258,6 +265,8 @@ impl Default for TelegramConfig {
             stale_grace: Dur::secs(120),
             wait_for_previous: Dur::secs(0),
             degraded_retry: Dur::secs(600),
+            stream_after: Dur::secs(1),
+            stream_min_chars: 20,
         }
     }
 }

@@ -106,6 +106,26 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         ));
     }
+    if config.telegram.stream_after.0 > std::time::Duration::from_secs(60) {
+        return Err(ConfigError::key(
+            origin,
+            "[telegram].stream_after",
+            format!(
+                "{} is out of range (expected 0s to 60s; a streamed answer is shown after this long)",
+                config.telegram.stream_after
+            ),
+        ));
+    }
+    if config.telegram.stream_min_chars > 4096 {
+        return Err(ConfigError::key(
+            origin,
+            "[telegram].stream_min_chars",
+            format!(
+                "{} is out of range (expected 0 to 4096, Telegram's message length)",
+                config.telegram.stream_min_chars
+            ),
+        ));
+    }
     for (name, provider) in &config.providers {
         let key = format!("[providers.{name}].base_url");
         let url = reqwest::Url::parse(&provider.base_url).map_err(|error| {

@@ -13,4 +13,5 @@ pub mod intake;
 pub mod pairing;
 pub mod poller;
 pub mod sender;
+pub mod stream;
 pub mod upload;

@@ -7,9 +7,10 @@
 //! (its General), so an answer is never lost to it.
 //!
 //! Pacing (Telegram's flood limits): every send and edit takes a slot from the bot's `Governor`
-//! (≤ 1 per second per chat, ≤ 20 per minute per group, ≤ 30 per second per bot); streaming
-//! edits of one message are at least 1.5 s apart (the newest text coalesced); the typing indicator
-//! is repeated every 4.5 s while a run works. A 429 freezes the whole bot for its `retry_after`.
+//! (per chat a burst of a few, then one a second; ≤ 20 per minute per group; ≤ 30 per second per
+//! bot), every draft a bot-wide one; how a streamed answer is shown (not at all when it is quick,
+//! a draft, or an edited message) is `stream`'s policy; the typing indicator is repeated every
+//! 4.5 s while a run works. A 429 freezes the whole bot for its `retry_after`.
 //!
 //! Delivery of a final answer is confirmed in the outbox (and the answered updates are marked
 //! processed) only after Telegram accepted every part. A worker checks the outbox row before
@@ -30,13 +31,13 @@ use tokio_util::sync::CancellationToken;
 use super::client::TelegramError;
 use super::format;
 use super::governor::Governor;
+use super::stream::{EDIT_SPACING, Stream, StreamSettings};
 use super::upload;
 use crate::events::{EventBus, EventKind};
 use crate::store::Store;
 use crate::store::outbox;
 use crate::store::telegram as updates;
 
-const EDIT_SPACING: Duration = Duration::from_millis(1500);
 const TYPING_EVERY: Duration = Duration::from_millis(4500);
 const IDLE_EXIT: Duration = Duration::from_secs(120);
 /// Telegram's limit, in UTF-16 code units of visible text.
@@ -84,14 +85,8 @@ pub struct ChatWorker {
     pub cancel: CancellationToken,
     /// Speaks replies marked `speak` (none: they are sent as text).
     pub speech: Option<crate::voice::speech::SpeechClient>,
-}
-
-struct Stream {
-    run_id: i64,
-    message_id: Option<MessageId>,
-    shown: String,
-    pending: Option<String>,
-    last_edit: Instant,
+    /// When and how streamed answers are shown.
+    pub streaming: StreamSettings,
 }
 
 impl ChatWorker {
@@ -104,12 +99,11 @@ impl ChatWorker {
     async fn run(self, mut jobs: mpsc::UnboundedReceiver<SendJob>) {
         let mut typing = false;
         let mut next_typing = Instant::now();
+        // When the current run started answering: its streamed text is measured from then.
+        let mut working_since: Option<Instant> = None;
         let mut stream: Option<Stream> = None;
         loop {
-            let edit_due = stream
-                .as_ref()
-                .filter(|s| s.pending.is_some())
-                .map(|s| s.last_edit + EDIT_SPACING);
+            let edit_due = stream.as_ref().and_then(|s| s.due(&self.streaming));
             let typing_due = typing.then_some(next_typing);
             let wake = match (edit_due, typing_due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -123,19 +117,21 @@ impl ChatWorker {
                         SendJob::Typing(on) => {
                             typing = on;
                             next_typing = Instant::now();
+                            working_since = on.then(|| working_since.unwrap_or_else(Instant::now));
                         }
                         SendJob::Partial { run_id, text } => {
-                            let current = stream.get_or_insert_with(|| Stream {
-                                run_id, message_id: None, shown: String::new(), pending: None,
-                                last_edit: Instant::now() - EDIT_SPACING,
-                            });
+                            let started = working_since.unwrap_or_else(Instant::now);
+                            let current = stream.get_or_insert_with(|| Stream::new(run_id, started));
                             if current.run_id != run_id {
-                                *current = Stream { run_id, message_id: None, shown: String::new(), pending: None, last_edit: Instant::now() - EDIT_SPACING };
+                                *current = Stream::new(run_id, started);
                             }
                             current.pending = Some(text);
                         }
                         SendJob::Final { run_id, text, outbox_id } => {
                             typing = typing && run_id.is_none();
+                            if run_id.is_some() {
+                                working_since = None;
+                            }
                             // A message without a run (`send_message`) leaves a streamed answer alone.
                             let streamed = match (&stream, run_id) {
                                 (Some(current), Some(run_id)) if current.run_id == run_id => stream.take(),
@@ -176,8 +172,7 @@ impl ChatWorker {
                         next_typing = now + TYPING_EVERY;
                     }
                     if let Some(current) = stream.as_mut()
-                        && current.pending.is_some()
-                        && now >= current.last_edit + EDIT_SPACING
+                        && current.due(&self.streaming).is_some_and(|due| now >= due)
                     {
                         self.flush_partial(current).await;
                     }
@@ -202,48 +197,6 @@ impl ChatWorker {
             last = Some(self.send_html(&part, buttons).await?);
         }
         last.ok_or_else(|| TelegramError::Other("an approval prompt with no text".into()))
-    }
-
-    /// Shows the newest streamed text: the first message's worth, sent once then edited.
-    async fn flush_partial(&self, current: &mut Stream) {
-        let Some(text) = current.pending.take() else {
-            return;
-        };
-        let html = format::markdown_to_html(&text);
-        let first = format::split_html(&html, MESSAGE_LIMIT)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
-        if first.trim().is_empty() || first == current.shown {
-            return;
-        }
-        match current.message_id {
-            None => match self.send_html(&first, None).await {
-                Ok(id) => {
-                    current.message_id = Some(id);
-                    // Kept so that the final answer edits this message even after a crash.
-                    let (run_id, chat_id, now) =
-                        (current.run_id, self.chat_id, crate::clock::now_ms());
-                    let _ = self
-                        .store
-                        .write(move |conn| {
-                            updates::record_stream(conn, run_id, chat_id, id.0 as i64, now)
-                        })
-                        .await;
-                }
-                Err(error) => {
-                    tracing::debug!(chat = self.chat_id, %error, "could not start a streamed message")
-                }
-            },
-            Some(id) => {
-                if let Err(error) = self.edit_html(id, &first).await {
-                    tracing::debug!(chat = self.chat_id, %error, "could not edit a streamed message");
-                }
-            }
-        }
-        // Measured from when Telegram has the version: a send may wait in the throttle first.
-        current.last_edit = Instant::now();
-        current.shown = first;
     }
 
     async fn deliver_final(
@@ -282,7 +235,7 @@ impl ChatWorker {
             self.file_row_done(row, &result, done).await;
             return;
         }
-        let has_stream = streamed.as_ref().is_some_and(|s| s.message_id.is_some());
+        let has_stream = streamed.as_ref().is_some_and(|s| s.message_id().is_some());
         if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
             && row.speak
             && !has_stream
@@ -309,12 +262,13 @@ impl ChatWorker {
         }
         let html = format::markdown_to_html(text);
         let chunks = format::split_html(&html, MESSAGE_LIMIT);
-        if let Some(current) = streamed.as_ref().filter(|s| s.message_id.is_some()) {
+        if let Some(current) = streamed.as_ref().filter(|s| s.message_id().is_some()) {
             // The final edit respects the same spacing as the streamed ones.
-            tokio::time::sleep_until(current.last_edit + EDIT_SPACING).await;
+            tokio::time::sleep_until(current.last_shown + EDIT_SPACING).await;
         }
-        // A run that streamed before a restart: its message id is in the database.
-        let mut streamed_id = streamed.as_ref().and_then(|s| s.message_id);
+        // A run that streamed before a restart: its message id is in the database. (A run shown
+        // only as drafts has none: its answer is a new message.)
+        let mut streamed_id = streamed.as_ref().and_then(|s| s.message_id());
         if streamed_id.is_none()
             && let Some(run_id) = run_id
         {
@@ -484,7 +438,11 @@ impl ChatWorker {
     }
 
     /// Edits a message's HTML (plain-text fallback), paced by the governor; "not modified" is success.
-    async fn edit_html(&self, message_id: MessageId, html: &str) -> Result<(), TelegramError> {
+    pub(super) async fn edit_html(
+        &self,
+        message_id: MessageId,
+        html: &str,
+    ) -> Result<(), TelegramError> {
         for attempt in 0..3 {
             self.governor.acquire(self.chat_id).await;
             let result = self

@@ -17,7 +17,8 @@
 //! - `sendMessage` / `editMessageText` with the 4096-character limit counted in UTF-16 units
 //!   after entity parsing, `parse_mode=HTML` validated by [`parse_html`], inline keyboards, and
 //!   "message is not modified"; `editMessageReplyMarkup`, `deleteMessage`, `sendChatAction`,
-//!   `answerCallbackQuery`, `setMyCommands` / `getMyCommands`, `getFile` with downloads at
+//!   `answerCallbackQuery`, `sendMessageDraft` (recorded; refusable with 404 to test a
+//!   fallback, see `drafts`), `setMyCommands` / `getMyCommands`, `getFile` with downloads at
 //!   `/file/bot<TOKEN>/<path>`, and multipart `sendDocument` / `sendPhoto` / `sendVoice` (an empty
 //!   file, or a photo whose header is no image, refused as Telegram does);
 //! - fault injection per bot: 409 conflicts, 429 with `retry_after`, 502s, polls that hang, a
@@ -45,6 +46,7 @@
 //! `.await`; every request, push, fault change and long-poll start or end wakes
 //! `Shared::activity`, so the `wait_for_*` controls never miss a change they wait for.
 
+mod drafts;
 mod flood;
 mod forum;
 mod html;
@@ -66,13 +68,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-pub use flood::{ViolationExample, ViolationKind, Violations};
+pub use flood::{PER_CHAT_BURST, ViolationExample, ViolationKind, Violations};
 pub use forum::THREAD_NOT_FOUND_DESCRIPTION;
 pub use html::{HtmlEntity, ParsedHtml, parse_html};
 pub use records::{
-    AttachmentKind, BotCommandRecord, BotId, CallbackAnswer, ChatActionRecord, FakeTelegramError,
-    IncomingMessage, PushedCallback, PushedUpdate, RegisteredFile, SentAttachment, SentButton,
-    SentEdit, SentMessage,
+    AttachmentKind, BotCommandRecord, BotId, CallbackAnswer, ChatActionRecord, DraftRecord,
+    FakeTelegramError, IncomingMessage, PushedCallback, PushedUpdate, RegisteredFile,
+    SentAttachment, SentButton, SentEdit, SentMessage,
 };
 use server::{Shared, handle};
 

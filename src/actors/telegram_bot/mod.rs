@@ -57,6 +57,7 @@ use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
 use crate::telegram::pairing;
 use crate::telegram::poller::{PollEnd, PollEvent, Poller};
 use crate::telegram::sender::{ChatWorker, SendJob};
+use crate::telegram::stream::StreamSettings;
 
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Group messages kept as context for one answer.
@@ -88,6 +89,8 @@ pub struct TelegramBotState {
     args: TelegramBotArgs,
     bot: Bot,
     governor: Arc<Governor>,
+    /// How streamed answers are shown; whether the Bot API takes drafts is remembered here.
+    streaming: StreamSettings,
     bot_id: i64,
     username: Option<String>,
     /// One send worker per conversation: a chat, or one forum topic of it.
@@ -150,11 +153,13 @@ impl Actor for TelegramBot {
         let bot = client::build(&args.token, &telegram.api_url, args.config.poll_timeout.0)?;
 
         let cancel = CancellationToken::new();
+        let streaming = StreamSettings::from_config(&args.config);
         Ok(TelegramBotState {
             _guard: cancel.clone().drop_guard(),
             args,
             bot,
             governor: Arc::new(Governor::new(Limits::default())),
+            streaming,
             bot_id,
             username: None,
             workers: HashMap::new(),
@@ -414,6 +419,7 @@ fn worker(state: &mut TelegramBotState, chat: &ChatKey) -> mpsc::UnboundedSender
         events: state.args.events.clone(),
         cancel: state.cancel.child_token(),
         speech: state.args.speech.clone(),
+        streaming: state.streaming.clone(),
     }
     .spawn();
     state.workers.insert(chat.clone(), sender.clone());

@@ -37,13 +37,13 @@ const CHAT_ACTIONS: &[&str] = &[
 ];
 
 /// A text after `parse_mode` was applied.
-struct FormattedText {
-    visible: String,
-    entities: Vec<Value>,
-    utf16_len: usize,
+pub(super) struct FormattedText {
+    pub(super) visible: String,
+    pub(super) entities: Vec<Value>,
+    pub(super) utf16_len: usize,
 }
 
-fn format_text(
+pub(super) fn format_text(
     text: &str,
     parse_mode: Option<&str>,
     explicit_entities: Option<Value>,
@@ -157,7 +157,7 @@ fn parse_markup(params: &Params) -> Result<Markup, Reply> {
     })
 }
 
-fn chat_id_param(params: &Params) -> Result<i64, Reply> {
+pub(super) fn chat_id_param(params: &Params) -> Result<i64, Reply> {
     match params.integer("chat_id") {
         Ok(Some(chat_id)) => Ok(chat_id),
         Ok(None) => Err(Reply::bad_request("Bad Request: chat_id is empty")),
@@ -213,6 +213,7 @@ impl World {
             "editmessagereplymarkup" => edit_message(state, directory, params, started, EditKind::ReplyMarkup),
             "deletemessage" => delete_message(state, params),
             "sendchataction" => send_chat_action(state, directory, params),
+            "sendmessagedraft" => super::drafts::send_message_draft(state, params, started),
             "answercallbackquery" => answer_callback_query(state, params),
             "setmycommands" => set_my_commands(state, params),
             "getmycommands" => Ok(Value::Array(

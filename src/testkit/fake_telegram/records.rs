@@ -152,6 +152,22 @@ pub struct ChatActionRecord {
     pub at: Instant,
 }
 
+/// A `sendMessageDraft` call that Telegram would have accepted: the text a user saw the bot
+/// "typing" (it posts no message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DraftRecord {
+    pub chat_id: i64,
+    /// The `message_thread_id` it named; `None`: the chat itself.
+    pub thread_id: Option<i32>,
+    pub draft_id: i64,
+    /// The raw text as sent.
+    pub text: String,
+    /// The text after `parse_mode` was applied.
+    pub visible_text: String,
+    pub parse_mode: Option<String>,
+    pub at: Instant,
+}
+
 /// An `answerCallbackQuery` call that Telegram would have accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallbackAnswer {

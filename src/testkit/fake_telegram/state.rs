@@ -190,6 +190,9 @@ pub(super) struct BotState {
     pub(super) file_paths: HashMap<String, String>,
     pub(super) commands: Vec<BotCommandRecord>,
     pub(super) chat_actions: Vec<ChatActionRecord>,
+    pub(super) drafts: Vec<super::DraftRecord>,
+    /// `sendMessageDraft` answers 404 "Not Found", as for a method Telegram does not know.
+    pub(super) drafts_refused: bool,
 }
 
 pub(super) fn bot_ref(bots: &[BotState], bot: BotId) -> &BotState {
@@ -226,6 +229,8 @@ impl BotState {
             file_paths: HashMap::new(),
             commands: Vec::new(),
             chat_actions: Vec::new(),
+            drafts: Vec::new(),
+            drafts_refused: false,
         }
     }
 

@@ -11,7 +11,9 @@ use crate::domain::{ChatKey, ChatKind, Outbound};
 use crate::registry::Registry;
 use crate::schedule::format::{format_local, shorten, zone_of};
 use crate::schedule::{MissedPolicy, ScheduleKind, ScheduleSpec, parse_timezone};
-use crate::store::schedules::{JobRow, JobRunRow, JobStatus};
+use crate::store::schedules::{
+    self as queries, JobRow, JobRunRow, JobRunStatus, JobStatus, NewJobRun,
+};
 
 /// Where the scheduler is registered.
 pub const NAME: ServiceName<SchedulerMsg> = ServiceName::fixed("scheduler");
@@ -491,5 +493,154 @@ impl NewJob {
             updated_ms: now,
         };
         Ok((row, checked))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pausing, resuming and cancelling: shared by the scheduler and `clawvisor jobs pause | resume |
+// rm` on a stopped daemon, so that a job changes the same way whoever changes it.
+
+/// What the detail of the missed run says when a one-shot's time passed while it was paused.
+pub const MISSED_WHILE_PAUSED: &str = "its time passed while it was paused; recorded as missed";
+
+/// A change to a live job's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusChange {
+    Pause,
+    Resume,
+    Cancel,
+}
+
+/// What a [`StatusChange`] does to one job, decided by [`StatusChange::decide`] and written by
+/// [`StatusTransition::write`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusTransition {
+    pub change: StatusChange,
+    /// The job as it stands after the change.
+    pub row: JobRow,
+    /// False when the job already stood so (pausing a paused job, resuming an active one):
+    /// nothing is written and nothing is announced.
+    pub changed: bool,
+    /// A one-shot whose time passed while it was paused: the fire time its missed run is
+    /// recorded at (the job is done, its last outcome `missed`).
+    pub missed_fire_ms: Option<i64>,
+}
+
+impl StatusChange {
+    /// The word the change is reported and announced with.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            StatusChange::Pause => "paused",
+            StatusChange::Resume => "resumed",
+            StatusChange::Cancel => "cancelled",
+        }
+    }
+
+    /// Decides the change for a live job (`row`, whose schedule reads as `spec`) at `now`: a
+    /// paused or cancelled job has no next time; a resumed one's next time is recomputed from
+    /// its schedule, and a one-shot whose time passed while it was paused is done and recorded
+    /// as missed, never silently dropped. Whether the job is live is the caller's to check.
+    /// Only resuming needs the schedule: a job whose schedule no longer reads (`None`) can still
+    /// be paused or cancelled.
+    pub fn decide(
+        self,
+        row: &JobRow,
+        spec: Option<&ScheduleSpec>,
+        now: i64,
+    ) -> Result<StatusTransition, String> {
+        let mut next = row.clone();
+        let mut missed_fire_ms = None;
+        let changed = match self {
+            StatusChange::Pause if row.status == JobStatus::Paused => false,
+            StatusChange::Resume if row.status == JobStatus::Active => false,
+            StatusChange::Pause => {
+                next.status = JobStatus::Paused;
+                next.next_run_ms = None;
+                true
+            }
+            StatusChange::Cancel => {
+                next.status = JobStatus::Cancelled;
+                next.next_run_ms = None;
+                true
+            }
+            StatusChange::Resume => {
+                let Some(spec) = spec else {
+                    return Err(format!(
+                        "task #{}'s schedule does not read; cancel it and add a new one",
+                        row.id
+                    ));
+                };
+                next.status = JobStatus::Active;
+                next.next_run_ms = spec
+                    .next_after(crate::clock::to_datetime(now))
+                    .map(|time| time.timestamp_millis());
+                if next.next_run_ms.is_none() {
+                    next.status = JobStatus::Done;
+                    next.last_outcome = Some("missed".into());
+                    missed_fire_ms = Some(match spec {
+                        ScheduleSpec::At(at) => at.timestamp_millis(),
+                        _ => row.anchor_ms,
+                    });
+                }
+                true
+            }
+        };
+        Ok(StatusTransition {
+            change: self,
+            row: next,
+            changed,
+            missed_fire_ms,
+        })
+    }
+}
+
+impl StatusTransition {
+    /// Whether the job's queued fires end as skipped: a paused or cancelled job runs none.
+    pub fn skips_queued(&self) -> bool {
+        self.changed && self.change != StatusChange::Resume
+    }
+
+    /// Writes the change in the caller's transaction: the queued fires `queued_run_ids` (the
+    /// job's runs with status `queued`) end as skipped when [`Self::skips_queued`], the missed
+    /// run is recorded, and the row is saved. Nothing is written when nothing changed.
+    pub fn write(
+        &self,
+        conn: &rusqlite::Connection,
+        queued_run_ids: &[i64],
+        now: i64,
+    ) -> crate::store::Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        if self.skips_queued() {
+            let reason = format!("the task was {}", self.change.outcome());
+            for job_run_id in queued_run_ids {
+                queries::finish_run(
+                    conn,
+                    *job_run_id,
+                    JobRunStatus::Skipped,
+                    None,
+                    Some(&reason),
+                    now,
+                )?;
+            }
+        }
+        if let Some(fire_ms) = self.missed_fire_ms {
+            queries::insert_run(
+                conn,
+                &NewJobRun {
+                    job_id: self.row.id,
+                    fire_ms,
+                    attempt: 0,
+                    trigger: "record",
+                    status: JobRunStatus::Missed,
+                    due_ms: fire_ms,
+                    missed_count: Some(1),
+                    detail: Some(MISSED_WHILE_PAUSED),
+                },
+                now,
+            )?;
+        }
+        queries::save_job(conn, &self.row, now)
     }
 }

@@ -644,3 +644,75 @@ impl StatusTransition {
         queries::save_job(conn, &self.row, now)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored one-shot job due at `at_ms`, checked at `now` as the scheduler would.
+    fn one_shot(at_ms: i64, now: i64) -> (JobRow, ScheduleSpec) {
+        let at = crate::clock::to_datetime(at_ms).to_rfc3339();
+        let new_job = NewJob {
+            agent: "ada".into(),
+            name: String::new(),
+            prompt: "Ping".into(),
+            target: None,
+            kind: "at".into(),
+            expression: at,
+            timezone: "UTC".into(),
+            missed_policy: String::new(),
+            created_by: "operator".into(),
+            created_in: None,
+        };
+        let (mut row, checked) = new_job
+            .into_row(&SchedulerConfig::default(), now)
+            .expect("a future one-shot is a valid job");
+        row.id = 7;
+        (row, checked.spec)
+    }
+
+    #[test]
+    fn pausing_twice_changes_nothing_and_resuming_after_the_time_records_it_as_missed() {
+        let now = 1_800_000_000_000;
+        let at_ms = now + 3_600_000;
+        let (row, spec) = one_shot(at_ms, now);
+        let paused = StatusChange::Pause.decide(&row, None, now).unwrap();
+        assert!(paused.changed && paused.skips_queued());
+        assert_eq!(
+            (paused.row.status, paused.row.next_run_ms),
+            (JobStatus::Paused, None)
+        );
+        let again = StatusChange::Pause.decide(&paused.row, None, now).unwrap();
+        assert!(!again.changed && !again.skips_queued());
+
+        // Resuming needs the schedule; a job whose schedule does not read can only be paused
+        // or cancelled.
+        let refused = StatusChange::Resume.decide(&paused.row, None, now);
+        assert!(refused.unwrap_err().contains("cancel it"));
+
+        let early = StatusChange::Resume
+            .decide(&paused.row, Some(&spec), now)
+            .unwrap();
+        assert_eq!(
+            (
+                early.row.status,
+                early.row.next_run_ms,
+                early.missed_fire_ms
+            ),
+            (JobStatus::Active, Some(at_ms), None)
+        );
+        let late = StatusChange::Resume
+            .decide(&paused.row, Some(&spec), at_ms + 1)
+            .unwrap();
+        assert_eq!(
+            (late.row.status, late.row.next_run_ms, late.missed_fire_ms),
+            (JobStatus::Done, None, Some(at_ms))
+        );
+        assert_eq!(late.row.last_outcome.as_deref(), Some("missed"));
+        assert!(!late.skips_queued());
+
+        let cancelled = StatusChange::Cancel.decide(&paused.row, None, now).unwrap();
+        assert!(cancelled.changed && cancelled.skips_queued());
+        assert_eq!(cancelled.row.status, JobStatus::Cancelled);
+    }
+}

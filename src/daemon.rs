@@ -122,6 +122,13 @@ pub async fn start_reloadable(
         .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
 
     let started_ms = crate::clock::now_ms();
+    // Operator commands call the API of a `serve` and work on the files beside a process that
+    // runs neither Studio, bots nor the scheduler (`clawvisor chat`).
+    let boot_kind = if options == StartOptions::local_only() {
+        crate::store::events::BootKind::Local
+    } else {
+        crate::store::events::BootKind::Serve
+    };
     let boot_id = store
         .write(move |conn| {
             crate::store::events::record_boot(
@@ -129,6 +136,7 @@ pub async fn start_reloadable(
                 started_ms,
                 env!("CARGO_PKG_VERSION"),
                 std::process::id(),
+                boot_kind,
             )
         })
         .await?;

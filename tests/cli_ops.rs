@@ -473,3 +473,89 @@ fn mcp_commands_reach_the_test_server_with_the_daemon_stopped_and_running() {
     assert_eq!(calls, ["mcp:tester/echo", "mcp:tester/add"]);
     daemon.terminate(Duration::from_secs(30)).unwrap();
 }
+
+/// `clawvisor chat` runs no Studio and no scheduler, so while only it runs, `jobs` works on the
+/// database (it used to take the chat for a daemon and fail with "Studio … does not answer"),
+/// by the scheduler's own rules: a one-shot resumed after its time is recorded as missed.
+#[test]
+fn jobs_work_on_the_database_beside_a_running_chat() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let llm = runtime
+        .block_on(ScriptedLlm::start(Script::new().rule(Rule::echo())))
+        .unwrap();
+    let dir = ScratchDir::new("clawvisor-cli-chat-jobs").unwrap();
+    // Studio's port is chosen at boot: a chat taken for a daemon would end in "--studio-bind".
+    write_config(
+        dir.path(),
+        &config_toml(&llm.base_url(), ""),
+        &[agent_toml("ada", "")],
+    )
+    .unwrap();
+    let path = dir.path();
+    succeeds(path, &["migrate"]);
+
+    let mut chat = Command::new(BINARY)
+        .args(["--config", path.join("clawvisor.toml").to_str().unwrap()])
+        .args(["chat", "ada"])
+        .env("TZ", "UTC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the chat starts");
+    let mut greeting = String::new();
+    BufReader::new(chat.stdout.take().expect("piped stdout"))
+        .read_line(&mut greeting)
+        .unwrap();
+    assert!(greeting.starts_with("Chatting with ada"), "{greeting}");
+    let db = path.join("data/clawvisor.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (pid, kind): (u32, String) = conn
+        .query_row(
+            "SELECT pid, kind FROM daemon_boots WHERE stopped_ms IS NULL",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((pid, kind.as_str()), (chat.id(), "local"));
+
+    let fire = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let at = fire.format("%Y-%m-%d %H:%M:%S").to_string();
+    let stdout = succeeds(path, &["jobs", "add", "ada", &at, "--tz", "UTC", "Ping"]);
+    assert!(stdout.contains("Job #1 created"), "{stdout}");
+    let stdout = succeeds(path, &["jobs", "pause", "1"]);
+    assert!(stdout.contains("[paused]"), "{stdout}");
+    wait_until_blocking(
+        Duration::from_secs(30),
+        "the paused one-shot's time passes",
+        || chrono::Utc::now().timestamp() > fire.timestamp(),
+    );
+    let stdout = succeeds(path, &["jobs", "resume", "1"]);
+    assert!(stdout.contains("[done]"), "{stdout}");
+    let (status, detail, fire_ms): (String, String, i64) = conn
+        .query_row(
+            "SELECT status, detail, fire_ms FROM job_runs WHERE job_id = 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "missed");
+    assert!(detail.contains("while it was paused"), "{detail}");
+    assert_eq!(fire_ms / 1000, fire.timestamp());
+    let stdout = succeeds(path, &["jobs", "list", "--all"]);
+    assert!(stdout.contains("#1 ada [done]"), "{stdout}");
+
+    // The chat still holds the database: a restore into its data directory is refused before the
+    // archive is even read.
+    let (_, said) = fails(path, &["restore", "no-such-archive.tar.zst", "--force"]);
+    assert!(
+        said.contains(&format!("pid {pid}")) && said.contains("stop it before restoring"),
+        "{said}"
+    );
+    drop(chat.stdin.take());
+    let exited = chat.wait().unwrap();
+    assert!(exited.success(), "the chat leaves at end of input");
+}

@@ -2,6 +2,8 @@
 //!
 //! It runs its own runtime on the configured database without Studio, bots or the scheduler, so
 //! it can be used beside a running daemon without polling a bot token twice or firing a job twice.
+//! Its boot is recorded as `local` (`store::events::BootKind`): operator commands (`jobs`, `mcp`)
+//! work on the files beside it instead of calling an API it does not serve.
 //! Output streams as the model writes; `/stop` cancels the run, `/new` starts a fresh session,
 //! `/quit` (or Ctrl-D) leaves.
 

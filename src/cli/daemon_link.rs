@@ -9,7 +9,8 @@
 //!
 //! Deciding: `daemon_boots` holds a row per boot with its process id, and a clean stop records
 //! `stopped_ms`. A boot without a stop whose process is alive and has the database open means a
-//! daemon runs (`store::running_daemon`); otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or
+//! daemon runs (`store::running_boot`; only a `serve` boot counts: `clawvisor chat` records a
+//! `local` one, runs no Studio and no scheduler, and the files are worked on beside it); otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or
 //! is now another program) it is stopped. While it runs, the command calls Studio at the
 //! configured address (`studio.bind`, or `--studio-bind`) with the local token
 //! (`<data_dir>/studio.token`, `studio::access::local_token`). A running daemon whose Studio does
@@ -80,7 +81,7 @@ pub(super) async fn find(loaded: &LoadedConfig) -> Result<Daemon, LinkError> {
         return Ok(Daemon::Stopped);
     }
     let shown = path.display().to_string();
-    let running = tokio::task::spawn_blocking(move || crate::store::running_daemon(&path))
+    let running = tokio::task::spawn_blocking(move || crate::store::running_boot(&path))
         .await
         .map_err(|_| LinkError::Database {
             path: shown.clone(),
@@ -90,7 +91,11 @@ pub(super) async fn find(loaded: &LoadedConfig) -> Result<Daemon, LinkError> {
             path: shown,
             reason: error.to_string(),
         })?;
-    let Some(pid) = running else {
+    // A `clawvisor chat` runs no Studio and no scheduler: the files are worked on beside it.
+    let Some(pid) = running
+        .filter(|boot| boot.kind == crate::store::events::BootKind::Serve)
+        .map(|boot| boot.pid)
+    else {
         return Ok(Daemon::Stopped);
     };
     let bind = loaded.config.studio_addr();

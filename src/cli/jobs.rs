@@ -3,11 +3,12 @@
 //!
 //! While a daemon runs, every command goes through its API (`/api/v1/schedules`), so the
 //! scheduler that keeps the jobs in memory makes the change, arms its timer and audits it. While
-//! it is stopped, the command works on the database with the same checks the scheduler makes
-//! (`NewJob::into_row`, the job limit) and the same transitions, each change written with its
-//! audit row in one transaction; the scheduler loads the jobs at its next boot (`jobs_to_load`),
-//! so a job added meanwhile fires at its next time and a paused one stays quiet. `preview` needs
-//! no daemon: it is the schedule math the scheduler runs, in the daemon's zone unless `--tz`.
+//! it is stopped (or only `clawvisor chat`, which runs no scheduler, runs), the command works on
+//! the database with the same checks the scheduler makes (`NewJob::into_row`, the job limit) and
+//! the same transitions (`StatusChange::decide`), each change written with its audit row in one
+//! transaction; the scheduler loads the jobs at its next boot (`jobs_to_load`), so a job added
+//! meanwhile fires at its next time and a paused one stays quiet. `preview` needs no daemon: it
+//! is the schedule math the scheduler runs, in the daemon's zone unless `--tz`.
 
 use std::process::ExitCode;
 
@@ -16,11 +17,11 @@ use serde_json::{Value, json};
 use super::daemon_link::{self, Api, Daemon, LinkError};
 use super::{JobsCommand, open_existing};
 use crate::config::LoadedConfig;
-use crate::protocol::scheduler::{NewJob, check_job_limit};
+use crate::protocol::scheduler::{NewJob, StatusChange, check_job_limit};
 use crate::schedule::format::{format_local, zone_of};
 use crate::schedule::{ScheduleSpec, parse_timezone};
 use crate::store::Store;
-use crate::store::schedules::{self as queries, JobRow, JobRunStatus, JobStatus, NewJobRun};
+use crate::store::schedules::{self as queries, JobRow, JobRunStatus};
 
 /// Who the audit log names for a change made here with the daemon stopped.
 const OPERATOR: &str = "operator (cli)";
@@ -377,43 +378,33 @@ async fn offline(store: &Store, loaded: &LoadedConfig, command: JobsCommand) -> 
             println!("(the daemon is stopped: the job is armed when it starts)");
             Ok(())
         }
-        JobsCommand::Pause { id } => change_offline(store, id, Change::Pause, now).await,
-        JobsCommand::Resume { id } => change_offline(store, id, Change::Resume, now).await,
-        JobsCommand::Rm { id } => change_offline(store, id, Change::Cancel, now).await,
+        JobsCommand::Pause { id } => change_offline(store, id, StatusChange::Pause, now).await,
+        JobsCommand::Resume { id } => change_offline(store, id, StatusChange::Resume, now).await,
+        JobsCommand::Rm { id } => change_offline(store, id, StatusChange::Cancel, now).await,
         JobsCommand::Preview { .. } => Ok(()),
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
-    Pause,
-    Resume,
-    Cancel,
-}
-
-impl Change {
-    fn action(self) -> &'static str {
-        match self {
-            Change::Pause => "job.paused",
-            Change::Resume => "job.resumed",
-            Change::Cancel => "job.cancelled",
-        }
-    }
-
-    fn word(self) -> &'static str {
-        match self {
-            Change::Pause => "paused",
-            Change::Resume => "resumed",
-            Change::Cancel => "cancelled",
-        }
+/// The audit action a change made here is recorded as.
+fn audit_action(change: StatusChange) -> &'static str {
+    match change {
+        StatusChange::Pause => "job.paused",
+        StatusChange::Resume => "job.resumed",
+        StatusChange::Cancel => "job.cancelled",
     }
 }
 
-/// Pause, resume or cancel with the daemon stopped, by the scheduler's rules: a paused or
-/// cancelled job has no next time and its queued fires end as skipped; a resumed one's next
-/// time is recomputed from its expression, and a one-shot whose time passed while it was paused
-/// is recorded as missed and done.
-async fn change_offline(store: &Store, id: i64, change: Change, now: i64) -> Result<(), String> {
+/// Pause, resume or cancel with the daemon stopped, by the scheduler's own rules
+/// (`StatusChange::decide` and `StatusTransition::write`, which the scheduler calls too): a
+/// paused or cancelled job has no next time and its queued fires end as skipped; a resumed one's
+/// next time is recomputed from its expression, and a one-shot whose time passed while it was
+/// paused is recorded as missed and done. The change and its audit row are one transaction.
+async fn change_offline(
+    store: &Store,
+    id: i64,
+    change: StatusChange,
+    now: i64,
+) -> Result<(), String> {
     let changed = store
         .write(move |conn| {
             let Some(row) = queries::job(conn, id)? else {
@@ -427,88 +418,33 @@ async fn change_offline(store: &Store, id: i64, change: Change, now: i64) -> Res
                     row.status
                 )));
             }
-            // Pausing a paused job or resuming an active one changes nothing, as in the scheduler.
-            if (change == Change::Pause && row.status == JobStatus::Paused)
-                || (change == Change::Resume && row.status == JobStatus::Active)
-            {
-                return Ok(Ok(row));
+            let anchor = crate::clock::to_datetime(row.anchor_ms);
+            let spec = ScheduleSpec::parse(&row.kind, &row.expression, &row.timezone, anchor);
+            if let (StatusChange::Resume, Err(error)) = (change, &spec) {
+                return Ok(Err(format!(
+                    "job #{id}'s schedule does not read ({error}); cancel it and add a new one"
+                )));
             }
-            let mut next = row.clone();
-            let mut missed = None;
-            match change {
-                Change::Pause => {
-                    next.status = JobStatus::Paused;
-                    next.next_run_ms = None;
-                }
-                Change::Cancel => {
-                    next.status = JobStatus::Cancelled;
-                    next.next_run_ms = None;
-                }
-                Change::Resume => {
-                    let anchor = crate::clock::to_datetime(row.anchor_ms);
-                    let spec = match ScheduleSpec::parse(
-                        &row.kind,
-                        &row.expression,
-                        &row.timezone,
-                        anchor,
-                    ) {
-                        Ok(spec) => spec,
-                        Err(error) => {
-                            return Ok(Err(format!(
-                                "job #{id}'s schedule does not read ({error}); cancel it and add a new one"
-                            )));
-                        }
-                    };
-                    next.status = JobStatus::Active;
-                    next.next_run_ms = spec
-                        .next_after(crate::clock::to_datetime(now))
-                        .map(|time| time.timestamp_millis());
-                    if next.next_run_ms.is_none() {
-                        next.status = JobStatus::Done;
-                        next.last_outcome = Some("missed".into());
-                        missed = Some(match spec {
-                            ScheduleSpec::At(at) => at.timestamp_millis(),
-                            _ => row.anchor_ms,
-                        });
-                    }
-                }
+            let transition = match change.decide(&row, spec.as_ref().ok(), now) {
+                Ok(transition) => transition,
+                Err(error) => return Ok(Err(error)),
+            };
+            if !transition.changed {
+                // Pausing a paused job or resuming an active one changes nothing, as in the
+                // scheduler.
+                return Ok(Ok(transition.row));
             }
-            if change != Change::Resume {
-                let reason = format!("the task was {}", change.word());
-                for open in queries::open_runs(conn)? {
-                    if open.job_id == id && open.status == JobRunStatus::Queued {
-                        queries::finish_run(
-                            conn,
-                            open.id,
-                            JobRunStatus::Skipped,
-                            None,
-                            Some(&reason),
-                            now,
-                        )?;
-                    }
-                }
-            }
-            if let Some(fire_ms) = missed {
-                queries::insert_run(
-                    conn,
-                    &NewJobRun {
-                        job_id: id,
-                        fire_ms,
-                        attempt: 0,
-                        trigger: "record",
-                        status: JobRunStatus::Missed,
-                        due_ms: fire_ms,
-                        missed_count: Some(1),
-                        detail: Some("its time passed while it was paused; recorded as missed"),
-                    },
-                    now,
-                )?;
-            }
-            queries::save_job(conn, &next, now)?;
+            let queued: Vec<i64> = queries::open_runs(conn)?
+                .into_iter()
+                .filter(|open| open.job_id == id && open.status == JobRunStatus::Queued)
+                .map(|open| open.id)
+                .collect();
+            transition.write(conn, &queued, now)?;
+            let next = transition.row;
             crate::audit::append(
                 conn,
                 OPERATOR,
-                change.action(),
+                audit_action(change),
                 &format!("job:{id}"),
                 &json!({"agent": next.agent, "name": next.name, "status": next.status.as_str()}),
             )?;
@@ -516,6 +452,6 @@ async fn change_offline(store: &Store, id: i64, change: Change, now: i64) -> Res
         })
         .await
         .map_err(|error| error.to_string())??;
-    print_changed(change.word(), &JobLine::from_row(&changed));
+    print_changed(change.outcome(), &JobLine::from_row(&changed));
     Ok(())
 }

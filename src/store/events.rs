@@ -3,6 +3,7 @@
 use rusqlite::{Connection, params};
 
 use super::Result;
+use super::stored_text::stored_text_enum;
 use crate::events::RuntimeEvent;
 
 /// A stored event, as read back.
@@ -65,11 +66,36 @@ pub fn recent(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Vec<S
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Records a daemon start; returns its id. Boots that never recorded a stop were unclean.
-pub fn record_boot(conn: &Connection, started_ms: i64, version: &str, pid: u32) -> Result<i64> {
+stored_text_enum! {
+    /// What a boot runs, recorded so that operator commands know whether there is an API to call
+    /// and a scheduler to keep in step with.
+    pub enum BootKind {
+        /// `clawvisor serve`: Studio (the API operator commands call), bots and the scheduler.
+        Serve => "serve",
+        /// `clawvisor chat` (or another terminal runtime): the agents only, without Studio, bots
+        /// or the scheduler (`StartOptions::local_only`).
+        Local => "local",
+    }
+}
+
+/// A boot without a recorded stop: a process that runs now, or that ended without a clean stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnstoppedBoot {
+    pub pid: u32,
+    pub kind: BootKind,
+}
+
+/// Records a process start; returns its id. Boots that never recorded a stop were unclean.
+pub fn record_boot(
+    conn: &Connection,
+    started_ms: i64,
+    version: &str,
+    pid: u32,
+    kind: BootKind,
+) -> Result<i64> {
     conn.execute(
-        "INSERT INTO daemon_boots (started_ms, version, pid) VALUES (?1, ?2, ?3)",
-        params![started_ms, version, pid],
+        "INSERT INTO daemon_boots (started_ms, version, pid, kind) VALUES (?1, ?2, ?3, ?4)",
+        params![started_ms, version, pid, kind],
     )?;
     Ok(conn.last_insert_rowid())
 }
@@ -82,13 +108,20 @@ pub fn record_stop(conn: &Connection, boot_id: i64, stopped_ms: i64) -> Result<(
     Ok(())
 }
 
-/// The process ids of the boots without a recorded stop, newest first: daemons that run now,
-/// or that ended without a clean stop.
-pub fn unstopped_boot_pids(conn: &Connection) -> Result<Vec<u32>> {
+/// The boots without a recorded stop, newest first: processes that run now, or that ended
+/// without a clean stop. A kind this binary does not know (written by a newer one) reads as
+/// `serve`, the kind nothing may be written behind.
+pub fn unstopped_boots(conn: &Connection) -> Result<Vec<UnstoppedBoot>> {
     let mut statement = conn.prepare_cached(
-        "SELECT pid FROM daemon_boots WHERE stopped_ms IS NULL ORDER BY id DESC LIMIT 20",
+        "SELECT pid, kind FROM daemon_boots WHERE stopped_ms IS NULL ORDER BY id DESC LIMIT 20",
     )?;
-    let rows = statement.query_map([], |row| row.get::<_, u32>(0))?;
+    let rows = statement.query_map([], |row| {
+        let kind: String = row.get(1)?;
+        Ok(UnstoppedBoot {
+            pid: row.get(0)?,
+            kind: BootKind::parse(&kind).unwrap_or(BootKind::Serve),
+        })
+    })?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 

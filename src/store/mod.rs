@@ -336,19 +336,35 @@ pub fn peek<T>(path: &Path, query: impl FnOnce(&Connection) -> Result<T>) -> Res
     query(&conn)
 }
 
-/// The pid of a daemon that runs on the database at `path`, if one does: a boot without a recorded
-/// stop (`daemon_boots`) whose process is alive, is not the caller, and has the database open (or,
-/// where its open files cannot be seen, is named `clawvisor*`; where not even that can be seen, it
-/// is taken as a daemon, since writing behind a running daemon's back is the worse mistake). A
-/// crashed daemon's row whose pid now belongs to another program does not count. Operator commands
-/// (`jobs`, `mcp`, `reload`, `restore`) decide with this alone.
+/// The pid of a process that runs on the database at `path`, if one does, whatever its kind
+/// (a daemon or `clawvisor chat`): what `restore` refuses to write behind. See [`running_boot`].
 pub fn running_daemon(path: &Path) -> Result<Option<u32>> {
+    Ok(running_boot(path)?.map(|boot| boot.pid))
+}
+
+/// The process that runs on the database at `path`, if one does: a boot without a recorded stop
+/// (`daemon_boots`) whose process is alive, is not the caller, and has the database open (or,
+/// where its open files cannot be seen, is named `clawvisor*`; where not even that can be seen, it
+/// is taken as running, since writing behind a running daemon's back is the worse mistake). A
+/// crashed daemon's row whose pid now belongs to another program does not count. A running
+/// `serve` is preferred to a running `chat` ([`events::BootKind`]): only a `serve` has an API to
+/// call and a scheduler to keep in step with, so operator commands (`jobs`, `mcp`, `reload`) go
+/// through the API of a `serve` and work on the files beside a `chat`.
+pub fn running_boot(path: &Path) -> Result<Option<events::UnstoppedBoot>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let pids = peek(path, events::unstopped_boot_pids)?;
+    let boots = peek(path, events::unstopped_boots)?;
     let database = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    Ok(pids.into_iter().find(|pid| is_daemon_of(*pid, &database)))
+    let live: Vec<events::UnstoppedBoot> = boots
+        .into_iter()
+        .filter(|boot| is_daemon_of(boot.pid, &database))
+        .collect();
+    Ok(live
+        .iter()
+        .find(|boot| boot.kind == events::BootKind::Serve)
+        .or(live.first())
+        .copied())
 }
 
 fn is_daemon_of(pid: u32, database: &Path) -> bool {

@@ -2,7 +2,9 @@
 //! and re-armed on the timer.
 
 use super::*;
-use crate::protocol::scheduler::{check_job_limit, check_schedule, check_target, check_text};
+use crate::protocol::scheduler::{
+    StatusChange, check_job_limit, check_schedule, check_target, check_text,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Managing jobs.
@@ -137,44 +139,6 @@ pub(super) async fn get(
 }
 
 /// Ends the queued fires of a job as skipped (pause, cancel, a changed schedule).
-pub(super) async fn drop_queue(
-    state: &mut SchedulerState,
-    id: i64,
-    reason: &str,
-) -> Result<(), String> {
-    let Some(job) = state.jobs.get_mut(&id) else {
-        return Ok(());
-    };
-    let queued: Vec<i64> = job
-        .queue
-        .drain(..)
-        .map(|queued| queued.job_run_id)
-        .collect();
-    if queued.is_empty() {
-        return Ok(());
-    }
-    let reason = reason.to_string();
-    let now = state.now();
-    state
-        .args
-        .store
-        .write(move |conn| {
-            for job_run_id in &queued {
-                queries::finish_run(
-                    conn,
-                    *job_run_id,
-                    JobRunStatus::Skipped,
-                    None,
-                    Some(&reason),
-                    now,
-                )?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|error| error.to_string())
-}
-
 pub(super) async fn save(state: &SchedulerState, row: &JobRow) -> Result<(), String> {
     let (row, now) = (row.clone(), state.now());
     state
@@ -286,77 +250,87 @@ pub(super) async fn set_paused(
     id: i64,
     paused: bool,
 ) -> Result<JobView, SchedulerError> {
+    let change = if paused {
+        StatusChange::Pause
+    } else {
+        StatusChange::Resume
+    };
+    change_status(myself, state, scope, id, change).await
+}
+
+pub(super) async fn cancel(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    scope: &JobScope,
+    id: i64,
+) -> Result<JobView, SchedulerError> {
+    change_status(myself, state, scope, id, StatusChange::Cancel).await
+}
+
+/// Pauses, resumes or cancels a job by the rules `StatusChange::decide` states (the same ones
+/// `clawvisor jobs` follows with the daemon stopped), then brings the timer and the job in
+/// memory along: its queued fires dropped, its next time armed, a cancelled job's run in
+/// progress stopped.
+async fn change_status(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    scope: &JobScope,
+    id: i64,
+    change: StatusChange,
+) -> Result<JobView, SchedulerError> {
     let row = find(state, scope, id).await?;
     let now = state.now();
     let job = live_job(state, &row)?;
-    let mut next = job.row.clone();
-    let mut missed_notice = None;
-    if paused {
-        if next.status == JobStatus::Paused {
-            return Ok(job.view(now));
-        }
-        next.status = JobStatus::Paused;
-        next.next_run_ms = None;
+    let transition = change.decide(&job.row, Some(&job.spec), now)?;
+    if !transition.changed {
+        return Ok(job.view(now));
+    }
+    let running = job.running.is_some();
+    let queued: Vec<i64> = if transition.skips_queued() {
+        job.queue
+            .drain(..)
+            .map(|queued| queued.job_run_id)
+            .collect()
     } else {
-        if next.status == JobStatus::Active {
-            return Ok(job.view(now));
-        }
-        next.status = JobStatus::Active;
-        next.next_run_ms = job
-            .spec
-            .next_after(crate::clock::to_datetime(now))
-            .map(|time| time.timestamp_millis());
-        if next.next_run_ms.is_none() {
-            // A one-shot whose time passed while it was paused: recorded, never silent.
-            next.status = JobStatus::Done;
-            next.last_outcome = Some("missed".into());
-            missed_notice =
-                Some("its time passed while it was paused; recorded as missed".to_string());
-        }
-    }
-    if paused {
-        drop_queue(state, id, "the task was paused").await?;
-    }
-    if let Some(next_run_ms) = next.next_run_ms {
+        Vec::new()
+    };
+    if let Some(next_run_ms) = transition.row.next_run_ms {
         arm_by(myself, state, next_run_ms);
     }
-    let stored = next.clone();
-    let record = missed_notice.clone();
-    let anchor = stored.anchor_ms;
-    let fire_ms = match &state.jobs.get(&id).map(|job| &job.spec) {
-        Some(ScheduleSpec::At(at)) => at.timestamp_millis(),
-        _ => anchor,
-    };
+    let next = transition.row.clone();
     state
         .args
         .store
-        .write(move |conn| {
-            if let Some(detail) = &record {
-                queries::insert_run(
-                    conn,
-                    &NewJobRun {
-                        job_id: stored.id,
-                        fire_ms,
-                        attempt: 0,
-                        trigger: "record",
-                        status: JobRunStatus::Missed,
-                        due_ms: fire_ms,
-                        missed_count: Some(1),
-                        detail: Some(detail),
-                    },
-                    now,
-                )?;
-            }
-            queries::save_job(conn, &stored, now)
-        })
+        .write(move |conn| transition.write(conn, &queued, now))
         .await
         .map_err(|error| error.to_string())?;
-    let Some(job) = state.jobs.get_mut(&id) else {
-        return Err(format!("task #{id} disappeared").into());
+    let view = {
+        let Some(job) = state.jobs.get_mut(&id) else {
+            return Err(format!("task #{id} disappeared").into());
+        };
+        job.row = next;
+        job.view(now)
     };
-    job.row = next;
-    let view = job.view(now);
-    let outcome = if paused { "paused" } else { "resumed" };
+    if change == StatusChange::Cancel {
+        if running {
+            // The run in progress is stopped; its answer is recorded but not delivered.
+            if let Some(agent) = state
+                .args
+                .registry
+                .lookup(&crate::protocol::agent::name(&view.agent))
+            {
+                let _ = agent.cast(AgentMsg::Command(
+                    ChatKey::schedule(id),
+                    SessionCommand::Stop,
+                ));
+            }
+        } else {
+            state.jobs.remove(&id);
+        }
+    } else {
+        reschedule(state, id);
+    }
+    let outcome = change.outcome();
     state.args.events.publish_data(
         EventKind::ScheduleOutcome,
         &format!("job:{id}"),
@@ -365,56 +339,6 @@ pub(super) async fn set_paused(
             job_id: id,
             agent: view.agent.clone(),
             outcome: outcome.to_string(),
-        },
-    );
-    reschedule(state, id);
-    Ok(view)
-}
-
-pub(super) async fn cancel(
-    state: &mut SchedulerState,
-    scope: &JobScope,
-    id: i64,
-) -> Result<JobView, SchedulerError> {
-    let row = find(state, scope, id).await?;
-    let now = state.now();
-    let job = live_job(state, &row)?;
-    let mut next = job.row.clone();
-    next.status = JobStatus::Cancelled;
-    next.next_run_ms = None;
-    let running = job.running.is_some();
-    drop_queue(state, id, "the task was cancelled").await?;
-    save(state, &next).await?;
-    let view = {
-        let Some(job) = state.jobs.get_mut(&id) else {
-            return Err(format!("task #{id} disappeared").into());
-        };
-        job.row = next;
-        job.view(now)
-    };
-    if running {
-        // The run in progress is stopped; its answer is recorded but not delivered.
-        if let Some(agent) = state
-            .args
-            .registry
-            .lookup(&crate::protocol::agent::name(&view.agent))
-        {
-            let _ = agent.cast(AgentMsg::Command(
-                ChatKey::schedule(id),
-                SessionCommand::Stop,
-            ));
-        }
-    } else {
-        state.jobs.remove(&id);
-    }
-    state.args.events.publish_data(
-        EventKind::ScheduleOutcome,
-        &format!("job:{id}"),
-        &format!("task #{id} cancelled"),
-        EventData::JobChanged {
-            job_id: id,
-            agent: view.agent.clone(),
-            outcome: "cancelled".to_string(),
         },
     );
     Ok(view)

@@ -387,7 +387,7 @@ impl Actor for Scheduler {
                 let _ = reply.send(result);
             }
             SchedulerMsg::Cancel { scope, id, reply } => {
-                let result = cancel(state, &scope, id).await;
+                let result = cancel(&myself, state, &scope, id).await;
                 let _ = reply.send(result);
             }
             SchedulerMsg::Stats(reply) => {

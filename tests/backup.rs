@@ -4,7 +4,10 @@
 //! and workspace file present at the snapshot is there. Damaged archives (cut short, an entry
 //! altered, another format or a newer schema, a path leaving the target) are refused with the
 //! reason and write nothing; a data directory a daemon has open is never restored into; scheduled
-//! backups keep only `keep` archives and show in Studio.
+//! backups keep only `keep` archives (never one made by hand) and show in Studio. A file growing
+//! while it is archived does not fail a backup; a restore whose audit chain breaks, or that cannot
+//! tell whether a daemon runs, leaves the data directory as it was; restored files keep their
+//! executable bits and the previous owner; a scheduled run sweeps what killed backups left.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -644,4 +647,299 @@ async fn scheduled_backups_keep_only_the_newest_and_show_in_studio() {
         backup::verify_archive(file).unwrap_or_else(|error| panic!("{name}: {error}"));
     }
     world.harness.stop().await;
+}
+
+/// Writes the staged config (data directory `data`) and a small data directory under `root`.
+fn configured_data_dir(root: &Path) -> PathBuf {
+    clawvisor::testkit::process::write_config(
+        root,
+        &clawvisor::testkit::harness::config_toml("http://127.0.0.1:9/v1", ""),
+        &[clawvisor::testkit::harness::agent_toml("ada", "")],
+    )
+    .unwrap();
+    small_data_dir(root)
+}
+
+/// The names beside `path` (in its parent directory), sorted.
+fn siblings(path: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_file_growing_while_it_is_archived_does_not_fail_the_backup() {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let scratch = ScratchDir::new("clawvisor-backup-growing").unwrap();
+    let data = small_data_dir(scratch.path());
+    let log = data.join("workspaces/ada/log.txt");
+    // Large enough that reading and compressing it takes a while.
+    std::fs::write(&log, vec![b'x'; 8 << 20]).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (started, appending) = std::sync::mpsc::channel();
+    let writer = {
+        let stop = stop.clone();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                file.write_all(&[b'y'; 4096]).unwrap();
+                let _ = started.send(());
+                // Paced like an agent's log, so the backup's copy is never outrun.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    appending.recv().expect("the writer appends");
+    let archive = scratch.path().join("growing.tar.gz");
+    let result = backup::create_backup(&data, &archive);
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    let report = result.expect("a file growing during the backup does not fail it");
+    let entry = report
+        .entries
+        .iter()
+        .find(|entry| entry.path == "workspaces/ada/log.txt")
+        .expect("the growing file is archived");
+    assert!(entry.size >= 8 << 20, "{entry:?}");
+    let target = scratch.path().join("restored");
+    backup::restore(&archive, &target, false).unwrap();
+    let restored = std::fs::read(target.join("workspaces/ada/log.txt")).unwrap();
+    assert_eq!(restored.len() as u64, entry.size);
+    assert!(
+        std::fs::read(&log).unwrap().starts_with(&restored),
+        "the archived copy is a prefix of the file"
+    );
+    assert!(
+        !siblings(&archive)
+            .iter()
+            .any(|name| name.starts_with(".clawvisor-backup-") || name.ends_with(".partial")),
+        "{:?}",
+        siblings(&archive)
+    );
+}
+
+#[test]
+fn a_restore_whose_audit_chain_breaks_leaves_the_data_directory_unless_accepted() {
+    use sha2::Digest as _;
+    let scratch = ScratchDir::new("clawvisor-backup-broken-audit").unwrap();
+    let data = configured_data_dir(scratch.path());
+    let good = scratch.path().join("good.tar.gz");
+    backup::create_backup(&data, &good).unwrap();
+    // Another key of the same length: every MAC of the chain stops verifying, while every
+    // checksum of the archive still matches.
+    let key = std::fs::read(data.join("audit.key")).unwrap();
+    let other_key: Vec<u8> = key
+        .iter()
+        .map(|byte| if *byte == b'a' { b'b' } else { b'a' })
+        .collect();
+    let other_sha = hex::encode(sha2::Sha256::digest(&other_key));
+    let broken = scratch.path().join("broken.tar.gz");
+    rewrite(&good, &broken, |name, bytes| match name {
+        "audit.key" => Some((name.to_string(), other_key.clone())),
+        "manifest.json" => Some((
+            name.to_string(),
+            edit_manifest(bytes, |manifest| {
+                for entry in &mut manifest.entries {
+                    if entry.path == "audit.key" {
+                        entry.sha256 = other_sha.clone();
+                    }
+                }
+            }),
+        )),
+        _ => Some((name.to_string(), bytes)),
+    });
+    backup::verify_archive(std::fs::File::open(&broken).unwrap()).expect("checksums match");
+
+    let before = files(&data);
+    let names_before = siblings(&data);
+    let (ok, stdout, stderr) = cli(
+        scratch.path(),
+        &["restore", broken.to_str().unwrap(), "--force"],
+    );
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("--accept-broken-audit"), "{stderr}");
+    assert!(stderr.contains("left as it was"), "{stderr}");
+    assert_eq!(files(&data), before, "the data directory was changed");
+    assert_eq!(
+        siblings(&data),
+        names_before,
+        "something was left beside it"
+    );
+
+    let (ok, stdout, stderr) = cli(
+        scratch.path(),
+        &[
+            "restore",
+            broken.to_str().unwrap(),
+            "--force",
+            "--accept-broken-audit",
+        ],
+    );
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("does not verify"), "{stderr}");
+    assert_eq!(std::fs::read(data.join("audit.key")).unwrap(), other_key);
+    assert!(
+        siblings(&data)
+            .iter()
+            .any(|name| name.starts_with("data.replaced-")),
+        "{:?}",
+        siblings(&data)
+    );
+}
+
+#[test]
+fn a_restore_refuses_a_database_it_cannot_read_for_a_running_daemon() {
+    let scratch = ScratchDir::new("clawvisor-backup-unreadable").unwrap();
+    let data = small_data_dir(scratch.path());
+    let good = scratch.path().join("good.tar.gz");
+    backup::create_backup(&data, &good).unwrap();
+    let target = scratch.path().join("damaged");
+    std::fs::create_dir(&target).unwrap();
+    let garbage = vec![b'#'; 4096];
+    std::fs::write(target.join("clawvisor.db"), &garbage).unwrap();
+    let error = backup::restore(&good, &target, true).expect_err("an unreadable database refuses");
+    assert!(
+        matches!(error, BackupError::DaemonUnknown { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("move that database"), "{error}");
+    assert_eq!(std::fs::read(target.join("clawvisor.db")).unwrap(), garbage);
+    assert!(
+        !siblings(&target)
+            .iter()
+            .any(|name| name.starts_with("damaged.replaced-")),
+        "{:?}",
+        siblings(&target)
+    );
+    // With the database moved away, the same restore goes ahead.
+    std::fs::rename(
+        target.join("clawvisor.db"),
+        scratch.path().join("damaged.db"),
+    )
+    .unwrap();
+    backup::restore(&good, &target, true).unwrap();
+}
+
+#[test]
+fn a_restore_keeps_executable_bits_and_the_previous_owner() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let scratch = ScratchDir::new("clawvisor-backup-modes").unwrap();
+    let data = small_data_dir(scratch.path());
+    std::fs::create_dir_all(data.join("skills/tool")).unwrap();
+    let script = data.join("skills/tool/run.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let secret = data.join("workspaces/ada/secret.txt");
+    std::fs::write(&secret, "mine").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let archive = scratch.path().join("modes.tar.gz");
+    backup::create_backup(&data, &archive).unwrap();
+
+    let target = scratch.path().join("restored");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("old.txt"), "old").unwrap();
+    let root = std::fs::metadata(&target).unwrap().uid() == 0;
+    // As root (a restore under sudo), the previous directory belongs to the daemon's user.
+    let (owner, group) = if root {
+        (65_534, 65_534)
+    } else {
+        let metadata = std::fs::metadata(&target).unwrap();
+        (metadata.uid(), metadata.gid())
+    };
+    std::os::unix::fs::chown(&target, Some(owner), Some(group)).unwrap();
+    let report = backup::restore(&archive, &target, true).unwrap();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&target.join("skills/tool/run.sh")), 0o755);
+    assert_eq!(mode(&target.join("workspaces/ada/secret.txt")), 0o600);
+    for path in [
+        target.clone(),
+        target.join("clawvisor.db"),
+        target.join("skills/tool"),
+        target.join("skills/tool/run.sh"),
+        target.join("workspaces/ada/secret.txt"),
+    ] {
+        let metadata = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (metadata.uid(), metadata.gid()),
+            (owner, group),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_scheduled_run_sweeps_what_killed_backups_left_but_not_a_running_one() {
+    let scratch = ScratchDir::new("clawvisor-backup-sweep").unwrap();
+    let data = small_data_dir(scratch.path());
+    let dir = scratch.path().join("backups");
+    std::fs::create_dir(&dir).unwrap();
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(600);
+    let age = |path: &Path| {
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    };
+    // What a killed backup leaves: a scratch directory with a plaintext database, and a partial.
+    let dead = dir.join(".clawvisor-backup-dead");
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::write(dead.join("clawvisor.db"), "plaintext").unwrap();
+    age(&dead);
+    let dead_partial = dir.join("clawvisor-20260101T000000.000Z.tar.gz.partial");
+    std::fs::write(&dead_partial, "half").unwrap();
+    age(&dead_partial);
+    // What a running backup (here: this test, holding the locks) is writing, however old.
+    let live = dir.join(".clawvisor-backup-live");
+    std::fs::create_dir(&live).unwrap();
+    age(&live);
+    let live_partial = dir.join("by-hand.tar.gz.partial");
+    std::fs::write(&live_partial, "writing").unwrap();
+    age(&live_partial);
+    let live_lock = std::fs::File::open(&live).unwrap();
+    live_lock.lock().unwrap();
+    let live_partial_lock = std::fs::File::open(&live_partial).unwrap();
+    live_partial_lock.lock().unwrap();
+
+    let plan = clawvisor::backup::schedule::BackupPlan {
+        schedule_text: String::new(),
+        schedule: None,
+        data_dir: data.clone(),
+        dir: dir.clone(),
+        keep: 5,
+        zone: chrono_tz::UTC,
+    };
+    let (report, _) = plan.run_once(clawvisor::clock::now_ms()).unwrap();
+    assert!(report.path.is_file());
+    assert!(!dead.exists(), "the dead scratch directory is left");
+    assert!(!dead_partial.exists(), "the dead partial is left");
+    assert!(
+        live.exists() && live_partial.exists(),
+        "a running backup's files were removed"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let archive = report
+        .path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let mut expected = vec![
+        ".clawvisor-backup-live".to_string(),
+        archive,
+        "by-hand.tar.gz.partial".to_string(),
+    ];
+    expected.sort();
+    assert_eq!(names, expected);
 }

@@ -1,8 +1,18 @@
 //! Writing an archive: the database snapshot, the state files, then the manifest, into
 //! `<file>.partial`, fsynced and renamed to `<file>`.
+//!
+//! Each state file is first copied into an unnamed file in the scratch directory and archived
+//! from that copy with the copy's size: the daemon keeps writing while a backup runs (an agent
+//! appends to a workspace file, the memory index is dumped anew), and a tar entry's size must be
+//! known before its bytes. A file removed between the listing and the copy is skipped and named
+//! in the report.
+//!
+//! The scratch directory and the `.partial` file are held under an advisory lock (`flock`) while
+//! a backup runs, so that [`sweep_leftovers`] can tell what a killed backup left behind (a
+//! plaintext copy of the database among it) from what a running one is writing.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Seek as _, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,6 +30,13 @@ use super::{
 
 /// How long the snapshot keeps retrying while SQLite says the database is busy.
 const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(30);
+/// The prefix of a backup's scratch directory (beside the archive).
+pub(super) const SCRATCH_PREFIX: &str = ".clawvisor-backup-";
+/// The suffix of an archive being written.
+pub(super) const PARTIAL_SUFFIX: &str = ".partial";
+/// How old an unlocked leftover must be before [`sweep_leftovers`] removes it: a backup takes its
+/// locks right after it creates the files, so only a leftover this old and unlocked is stale.
+const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 
 /// What a backup wrote.
 #[derive(Debug, Clone)]
@@ -55,9 +72,11 @@ pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport
         _ => PathBuf::from("."),
     };
     let scratch = tempfile::Builder::new()
-        .prefix(".clawvisor-backup-")
+        .prefix(SCRATCH_PREFIX)
         .tempdir_in(&parent)
         .map_err(|error| BackupError::io("create a scratch directory in", &parent, error))?;
+    // Held until the scratch directory is removed: a sweep never takes a running backup's files.
+    let _scratch_lock = lock(scratch.path())?;
     // The head first: it may then lag the snapshot (accepted), never lead it.
     let anchors: Vec<(&str, Option<Vec<u8>>)> = STATE_FILES
         .iter()
@@ -68,11 +87,34 @@ pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport
     let schema_version = snapshot(&database, &snapshot_path)?;
 
     let mut partial_name = destination.as_os_str().to_owned();
-    partial_name.push(".partial");
+    partial_name.push(PARTIAL_SUFFIX);
     let partial = PathBuf::from(partial_name);
+    let partial_file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|error| BackupError::io("create", &partial, error))?;
+    // The lock lives on this handle until the rename below; the writer gets a duplicate of it.
+    let locked = partial_file
+        .lock()
+        .and_then(|()| partial_file.try_clone())
+        .map_err(|error| BackupError::io("lock", &partial, error));
+    let output = match locked {
+        Ok(output) => output,
+        Err(error) => {
+            let _ = fs::remove_file(&partial);
+            return Err(error);
+        }
+    };
     let written = write_archive(
         data_dir,
-        &partial,
+        Output {
+            file: output,
+            partial: &partial,
+            scratch: scratch.path(),
+        },
         destination,
         &snapshot_path,
         anchors,
@@ -99,8 +141,11 @@ pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport
             return Err(error);
         }
     };
-    fs::rename(&partial, destination)
-        .map_err(|error| BackupError::io("rename the archive to", destination, error))?;
+    if let Err(error) = fs::rename(&partial, destination) {
+        let _ = fs::remove_file(&partial);
+        return Err(BackupError::io("rename the archive to", destination, error));
+    }
+    drop(partial_file);
     sync_directory(&parent)?;
     let archive_bytes = fs::metadata(destination)
         .map(|metadata| metadata.len())
@@ -174,29 +219,41 @@ fn snapshot(database: &Path, target: &Path) -> Result<u32, BackupError> {
 
 type Written = (Vec<ManifestEntry>, Vec<String>);
 
+/// Where an archive is written: the open `.partial` file, its path, and the scratch directory
+/// that holds each state file's copy while it is archived.
+struct Output<'a> {
+    file: File,
+    partial: &'a Path,
+    scratch: &'a Path,
+}
+
 fn write_archive(
     data_dir: &Path,
-    partial: &Path,
+    output: Output<'_>,
     destination: &Path,
     snapshot: &Path,
     anchors: Vec<(&str, Option<Vec<u8>>)>,
     mut manifest: Manifest,
 ) -> Result<Written, BackupError> {
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(partial)
-        .map_err(|error| BackupError::io("create", partial, error))?;
+    let partial = output.partial;
     let mut writer = Writer {
-        builder: tar::Builder::new(GzEncoder::new(BufWriter::new(file), Compression::default())),
+        builder: tar::Builder::new(GzEncoder::new(
+            BufWriter::new(output.file),
+            Compression::default(),
+        )),
         partial,
+        scratch: output.scratch,
         entries: Vec::new(),
         mtime: u64::try_from(manifest.created_ms / 1000).unwrap_or(0),
     };
     let mut skipped = Vec::new();
-    writer.append_file(DATABASE_ENTRY, snapshot, 0o600)?;
+    let snapshot_file =
+        File::open(snapshot).map_err(|error| BackupError::io("read", snapshot, error))?;
+    let snapshot_size = snapshot_file
+        .metadata()
+        .map_err(|error| BackupError::io("read", snapshot, error))?
+        .len();
+    writer.append_hashed(DATABASE_ENTRY, snapshot_file, snapshot_size, 0o600)?;
     for (name, bytes) in anchors {
         if let Some(bytes) = bytes {
             writer.append_bytes(name, &bytes, 0o600)?;
@@ -213,13 +270,8 @@ fn write_archive(
             &mut skipped,
         );
         for (name, path, mode) in files {
-            match writer.append_file(&name, &path, mode) {
-                Err(BackupError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    skipped.push(format!("{name} (removed while the backup ran)"));
-                }
-                other => other?,
+            if !writer.append_copy(&name, &path, mode)? {
+                skipped.push(format!("{name} (removed while the backup ran)"));
             }
         }
     }
@@ -281,6 +333,7 @@ fn collect(
 struct Writer<'a> {
     builder: tar::Builder<GzEncoder<BufWriter<File>>>,
     partial: &'a Path,
+    scratch: &'a Path,
     entries: Vec<ManifestEntry>,
     mtime: u64,
 }
@@ -295,14 +348,35 @@ impl Writer<'_> {
         header
     }
 
-    /// Appends a file, hashing what is read; a file that shrinks or grows meanwhile fails the
-    /// backup (the archive would not match its header).
-    fn append_file(&mut self, name: &str, path: &Path, mode: u32) -> Result<(), BackupError> {
-        let file = File::open(path).map_err(|error| BackupError::io("read", path, error))?;
-        let size = file
-            .metadata()
-            .map_err(|error| BackupError::io("read", path, error))?
-            .len();
+    /// Appends a state file the daemon may be writing: copies it into an unnamed scratch file
+    /// first and archives the copy, whose size cannot change. Returns `false` when the file was
+    /// removed before it could be opened (the caller notes it as skipped).
+    fn append_copy(&mut self, name: &str, path: &Path, mode: u32) -> Result<bool, BackupError> {
+        let mut source = match File::open(path) {
+            Ok(source) => source,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(error) => return Err(BackupError::io("read", path, error)),
+        };
+        let mut copy = tempfile::tempfile_in(self.scratch)
+            .map_err(|error| BackupError::io("create a copy in", self.scratch, error))?;
+        let size = std::io::copy(&mut source, &mut copy)
+            .map_err(|error| BackupError::io("copy", path, error))?;
+        copy.seek(SeekFrom::Start(0))
+            .map_err(|error| BackupError::io("read the copy of", path, error))?;
+        self.append_hashed(name, copy, size, mode)?;
+        Ok(true)
+    }
+
+    /// Appends `size` bytes of a file nobody else writes (the snapshot, a scratch copy), hashing
+    /// what is read; a file that is not `size` long fails the backup (the archive would not match
+    /// its header).
+    fn append_hashed(
+        &mut self,
+        name: &str,
+        file: File,
+        size: u64,
+        mode: u32,
+    ) -> Result<(), BackupError> {
         let mut reader = Hashing {
             inner: file.take(size),
             hasher: Sha256::new(),
@@ -359,4 +433,67 @@ impl<R: Read> Read for Hashing<R> {
         self.count += read as u64;
         Ok(read)
     }
+}
+
+/// Opens `path` (a file or a directory) and takes an exclusive advisory lock on it, held until
+/// the returned handle is dropped.
+fn lock(path: &Path) -> Result<File, BackupError> {
+    let file = File::open(path).map_err(|error| BackupError::io("open", path, error))?;
+    file.lock()
+        .map_err(|error| BackupError::io("lock", path, error))?;
+    Ok(file)
+}
+
+/// Removes what killed backups left in `dir`: `.clawvisor-backup-*` scratch directories (which
+/// may hold a plaintext copy of the database) and `*.partial` archives, each only when no running
+/// backup holds its lock and it was last changed over a minute ago. Returns what it removed;
+/// a leftover that cannot be removed is logged and left for the next sweep.
+pub fn sweep_leftovers(dir: &Path) -> Vec<PathBuf> {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in listing.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let Ok(metadata) = fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let scratch = name.starts_with(SCRATCH_PREFIX) && metadata.is_dir();
+        let partial = name.ends_with(PARTIAL_SUFFIX) && metadata.is_file();
+        let old = metadata
+            .modified()
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age >= LEFTOVER_AGE);
+        if !(scratch || partial) || !old {
+            continue;
+        }
+        let path = entry.path();
+        // A running backup holds the lock; taking it proves the leftover is stale, and holding it
+        // while removing keeps a new backup from reusing the name meanwhile.
+        let Ok(handle) = File::open(&path) else {
+            continue;
+        };
+        if handle.try_lock().is_err() {
+            continue;
+        }
+        let result = if scratch {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match result {
+            Ok(()) => removed.push(path),
+            Err(error) => tracing::warn!(
+                path = %path.display(),
+                %error,
+                "cannot remove what an interrupted backup left behind"
+            ),
+        }
+    }
+    removed.sort();
+    removed
 }

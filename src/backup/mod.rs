@@ -40,8 +40,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use archive::{BackupReport, create_backup};
-pub use restore::{RestoreReport, VerifiedArchive, restore, verify_archive};
+pub use archive::{BackupReport, create_backup, sweep_leftovers};
+pub use restore::{
+    RestoreOptions, RestoreReport, VerifiedArchive, restore, restore_with, verify_archive,
+};
 
 /// The name every archive's manifest has in the archive.
 pub const MANIFEST_ENTRY: &str = "manifest.json";
@@ -123,6 +125,26 @@ pub enum BackupError {
     NotEmpty(PathBuf),
     #[error("the restored database failed its integrity check: {0}")]
     Integrity(String),
+    #[error(
+        "cannot tell whether a daemon has {database} open ({reason}): stop any daemon using it, \
+         then move that database out of the data directory (or restore into a new directory)"
+    )]
+    DaemonUnknown { database: PathBuf, reason: String },
+    #[error(
+        "the restored audit chain does not verify, so the data directory was left as it was:\n\
+         {0}\nrestore another archive, or pass --accept-broken-audit to put this one in place anyway"
+    )]
+    AuditBroken(String),
+    #[error(
+        "cannot move the restored data into {data_dir}: {source}; {previous}; the restored copy \
+         is kept at {staged} (rename it to {data_dir} once the cause is fixed)"
+    )]
+    PlaceFailed {
+        data_dir: PathBuf,
+        staged: PathBuf,
+        source: std::io::Error,
+        previous: String,
+    },
 }
 
 impl BackupError {

@@ -1,11 +1,17 @@
 //! Reading an archive back: [`verify_archive`] checks a whole archive without writing anything;
 //! [`restore`] verifies, extracts beside the target (checking every byte again), checks the
 //! database, and renames the result into place.
+//!
+//! A restore never leaves the operator without a data directory: it refuses before anything is
+//! moved when the archive, the database or (unless accepted) the audit chain fails, and when the
+//! final rename fails the old directory is named back and the extracted copy kept.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Component, Path, PathBuf};
 
 use flate2::read::GzDecoder;
@@ -35,7 +41,23 @@ pub struct RestoreReport {
     pub audit_valid: bool,
     /// Where the replaced data directory was moved (`--force` on a non-empty one).
     pub replaced: Option<PathBuf>,
+    /// What the operator should know (ownership that could not be kept).
+    pub warnings: Vec<String>,
 }
+
+/// How a restore may treat an existing data directory and a broken audit chain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreOptions {
+    /// Replace a non-empty data directory (moved aside, never deleted).
+    pub force: bool,
+    /// Put the data directory in place even though its audit chain does not verify.
+    pub accept_broken_audit: bool,
+}
+
+/// The mode bits a restored file keeps from its archive entry: the owner's and the read and
+/// execute bits of others (scripts in skills and workspaces stay executable), never write for
+/// group or others, nor setuid, setgid or sticky.
+const FILE_MODE_MASK: u32 = 0o755;
 
 fn refused(reason: impl Into<String>) -> BackupError {
     BackupError::Refused(reason.into())
@@ -47,7 +69,7 @@ fn refused(reason: impl Into<String>) -> BackupError {
 /// manifest's, no entry missing or extra, and versions this binary can open.
 pub fn verify_archive(reader: impl Read) -> Result<VerifiedArchive, BackupError> {
     let mut found = BTreeMap::new();
-    let manifest = walk(reader, |name, entry| {
+    let manifest = walk(reader, |name, _mode, entry| {
         let mut hasher = Sha256::new();
         let size = std::io::copy(entry, &mut HashSink(&mut hasher)).map_err(|error| {
             refused(format!(
@@ -64,7 +86,7 @@ pub fn verify_archive(reader: impl Read) -> Result<VerifiedArchive, BackupError>
 /// Walks the archive, giving every entry but the manifest to `visit`, and returns the manifest.
 fn walk(
     reader: impl Read,
-    mut visit: impl FnMut(&str, &mut dyn Read) -> Result<(), BackupError>,
+    mut visit: impl FnMut(&str, u32, &mut dyn Read) -> Result<(), BackupError>,
 ) -> Result<Manifest, BackupError> {
     let mut decoder = GzDecoder::new(reader);
     let mut manifest = None;
@@ -102,7 +124,8 @@ fn walk(
                     refused(format!("the manifest is not a backup manifest: {error}"))
                 })?);
             } else {
-                visit(&name, &mut entry)?;
+                let mode = entry.header().mode().unwrap_or(0o600);
+                visit(&name, mode, &mut entry)?;
             }
         }
     }
@@ -221,25 +244,52 @@ impl Write for HashSink<'_> {
     }
 }
 
-/// Restores `archive` into `data_dir`. Refuses when a daemon has `data_dir` open, when it is not
-/// empty (unless `force`: it is then moved aside, never deleted), or when the archive fails any
-/// check; in every refusal nothing is left behind.
+/// Restores `archive` into `data_dir` with `--force` as given and a broken audit chain refused;
+/// see [`restore_with`].
 pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<RestoreReport, BackupError> {
-    // A database that cannot even be read is no proof of a running daemon; the restore's own
-    // checks report what is wrong with the directory.
-    let running = crate::store::running_daemon(&crate::store::Store::path_in(data_dir));
-    if let Ok(Some(pid)) = running {
-        return Err(BackupError::DaemonRunning {
-            pid,
-            data_dir: data_dir.to_path_buf(),
-        });
+    restore_with(
+        archive,
+        data_dir,
+        RestoreOptions {
+            force,
+            accept_broken_audit: false,
+        },
+    )
+}
+
+/// Restores `archive` into `data_dir`. Refuses when a daemon has `data_dir` open or that cannot be
+/// told, when it is not empty (unless `force`: it is then moved aside, never deleted), when the
+/// archive fails any check, and when the restored audit chain does not verify (unless
+/// `accept_broken_audit`); in every refusal nothing is left behind and `data_dir` is untouched.
+pub fn restore_with(
+    archive: &Path,
+    data_dir: &Path,
+    options: RestoreOptions,
+) -> Result<RestoreReport, BackupError> {
+    let database = crate::store::Store::path_in(data_dir);
+    match crate::store::running_daemon(&database) {
+        Ok(None) => {}
+        Ok(Some(pid)) => {
+            return Err(BackupError::DaemonRunning {
+                pid,
+                data_dir: data_dir.to_path_buf(),
+            });
+        }
+        // `running_daemon` answers `Ok(None)` when there is no database, so this database exists
+        // and could not be read: no proof that no daemon holds it.
+        Err(error) => {
+            return Err(BackupError::DaemonUnknown {
+                database,
+                reason: error.to_string(),
+            });
+        }
     }
     let open = || fs::File::open(archive).map_err(|error| BackupError::io("open", archive, error));
     let verified = verify_archive(std::io::BufReader::new(open()?))?;
     let non_empty = fs::read_dir(data_dir)
         .map(|mut listing| listing.next().is_some())
         .unwrap_or(false);
-    if non_empty && !force {
+    if non_empty && !options.force {
         return Err(BackupError::NotEmpty(data_dir.to_path_buf()));
     }
     if data_dir.exists() && !data_dir.is_dir() {
@@ -264,10 +314,15 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<RestoreRe
         &verified.manifest,
     )?;
     let (integrity, audit, audit_valid) = check_database(staging.path(), &verified.manifest)?;
+    if !audit_valid && !options.accept_broken_audit {
+        return Err(BackupError::AuditBroken(audit.join("\n")));
+    }
+    let warnings = match fs::metadata(data_dir) {
+        Ok(previous) => keep_owner(staging.path(), previous.uid(), previous.gid())?,
+        Err(_) => Vec::new(),
+    };
     let staged = staging.keep();
-    let replaced = place(&staged, data_dir, non_empty).inspect_err(|_| {
-        let _ = fs::remove_dir_all(&staged);
-    })?;
+    let replaced = place(&staged, data_dir, non_empty)?;
     sync_directory(&parent)?;
     Ok(RestoreReport {
         manifest: verified.manifest,
@@ -276,7 +331,43 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<RestoreRe
         audit,
         audit_valid,
         replaced,
+        warnings,
     })
+}
+
+/// Gives the staged tree the previous data directory's owner, so that a restore run under sudo
+/// does not leave the daemon's user a root-owned directory. Only root can; anyone else whose
+/// directory belonged to another user gets a warning naming the command to run.
+fn keep_owner(staged: &Path, uid: u32, gid: u32) -> Result<Vec<String>, BackupError> {
+    let ours = fs::metadata(staged).map_err(|error| BackupError::io("read", staged, error))?;
+    if ours.uid() == uid && ours.gid() == gid {
+        return Ok(Vec::new());
+    }
+    if ours.uid() != 0 {
+        return Ok(vec![format!(
+            "the previous data directory belonged to uid {uid} (gid {gid}) and this restore ran \
+             as uid {}: the restored files are owned by uid {}; run `chown -R {uid}:{gid}` on the \
+             data directory if the daemon runs as that user",
+            ours.uid(),
+            ours.uid()
+        )]);
+    }
+    fn walk(path: &Path, uid: u32, gid: u32) -> Result<(), BackupError> {
+        // The staged tree holds only what the restore made: directories and regular files.
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+            .map_err(|error| BackupError::io("change the owner of", path, error))?;
+        if fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir()) {
+            let listing =
+                fs::read_dir(path).map_err(|error| BackupError::io("read", path, error))?;
+            for child in listing {
+                let child = child.map_err(|error| BackupError::io("read", path, error))?;
+                walk(&child.path(), uid, gid)?;
+            }
+        }
+        Ok(())
+    }
+    walk(staged, uid, gid)?;
+    Ok(Vec::new())
 }
 
 /// Writes every entry under `target`, hashing again: the file may have changed since it was
@@ -288,7 +379,7 @@ fn extract(reader: impl Read, target: &Path, manifest: &Manifest) -> Result<(), 
         .map(|entry| (entry.path.as_str(), (entry.size, entry.sha256.as_str())))
         .collect();
     let mut written = 0usize;
-    let read_manifest = walk(reader, |name, entry| {
+    let read_manifest = walk(reader, |name, mode, entry| {
         let Some((size, sha256)) = expected.get(name) else {
             return Err(refused(format!("entry {name} is not in the manifest")));
         };
@@ -326,7 +417,9 @@ fn extract(reader: impl Read, target: &Path, manifest: &Manifest) -> Result<(), 
                 "entry {name} changed since it was verified"
             )));
         }
-        file.sync_all()
+        // Set after writing, so that the umask does not narrow it.
+        file.set_permissions(fs::Permissions::from_mode(mode & FILE_MODE_MASK))
+            .and_then(|()| file.sync_all())
             .map_err(|error| BackupError::io("write", &path, error))?;
         written += 1;
         Ok(())
@@ -376,19 +469,88 @@ fn check_database(
     Ok((integrity, report.lines(), valid))
 }
 
-/// Moves `staged` to `data_dir`; an existing non-empty one is moved aside first and named back.
+/// Moves `staged` to `data_dir`; an existing non-empty one is moved aside first. When the final
+/// rename fails, the old directory is named back and `staged` is kept (the error says where).
 fn place(staged: &Path, data_dir: &Path, non_empty: bool) -> Result<Option<PathBuf>, BackupError> {
-    let mut replaced = None;
+    let discard = |error: BackupError| {
+        let _ = fs::remove_dir_all(staged);
+        error
+    };
+    let mut aside = None;
     if non_empty {
-        let mut aside = data_dir.as_os_str().to_owned();
-        aside.push(format!(".replaced-{}", crate::clock::now_ms()));
-        let aside = PathBuf::from(aside);
-        fs::rename(data_dir, &aside)
-            .map_err(|error| BackupError::io("move aside", data_dir, error))?;
-        replaced = Some(aside);
+        let mut name = data_dir.as_os_str().to_owned();
+        name.push(format!(".replaced-{}", crate::clock::now_ms()));
+        let name = PathBuf::from(name);
+        fs::rename(data_dir, &name)
+            .map_err(|error| discard(BackupError::io("move aside", data_dir, error)))?;
+        aside = Some(name);
     } else if data_dir.exists() {
-        fs::remove_dir(data_dir).map_err(|error| BackupError::io("replace", data_dir, error))?;
+        fs::remove_dir(data_dir)
+            .map_err(|error| discard(BackupError::io("replace", data_dir, error)))?;
     }
-    fs::rename(staged, data_dir).map_err(|error| BackupError::io("move into", data_dir, error))?;
-    Ok(replaced)
+    let Err(error) = fs::rename(staged, data_dir) else {
+        return Ok(aside);
+    };
+    let previous = match &aside {
+        Some(aside) => match fs::rename(aside, data_dir) {
+            Ok(()) => "the previous data directory is back in place".to_string(),
+            Err(back) => format!(
+                "the previous data directory is still at {} ({back}): move it back",
+                aside.display()
+            ),
+        },
+        None => match fs::DirBuilder::new().mode(0o700).create(data_dir) {
+            Ok(()) => "the empty data directory was made again".to_string(),
+            Err(_) => "the data directory did not exist before".to_string(),
+        },
+    };
+    Err(BackupError::PlaceFailed {
+        data_dir: data_dir.to_path_buf(),
+        staged: staged.to_path_buf(),
+        source: error,
+        previous,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_final_rename_names_the_old_directory_back_and_keeps_the_staged_copy() {
+        let root = tempfile::tempdir().unwrap();
+        let data_dir = root.path().join("data");
+        fs::create_dir(&data_dir).unwrap();
+        fs::write(data_dir.join("clawvisor.db"), b"the operator's database").unwrap();
+        // A staged copy that is gone by the time of the rename: the rename fails for real.
+        let staged = root.path().join(".clawvisor-restore-gone");
+        let error = place(&staged, &data_dir, true).unwrap_err();
+        assert_eq!(
+            fs::read(data_dir.join("clawvisor.db")).unwrap(),
+            b"the operator's database"
+        );
+        let left: Vec<_> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("data")], "{left:?}");
+        let text = error.to_string();
+        assert!(text.contains(&staged.display().to_string()), "{text}");
+        assert!(text.contains("back in place"), "{text}");
+    }
+
+    #[test]
+    fn a_successful_place_keeps_the_staged_tree_and_the_old_directory_aside() {
+        let root = tempfile::tempdir().unwrap();
+        let data_dir = root.path().join("data");
+        fs::create_dir(&data_dir).unwrap();
+        fs::write(data_dir.join("old"), b"old").unwrap();
+        let staged = root.path().join("staged");
+        fs::create_dir(&staged).unwrap();
+        fs::write(staged.join("new"), b"new").unwrap();
+        let aside = place(&staged, &data_dir, true).unwrap().unwrap();
+        assert_eq!(fs::read(data_dir.join("new")).unwrap(), b"new");
+        assert_eq!(fs::read(aside.join("old")).unwrap(), b"old");
+        assert!(!staged.exists());
+    }
 }

@@ -17,6 +17,8 @@ use crate::schedule::{CronExpr, ScheduleSpec};
 /// Scheduled archives are named `clawvisor-<UTC stamp>.tar.gz`, so names sort by time.
 const ARCHIVE_PREFIX: &str = "clawvisor-";
 const ARCHIVE_SUFFIX: &str = ".tar.gz";
+/// The stamp in a scheduled archive's name (UTC, milliseconds).
+const STAMP_FORMAT: &str = "%Y%m%dT%H%M%S%.3fZ";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackupSchedule {
@@ -93,13 +95,20 @@ impl BackupPlan {
         self.schedule.as_ref()?.next_after(now)
     }
 
-    /// Backs up into the archive directory, then prunes archives beyond `keep`.
+    /// Removes what interrupted backups left in the archive directory, backs up into it, then
+    /// prunes scheduled archives beyond `keep`.
     pub fn run_once(
         &self,
         now_ms: i64,
     ) -> Result<(super::BackupReport, Vec<PathBuf>), BackupError> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|error| BackupError::io("create", &self.dir, error))?;
+        for leftover in super::sweep_leftovers(&self.dir) {
+            tracing::info!(
+                path = %leftover.display(),
+                "removed what an interrupted backup left behind"
+            );
+        }
         let report = super::create_backup(&self.data_dir, &self.dir.join(archive_name(now_ms)))?;
         let pruned = prune(&self.dir, self.keep)?;
         Ok((report, pruned))
@@ -114,8 +123,18 @@ pub fn archive_name(at_ms: i64) -> String {
         .unwrap_or_else(Utc::now);
     format!(
         "{ARCHIVE_PREFIX}{}{ARCHIVE_SUFFIX}",
-        at.format("%Y%m%dT%H%M%S%.3fZ")
+        at.format(STAMP_FORMAT)
     )
+}
+
+/// Whether `name` is one the scheduler wrote: exactly `archive_name` of some instant. Archives
+/// the operator made by hand into the same directory (`clawvisor-before-upgrade.tar.gz`) are
+/// neither listed nor pruned.
+pub fn is_scheduled_archive_name(name: &str) -> bool {
+    name.strip_prefix(ARCHIVE_PREFIX)
+        .and_then(|rest| rest.strip_suffix(ARCHIVE_SUFFIX))
+        .and_then(|stamp| chrono::NaiveDateTime::parse_from_str(stamp, STAMP_FORMAT).ok())
+        .is_some_and(|at| archive_name(at.and_utc().timestamp_millis()) == name)
 }
 
 /// The scheduled archives in `dir`, oldest first, with their sizes.
@@ -128,17 +147,16 @@ pub fn list_archives(dir: &Path) -> Vec<(String, u64)> {
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let metadata = entry.metadata().ok()?;
-            (name.starts_with(ARCHIVE_PREFIX)
-                && name.ends_with(ARCHIVE_SUFFIX)
-                && metadata.is_file())
-            .then_some((name, metadata.len()))
+            (is_scheduled_archive_name(&name) && metadata.is_file())
+                .then_some((name, metadata.len()))
         })
         .collect();
     archives.sort();
     archives
 }
 
-/// Deletes the oldest scheduled archives beyond `keep`; returns what it deleted.
+/// Deletes the oldest scheduled archives beyond `keep` (never a file whose name the scheduler
+/// did not make); returns what it deleted.
 pub fn prune(dir: &Path, keep: u32) -> Result<Vec<PathBuf>, BackupError> {
     let archives = list_archives(dir);
     let excess = archives.len().saturating_sub(keep.max(1) as usize);
@@ -180,6 +198,17 @@ mod tests {
             std::fs::write(dir.path().join(archive_name(at)), b"x").unwrap();
         }
         std::fs::write(dir.path().join("notes.txt"), b"keep me").unwrap();
+        // Archives the operator made by hand, older-looking than every scheduled one.
+        let manual = [
+            "clawvisor-before-upgrade.tar.gz",
+            "clawvisor-2020.tar.gz",
+            "clawvisor-20200101T000000Z.tar.gz",
+            "clawvisor-20200101T000000.000Z-copy.tar.gz",
+        ];
+        for name in manual {
+            std::fs::write(dir.path().join(name), b"mine").unwrap();
+        }
+        assert!(is_scheduled_archive_name(&archive_name(1_000_000)));
         let deleted = prune(dir.path(), 2).unwrap();
         assert_eq!(deleted, vec![dir.path().join(archive_name(1_000_000))]);
         let left: Vec<String> = list_archives(dir.path())
@@ -188,5 +217,13 @@ mod tests {
             .collect();
         assert_eq!(left, vec![archive_name(2_000_000), archive_name(3_000_000)]);
         assert!(dir.path().join("notes.txt").exists());
+        for name in manual {
+            assert!(dir.path().join(name).exists(), "{name} was pruned");
+        }
+        // Even with one kept, a hand-made archive is never taken.
+        prune(dir.path(), 1).unwrap();
+        for name in manual {
+            assert!(dir.path().join(name).exists(), "{name} was pruned");
+        }
     }
 }

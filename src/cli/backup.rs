@@ -2,12 +2,13 @@
 //! and back (see `backup` for the format and its invariants).
 //!
 //! `backup` only reads, so it runs beside a daemon; `restore` refuses a data directory a daemon
-//! has open, and a non-empty one without `--force`.
+//! has open (or one it cannot tell), a non-empty one without `--force`, and an archive whose
+//! audit chain does not verify without `--accept-broken-audit`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::backup::{BackupError, create_backup, restore};
+use crate::backup::{BackupError, RestoreOptions, create_backup, restore_with};
 use crate::config::LoadedConfig;
 
 pub(super) async fn backup(loaded: &LoadedConfig, file: &Path) -> ExitCode {
@@ -38,10 +39,15 @@ pub(super) async fn backup(loaded: &LoadedConfig, file: &Path) -> ExitCode {
     }
 }
 
-pub(super) async fn restore_command(loaded: &LoadedConfig, file: &Path, force: bool) -> ExitCode {
+pub(super) async fn restore_command(
+    loaded: &LoadedConfig,
+    file: &Path,
+    options: RestoreOptions,
+) -> ExitCode {
     let data_dir = loaded.config.data_dir.clone();
     let archive = file.to_path_buf();
-    let result = tokio::task::spawn_blocking(move || restore(&archive, &data_dir, force)).await;
+    let result =
+        tokio::task::spawn_blocking(move || restore_with(&archive, &data_dir, options)).await;
     match result {
         Ok(Ok(report)) => {
             let manifest = &report.manifest;
@@ -65,12 +71,17 @@ pub(super) async fn restore_command(loaded: &LoadedConfig, file: &Path, force: b
                     replaced.display()
                 );
             }
-            if report.audit_valid {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("the restored audit chain does not verify (see above)");
-                ExitCode::FAILURE
+            for warning in &report.warnings {
+                eprintln!("warning: {warning}");
             }
+            if !report.audit_valid {
+                // Only reached with --accept-broken-audit: the operator chose to keep it.
+                eprintln!(
+                    "warning: the restored audit chain does not verify (see above); it was put in \
+                     place because --accept-broken-audit was given"
+                );
+            }
+            ExitCode::SUCCESS
         }
         Ok(Err(error)) => failed("restore", &error),
         Err(_) => ExitCode::FAILURE,

@@ -116,6 +116,9 @@ pub enum Command {
         /// Replace a non-empty data directory (it is moved aside, not deleted).
         #[arg(long)]
         force: bool,
+        /// Put the data in place even when its audit chain does not verify.
+        #[arg(long)]
+        accept_broken_audit: bool,
     },
     /// Pending approval requests (decide them in Studio or with /approve in Telegram).
     Approvals,
@@ -341,7 +344,17 @@ async fn run_command(command: Command, loaded: LoadedConfig, overrides: Override
         }
         Command::Approvals => approvals::run(&loaded).await,
         Command::Backup { file } => backup::backup(&loaded, &file).await,
-        Command::Restore { file, force } => backup::restore_command(&loaded, &file, force).await,
+        Command::Restore {
+            file,
+            force,
+            accept_broken_audit,
+        } => {
+            let options = crate::backup::RestoreOptions {
+                force,
+                accept_broken_audit,
+            };
+            backup::restore_command(&loaded, &file, options).await
+        }
         Command::StudioLink => studio_link::run(&loaded).await,
         Command::Memory { command } => memory::run(&loaded, command).await,
         Command::Skills { command } => skills::run(&loaded, command),

@@ -17,8 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::actors::root::StartOptions;
 use crate::config::{AgentSpec, Config, LoadedConfig};
+use crate::secrets::Secret;
 
 /// The settings read live at a reload: the agent files (and where they are), the MCP servers.
 /// Every other key of the config file needs a restart.
@@ -37,13 +37,27 @@ pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
     env
 }
 
-/// The agents that run a bot, with their tokens (`root::bot_specs`, the one rule for this).
+/// The agents of `loaded` that run a bot in this daemon, each with its token: those with a
+/// `[telegram]` table whose token variable is set, when the daemon runs channels at all (`chat`
+/// beside a running daemon does not). The one rule for this: boot (`root::bot_specs`), `/readyz`
+/// and the reload plan use it.
+pub fn bot_specs(loaded: &LoadedConfig, channels: bool) -> Vec<(AgentSpec, Secret)> {
+    if !channels {
+        return Vec::new();
+    }
+    loaded
+        .agents
+        .iter()
+        .filter_map(|spec| {
+            let token = loaded.secret(&spec.telegram.as_ref()?.token_env)?.clone();
+            Some((spec.clone(), token))
+        })
+        .collect()
+}
+
+/// [`bot_specs`] by agent name, with the token's text (to compare two reads).
 fn bots(loaded: &LoadedConfig, channels: bool) -> BTreeMap<String, (AgentSpec, String)> {
-    let options = StartOptions {
-        channels,
-        ..StartOptions::local_only()
-    };
-    crate::actors::root::bot_specs(loaded, options)
+    bot_specs(loaded, channels)
         .into_iter()
         .map(|(spec, token)| (spec.name.clone(), (spec, token.expose().to_string())))
         .collect()

@@ -478,23 +478,13 @@ pub fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secr
     bot_specs(&context.loaded, context.options)
 }
 
-/// The agents of `loaded` that run a bot with these options, each with its token (the one rule,
-/// used at boot, by `/readyz` and by the reload plan).
-pub fn bot_specs(
+/// The agents of `loaded` that run a bot with these options, each with its token
+/// (`reload::bot_specs`, the one rule, also used by the reload plan).
+fn bot_specs(
     loaded: &LoadedConfig,
     options: StartOptions,
 ) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
-    if !options.channels {
-        return Vec::new();
-    }
-    loaded
-        .agents
-        .iter()
-        .filter_map(|spec| {
-            let token = loaded.secret(&spec.telegram.as_ref()?.token_env)?.clone();
-            Some((spec.clone(), token))
-        })
-        .collect()
+    crate::reload::bot_specs(loaded, options.channels)
 }
 
 /// What every bot shares: who transcribes voice notes and who speaks replies.

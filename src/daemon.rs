@@ -296,6 +296,14 @@ pub async fn serve(
     let studio = loaded.config.studio_addr();
     let daemon = start_reloadable(loaded, StartOptions::serve(), overrides).await?;
     let hangups = reload_on_hangup(&daemon.registry);
+    // Once shutdown begins, a SIGHUP must not start a reload into a tree that is stopping.
+    let hangups_abort = hangups.as_ref().map(tokio::task::JoinHandle::abort_handle);
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(hangups) = hangups_abort {
+            hangups.abort();
+        }
+    };
     // A one-time login link for Studio, printed (never logged) once Studio listens — only to a
     // terminal: under a service manager stdout goes to the journal, where a link would outlive
     // the boot and be readable by whoever reads the logs.

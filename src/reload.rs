@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{AgentSpec, Config, LoadedConfig};
+use crate::secrets::Secret;
 
 /// The settings read live at a reload: the agent files (and where they are), the MCP servers.
 /// Every other key of the config file needs a restart.
@@ -36,12 +37,30 @@ pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
     env
 }
 
-/// Whether `spec` runs a bot in this daemon: it has a `[telegram]` table and its token is set.
-fn bot_token<'a>(loaded: &'a LoadedConfig, spec: &AgentSpec) -> Option<&'a str> {
-    let telegram = spec.telegram.as_ref()?;
+/// The agents of `loaded` that run a bot in this daemon, each with its token: those with a
+/// `[telegram]` table whose token variable is set, when the daemon runs channels at all (`chat`
+/// beside a running daemon does not). The one rule for this: boot (`root::bot_specs`), `/readyz`
+/// and the reload plan use it.
+pub fn bot_specs(loaded: &LoadedConfig, channels: bool) -> Vec<(AgentSpec, Secret)> {
+    if !channels {
+        return Vec::new();
+    }
     loaded
-        .secret(&telegram.token_env)
-        .map(|token| token.expose())
+        .agents
+        .iter()
+        .filter_map(|spec| {
+            let token = loaded.secret(&spec.telegram.as_ref()?.token_env)?.clone();
+            Some((spec.clone(), token))
+        })
+        .collect()
+}
+
+/// [`bot_specs`] by agent name, with the token's text (to compare two reads).
+fn bots(loaded: &LoadedConfig, channels: bool) -> BTreeMap<String, (AgentSpec, String)> {
+    bot_specs(loaded, channels)
+        .into_iter()
+        .map(|(spec, token)| (spec.name.clone(), (spec, token.expose().to_string())))
+        .collect()
 }
 
 /// Refuses files a running daemon cannot apply. Load-time validation (`config::load`) has run.
@@ -93,13 +112,24 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
 
 /// The configuration to run with after the reload: the running settings, with the new agent
 /// files, agents directory and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
+///
+/// Its secrets are the running ones plus those the new files name: the running settings (a
+/// provider's or the embeddings' key, voice, web search) still need the variables they were
+/// started with, and a scrubbed variable that is dropped here could never be put back into the
+/// environment of a later reload (see [`environment`]). A boot-time secret is dropped only by a
+/// restart. Where both name a variable, the running value is kept (it is what the daemon read).
 pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
     let mut config = running.config.clone();
     config.agents = new.config.agents.clone();
     config.mcp.servers = new.config.mcp.servers.clone();
+    let mut secrets = new.secrets;
+    for (var, secret) in &running.secrets {
+        secrets.insert(var.clone(), secret.clone());
+    }
     LoadedConfig {
         config,
         timezone: running.timezone.clone(),
+        secrets,
         ..new
     }
 }
@@ -174,17 +204,7 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
         }
     }
     if channels {
-        let bots = |loaded: &LoadedConfig| -> BTreeMap<String, (AgentSpec, String)> {
-            loaded
-                .agents
-                .iter()
-                .filter_map(|spec| {
-                    let token = bot_token(loaded, spec)?;
-                    Some((spec.name.clone(), (spec.clone(), token.to_string())))
-                })
-                .collect()
-        };
-        let (before, after) = (bots(running), bots(new));
+        let (before, after) = (bots(running, channels), bots(new, channels));
         for (name, bot) in &after {
             match before.get(name) {
                 None => plan.bots_added.push(name.clone()),
@@ -201,6 +221,60 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
     plan.mcp_changed =
         running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
     plan
+}
+
+/// What a reload could not apply (its supervisor did not answer, or was not running), so that
+/// the next reload does it again even though the files say the same by then.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unapplied {
+    /// Agents that were not added, replaced or removed.
+    pub agents: BTreeSet<String>,
+    /// Agents whose bot was not started, restarted or stopped.
+    pub bots: BTreeSet<String>,
+    /// Root services (by child id) that were not restarted with their new slice.
+    pub services: BTreeSet<String>,
+    /// The MCP supervisor was not given the new server list.
+    pub mcp: bool,
+}
+
+impl Unapplied {
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty() && self.bots.is_empty() && self.services.is_empty() && !self.mcp
+    }
+}
+
+impl Plan {
+    /// Adds to the plan what an earlier reload could not apply, as `new` now says it should be:
+    /// an agent (or bot) still in the files is started again, one no longer there is stopped.
+    pub fn retry(&mut self, unapplied: &Unapplied, new: &LoadedConfig, channels: bool) {
+        fn add(list: &mut Vec<String>, name: &str) {
+            if !list.iter().any(|other| other == name) {
+                list.push(name.to_string());
+            }
+        }
+        for name in &unapplied.agents {
+            if new.agent(name).is_some() {
+                if !self.agents_added.contains(name) {
+                    add(&mut self.agents_changed, name);
+                }
+            } else {
+                add(&mut self.agents_removed, name);
+            }
+        }
+        if channels {
+            let bots = bots(new, channels);
+            for name in &unapplied.bots {
+                if bots.contains_key(name) {
+                    if !self.bots_added.contains(name) {
+                        add(&mut self.bots_restarted, name);
+                    }
+                } else {
+                    add(&mut self.bots_removed, name);
+                }
+            }
+        }
+        self.mcp_changed |= unapplied.mcp;
+    }
 }
 
 /// What the MCP links are built from besides their server entries: each agent's tool list.
@@ -350,6 +424,79 @@ mod tests {
         );
         let error = validate(&running, &new_provider).unwrap_err();
         assert!(error.contains("provider `other`"), "{error}");
+    }
+
+    #[test]
+    fn a_reload_keeps_every_boot_secret_until_the_restart() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let keyed = |variable: &str| {
+            CONFIG.replace(
+                "kind = \"openai\"\n",
+                &format!("kind = \"openai\"\napi_key_env = \"{variable}\"\n"),
+            )
+        };
+        let running = loaded(
+            dir.path(),
+            &keyed("LOCAL_KEY"),
+            &[&agent("ada", "")],
+            &[("LOCAL_KEY", "sk-boot")],
+        );
+        assert!(running.secret("LOCAL_KEY").is_some());
+        // The new files name another variable (a change that needs a restart); the boot's
+        // variable was scrubbed from the environment, so the new read does not see it.
+        let new = loaded(
+            dir.path(),
+            &keyed("OTHER_KEY"),
+            &[&agent("ada", "")],
+            &[("OTHER_KEY", "sk-new")],
+        );
+        assert_eq!(
+            needs_restart(&running.config, &new.config),
+            vec!["providers.local"]
+        );
+        let applied = effective(&running, new);
+        assert_eq!(
+            applied.secret("LOCAL_KEY").map(|key| key.expose()),
+            Some("sk-boot"),
+            "the running provider keeps its key"
+        );
+        assert_eq!(
+            applied.secret("OTHER_KEY").map(|key| key.expose()),
+            Some("sk-new")
+        );
+        // And the reload after this one still reads the files with the boot's value.
+        assert_eq!(
+            environment(&applied).get("LOCAL_KEY").map(String::as_str),
+            Some("sk-boot")
+        );
+    }
+
+    #[test]
+    fn what_a_reload_could_not_apply_is_planned_again() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let same = loaded(
+            dir.path(),
+            CONFIG,
+            &[&agent("ada", &bot("ADA_TOKEN")), &agent("bob", "")],
+            &[("ADA_TOKEN", "1:a")],
+        );
+        let mut retried = plan(&same, &same, true);
+        assert_eq!(retried, Plan::default());
+        let unapplied = Unapplied {
+            agents: ["ada".to_string(), "gone".to_string()].into(),
+            bots: ["ada".to_string(), "gone".to_string()].into(),
+            services: BTreeSet::new(),
+            mcp: true,
+        };
+        retried.retry(&unapplied, &same, true);
+        assert_eq!(retried.agents_changed, vec!["ada"]);
+        assert_eq!(retried.agents_removed, vec!["gone"]);
+        assert_eq!(retried.bots_restarted, vec!["ada"]);
+        assert_eq!(retried.bots_removed, vec!["gone"]);
+        assert!(retried.mcp_changed);
+        let mut without_channels = Plan::default();
+        without_channels.retry(&unapplied, &same, false);
+        assert!(without_channels.bots_restarted.is_empty());
     }
 
     #[test]

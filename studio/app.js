@@ -211,11 +211,12 @@ export function mutationHeaders() {
   return { 'Content-Type': 'application/json', 'X-CSRF-Token': session.csrf ?? '', Accept: 'application/json' };
 }
 
-/** Calls the JSON API. Throws an Error carrying the server's error.message (and .status). */
-export async function api(path, { method = 'GET', body } = {}, retried = false) {
+/** Calls the JSON API. Throws an Error carrying the server's error.message (and .status; .timedOut
+ *  when no answer came within `timeoutMs`, so the caller does not know what the server did). */
+export async function api(path, { method = 'GET', body, timeoutMs = TIMEOUT_MS } = {}, retried = false) {
   const mutation = method !== 'GET';
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
   let res, text;
   try {
     res = await fetch(path, {
@@ -225,9 +226,11 @@ export async function api(path, { method = 'GET', body } = {}, retried = false) 
     });
     text = await res.text();
   } catch (e) {
-    throw new Error(e.name === 'AbortError'
-      ? `The server did not answer within ${TIMEOUT_MS / 1000} s. Try again in a moment.`
+    const error = new Error(e.name === 'AbortError'
+      ? `The server did not answer within ${timeoutMs / 1000} s. Try again in a moment.`
       : 'Cannot reach clawvisor. Is the daemon running? Check the connection and try again.');
+    error.timedOut = e.name === 'AbortError';
+    throw error;
   } finally {
     clearTimeout(timer);
   }
@@ -235,7 +238,7 @@ export async function api(path, { method = 'GET', body } = {}, retried = false) 
   try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
   if (!res.ok) {
     // A stale CSRF token (e.g. after a new login in another tab): refresh it once and retry.
-    if (res.status === 403 && mutation && !retried && await refreshSession()) return api(path, { method, body }, true);
+    if (res.status === 403 && mutation && !retried && await refreshSession()) return api(path, { method, body, timeoutMs }, true);
     const plain = text && text.length < 300 && !text.trim().startsWith('<') ? text.trim() : '';
     const error = new Error(data?.error?.message || plain || `${res.status} ${res.statusText}`);
     error.status = res.status;

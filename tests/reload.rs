@@ -342,3 +342,76 @@ async fn sighup_adds_an_agent_with_a_bot_and_an_mcp_server_without_touching_the_
         );
     }
 }
+
+/// A reload changes the running agent supervisor; when that supervisor later restarts (it
+/// failed, or was stopped), the root must rebuild it from what the reload applied, not from the
+/// boot's files: an added agent stays, a removed one does not come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_supervisor_keeps_what_the_last_reload_applied() {
+    use clawvisor::actors::agent_supervisor::{AgentSupervisorMsg, NAME as AGENTS};
+    use clawvisor::protocol::reload::Reloader;
+
+    let world = World::builder(Script::new().rule(Rule::text("fallback")))
+        .agent("ada", "")
+        .agent("cyd", "")
+        .studio(false)
+        .start()
+        .await;
+    let actors = world.harness.dir.path().join("actors");
+    // The world names its agent files by position: replace cyd's file with bea's.
+    let cyd_file = std::fs::read_dir(&actors)
+        .expect("the agents directory")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| {
+            std::fs::read_to_string(path).is_ok_and(|text| text.contains("name = \"cyd\""))
+        })
+        .expect("cyd's file");
+    std::fs::remove_file(cyd_file).expect("cyd's file is removed");
+    std::fs::write(actors.join("bea.toml"), agent_toml("bea", "")).expect("bea's file");
+    let registry = world.harness.daemon().registry.clone();
+    let report = Reloader::new(&registry)
+        .reload("test")
+        .await
+        .expect("the reloader answers");
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.agents.added, vec!["bea"], "{report:?}");
+    assert_eq!(report.agents.removed, vec!["cyd"], "{report:?}");
+
+    let agents = registry.lookup(&AGENTS).expect("the agent supervisor runs");
+    let before = agents.get_id();
+    agents.stop(Some("test: the agent supervisor goes down".into()));
+    let ids = wait_until(
+        Duration::from_secs(30),
+        "the agent supervisor is back with its agents",
+        || {
+            let registry = registry.clone();
+            async move {
+                let agents = registry
+                    .lookup(&AGENTS)
+                    .ok_or_else(|| "not registered".to_string())?;
+                if agents.get_id() == before {
+                    return Err("not restarted yet".to_string());
+                }
+                let children = ractor::call!(agents, AgentSupervisorMsg::Children)
+                    .map_err(|error| error.to_string())?;
+                let ids: Vec<String> = children.into_iter().map(|child| child.id).collect();
+                if ids.len() == 2 {
+                    Ok(ids)
+                } else {
+                    Err(format!("children so far: {ids:?}"))
+                }
+            }
+        },
+    )
+    .await;
+    assert!(ids.contains(&"agent:ada".to_string()), "{ids:?}");
+    assert!(
+        ids.contains(&"agent:bea".to_string()),
+        "added by the reload: {ids:?}"
+    );
+    assert!(
+        !ids.contains(&"agent:cyd".to_string()),
+        "removed by the reload: {ids:?}"
+    );
+}

@@ -3,18 +3,26 @@
 //!
 //! A reload reads the files exactly as boot did (`config::load` with the same flags, the boot
 //! values of the secret variables put back), validates them whole (`crate::reload::validate`) and
-//! only then changes anything, in this order: bots to remove or restart stop (no new input), agents
-//! to remove stop as at shutdown, the services holding a slice of the agent files (approvals,
-//! memory, scheduler, handoffs) restart when their slice changed, changed agents are replaced and
-//! new ones start, the MCP links are given the new server list and agents, and bots start. A bot
-//! keeps its `getUpdates` offset across a restart (it is stored by bot id); an agent's in-flight
-//! runs are durable in SQLite and resumed by its next start, as after a crash. Every report is
-//! logged, published (`config_reloaded`), audited (`config.reload`) and returned.
+//! only then changes anything, in this order: bots to remove or restart stop (no new input, and no
+//! bot keeps running an old definition beside its new agent), agents to remove stop as at
+//! shutdown, the services holding a slice of the agent files (approvals, memory, scheduler,
+//! handoffs) restart when their slice changed, changed agents are replaced and new ones start, the
+//! MCP links are given the new server list and agents, and the new and restarted bots start. A
+//! bot keeps its `getUpdates` offset across a restart (it is stored by bot id); an agent's
+//! in-flight runs are durable in SQLite and resumed by its next start, as after a crash. Last, the
+//! root is given the new specs of the agent, MCP and channel supervisors and of the reloader
+//! (`SupervisorMsg::SetSpec`), so that a restart of any of them keeps what this reload applied.
+//! Every report is logged, published (`config_reloaded`), audited (`config.reload`, or
+//! `config.reload_partial` / `config.reload_refused`) and returned.
+//!
+//! A step that fails (its supervisor is not running or does not answer) is a warning in the
+//! report, which is then `partial`, and is remembered: the next reload does it again even if the
+//! files have not changed since.
 //!
 //! Its state is the running configuration; it is the only one that changes it after boot.
-//! Restart policy: permanent under the root. After a crash it starts from the boot
-//! configuration, so its next reload compares against that and may restart agents that had
-//! already been reloaded (harmless: restarting an agent loses nothing).
+//! Restart policy: permanent under the root. After a crash it starts from the configuration of
+//! the last reload (its spec is replaced after each one); what that reload could not apply is
+//! forgotten then, and applied by the next reload only if the files differ.
 
 use std::sync::Arc;
 
@@ -24,9 +32,10 @@ use super::agent_supervisor::{AgentSupervisorMsg, NAME as AGENTS};
 use super::root::{self, BotVoice, RootContext};
 use super::supervisor::SupervisorMsg;
 use crate::events::EventKind;
-use crate::protocol::reload::{Changes, ReloadMsg, ReloadReport};
+use crate::protocol::reload::{ReloadMsg, ReloadReport};
 use crate::protocol::{mcp, telegram};
 use crate::registry::ServiceName;
+use crate::reload::{Plan, Unapplied};
 
 /// The root supervisor, by name (registered by `root::spawn`).
 const ROOT: ServiceName<SupervisorMsg> = ServiceName::fixed("root");
@@ -35,6 +44,8 @@ pub struct ReloaderActor;
 
 pub struct ReloaderState {
     context: RootContext,
+    /// What the last reload could not apply (retried by the next one).
+    unapplied: Unapplied,
 }
 
 impl Actor for ReloaderActor {
@@ -47,7 +58,10 @@ impl Actor for ReloaderActor {
         _myself: ActorRef<Self::Msg>,
         context: RootContext,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(ReloaderState { context })
+        Ok(ReloaderState {
+            context,
+            unapplied: Unapplied::default(),
+        })
     }
 
     async fn handle(
@@ -96,10 +110,30 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
         }
     }
     let new = Arc::new(crate::reload::effective(&running, new));
-    let plan = crate::reload::plan(&running, &new, state.context.options.channels);
+    let channels = state.context.options.channels;
+    let mut plan = crate::reload::plan(&running, &new, channels);
+    plan.retry(&state.unapplied, &new, channels);
     let before = state.context.clone();
     state.context.loaded = new.clone();
-    apply(&before, &state.context, &plan, &mut report).await;
+    let mut step = Step {
+        report: &mut report,
+        unapplied: Unapplied::default(),
+    };
+    let built = apply(&before, &state.context, &plan, &state.unapplied, &mut step).await;
+    let unapplied = step.unapplied;
+    // The agents the tree should run now: the running plans, less the removed and replaced ones,
+    // plus the new ones (what the agent supervisor is rebuilt from if it restarts).
+    state.context.agents.retain(|agent_plan| {
+        let name = &agent_plan.runtime.spec.name;
+        new.agent(name).is_some() && !built.iter().any(|b| &b.runtime.spec.name == name)
+    });
+    state.context.agents.extend(built);
+    respec_root(&state.context, &mut report).await;
+    state.unapplied = unapplied;
+    if !state.unapplied.is_empty() {
+        report.ok = false;
+        report.partial = true;
+    }
     state
         .context
         .views
@@ -107,97 +141,147 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
     report
 }
 
-/// Changes the tree as `plan` says, in the order of the module doc.
+/// One reload's report and what it could not apply.
+struct Step<'a> {
+    report: &'a mut ReloadReport,
+    unapplied: Unapplied,
+}
+
+impl Step<'_> {
+    fn warn(&mut self, what: String) {
+        self.report
+            .warnings
+            .push(format!("{what}; the next reload tries again"));
+    }
+}
+
+/// Changes the tree as `plan` says, in the order of the module doc. Returns the agent plans it
+/// built (for the agents added or replaced).
 async fn apply(
     before: &RootContext,
     after: &RootContext,
-    plan: &crate::reload::Plan,
-    report: &mut ReloadReport,
-) {
+    plan: &Plan,
+    retry: &Unapplied,
+    step: &mut Step<'_>,
+) -> Vec<super::agent_supervisor::AgentPlan> {
     let registry = &after.registry;
     let channels = registry.lookup(&ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS));
-    if let Some(channels) = &channels {
-        for agent in &plan.bots_removed {
-            let id = telegram::name(agent).local().to_string();
-            if ractor::call!(channels, SupervisorMsg::Remove, id).is_ok() {
-                report.bots.removed.push(agent.clone());
+    // Bots to remove, and bots to restart (started again after their agent, below).
+    let mut stopped = Vec::new();
+    for agent in plan.bots_removed.iter().chain(&plan.bots_restarted) {
+        let id = telegram::name(agent).local().to_string();
+        let sent = match &channels {
+            Some(channels) => ractor::call!(channels, SupervisorMsg::Remove, id)
+                .map_err(|error| format!("the channel supervisor did not answer ({error})")),
+            None => Err("the channel supervisor is not running".to_string()),
+        };
+        match sent {
+            Ok(()) => stopped.push(agent.clone()),
+            Err(reason) => {
+                step.unapplied.bots.insert(agent.clone());
+                step.warn(format!("the bot of `{agent}` was not stopped: {reason}"));
             }
         }
     }
+    step.report.bots.removed = plan
+        .bots_removed
+        .iter()
+        .filter(|agent| stopped.contains(agent))
+        .cloned()
+        .collect();
     let agents = registry.lookup(&AGENTS);
-    if let Some(agents) = &agents {
-        for agent in &plan.agents_removed {
-            if ractor::call!(agents, AgentSupervisorMsg::Remove, agent.clone()).is_ok() {
-                report.agents.removed.push(agent.clone());
+    for agent in &plan.agents_removed {
+        let sent = match &agents {
+            Some(agents) => ractor::call!(agents, AgentSupervisorMsg::Remove, agent.clone())
+                .map_err(|error| format!("the agent supervisor did not answer ({error})")),
+            None => Err("the agent supervisor is not running".to_string()),
+        };
+        match sent {
+            Ok(()) => step.report.agents.removed.push(agent.clone()),
+            Err(reason) => {
+                step.unapplied.agents.insert(agent.clone());
+                step.warn(format!("agent `{agent}` was not stopped: {reason}"));
             }
         }
     }
-    restart_services(before, after, &mut report.services).await;
-    if let Some(agents) = &agents {
-        let names: Vec<String> = plan
-            .agents_changed
-            .iter()
-            .chain(&plan.agents_added)
-            .cloned()
-            .collect();
-        let plans = super::plans::agent_plans(
-            &after.loaded,
-            Some(&names),
-            &after.store,
-            registry,
-            &after.events,
-            after.options.scheduler,
-            (&after.providers, &after.prices),
-        );
-        for agent_plan in plans {
-            let name = agent_plan.runtime.spec.name.clone();
-            if ractor::call!(agents, AgentSupervisorMsg::Add, agent_plan).is_err() {
-                continue;
-            }
-            if plan.agents_added.contains(&name) {
-                report.agents.added.push(name);
-            } else {
-                report.agents.restarted.push(name);
+    restart_services(before, after, &retry.services, step).await;
+    let names: Vec<String> = plan
+        .agents_changed
+        .iter()
+        .chain(&plan.agents_added)
+        .cloned()
+        .collect();
+    let built = super::plans::agent_plans(
+        &after.loaded,
+        Some(&names),
+        &after.store,
+        registry,
+        &after.events,
+        after.options.scheduler,
+        (&after.providers, &after.prices),
+    );
+    for agent_plan in &built {
+        let name = agent_plan.runtime.spec.name.clone();
+        let sent = match &agents {
+            Some(agents) => ractor::call!(agents, AgentSupervisorMsg::Add, agent_plan.clone())
+                .map_err(|error| format!("the agent supervisor did not answer ({error})")),
+            None => Err("the agent supervisor is not running".to_string()),
+        };
+        match sent {
+            Ok(()) if plan.agents_added.contains(&name) => step.report.agents.added.push(name),
+            Ok(()) => step.report.agents.restarted.push(name),
+            Err(reason) => {
+                step.warn(format!("agent `{name}` was not started: {reason}"));
+                step.unapplied.agents.insert(name);
             }
         }
     }
     if plan.mcp_changed {
-        mcp_reload(before, after, &mut report.mcp_servers).await;
+        mcp_reload(before, after, step).await;
     }
-    if let Some(channels) = &channels {
-        let voice = BotVoice::new(after, false);
-        let now = crate::clock::now_ms();
-        for (spec, token) in root::bots(after) {
-            let restarted = plan.bots_restarted.contains(&spec.name);
-            if !restarted && !plan.bots_added.contains(&spec.name) {
-                continue;
-            }
-            let sent = if restarted {
-                // A restarted bot keeps the boot's stale filter; its offset is in the database.
-                let bot = root::bot_spec(after, &spec, token, after.boot_ms, &voice);
-                ractor::call!(channels, SupervisorMsg::Replace, bot)
-            } else {
-                let bot = root::bot_spec(after, &spec, token, now, &voice);
-                ractor::call!(channels, SupervisorMsg::Add, bot)
-            };
-            if sent.is_ok() {
-                let list = if restarted {
-                    &mut report.bots.restarted
-                } else {
-                    &mut report.bots.added
-                };
-                list.push(spec.name.clone());
+    let voice = BotVoice::new(after, false);
+    let now = crate::clock::now_ms();
+    for (spec, token) in root::bots(after) {
+        let restarted = plan.bots_restarted.contains(&spec.name);
+        if !restarted && !plan.bots_added.contains(&spec.name) {
+            continue;
+        }
+        if restarted && !stopped.contains(&spec.name) {
+            // Its old bot still runs (and is in `unapplied`): not started twice.
+            continue;
+        }
+        // A restarted bot keeps the boot's stale filter; its offset is in the database.
+        let since = if restarted { after.boot_ms } else { now };
+        let bot = root::bot_spec(after, &spec, token, since, &voice);
+        let sent = match &channels {
+            Some(channels) => ractor::call!(channels, SupervisorMsg::Add, bot)
+                .map_err(|error| format!("the channel supervisor did not answer ({error})")),
+            None => Err("the channel supervisor is not running".to_string()),
+        };
+        match sent {
+            Ok(()) if restarted => step.report.bots.restarted.push(spec.name.clone()),
+            Ok(()) => step.report.bots.added.push(spec.name.clone()),
+            Err(reason) => {
+                step.warn(format!(
+                    "the bot of `{}` was not started: {reason}",
+                    spec.name
+                ));
+                step.unapplied.bots.insert(spec.name.clone());
             }
         }
     }
+    built
 }
 
-/// Restarts each root service whose slice of the agent files changed (they recover their work
-/// from the database at start, as after a crash).
-async fn restart_services(before: &RootContext, after: &RootContext, changes: &mut Changes) {
-    let Some(root) = after.registry.lookup(&ROOT) else {
-        return;
-    };
+/// Restarts each root service whose slice of the agent files changed, or that the last reload
+/// could not restart (`retry`, by child id). They recover their work from the database at start,
+/// as after a crash.
+async fn restart_services(
+    before: &RootContext,
+    after: &RootContext,
+    retry: &std::collections::BTreeSet<String>,
+    step: &mut Step<'_>,
+) {
     let names = |context: &RootContext| -> Vec<String> {
         context
             .loaded
@@ -206,30 +290,48 @@ async fn restart_services(before: &RootContext, after: &RootContext, changes: &m
             .map(|spec| spec.name.clone())
             .collect()
     };
-    let mut replaced = Vec::new();
-    if root::approval_args(before).approvers != root::approval_args(after).approvers {
-        replaced.push(root::approvals_spec(after));
-    }
-    if root::memory_args(before).hierarchy != root::memory_args(after).hierarchy {
-        replaced.push(root::memory_spec(after));
-    }
-    if after.options.scheduler && names(before) != names(after) {
-        replaced.push(root::scheduler_spec(after));
-    }
-    if root::delegates(before) != root::delegates(after) {
-        replaced.push(root::handoff_spec(after));
-    }
-    for spec in replaced {
+    let candidates = [
+        (
+            root::approval_args(before).approvers != root::approval_args(after).approvers,
+            root::approvals_spec(after),
+        ),
+        (
+            root::memory_args(before).hierarchy != root::memory_args(after).hierarchy,
+            root::memory_spec(after),
+        ),
+        (
+            after.options.scheduler && names(before) != names(after),
+            root::scheduler_spec(after),
+        ),
+        (
+            root::delegates(before) != root::delegates(after),
+            root::handoff_spec(after),
+        ),
+    ];
+    let root = after.registry.lookup(&ROOT);
+    for (changed, spec) in candidates {
         let id = spec.id.clone();
-        if ractor::call!(root, SupervisorMsg::Replace, spec).is_ok() {
-            changes.restarted.push(id);
+        if !changed && !retry.contains(&id) {
+            continue;
+        }
+        let sent = match &root {
+            Some(root) => ractor::call!(root, SupervisorMsg::Replace, spec)
+                .map_err(|error| format!("the root supervisor did not answer ({error})")),
+            None => Err("the root supervisor is not running".to_string()),
+        };
+        match sent {
+            Ok(()) => step.report.services.restarted.push(id),
+            Err(reason) => {
+                step.warn(format!("the service `{id}` was not restarted: {reason}"));
+                step.unapplied.services.insert(id);
+            }
         }
     }
 }
 
 /// Gives the MCP supervisor the new server list and agents; it restarts only the links whose
 /// entry or agents changed.
-async fn mcp_reload(before: &RootContext, after: &RootContext, changes: &mut Changes) {
+async fn mcp_reload(before: &RootContext, after: &RootContext, step: &mut Step<'_>) {
     let servers = &after.loaded.config.mcp.servers;
     let old = &before.loaded.config.mcp.servers;
     let reload = mcp::McpReload {
@@ -238,9 +340,11 @@ async fn mcp_reload(before: &RootContext, after: &RootContext, changes: &mut Cha
         secrets: Arc::new(after.loaded.secrets.clone()),
     };
     if let Err(error) = mcp::Mcp::new(&after.registry).reload(reload).await {
-        tracing::warn!(%error, "the MCP servers were not reloaded");
+        step.unapplied.mcp = true;
+        step.warn(format!("the MCP servers were not reloaded: {error}"));
         return;
     }
+    let changes = &mut step.report.mcp_servers;
     let targets = |server, context: &RootContext| {
         super::mcp_supervisor::targets(server, &context.loaded.agents)
     };
@@ -262,11 +366,44 @@ async fn mcp_reload(before: &RootContext, after: &RootContext, changes: &mut Cha
     }
 }
 
+/// Gives the root the specs of the children this reload changed in place, so that a restart of
+/// one of them (a crash, an exhausted budget) brings back what the reload applied, not the boot's
+/// files. The children keep running.
+async fn respec_root(context: &RootContext, report: &mut ReloadReport) {
+    let specs = [
+        root::agent_supervisor(context),
+        root::mcp_supervisor(context),
+        root::channel_supervisor(context, false),
+        root::reloader_spec(context),
+    ];
+    let Some(root) = context.registry.lookup(&ROOT) else {
+        report.warnings.push(
+            "the root supervisor is not running: a restarted supervisor would start from older files"
+                .into(),
+        );
+        return;
+    };
+    for spec in specs {
+        let id = spec.id.clone();
+        match ractor::call!(root, SupervisorMsg::SetSpec, spec) {
+            Ok(true) => {}
+            Ok(false) => report.warnings.push(format!(
+                "the root has no child `{id}`, so its restart spec was not updated"
+            )),
+            Err(error) => report.warnings.push(format!(
+                "the root supervisor did not take the new spec of `{id}` ({error}): if it restarts, it starts from older files"
+            )),
+        }
+    }
+}
+
 /// Logs, publishes and audits a report.
 async fn tell(context: &RootContext, trigger: &str, report: &ReloadReport) {
     let summary = report.summary();
     if report.ok {
         tracing::info!(trigger, "{summary}");
+    } else if report.partial {
+        tracing::warn!(trigger, "{summary}");
     } else {
         tracing::error!(trigger, "{summary}");
     }
@@ -276,6 +413,8 @@ async fn tell(context: &RootContext, trigger: &str, report: &ReloadReport) {
     let details = serde_json::json!({ "trigger": trigger, "report": report });
     let action = if report.ok {
         "config.reload"
+    } else if report.partial {
+        "config.reload_partial"
     } else {
         "config.reload_refused"
     };

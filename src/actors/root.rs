@@ -2,10 +2,13 @@
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
 //! Store, Events, ApprovalDesk, Memory, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
-//! HandoffSupervisor, ChannelSupervisor, Reloader, Studio.
+//! HandoffSupervisor, ChannelSupervisor, Reloader, Backup (when scheduled), Studio.
 //!
-//! The specs of the children a reload replaces (the services holding a slice of the agent files,
-//! the bots) are built by the functions here from a [`RootContext`], at boot and by the reloader.
+//! The specs of the children a reload changes (the services holding a slice of the agent files,
+//! the bots, the agent, MCP and channel supervisors, the reloader) are built by the functions here
+//! from a [`RootContext`], at boot and by the reloader. After every reload the root is given the
+//! new specs of the supervisors the reload changed in place (`SupervisorMsg::SetSpec`), so that
+//! a restart of one of them brings back what the last reload applied, not the boot's files.
 //!
 //! Restart policy of the root itself: none. When a child exhausts its budget the root fails, the
 //! daemon exits non-zero, and systemd (`Restart=always`) starts a fresh process.
@@ -76,7 +79,7 @@ pub struct RootContext {
     pub store: Store,
     pub events: EventBus,
     pub studio_bound: watch::Sender<Option<std::net::SocketAddr>>,
-    /// One plan per agent: its runtime and built-in tools.
+    /// One plan per agent: its runtime and built-in tools (kept current by the reloader).
     pub agents: Vec<AgentPlan>,
     pub options: StartOptions,
     /// When the daemon started (bots ignore updates sent long before it).
@@ -320,7 +323,7 @@ pub fn scheduler_spec(context: &RootContext) -> ChildSpec {
 }
 
 /// The MCP supervisor with its slice of the config: one link per enabled `[[mcp.servers]]` entry.
-fn mcp_supervisor(context: &RootContext) -> ChildSpec {
+pub fn mcp_supervisor(context: &RootContext) -> ChildSpec {
     let config = &context.loaded.config;
     actor_spec(
         &context.registry,
@@ -339,6 +342,35 @@ fn mcp_supervisor(context: &RootContext) -> ChildSpec {
         },
     )
     .shutdown(Duration::from_secs(10))
+}
+
+/// The agent supervisor with one plan per agent.
+pub fn agent_supervisor(context: &RootContext) -> ChildSpec {
+    let config = &context.loaded.config;
+    let policy = config.supervision.policy();
+    actor_spec(
+        &context.registry,
+        &super::agent_supervisor::NAME,
+        policy.clone(),
+        || AgentSupervisor,
+        AgentSupervisorArgs {
+            agents: context.agents.clone(),
+            policy,
+            events: context.events.clone(),
+        },
+    )
+    .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5))
+}
+
+/// The reloader, starting from `context` as its running configuration.
+pub fn reloader_spec(context: &RootContext) -> ChildSpec {
+    actor_spec(
+        &context.registry,
+        &crate::protocol::reload::NAME,
+        context.loaded.config.supervision.policy(),
+        || super::reloader::ReloaderActor,
+        context.clone(),
+    )
 }
 
 /// The root's children, in start order.
@@ -382,27 +414,10 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
                 events: context.events.clone(),
             },
         ),
-        actor_spec(
-            registry,
-            &super::agent_supervisor::NAME,
-            policy.clone(),
-            || AgentSupervisor,
-            AgentSupervisorArgs {
-                agents: context.agents.clone(),
-                policy: policy.clone(),
-                events: context.events.clone(),
-            },
-        )
-        .shutdown(config.shutdown.timeout.0 + Duration::from_secs(5)),
+        agent_supervisor(context),
         handoff_spec(context),
-        channel_supervisor(context),
-        actor_spec(
-            registry,
-            &crate::protocol::reload::NAME,
-            policy.clone(),
-            || super::reloader::ReloaderActor,
-            context.clone(),
-        ),
+        channel_supervisor(context, true),
+        reloader_spec(context),
     ];
     children.extend(super::backup::child_spec(context));
     if !context.options.studio {
@@ -463,21 +478,13 @@ pub fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secr
     bot_specs(&context.loaded, context.options)
 }
 
+/// The agents of `loaded` that run a bot with these options, each with its token
+/// (`reload::bot_specs`, the one rule, also used by the reload plan).
 fn bot_specs(
     loaded: &LoadedConfig,
     options: StartOptions,
 ) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
-    if !options.channels {
-        return Vec::new();
-    }
-    loaded
-        .agents
-        .iter()
-        .filter_map(|spec| {
-            let token = loaded.secret(&spec.telegram.as_ref()?.token_env)?.clone();
-            Some((spec.clone(), token))
-        })
-        .collect()
+    crate::reload::bot_specs(loaded, options.channels)
 }
 
 /// What every bot shares: who transcribes voice notes and who speaks replies.
@@ -554,12 +561,13 @@ pub fn bot_spec(
 }
 
 /// The channel supervisor: one bot per agent, started `boot_stagger` apart; a bot that exhausts
-/// its budget is degraded and retried later instead of escalating.
-fn channel_supervisor(context: &RootContext) -> ChildSpec {
+/// its budget is degraded and retried later instead of escalating. `log`: say once how voice
+/// notes are handled (at boot, not at every reload).
+pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
     let config = &context.loaded.config;
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
-    let voice = BotVoice::new(context, true);
+    let voice = BotVoice::new(context, log);
     let bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| bot_spec(context, &spec, token, context.boot_ms, &voice))

@@ -173,6 +173,19 @@ impl Children {
         );
     }
 
+    /// Replaces the spec of an existing child without touching the running child: its next
+    /// restart uses the new spec (a reload changed what it is built from, and a restart must not
+    /// bring back the boot's). Returns false, and adds nothing, when no child has that id.
+    pub fn set_spec(&mut self, spec: ChildSpec) -> bool {
+        match self.entries.get_mut(&spec.id) {
+            Some(entry) => {
+                entry.spec = spec;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn contains(&self, id: &str) -> bool {
         self.entries.contains_key(id)
     }

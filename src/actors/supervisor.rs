@@ -24,6 +24,9 @@ pub enum SupervisorMsg {
     Remove(String, RpcReplyPort<()>),
     /// Restarts a child on purpose with a new spec (a reload changed its slice of the config).
     Replace(ChildSpec, RpcReplyPort<()>),
+    /// Replaces the spec a child is restarted from, without restarting it (a reload applied the
+    /// change to the running child itself). Answers false when no child has that id.
+    SetSpec(ChildSpec, RpcReplyPort<bool>),
     Children(RpcReplyPort<Vec<ChildInfo>>),
 }
 
@@ -122,6 +125,9 @@ impl Actor for Supervisor {
                 if let Action::Escalate(reason) = action {
                     return Err(reason.into());
                 }
+            }
+            SupervisorMsg::SetSpec(spec, reply) => {
+                let _ = reply.send(state.children.set_spec(spec));
             }
             SupervisorMsg::Remove(id, reply) => {
                 state.children.remove(&id).await;

@@ -17,8 +17,12 @@ use crate::registry::Registry;
 /// Where the reloader is registered.
 pub const NAME: ServiceName<ReloadMsg> = ServiceName::fixed("reloader");
 
-/// How long a reload may take: agents stop within their shutdown budget, links and bots restart.
-const TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a caller waits for a reload's report: agents stop within their shutdown budget, links
+/// and bots restart. A reload still running then goes on and is reported in the log, Studio's
+/// events and the audit log; the caller only knows that its outcome is unknown. Clients of
+/// `POST /api/v1/reload` (the CLI, Studio's page) wait longer than this, so that they get the
+/// report or the route's own "outcome unknown" answer rather than their own timeout.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub enum ReloadMsg {
     /// Re-read the files and apply them; `trigger` says who asked (`sighup`, `studio`, `cli`).
@@ -62,8 +66,13 @@ impl Changes {
 /// The outcome of one reload.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReloadReport {
-    /// False when the files were refused (then nothing changed and `error` says why).
+    /// True when the files were applied whole. False when they were refused (then nothing
+    /// changed and `error` says why) or applied in part (`partial`).
     pub ok: bool,
+    /// Some steps failed (a supervisor did not answer): `warnings` names each; the rest was
+    /// applied, and the next reload tries the failed steps again.
+    #[serde(default)]
+    pub partial: bool,
     /// Why the files were refused: the file, the key and what is expected.
     pub error: Option<String>,
     pub agents: Changes,
@@ -120,6 +129,12 @@ impl ReloadReport {
         }
         for warning in &self.warnings {
             lines.push(format!("warning: {warning}"));
+        }
+        if self.partial {
+            return format!(
+                "reloaded in part (the next reload retries the rest): {}",
+                lines.join("; ")
+            );
         }
         format!("reloaded: {}", lines.join("; "))
     }

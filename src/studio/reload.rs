@@ -9,13 +9,24 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState};
-use crate::protocol::reload::Reloader;
+use crate::protocol::CallError;
+use crate::protocol::reload::{Reloader, TIMEOUT};
 
 pub async fn reload(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
-    let report = Reloader::new(&state.registry)
-        .reload("studio")
-        .await
-        .map_err(|_| ApiError::unavailable("the reloader"))?;
+    let report = match Reloader::new(&state.registry).reload("studio").await {
+        Ok(report) => report,
+        Err(CallError::NotRunning { .. }) => return Err(ApiError::unavailable("the reloader")),
+        // The reload may still be applying: the caller must not read this as "nothing changed".
+        Err(CallError::NoAnswer { .. }) => {
+            return Err(ApiError(
+                axum::http::StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "no reload report within {} s, so the outcome is unknown: the reload may still be applying; its report will be in the daemon's log and Studio's events (config_reloaded)",
+                    TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    };
     let summary = report.summary();
     let mut body = serde_json::to_value(&report).unwrap_or_else(|_| json!({}));
     if let Some(object) = body.as_object_mut() {

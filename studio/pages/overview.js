@@ -29,18 +29,26 @@ export async function render(root, ctx) {
   await refresh(false);
 }
 
+// The daemon answers a reload within 120 s (or says it is still running); the page waits longer,
+// so that it shows that answer rather than its own timeout.
+const RELOAD_TIMEOUT_MS = 150000;
+
 /** The "Reload configuration" button; its report (or error) is drawn into `out`. */
 function reloadButton(out) {
   const button = el('button', { type: 'button', id: 'reload-config' }, 'Reload configuration');
   button.addEventListener('click', async () => {
     button.disabled = true;
-    clear(out, el('div', { class: 'muted small' }, 'Reloading…'));
+    clear(out, el('div', { class: 'muted small' }, 'Reloading… (restarting actors can take a minute or two)'));
     try {
-      const r = await api('/api/v1/reload', { method: 'POST' });
+      const r = await api('/api/v1/reload', { method: 'POST', timeoutMs: RELOAD_TIMEOUT_MS });
+      const label = r.ok ? 'reloaded' : r.partial ? 'applied in part' : 'refused';
       clear(out, el('div', { class: r.ok ? 'card' : 'card error', 'data-reload-ok': String(r.ok) },
-        badge(r.ok ? 'ok' : 'failed', r.ok ? 'reloaded' : 'refused'), ' ', el('span', null, r.summary)));
+        badge(r.ok ? 'ok' : 'failed', label), ' ', el('span', null, r.summary)));
     } catch (e) {
-      clear(out, el('div', { class: 'card error' }, e.message));
+      const unknown = e.timedOut || e.status === 504;
+      clear(out, el('div', { class: 'card error' }, unknown
+        ? 'No report yet, so the outcome is unknown: the reload may still be applying. Its report appears in the events (config_reloaded) and the daemon\'s log.'
+        : e.message));
     } finally {
       button.disabled = false;
     }

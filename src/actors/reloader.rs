@@ -162,7 +162,7 @@ async fn apply(
         }
     }
     if plan.mcp_changed {
-        mcp_reload(before, after, &mut report.mcp_servers).await;
+        mcp_reload(after, &mut report.mcp_servers).await;
     }
     if let Some(channels) = &channels {
         let voice = BotVoice::new(after, false);
@@ -228,37 +228,21 @@ async fn restart_services(before: &RootContext, after: &RootContext, changes: &m
 }
 
 /// Gives the MCP supervisor the new server list and agents; it restarts only the links whose
-/// entry or agents changed.
-async fn mcp_reload(before: &RootContext, after: &RootContext, changes: &mut Changes) {
-    let servers = &after.loaded.config.mcp.servers;
-    let old = &before.loaded.config.mcp.servers;
+/// entry changed, retargets those whose agents alone changed, and says what it did.
+async fn mcp_reload(after: &RootContext, changes: &mut Changes) {
     let reload = mcp::McpReload {
-        servers: servers.clone(),
+        servers: after.loaded.config.mcp.servers.clone(),
         agents: after.loaded.agents.clone(),
         secrets: Arc::new(after.loaded.secrets.clone()),
     };
-    if let Err(error) = mcp::Mcp::new(&after.registry).reload(reload).await {
-        tracing::warn!(%error, "the MCP servers were not reloaded");
-        return;
-    }
-    let targets = |server, context: &RootContext| {
-        super::mcp_supervisor::targets(server, &context.loaded.agents)
-    };
-    for server in servers {
-        match old.iter().find(|other| other.name == server.name) {
-            None => changes.added.push(server.name.clone()),
-            Some(other) if other != server => changes.restarted.push(server.name.clone()),
-            // The same entry, but the agents that get its tools changed.
-            Some(_) if targets(server, before) != targets(server, after) => {
-                changes.restarted.push(server.name.clone());
-            }
-            Some(_) => {}
+    match mcp::Mcp::new(&after.registry).reload(reload).await {
+        Ok(outcome) => {
+            changes.added = outcome.added;
+            changes.removed = outcome.removed;
+            changes.restarted = outcome.restarted;
+            changes.retargeted = outcome.retargeted;
         }
-    }
-    for server in old {
-        if !servers.iter().any(|other| other.name == server.name) {
-            changes.removed.push(server.name.clone());
-        }
+        Err(error) => tracing::warn!(%error, "the MCP servers were not reloaded"),
     }
 }
 

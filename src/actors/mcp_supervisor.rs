@@ -430,17 +430,20 @@ async fn reload_servers(
                 state.stop(&name).await;
                 outcome.removed.push(name);
             }
-            Some(entry) if *entry != server => {
+            Some(entry) if !same_connection(entry, &server) => {
                 state.stop(&name).await;
                 outcome.restarted.push(name);
             }
-            Some(_) => {
-                let new_targets = targets(&server, &state.args.agents);
-                if targets(&server, &old_agents) == new_targets {
+            Some(entry) => {
+                let entry = entry.clone();
+                let new_targets = targets(&entry, &state.args.agents);
+                let unchanged = targets(&server, &old_agents) == new_targets;
+                state.servers.insert(name.clone(), entry.clone());
+                if unchanged || !entry.enabled {
                     continue;
                 }
                 // The link's next restart (after a failure) starts with the new agents too.
-                state.children.insert(link_spec(&state.args, &server));
+                state.children.insert(link_spec(&state.args, &entry));
                 if let Some(link) = state
                     .args
                     .registry
@@ -461,6 +464,14 @@ async fn reload_servers(
         }
     }
     outcome
+}
+
+/// Whether two entries of a server connect the same way: equal but for `agents`, which only
+/// decides who gets the tools (a retarget, not a restart).
+fn same_connection(new: &McpServerConfig, old: &McpServerConfig) -> bool {
+    let mut new = new.clone();
+    new.agents.clone_from(&old.agents);
+    new == *old
 }
 
 /// Kills server processes a killed daemon left behind, then forgets every recorded row.

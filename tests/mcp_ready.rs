@@ -490,7 +490,6 @@ async fn a_run_started_the_moment_its_agent_restarted_calls_the_mcp_tool() {
         .kill();
     wait_until(Duration::from_secs(30), "a new ada actor", || {
         let current = agent_id(&harness, "ada");
-        let before = before.clone();
         async move { current.is_some_and(|id| id != before) }
     })
     .await;

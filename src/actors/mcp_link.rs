@@ -202,7 +202,7 @@ impl McpLinkState {
                 {
                     continue;
                 }
-                self.published.insert(target.agent.clone(), id.clone());
+                self.published.insert(target.agent.clone(), id);
             }
             if self.confirmed.get(&target.agent) != Some(&id)
                 && !self.confirming.contains(&target.agent)

@@ -449,3 +449,161 @@ async fn readiness_follows_servers_added_and_removed_by_a_reload() {
     assert_eq!(readyz.status().as_u16(), 200, "{:?}", readyz.text().await);
     harness.stop().await;
 }
+
+/// The actor id `agent` is registered under now (`None` while it is not running).
+fn agent_id(harness: &Harness, agent: &str) -> Option<ractor::ActorId> {
+    harness
+        .daemon()
+        .registry
+        .lookup(&clawvisor::protocol::agent::name(agent))
+        .map(|actor| actor.get_id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_started_the_moment_its_agent_restarted_calls_the_mcp_tool() {
+    let script = Script::new()
+        .rule(Rule::text("echoed").when_after_tool_result("fast__echo"))
+        .rule(
+            Rule::tool_call("fast__echo", r#"{"text":"after the restart"}"#)
+                .when_tools_include("fast__echo"),
+        )
+        .rule(Rule::text("the tool was not offered"));
+    let (llm, harness) = start_harness(
+        script,
+        &format!(
+            "[mcp]\nconnect_timeout = \"90s\"\n{}",
+            test_server("fast", &[])
+        ),
+    )
+    .await;
+    let (studio, client) = harness.studio_http().await;
+    wait_ready(&client, &studio).await;
+    assert!(health_of(&harness, "fast").await.is_published());
+    // The agent crashes; its supervisor starts a new actor, which holds none of the tools the
+    // old one was given. A run that starts at once must still get them.
+    let before = agent_id(&harness, "ada").expect("ada runs");
+    harness
+        .daemon()
+        .registry
+        .lookup(&clawvisor::protocol::agent::name("ada"))
+        .unwrap()
+        .kill();
+    wait_until(Duration::from_secs(30), "a new ada actor", || {
+        let current = agent_id(&harness, "ada");
+        async move { current.is_some_and(|id| id != before) }
+    })
+    .await;
+    let reply = harness
+        .ask("ada", &ChatKey::cli("restarted"), "echo something")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "echoed", "{reply:?}");
+    assert!(
+        llm.requests()
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("after the restart"),
+        "the tool's result reached the model"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_only_a_servers_agents_keeps_its_connection() {
+    let (_llm, harness) = start_harness(
+        Script::new().rule(Rule::text("hi")),
+        &format!(
+            "[mcp]\nconnect_timeout = \"90s\"\n{}",
+            test_server("fast", &[])
+        ),
+    )
+    .await;
+    let (studio, client) = harness.studio_http().await;
+    wait_ready(&client, &studio).await;
+    let registry = &harness.daemon().registry;
+    let link_id = || {
+        registry
+            .lookup(&clawvisor::protocol::mcp::link("fast"))
+            .map(|link| link.get_id())
+    };
+    let connected = link_id().expect("the link runs");
+    assert!(
+        harness
+            .agent_tools("ada")
+            .await
+            .contains(&"fast__echo".to_string())
+    );
+    let mcp = Mcp::new(registry);
+    let loaded = &harness.daemon().config;
+    let reload_with =
+        |server: McpServerConfig, agents: Vec<clawvisor::config::AgentSpec>| McpReload {
+            servers: vec![server],
+            agents,
+            secrets: std::sync::Arc::new(loaded.secrets.clone()),
+        };
+    let reload = |server: McpServerConfig| reload_with(server, loaded.agents.clone());
+    // The agents change (ada leaves the files): withdrawn from ada, the connection kept.
+    let outcome = mcp
+        .reload(reload_with(
+            loaded.config.mcp.servers[0].clone(),
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outcome.retargeted, ["fast"], "{outcome:?}");
+    assert!(outcome.restarted.is_empty(), "{outcome:?}");
+    wait_until(
+        Duration::from_secs(10),
+        "the tools withdrawn from ada",
+        || async {
+            !harness
+                .agent_tools("ada")
+                .await
+                .contains(&"fast__echo".to_string())
+        },
+    )
+    .await;
+    // And back: published to ada again, still the same connection.
+    let outcome = mcp
+        .reload(reload(loaded.config.mcp.servers[0].clone()))
+        .await
+        .unwrap();
+    assert_eq!(outcome.retargeted, ["fast"], "{outcome:?}");
+    wait_until(
+        Duration::from_secs(10),
+        "the tools back with ada",
+        || async {
+            harness
+                .agent_tools("ada")
+                .await
+                .contains(&"fast__echo".to_string())
+        },
+    )
+    .await;
+    assert_eq!(link_id(), Some(connected), "the link was never restarted");
+    assert_eq!(health_of(&harness, "fast").await.restarts, 0);
+    // The entry's own `agents` narrowed to nobody: a retarget too.
+    let mut nobody = loaded.config.mcp.servers[0].clone();
+    nobody.agents = vec!["nobody".into()];
+    let outcome = mcp.reload(reload(nobody)).await.unwrap();
+    assert_eq!(outcome.retargeted, ["fast"], "{outcome:?}");
+    wait_until(
+        Duration::from_secs(10),
+        "the tools withdrawn again",
+        || async {
+            !harness
+                .agent_tools("ada")
+                .await
+                .contains(&"fast__echo".to_string())
+        },
+    )
+    .await;
+    assert_eq!(link_id(), Some(connected), "the link was never restarted");
+    // An entry that changed restarts its link.
+    let mut changed = loaded.config.mcp.servers[0].clone();
+    changed.timeout = clawvisor::config::Dur(Duration::from_secs(7));
+    let outcome = mcp.reload(reload(changed)).await.unwrap();
+    assert_eq!(outcome.restarted, ["fast"], "{outcome:?}");
+    harness.stop().await;
+}

@@ -7,7 +7,11 @@
 //! answers calls. A task then asks each agent for its tool list (its mailbox is ordered, so the
 //! answer comes after the tools were applied) and confirms that it holds them; once every allowed
 //! agent has, the link reports `LinkReport::Published` — what `/readyz` and waiting runs wait
-//! for. Each call runs in its own task, bounded by the server's `timeout`, and answers the
+//! for. When an agent restarts (a new actor without the tools) or a reload adds one
+//! (`SetTargets`), the link reports `LinkReport::Unpublished`, publishes to it and confirms
+//! again; a run that starts before the tick noticed asks the link itself (`EnsurePublished`). A
+//! confirmation that failed (the agent did not answer in time) is tried again by the tick, with
+//! backoff, so readiness never stays held back by one slow answer. Each call runs in its own task, bounded by the server's `timeout`, and answers the
 //! caller's reply port directly — a slow tool never blocks the link, other links or the agent.
 //!
 //! The link dies (returns an error, so its supervisor restarts it with backoff) when: the connect
@@ -29,14 +33,15 @@
 //! - the connect task (once per link);
 //! - the process watcher (stdio): keeps the last stderr lines, reports the exit;
 //! - the session watcher: owns the rmcp service, reports its end;
-//! - a 500 ms tick: re-publishes tools to agents that restarted, pings every `[mcp] ping_every`;
-//! - one confirmation task per publication to an agent (one ask of the agent's tool list);
+//! - a 500 ms tick: re-publishes tools to agents that restarted, retries failed confirmations
+//!   (backoff 1 s doubling to 30 s), pings every `[mcp] ping_every`;
+//! - at most one confirmation task per agent (one ask of the agent's tool list);
 //! - one task per call in flight.
 //!
 //! Restart policy: transient under the McpSupervisor, `[supervision]` backoff; a link that
 //! exhausts its budget is degraded and tried again after `[mcp] degraded_retry`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,7 +55,7 @@ use crate::mcp::process::ServerProcess;
 use crate::mcp::tool::McpTool;
 use crate::mcp::{Connection, McpError, ToolInfo, client};
 use crate::protocol::agent::AgentMsg;
-pub use crate::protocol::mcp::McpLinkMsg;
+pub use crate::protocol::mcp::{AgentTarget, McpLinkMsg};
 use crate::protocol::mcp::{LinkReport, McpSupervisorMsg};
 use crate::registry::Registry;
 use crate::secrets::Secret;
@@ -61,13 +66,9 @@ use crate::tools::Tool;
 const TICK: Duration = Duration::from_millis(500);
 /// Lines of a server's stderr kept to explain its death.
 const STDERR_TAIL: usize = 5;
-
-/// An agent that gets this server's tools, and which ones (`None`: all).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentTarget {
-    pub agent: String,
-    pub only: Option<BTreeSet<String>>,
-}
+/// The first wait before a failed confirmation is tried again; it doubles up to the next.
+const CONFIRM_RETRY_FIRST: Duration = Duration::from_secs(1);
+const CONFIRM_RETRY_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 pub struct McpLinkArgs {
@@ -91,6 +92,11 @@ pub struct McpLinkState {
     published: HashMap<String, ActorId>,
     /// Agents that confirmed they hold them, by the same actor id.
     confirmed: HashMap<String, ActorId>,
+    /// Agents whose confirmation task is in flight.
+    confirming: HashSet<String>,
+    /// Agents whose last confirmation failed: when to publish and confirm again, and the wait
+    /// after that.
+    retry: HashMap<String, (Instant, Duration)>,
     /// `LinkReport::Published` was sent for this connection.
     announced: bool,
     calls: HashMap<u64, JoinHandle<()>>,
@@ -118,6 +124,7 @@ impl McpLinkState {
     /// Takes the tools away from every agent that has them.
     fn withdraw(&mut self) {
         self.confirmed.clear();
+        self.retry.clear();
         self.announced = false;
         let source = self.source();
         for (agent, _) in self.published.drain() {
@@ -141,14 +148,16 @@ impl McpLinkState {
         })
     }
 
-    /// Publishes the tools to every allowed agent that does not hold them yet, and has each such
-    /// agent's holding confirmed (`McpLinkMsg::Confirmed`).
+    /// Publishes the tools to every allowed agent whose current actor does not hold them yet
+    /// (new, restarted, or due again after a failed confirmation), and has each publication
+    /// confirmed (`McpLinkMsg::Confirmed`, at most one in flight per agent).
     fn publish(&mut self, myself: &ActorRef<McpLinkMsg>) {
         if self.peer.is_none() || self.tools.is_empty() {
             return;
         }
         let source = self.source();
         let trust = self.args.server.trust.into();
+        let mut to_confirm = Vec::new();
         for target in &self.args.targets {
             let Some(agent) = self
                 .args
@@ -157,67 +166,143 @@ impl McpLinkState {
             else {
                 continue;
             };
-            if self.published.get(&target.agent) == Some(&agent.get_id()) {
-                continue;
-            }
-            let tools: Vec<Arc<dyn Tool>> = self
+            let id = agent.get_id();
+            let names: Vec<String> = self
                 .tools_for(target)
-                .map(|info| {
-                    Arc::new(McpTool {
-                        server: self.args.server.name.clone(),
-                        info: info.clone(),
-                        trust,
-                        timeout: self.args.server.timeout.0,
-                        registry: self.args.registry.clone(),
-                    }) as Arc<dyn Tool>
-                })
+                .map(|info| info.name.clone())
                 .collect();
-            if tools.is_empty() {
+            if names.is_empty() {
                 continue;
             }
-            let names: Vec<String> = tools.iter().map(|tool| tool.name().to_string()).collect();
-            if agent
-                .cast(AgentMsg::SetTools(source.clone(), tools))
-                .is_ok()
+            if self.published.get(&target.agent) != Some(&id) {
+                if self
+                    .retry
+                    .get(&target.agent)
+                    .is_some_and(|(due, _)| Instant::now() < *due)
+                {
+                    continue;
+                }
+                // A new actor (the agent restarted) holds none of the tools the old one had.
+                self.confirmed.remove(&target.agent);
+                let tools: Vec<Arc<dyn Tool>> = self
+                    .tools_for(target)
+                    .map(|info| {
+                        Arc::new(McpTool {
+                            server: self.args.server.name.clone(),
+                            info: info.clone(),
+                            trust,
+                            timeout: self.args.server.timeout.0,
+                            registry: self.args.registry.clone(),
+                        }) as Arc<dyn Tool>
+                    })
+                    .collect();
+                if agent
+                    .cast(AgentMsg::SetTools(source.clone(), tools))
+                    .is_err()
+                {
+                    continue;
+                }
+                self.published.insert(target.agent.clone(), id);
+            }
+            if self.confirmed.get(&target.agent) != Some(&id)
+                && !self.confirming.contains(&target.agent)
             {
-                self.published.insert(target.agent.clone(), agent.get_id());
-                self.tasks.retain(|task| !task.is_finished());
-                self.tasks.push(tokio::spawn(confirm(
-                    crate::protocol::agent::Agent::new(&self.args.registry, &target.agent),
-                    target.agent.clone(),
-                    agent.get_id(),
-                    names,
-                    myself.clone(),
-                )));
+                to_confirm.push((target.agent.clone(), id, names));
             }
         }
+        for (agent, id, names) in to_confirm {
+            self.confirming.insert(agent.clone());
+            self.tasks.retain(|task| !task.is_finished());
+            self.tasks.push(tokio::spawn(confirm(
+                crate::protocol::agent::Agent::new(&self.args.registry, &agent),
+                agent,
+                id,
+                names,
+                myself.clone(),
+            )));
+        }
+        self.update_announcement();
     }
 
-    /// Reports `Published` once every agent that gets at least one of our tools confirmed that
-    /// it holds them (an agent given none, by its `<server>__<tool>` list, is not waited for).
-    fn announce_if_published(&mut self) {
-        if self.announced || self.peer.is_none() {
+    /// Takes the new list of agents that get the tools (a reload): withdraws them from agents
+    /// that left or whose tool selection changed, then publishes to the new ones.
+    fn set_targets(&mut self, targets: Vec<AgentTarget>, myself: &ActorRef<McpLinkMsg>) {
+        let old = std::mem::replace(&mut self.args.targets, targets);
+        let source = self.source();
+        for target in old {
+            if self.args.targets.contains(&target) {
+                continue;
+            }
+            self.confirmed.remove(&target.agent);
+            self.retry.remove(&target.agent);
+            if self.published.remove(&target.agent).is_some()
+                && let Some(agent) = self
+                    .args
+                    .registry
+                    .lookup(&crate::protocol::agent::name(&target.agent))
+            {
+                let _ = agent.cast(AgentMsg::SetTools(source.clone(), Vec::new()));
+            }
+        }
+        self.publish(myself);
+        self.update_announcement();
+    }
+
+    /// Whether every agent that gets at least one of our tools confirmed that its current
+    /// actor holds them (an agent given none, by its `<server>__<tool>` list, is not waited for).
+    fn all_confirmed(&self) -> bool {
+        let registry = &self.args.registry;
+        self.args.targets.iter().all(|target| {
+            self.tools_for(target).next().is_none()
+                || self.confirmed.get(&target.agent).is_some_and(|confirmed| {
+                    self.published.get(&target.agent) == Some(confirmed)
+                        // A restarted agent the tick has not seen yet holds nothing.
+                        && registry
+                            .lookup(&crate::protocol::agent::name(&target.agent))
+                            .is_none_or(|agent| &agent.get_id() == confirmed)
+                })
+        })
+    }
+
+    /// Reports `Published` once every agent holds the tools (`all_confirmed`), and
+    /// `Unpublished` when one stopped holding them after that, so that waiters wait again.
+    fn update_announcement(&mut self) {
+        if self.peer.is_none() {
             return;
         }
-        let all_confirmed = self.args.targets.iter().all(|target| {
-            self.tools_for(target).next().is_none()
-                || self
-                    .confirmed
-                    .get(&target.agent)
-                    .is_some_and(|confirmed| self.published.get(&target.agent) == Some(confirmed))
-        });
-        if all_confirmed {
+        let all_confirmed = self.all_confirmed();
+        if all_confirmed && !self.announced {
             self.announced = true;
             tracing::info!(server = %self.args.server.name, agents = self.confirmed.len(),
                 "MCP server's tools published to its agents");
             self.report(LinkReport::Published);
+        } else if !all_confirmed && self.announced {
+            self.announced = false;
+            tracing::info!(server = %self.args.server.name,
+                "an agent lacks the MCP server's tools (it restarted or was added); publishing again");
+            self.report(LinkReport::Unpublished);
         }
+    }
+
+    /// A confirmation failed: publish and confirm again after a backoff.
+    fn confirmation_failed(&mut self, agent: &str) {
+        self.published.remove(agent);
+        let wait = self
+            .retry
+            .get(agent)
+            .map_or(CONFIRM_RETRY_FIRST, |(_, wait)| *wait);
+        self.retry.insert(
+            agent.to_string(),
+            (Instant::now() + wait, (wait * 2).min(CONFIRM_RETRY_MAX)),
+        );
+        tracing::warn!(server = %self.args.server.name, agent, retry_in = ?wait,
+            "an agent did not confirm that it holds the MCP server's tools; trying again");
     }
 }
 
-/// Asks `agent` for its tool list until it holds `names` (the agent applies `SetTools` before
-/// it answers a later message), then tells the link. Gives up quietly when the agent is gone or
-/// never shows them: the link's tick publishes again to a restarted agent, with a new task.
+/// Asks `agent` for its tool list (the agent applies `SetTools` before it answers a later
+/// message) and tells the link whether it holds `names` — `false` also when it did not answer;
+/// the link's tick then tries again.
 async fn confirm(
     agent: crate::protocol::agent::Agent,
     name: String,
@@ -225,12 +310,11 @@ async fn confirm(
     names: Vec<String>,
     link: ActorRef<McpLinkMsg>,
 ) {
-    let Ok(view) = agent.view().await else {
-        return;
+    let holds = match agent.view().await {
+        Ok(view) => names.iter().all(|tool| view.tools.contains(tool)),
+        Err(_) => false,
     };
-    if names.iter().all(|tool| view.tools.contains(tool)) {
-        let _ = link.cast(McpLinkMsg::Confirmed(name, id));
-    }
+    let _ = link.cast(McpLinkMsg::Confirmed(name, id, holds));
 }
 
 impl Drop for McpLinkState {
@@ -276,6 +360,8 @@ impl Actor for McpLink {
             tools: Vec::new(),
             published: HashMap::new(),
             confirmed: HashMap::new(),
+            confirming: HashSet::new(),
+            retry: HashMap::new(),
             announced: false,
             calls: HashMap::new(),
             tasks: Vec::new(),
@@ -339,7 +425,7 @@ impl Actor for McpLink {
                     latency,
                 });
                 // A server with no tools (or none for any agent) has nothing to deliver.
-                state.announce_if_published();
+                state.update_announcement();
             }
             McpLinkMsg::ConnectFailed(error, process) => {
                 state.process = process;
@@ -430,12 +516,31 @@ impl Actor for McpLink {
                 };
                 let _ = reply.send(names);
             }
-            McpLinkMsg::Confirmed(agent, id) => {
+            McpLinkMsg::Confirmed(agent, id, holds) => {
+                state.confirming.remove(&agent);
                 if state.published.get(&agent) == Some(&id) {
-                    state.confirmed.insert(agent, id);
-                    state.announce_if_published();
+                    if holds {
+                        state.retry.remove(&agent);
+                        state.confirmed.insert(agent, id);
+                    } else {
+                        state.confirmation_failed(&agent);
+                    }
                 }
+                // A newer actor of the agent (or one whose confirmation was in flight while it
+                // restarted) gets its own confirmation now.
+                state.publish(&myself);
             }
+            McpLinkMsg::EnsurePublished(agent, reply) => {
+                state.publish(&myself);
+                let current = state
+                    .args
+                    .registry
+                    .lookup(&crate::protocol::agent::name(&agent))
+                    .map(|actor| actor.get_id());
+                let holds = current.is_some() && state.published.get(&agent) == current.as_ref();
+                let _ = reply.send(holds);
+            }
+            McpLinkMsg::SetTargets(targets) => state.set_targets(targets, &myself),
         }
         Ok(())
     }

@@ -4,7 +4,8 @@
 //! restart them with backoff through the one restart policy (`supervise::Children`), keep each
 //! server's health (state, last error, restarts, last latency, tools) and publish every change as
 //! an `mcp_health` event for Studio; answer health queries; apply a reload (start, stop or restart
-//! only the links whose config changed); answer runs waiting for their servers (`Settled`).
+//! only the links whose entry changed; a link whose agents alone changed keeps its connection and
+//! is retargeted, `McpLinkMsg::SetTargets`); answer runs waiting for their servers (`Settled`).
 //!
 //! Readiness follows the current server set: a server added by a reload is pending until it
 //! publishes or fails, a removed one is forgotten at once (its health entry goes with it), so a
@@ -35,7 +36,7 @@ use super::root::actor_spec;
 use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::protocol::mcp::{LinkReport, McpHealth, McpSupervisorMsg};
+pub use crate::protocol::mcp::{LinkReport, McpHealth, McpReloadOutcome, McpSupervisorMsg};
 use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
@@ -331,6 +332,7 @@ impl Actor for McpSupervisor {
                         health.last_latency_ms = Some(latency.as_millis() as u64);
                     }
                     LinkReport::Published => health.published = true,
+                    LinkReport::Unpublished => health.published = false,
                     LinkReport::Latency(latency) => {
                         health.last_latency_ms = Some(latency.as_millis() as u64);
                         // Latency alone is not worth an event per call.
@@ -351,29 +353,8 @@ impl Actor for McpSupervisor {
                 let _ = reply.send(state.health.values().cloned().collect());
             }
             McpSupervisorMsg::Reload(reload, reply) => {
-                let wanted: BTreeMap<String, McpServerConfig> = reload
-                    .servers
-                    .into_iter()
-                    .map(|server| (server.name.clone(), server))
-                    .collect();
-                // A link is also restarted when the agents that get its tools changed.
-                let old_agents = std::mem::replace(&mut state.args.agents, reload.agents);
-                state.args.secrets = reload.secrets;
-                let current: Vec<String> = state.servers.keys().cloned().collect();
-                for name in current {
-                    let retarget = state.servers.get(&name).is_some_and(|server| {
-                        targets(server, &old_agents) != targets(server, &state.args.agents)
-                    });
-                    if retarget || wanted.get(&name) != state.servers.get(&name) {
-                        state.stop(&name).await;
-                    }
-                }
-                for (name, server) in wanted {
-                    if !state.servers.contains_key(&name) {
-                        state.start(&myself, &server).await;
-                    }
-                }
-                let _ = reply.send(());
+                let outcome = reload_servers(&myself, state, reload).await;
+                let _ = reply.send(outcome);
                 state.settle_waiters();
             }
             McpSupervisorMsg::Settled(agent, reply) => {
@@ -421,6 +402,76 @@ impl Actor for McpSupervisor {
         state.children.stop_all().await;
         Ok(())
     }
+}
+
+/// Applies a reload: links whose entry changed restart, removed ones stop, new ones start, and
+/// a link whose agents alone changed keeps its connection and gets its new agents
+/// (`SetTargets`) — so adding an agent never cuts the calls of an `agents = ["*"]` server.
+async fn reload_servers(
+    myself: &ActorRef<McpSupervisorMsg>,
+    state: &mut McpSupervisorState,
+    reload: crate::protocol::mcp::McpReload,
+) -> McpReloadOutcome {
+    let wanted: BTreeMap<String, McpServerConfig> = reload
+        .servers
+        .into_iter()
+        .map(|server| (server.name.clone(), server))
+        .collect();
+    let old_agents = std::mem::replace(&mut state.args.agents, reload.agents);
+    state.args.secrets = reload.secrets;
+    let mut outcome = McpReloadOutcome::default();
+    let current: Vec<String> = state.servers.keys().cloned().collect();
+    for name in current {
+        let Some(server) = state.servers.get(&name).cloned() else {
+            continue;
+        };
+        match wanted.get(&name) {
+            None => {
+                state.stop(&name).await;
+                outcome.removed.push(name);
+            }
+            Some(entry) if !same_connection(entry, &server) => {
+                state.stop(&name).await;
+                outcome.restarted.push(name);
+            }
+            Some(entry) => {
+                let entry = entry.clone();
+                let new_targets = targets(&entry, &state.args.agents);
+                let unchanged = targets(&server, &old_agents) == new_targets;
+                state.servers.insert(name.clone(), entry.clone());
+                if unchanged || !entry.enabled {
+                    continue;
+                }
+                // The link's next restart (after a failure) starts with the new agents too.
+                state.children.insert(link_spec(&state.args, &entry));
+                if let Some(link) = state
+                    .args
+                    .registry
+                    .lookup(&crate::protocol::mcp::link(&name))
+                {
+                    let _ = link.cast(crate::protocol::mcp::McpLinkMsg::SetTargets(new_targets));
+                }
+                outcome.retargeted.push(name);
+            }
+        }
+    }
+    for (name, server) in wanted {
+        if !state.servers.contains_key(&name) {
+            state.start(myself, &server).await;
+            if !outcome.restarted.contains(&name) {
+                outcome.added.push(name);
+            }
+        }
+    }
+    outcome
+}
+
+/// Whether two entries of a server connect the same way: equal but for `agents`, which only
+/// decides who gets the tools (a retarget, not a restart).
+fn same_connection(new: &McpServerConfig, old: &McpServerConfig) -> bool {
+    let mut new = new.clone();
+    new.agents.clone_from(&old.agents);
+    new == *old
 }
 
 /// Kills server processes a killed daemon left behind, then forgets every recorded row.

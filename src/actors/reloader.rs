@@ -237,7 +237,7 @@ async fn apply(
         }
     }
     if plan.mcp_changed {
-        mcp_reload(before, after, step).await;
+        mcp_reload(after, step).await;
     }
     let voice = BotVoice::new(after, false);
     let now = crate::clock::now_ms();
@@ -330,38 +330,24 @@ async fn restart_services(
 }
 
 /// Gives the MCP supervisor the new server list and agents; it restarts only the links whose
-/// entry or agents changed.
-async fn mcp_reload(before: &RootContext, after: &RootContext, step: &mut Step<'_>) {
-    let servers = &after.loaded.config.mcp.servers;
-    let old = &before.loaded.config.mcp.servers;
+/// entry changed, retargets those whose agents alone changed, and says what it did.
+async fn mcp_reload(after: &RootContext, step: &mut Step<'_>) {
     let reload = mcp::McpReload {
-        servers: servers.clone(),
+        servers: after.loaded.config.mcp.servers.clone(),
         agents: after.loaded.agents.clone(),
         secrets: Arc::new(after.loaded.secrets.clone()),
     };
-    if let Err(error) = mcp::Mcp::new(&after.registry).reload(reload).await {
-        step.unapplied.mcp = true;
-        step.warn(format!("the MCP servers were not reloaded: {error}"));
-        return;
-    }
-    let changes = &mut step.report.mcp_servers;
-    let targets = |server, context: &RootContext| {
-        super::mcp_supervisor::targets(server, &context.loaded.agents)
-    };
-    for server in servers {
-        match old.iter().find(|other| other.name == server.name) {
-            None => changes.added.push(server.name.clone()),
-            Some(other) if other != server => changes.restarted.push(server.name.clone()),
-            // The same entry, but the agents that get its tools changed.
-            Some(_) if targets(server, before) != targets(server, after) => {
-                changes.restarted.push(server.name.clone());
-            }
-            Some(_) => {}
+    match mcp::Mcp::new(&after.registry).reload(reload).await {
+        Ok(outcome) => {
+            let changes = &mut step.report.mcp_servers;
+            changes.added = outcome.added;
+            changes.removed = outcome.removed;
+            changes.restarted = outcome.restarted;
+            changes.retargeted = outcome.retargeted;
         }
-    }
-    for server in old {
-        if !servers.iter().any(|other| other.name == server.name) {
-            changes.removed.push(server.name.clone());
+        Err(error) => {
+            step.unapplied.mcp = true;
+            step.warn(format!("the MCP servers were not reloaded: {error}"));
         }
     }
 }

@@ -9,6 +9,7 @@
 //! and not failed visibly (a failure leaves its reason in the health, Studio's MCP page and the
 //! log, so readiness never waits for ever on a broken server).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ractor::RpcReplyPort;
@@ -40,8 +41,9 @@ pub enum McpSupervisorMsg {
     /// A link's news about itself.
     Report(String, LinkReport),
     Health(RpcReplyPort<Vec<McpHealth>>),
-    /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, others untouched.
-    Reload(McpReload, RpcReplyPort<()>),
+    /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, links whose
+    /// agents alone changed are retargeted without reconnecting, others untouched.
+    Reload(McpReload, RpcReplyPort<McpReloadOutcome>),
     /// Answers, once none of the servers that give tools to `agent` is pending (or at
     /// `[mcp] startup_wait` at the latest), with those servers' health. `None`: every server.
     Settled(Option<String>, RpcReplyPort<Vec<McpHealth>>),
@@ -57,6 +59,25 @@ pub struct McpReload {
     pub secrets: std::sync::Arc<std::collections::BTreeMap<String, crate::secrets::Secret>>,
 }
 
+/// What a reload did to the servers, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpReloadOutcome {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Their entry changed: the link reconnected.
+    pub restarted: Vec<String>,
+    /// Only the agents that get their tools changed: published to or withdrawn from those
+    /// agents, the connection kept.
+    pub retargeted: Vec<String>,
+}
+
+/// An agent that gets a server's tools, and which ones (`None`: all).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentTarget {
+    pub agent: String,
+    pub only: Option<BTreeSet<String>>,
+}
+
 /// What a link reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LinkReport {
@@ -69,6 +90,8 @@ pub enum LinkReport {
     Down(String),
     /// Every agent allowed to use the server confirmed that it holds the server's tools.
     Published,
+    /// An agent that should hold the tools does not (yet): it restarted, or was just added.
+    Unpublished,
 }
 
 /// One server's health, as Studio and `doctor` show it.
@@ -140,9 +163,16 @@ pub enum McpLinkMsg {
     Pinged(Result<Duration, McpError>),
     /// The namespaced names of the tools this link publishes (empty while not connected).
     Tools(RpcReplyPort<Vec<String>>),
-    /// Internal: `agent` (the actor that had `ActorId` when it was given the tools) confirmed
-    /// that its tool set holds them.
-    Confirmed(String, ractor::ActorId),
+    /// Internal: `agent` (the actor that had `ActorId` when it was given the tools) answered
+    /// whether its tool set holds them (`false` also when it did not answer in time).
+    Confirmed(String, ractor::ActorId, bool),
+    /// Gives the tools to `agent` now if its current actor lacks them (it restarted since the
+    /// last publication), and answers whether it is one of this server's agents. The agent's
+    /// mailbox is ordered, so a later question to it sees the tools.
+    EnsurePublished(String, RpcReplyPort<bool>),
+    /// The agents that get the tools changed (a reload): publish to the new ones, withdraw from
+    /// the ones that left, keep the connection.
+    SetTargets(Vec<AgentTarget>),
 }
 
 /// The MCP supervisor, by name. Cheap to clone.
@@ -183,11 +213,21 @@ impl Mcp {
         .await
     }
 
-    /// Applies a new `[[mcp.servers]]` list: links whose entry or whose agents changed restart,
-    /// the others are untouched.
-    pub async fn reload(&self, reload: McpReload) -> Result<(), CallError> {
+    /// Applies a new `[[mcp.servers]]` list: links whose entry changed restart, links whose
+    /// agents alone changed are retargeted, the others are untouched; answers what it did.
+    pub async fn reload(&self, reload: McpReload) -> Result<McpReloadOutcome, CallError> {
         super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             McpSupervisorMsg::Reload(reload, reply)
+        })
+        .await
+    }
+
+    /// Makes sure `agent`'s current actor holds `server`'s tools (see
+    /// [`McpLinkMsg::EnsurePublished`]); `false` when the server gives it none or is not running.
+    pub async fn ensure_published(&self, server: &str, agent: &str) -> Result<bool, CallError> {
+        let agent = agent.to_string();
+        super::ask(&self.registry, &link(server), Some(TIMEOUT), |reply| {
+            McpLinkMsg::EnsurePublished(agent, reply)
         })
         .await
     }

@@ -38,11 +38,17 @@ pub struct Changes {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub restarted: Vec<String>,
+    /// Kept running, with a new set of agents (MCP servers whose agents alone changed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retargeted: Vec<String>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.restarted.is_empty()
+            && self.retargeted.is_empty()
     }
 
     fn describe(&self, kind: &str) -> Option<String> {
@@ -54,6 +60,7 @@ impl Changes {
             ("added", &self.added),
             ("removed", &self.removed),
             ("restarted", &self.restarted),
+            ("retargeted", &self.retargeted),
         ] {
             if !names.is_empty() {
                 parts.push(format!("{verb} {}", names.join(", ")));

@@ -109,7 +109,10 @@ pub async fn call_tool(
             names.join(", ")
         )));
     }
-    let shown = arguments.to_string();
+    // The operator may have typed a key into the arguments; the audit log never holds one.
+    let mut redacted_arguments = arguments.clone();
+    crate::secrets::redact_json(&mut redacted_arguments);
+    let shown = redacted_arguments.to_string();
     let (audited, _) = crate::tools::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
     let audited = audited.to_string();
     let started = Instant::now();
@@ -118,7 +121,7 @@ pub async fn call_tool(
     let result = match &outcome {
         Ok(output) if output.is_error => "tool error".to_string(),
         Ok(_) => "ok".to_string(),
-        Err(error) => error.to_string(),
+        Err(error) => crate::secrets::redact(&error.to_string()).into_owned(),
     };
     let subject = format!("mcp:{server}/{tool}");
     let details = json!({"arguments": audited, "outcome": result, "latency_ms": latency_ms});

@@ -6,7 +6,11 @@
 //! soon as that is so, without polling.
 //!
 //! The run's tools are a snapshot its session took when it started the run; when a server's
-//! tools arrived (or left) since, the run takes the agent's current set instead. Servers that
+//! tools arrived (or left) since, the run takes the agent's current set instead. "Published"
+//! is about the agent's actor the link last confirmed: an agent that restarted a moment ago (a
+//! reload replaced it, or it crashed) and resumed this run holds none of the tools yet, so the
+//! run asks each published server's link to hand them to the agent's current actor first
+//! (`Mcp::ensure_published`; the agent's ordered mailbox then gives them to the run). Servers that
 //! are still not published are named to the model in the prompt (the `mcp_unavailable` layer)
 //! and again by the dispatcher if the model calls one of their tools anyway — with their state
 //! only, never a server's own error text, which is not to be trusted in a prompt — and the run
@@ -52,6 +56,15 @@ pub(super) async fn wait_for_servers(ctx: &mut RunCtx) {
         }
     };
     let waited_ms = started.elapsed().as_millis() as u64;
+    for server in servers.iter().filter(|server| server.is_published()) {
+        if holds_tools_of(ctx, &server.server) {
+            continue;
+        }
+        if let Err(error) = mcp.ensure_published(&server.server, ctx.agent()).await {
+            tracing::warn!(run_id = ctx.run_id, server = %server.server, %error,
+                "could not have the MCP server's tools handed to the agent");
+        }
+    }
     let stale = servers
         .iter()
         .any(|server| server.is_published() != holds_tools_of(ctx, &server.server));

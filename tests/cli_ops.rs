@@ -148,21 +148,27 @@ fn jobs_preview_prints_weekdays_at_nine_in_the_configured_zone() {
     );
 }
 
-#[test]
-fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it() {
+/// A scripted model that echoes, and a migrated data directory whose config has the agent `ada`.
+fn migrated_with_ada(name: &str) -> (tokio::runtime::Runtime, ScriptedLlm, ScratchDir) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let llm = runtime
         .block_on(ScriptedLlm::start(Script::new().rule(Rule::echo())))
         .unwrap();
-    let dir = ScratchDir::new("clawvisor-cli-jobs").unwrap();
+    let dir = ScratchDir::new(name).unwrap();
     write_config(
         dir.path(),
         &config_toml(&llm.base_url(), ""),
         &[agent_toml("ada", "")],
     )
     .unwrap();
+    succeeds(dir.path(), &["migrate"]);
+    (runtime, llm, dir)
+}
+
+#[test]
+fn jobs_changed_while_stopped_are_kept_by_the_daemon_and_then_changed_through_it() {
+    let (_runtime, _llm, dir) = migrated_with_ada("clawvisor-cli-jobs");
     let path = dir.path();
-    succeeds(path, &["migrate"]);
 
     // Stopped: changes go to the database, each with its audit row.
     let fire = chrono::Utc::now() + chrono::Duration::seconds(15);
@@ -482,20 +488,9 @@ fn jobs_work_on_the_database_beside_a_running_chat() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let llm = runtime
-        .block_on(ScriptedLlm::start(Script::new().rule(Rule::echo())))
-        .unwrap();
-    let dir = ScratchDir::new("clawvisor-cli-chat-jobs").unwrap();
     // Studio's port is chosen at boot: a chat taken for a daemon would end in "--studio-bind".
-    write_config(
-        dir.path(),
-        &config_toml(&llm.base_url(), ""),
-        &[agent_toml("ada", "")],
-    )
-    .unwrap();
+    let (_runtime, _llm, dir) = migrated_with_ada("clawvisor-cli-chat-jobs");
     let path = dir.path();
-    succeeds(path, &["migrate"]);
 
     let mut chat = Command::new(BINARY)
         .args(["--config", path.join("clawvisor.toml").to_str().unwrap()])

@@ -412,10 +412,11 @@ async fn a_run_waits_no_longer_than_startup_wait_and_names_the_missing_server() 
     harness.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readiness_follows_servers_added_and_removed_by_a_reload() {
-    let (_llm, harness) = start_harness(
-        Script::new().rule(Rule::text("hi")),
+/// The in-process daemon with the MCP test server `fast`, once `/readyz` says ready; Studio's
+/// address and a client with the local token.
+async fn ready_with_fast_server(script: Script) -> (ScriptedLlm, Harness, String, reqwest::Client) {
+    let (llm, harness) = start_harness(
+        script,
         &format!(
             "[mcp]\nconnect_timeout = \"90s\"\n{}",
             test_server("fast", &[])
@@ -424,6 +425,13 @@ async fn readiness_follows_servers_added_and_removed_by_a_reload() {
     .await;
     let (studio, client) = harness.studio_http().await;
     wait_ready(&client, &studio).await;
+    (llm, harness, studio, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_servers_added_and_removed_by_a_reload() {
+    let (_llm, harness, studio, client) =
+        ready_with_fast_server(Script::new().rule(Rule::text("hi"))).await;
     let mcp = Mcp::new(&harness.daemon().registry);
     let configured: Vec<McpServerConfig> = harness.daemon().config.config.mcp.servers.clone();
     let mut late = configured[0].clone();
@@ -468,16 +476,7 @@ async fn a_run_started_the_moment_its_agent_restarted_calls_the_mcp_tool() {
                 .when_tools_include("fast__echo"),
         )
         .rule(Rule::text("the tool was not offered"));
-    let (llm, harness) = start_harness(
-        script,
-        &format!(
-            "[mcp]\nconnect_timeout = \"90s\"\n{}",
-            test_server("fast", &[])
-        ),
-    )
-    .await;
-    let (studio, client) = harness.studio_http().await;
-    wait_ready(&client, &studio).await;
+    let (llm, harness, _, _) = ready_with_fast_server(script).await;
     assert!(health_of(&harness, "fast").await.is_published());
     // The agent crashes; its supervisor starts a new actor, which holds none of the tools the
     // old one was given. A run that starts at once must still get them.
@@ -511,16 +510,7 @@ async fn a_run_started_the_moment_its_agent_restarted_calls_the_mcp_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_changes_only_a_servers_agents_keeps_its_connection() {
-    let (_llm, harness) = start_harness(
-        Script::new().rule(Rule::text("hi")),
-        &format!(
-            "[mcp]\nconnect_timeout = \"90s\"\n{}",
-            test_server("fast", &[])
-        ),
-    )
-    .await;
-    let (studio, client) = harness.studio_http().await;
-    wait_ready(&client, &studio).await;
+    let (_llm, harness, _, _) = ready_with_fast_server(Script::new().rule(Rule::text("hi"))).await;
     let registry = &harness.daemon().registry;
     let link_id = || {
         registry

@@ -247,39 +247,34 @@ async fn through_api(api: &Api, loaded: &LoadedConfig, command: JobsCommand) -> 
                 "kind": kind, "expression": schedule, "timezone": tz.unwrap_or_default(),
                 "missed_policy": missed.unwrap_or_default(), "target": target,
             });
-            let job = api
-                .post("/api/v1/schedules", body)
-                .await
-                .map_err(link_error)?;
-            print_changed("created", &JobLine::from_json(&job));
-            Ok(())
+            let job = api.post("/api/v1/schedules", body).await;
+            print_answer("created", job)
         }
         JobsCommand::Pause { id } => {
             let job = api
                 .post(&format!("/api/v1/schedules/{id}/pause"), json!({}))
-                .await
-                .map_err(link_error)?;
-            print_changed("paused", &JobLine::from_json(&job));
-            Ok(())
+                .await;
+            print_answer("paused", job)
         }
         JobsCommand::Resume { id } => {
             let job = api
                 .post(&format!("/api/v1/schedules/{id}/resume"), json!({}))
-                .await
-                .map_err(link_error)?;
-            print_changed("resumed", &JobLine::from_json(&job));
-            Ok(())
+                .await;
+            print_answer("resumed", job)
         }
         JobsCommand::Rm { id } => {
-            let job = api
-                .delete(&format!("/api/v1/schedules/{id}"))
-                .await
-                .map_err(link_error)?;
-            print_changed("cancelled", &JobLine::from_json(&job));
-            Ok(())
+            let job = api.delete(&format!("/api/v1/schedules/{id}")).await;
+            print_answer("cancelled", job)
         }
         JobsCommand::Preview { .. } => Ok(()),
     }
+}
+
+/// Prints the job the daemon answered with, or why it refused.
+fn print_answer(what: &str, answer: Result<Value, LinkError>) -> Result<(), String> {
+    let job = answer.map_err(link_error)?;
+    print_changed(what, &JobLine::from_json(&job));
+    Ok(())
 }
 
 fn print_changed(what: &str, job: &JobLine) {

@@ -61,7 +61,8 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
             )
         {
             let perms = fields.next().unwrap_or("");
-            let path = fields.nth(3).unwrap_or("").to_string();
+            // Offset, device and inode, then the path, which may hold spaces.
+            let path = fields.skip(3).collect::<Vec<_>>().join(" ");
             mappings.push(Mapping {
                 start,
                 end,
@@ -162,12 +163,16 @@ Anonymous:           132 kB
 7f0000100000-7f0000128000 r--p 00000000 fd:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
 Rss:                 160 kB
 Anonymous:             0 kB
+7f0000200000-7f0000201000 r--p 00000000 fd:01 78 /home/me/my bin/clawvisor
+Rss:                   4 kB
+Anonymous:             0 kB
 ";
 
     #[test]
     fn only_the_executables_read_only_pages_without_private_copies_are_released() {
         let mappings = parse_smaps(SMAPS);
-        assert_eq!(mappings.len(), 6);
+        assert_eq!(mappings.len(), 7);
+        assert_eq!(mappings[6].path, "/home/me/my bin/clawvisor");
         let chosen = releasable(&mappings, "/usr/local/bin/clawvisor");
         let starts: Vec<usize> = chosen.iter().map(|mapping| mapping.start).collect();
         // The headers and rodata, and the code; not the relocated relro (private pages), not the

@@ -16,13 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use clawvisor::domain::ChatKey;
-use clawvisor::events::{EventKind, RuntimeEvent};
+use clawvisor::events::{EventKind, EventReceiver};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::world::World as TestWorld;
 use clawvisor::testkit::{poll_until, wait_until};
-use tokio::sync::broadcast;
 
 /// Prints a figure straight to stderr: libtest captures `println!` of passing tests, and these
 /// figures belong in CI's log whether the test passes or not.
@@ -42,7 +41,7 @@ type Inject = Box<dyn Fn(&FakeTelegram, BotId)>;
 struct World {
     world: TestWorld,
     bot: BotId,
-    events: broadcast::Receiver<RuntimeEvent>,
+    events: EventReceiver,
 }
 
 impl std::ops::Deref for World {

@@ -16,7 +16,6 @@ use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_tom
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::{poll_until, wait_until};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 
 struct Studio {
     harness: Harness,
@@ -27,8 +26,8 @@ struct Studio {
     /// The daemon's local access token (`<data_dir>/studio.token`), as scripts on the server send it.
     token: String,
     /// Every runtime event since the daemon started (subscribed before any request).
-    events: broadcast::Receiver<RuntimeEvent>,
-    seen: Vec<RuntimeEvent>,
+    events: clawvisor::events::EventReceiver,
+    seen: Vec<std::sync::Arc<RuntimeEvent>>,
 }
 
 impl Studio {
@@ -75,7 +74,7 @@ impl Studio {
     }
 
     /// The events of `kind` published so far.
-    fn published(&mut self, kind: EventKind) -> Vec<RuntimeEvent> {
+    fn published(&mut self, kind: EventKind) -> Vec<std::sync::Arc<RuntimeEvent>> {
         while let Ok(event) = self.events.try_recv() {
             self.seen.push(event);
         }

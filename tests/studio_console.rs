@@ -1211,7 +1211,7 @@ async fn memory_and_handoff_changes_are_announced_for_live_pages() {
     .unwrap();
 
     // Collect until the contract was delivered (or 20 s pass).
-    let mut seen: Vec<RuntimeEvent> = Vec::new();
+    let mut seen: Vec<std::sync::Arc<RuntimeEvent>> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !seen
         .iter()

@@ -75,7 +75,7 @@ struct Harness {
     supervisor: ActorRef<SupervisorMsg>,
     supervisor_task: tokio::task::JoinHandle<()>,
     started: mpsc::UnboundedReceiver<(String, Instant)>,
-    events: tokio::sync::broadcast::Receiver<clawvisor::events::RuntimeEvent>,
+    events: clawvisor::events::EventReceiver,
 }
 
 fn worker_spec(

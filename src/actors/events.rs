@@ -13,12 +13,13 @@
 //! Restart policy: permanent.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{broadcast, oneshot};
 
-use crate::events::{EventBus, EventKind, RuntimeEvent};
+use crate::events::{EventBus, EventKind, EventReceiver, RuntimeEvent};
 pub use crate::protocol::events::{ActorView, EventsMsg, TreeSnapshot};
 use crate::store::Store;
 use crate::store::events::EventToStore;
@@ -78,7 +79,7 @@ impl Actor for EventsActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            EventsMsg::Observed(event) => observe(state, *event),
+            EventsMsg::Observed(event) => observe(state, &event),
             EventsMsg::BotPolled { agent, at_ms } => {
                 let last = state.bot_polls.entry(agent).or_insert(at_ms);
                 *last = (*last).max(at_ms);
@@ -109,7 +110,7 @@ impl Actor for EventsActor {
     }
 }
 
-fn observe(state: &mut EventsState, event: RuntimeEvent) {
+fn observe(state: &mut EventsState, event: &RuntimeEvent) {
     match event.kind {
         EventKind::BootComplete => state.boot_complete = true,
         EventKind::ShutdownStarted => state.boot_complete = false,
@@ -145,20 +146,20 @@ fn observe(state: &mut EventsState, event: RuntimeEvent) {
 }
 
 async fn persist(
-    mut receiver: broadcast::Receiver<RuntimeEvent>,
+    mut receiver: EventReceiver,
     mut stop: oneshot::Receiver<()>,
     store: Store,
     retention: u64,
     events_actor: ActorRef<EventsMsg>,
 ) {
-    let mut buffer: Vec<RuntimeEvent> = Vec::new();
+    let mut buffer: Vec<Arc<RuntimeEvent>> = Vec::new();
     let mut ticker = tokio::time::interval(FLUSH_EVERY);
     loop {
         tokio::select! {
             received = receiver.recv() => match received {
                 Ok(event) => {
                     if event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
-                        let _ = events_actor.cast(EventsMsg::Observed(Box::new(event.clone())));
+                        let _ = events_actor.cast(EventsMsg::Observed(Arc::clone(&event)));
                     }
                     buffer.push(event);
                     if buffer.len() >= FLUSH_BATCH {
@@ -182,7 +183,7 @@ async fn persist(
     flush(&store, &mut buffer, retention).await;
 }
 
-async fn flush(store: &Store, buffer: &mut Vec<RuntimeEvent>, retention: u64) {
+async fn flush(store: &Store, buffer: &mut Vec<Arc<RuntimeEvent>>, retention: u64) {
     if buffer.is_empty() {
         return;
     }

@@ -27,6 +27,8 @@ async fn release_binary_pages() {
     );
     loop {
         ticks.tick().await;
+        let trimmed = crate::resident::trim_heap();
+        tracing::debug!(trimmed, "gave the heap's free pages back");
         match crate::resident::release_binary_pages() {
             Ok(released) => tracing::debug!(
                 mappings = released.mappings,

@@ -3,6 +3,7 @@
 //! through the `EventBus` (`crate::events`), not through this actor.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::RpcReplyPort;
@@ -18,7 +19,7 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 
 pub enum EventsMsg {
     /// A lifecycle or boot event from the bus (boxed: an event is large next to the other messages).
-    Observed(Box<RuntimeEvent>),
+    Observed(Arc<RuntimeEvent>),
     /// A bot's `getUpdates` call completed at `at_ms` (sent by its TelegramBot on every poll;
     /// kept in memory only, never stored).
     BotPolled {

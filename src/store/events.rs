@@ -21,7 +21,7 @@ pub struct StoredEvent {
 /// (`studio::event_json::stored_data`), `None` when it has no data.
 #[derive(Debug, Clone)]
 pub struct EventToStore {
-    pub event: RuntimeEvent,
+    pub event: std::sync::Arc<RuntimeEvent>,
     pub data: Option<String>,
 }
 

@@ -126,24 +126,43 @@ pub fn bot_id(token: &Secret) -> Option<i64> {
 
 /// A bot client for `api_url` whose HTTP timeout outlasts the long poll.
 pub fn build(token: &Secret, api_url: &str, poll_timeout: Duration) -> Result<Bot, TelegramError> {
-    let client = teloxide::net::default_reqwest_settings()
-        .timeout(poll_timeout + Duration::from_secs(20))
-        .build()
-        .map_err(|error| TelegramError::Other(format!("cannot build the HTTP client: {error}")))?;
+    let shared = shared_http_client(poll_timeout + Duration::from_secs(20))?;
     let url = reqwest::Url::parse(api_url.trim_end_matches('/'))
         .map_err(|error| TelegramError::Other(format!("invalid api_url `{api_url}`: {error}")))?;
-    Ok(Bot::with_client(token.expose(), client).set_api_url(url))
+    Ok(Bot::with_client(token.expose(), shared.client().clone()).set_api_url(url))
 }
 
 /// A client for uploads, on the same bot: without the long poll's timeout, which a large file
 /// on a slow line outlasts (each upload sets its own limit, growing with the file's size); the
 /// hour here only bounds a connection nobody watches any more.
 pub fn upload_bot(bot: &Bot) -> Result<Bot, TelegramError> {
+    let shared = shared_http_client(Duration::from_secs(3600))?;
+    Ok(Bot::with_client(bot.token(), shared.client().clone()).set_api_url(bot.api_url()))
+}
+
+/// One HTTP client per timeout for all the process's bots, held by a token-less [`Bot`] (the
+/// only handle on teloxide's reqwest 0.12 client type we can name). Each client has its own TLS
+/// configuration, session cache and connection pool, some 30 KiB resident before its first
+/// request, and every bot talks to the same API host anyway. A bot's token travels in each
+/// request's path, never in the client.
+fn shared_http_client(timeout: Duration) -> Result<Bot, TelegramError> {
+    static CLIENTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::BTreeMap<Duration, Bot>>,
+    > = std::sync::OnceLock::new();
+    let mut clients = CLIENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    if let Some(shared) = clients.get(&timeout) {
+        return Ok(shared.clone());
+    }
     let client = teloxide::net::default_reqwest_settings()
-        .timeout(Duration::from_secs(3600))
+        .timeout(timeout)
         .build()
         .map_err(|error| TelegramError::Other(format!("cannot build the HTTP client: {error}")))?;
-    Ok(Bot::with_client(bot.token(), client).set_api_url(bot.api_url()))
+    let shared = Bot::with_client("", client);
+    clients.insert(timeout, shared.clone());
+    Ok(shared)
 }
 
 /// Asks Telegram who this token belongs to (`getMe`), within ten seconds.

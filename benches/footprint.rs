@@ -4,7 +4,8 @@
 //! `CARGO_BIN_EXE_clawvisor` would be the wrong binary).
 //!
 //! For 1 and for 10 bots (the fake Bot API and the scripted model): reply latency for a short
-//! exchange, then resident memory idle — VmRSS, RssAnon, RssFile, the binary's own mapped pages
+//! exchange, then resident memory idle (the highest of 5 s of readings taken after `serve` released
+//! the binary's unused pages) — VmRSS, RssAnon, RssFile, the binary's own mapped pages
 //! and the thread count — once with the binary's pages evicted from the page cache (as after a
 //! reboot, when a service manager starts the daemon) and once with the page cache holding the
 //! freshly built binary (as after `cargo run --release`). With 10 bots it also measures cold
@@ -147,22 +148,58 @@ async fn sent_count(telegram: &FakeTelegram, bot: BotId, count: usize) {
     }
 }
 
-/// Prints the idle memory of `pid` and returns its VmRSS in KiB.
-fn print_memory(label: &str, pid: u32, binary: &Path) -> u64 {
+/// How long the idle figures are sampled, every `IDLE_SAMPLE_EVERY`: longer than two of the
+/// bench's long polls (`poll_timeout = "2s"`), so the code of a whole poll cycle is mapped back
+/// in after the release; the highest sample is reported.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
+const IDLE_SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// One reading of a process's memory, in KiB.
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    rss: u64,
+    anon: u64,
+    file: u64,
+    binary: u64,
+    threads: u64,
+}
+
+fn read_memory(pid: u32, binary: &Path) -> Memory {
     let pid = pid.to_string();
     let field = |name| support::status_kib_of(&pid, name);
+    Memory {
+        rss: field("VmRSS:"),
+        anon: field("RssAnon:"),
+        file: field("RssFile:"),
+        binary: support::mapped_kib_of(&pid, &binary.display().to_string()),
+        threads: field("Threads:"),
+    }
+}
+
+/// Samples the memory of `pid` over `window`, prints the highest reading and returns its VmRSS
+/// in KiB.
+async fn print_memory(label: &str, pid: u32, binary: &Path, window: Duration) -> u64 {
+    let until = Instant::now() + window;
+    let mut highest = read_memory(pid, binary);
+    while Instant::now() < until {
+        tokio::time::sleep(IDLE_SAMPLE_EVERY).await;
+        let reading = read_memory(pid, binary);
+        if reading.rss > highest.rss {
+            highest = reading;
+        }
+    }
     let mib = |kib: u64| kib as f64 / 1024.0;
-    let rss = field("VmRSS:");
     println!(
         "footprint: {label}: RSS {:.1} MiB = RssAnon {:.1} + RssFile {:.1} (the binary's own \
-         mapped pages {:.1}); {} threads",
-        mib(rss),
-        mib(field("RssAnon:")),
-        mib(field("RssFile:")),
-        mib(support::mapped_kib_of(&pid, &binary.display().to_string())),
-        field("Threads:"),
+         mapped pages {:.1}); {} threads (highest of {:?})",
+        mib(highest.rss),
+        mib(highest.anon),
+        mib(highest.file),
+        mib(highest.binary),
+        highest.threads,
+        window,
     );
-    rss
+    highest.rss
 }
 
 struct Setup {
@@ -258,7 +295,9 @@ async fn start_and_idle(
         &format!("{bots} bot(s), {}, idle", cache.label()),
         daemon.pid(),
         binary,
-    );
+        IDLE_WINDOW,
+    )
+    .await;
     (daemon, rss)
 }
 
@@ -318,7 +357,9 @@ async fn live_sessions(setup: &Setup, binary: &Path, chat: i64) {
         &format!("{bot_count} bots and {sessions} live sessions"),
         daemon.pid(),
         binary,
-    );
+        Duration::ZERO,
+    )
+    .await;
     println!(
         "footprint: {:.1} KiB per live session over idle",
         loaded.saturating_sub(idle) as f64 / sessions as f64

@@ -1,20 +1,23 @@
-//! Keeps the daemon's resident memory to the code it actually runs.
+//! Keeps the daemon's resident memory to the code it actually runs, and its heap to what it holds.
 //!
 //! Most of an idle daemon's resident set used to be pages of its own binary that it had not used
 //! since boot (BENCHMARKS.md, "#20: footprint"). The kernel reads an executable with large
-//! read-ahead into large page-cache folios and, on a fault, maps the whole folio: starting the
-//! daemon maps some 20 MiB of a 28 MiB binary, while the idle daemon touches about 3 MiB of code.
+//! read-ahead and maps what the loader and boot touched: some 17 MiB of a 22 MiB binary, while
+//! the idle daemon's code sits on about 8 MiB of it.
 //!
-//! `release_binary_pages` asks the kernel, for each read-only mapping of the executable that holds
-//! no private (copy-on-write) page, to fault pages in one at a time from now on (`MADV_RANDOM`)
-//! and to unmap what is mapped now (`MADV_DONTNEED`). The pages stay in the page cache — nothing
-//! is read from disk again — and the next use of a page maps just that page back. Dropping a
-//! read-only, never-written file mapping loses nothing: its pages are the file's. Mappings with
-//! private pages (the relocated `.data.rel.ro`, writable data) are never touched, which is why
-//! the check reads `Anonymous` from `/proc/self/smaps` instead of trusting the permissions.
+//! `release_binary_pages` unmaps (`MADV_DONTNEED`), for each read-only mapping of the executable
+//! that holds no private (copy-on-write) page, what is mapped now, and asks the kernel not to read
+//! ahead for it (`MADV_RANDOM`; Linux honours it for the read-only data, not for code). The pages
+//! stay in the page cache, and the next use of a page maps it back with the kernel's fault-around
+//! (up to 64 KiB of cached neighbours). Dropping a read-only, never-written file mapping loses
+//! nothing: its pages are the file's. Mappings with private pages (the relocated `.data.rel.ro`,
+//! writable data) are never touched, which is why the check reads `Anonymous` from
+//! `/proc/self/smaps` instead of trusting the permissions.
 //!
-//! `serve` calls it once boot is over and then every few hours (`cli/serve.rs`). Elsewhere than
-//! Linux it does nothing.
+//! `trim_heap` hands the allocator's free pages back (glibc's `malloc_trim`).
+//!
+//! `serve` calls both once boot is over and then every few hours (`cli/serve.rs`). Elsewhere than
+//! Linux they do nothing.
 
 use std::path::PathBuf;
 use std::time::Duration;

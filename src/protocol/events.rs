@@ -18,7 +18,7 @@ pub const NAME: ServiceName<EventsMsg> = ServiceName::fixed("events");
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 pub enum EventsMsg {
-    /// A lifecycle or boot event from the bus (boxed: an event is large next to the other messages).
+    /// A lifecycle or boot event from the bus (the bus's own shared copy).
     Observed(Arc<RuntimeEvent>),
     /// A bot's `getUpdates` call completed at `at_ms` (sent by its TelegramBot on every poll;
     /// kept in memory only, never stored).

@@ -134,6 +134,11 @@ pub fn release_binary_pages() -> std::io::Result<Released> {
     Ok(released)
 }
 
+#[cfg(not(target_os = "linux"))]
+pub fn release_binary_pages() -> std::io::Result<Released> {
+    Ok(Released::default())
+}
+
 /// Hands the heap's free pages back to the kernel. glibc keeps freed memory in its arenas for
 /// reuse and only returns the top of each one; after boot's burst of allocations (the migrations,
 /// the config, the first replies) most of an idle daemon's heap is free chunks in the middle,
@@ -147,11 +152,6 @@ pub fn trim_heap() -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn trim_heap() -> bool {
     false
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn release_binary_pages() -> std::io::Result<Released> {
-    Ok(Released::default())
 }
 
 #[cfg(test)]

@@ -165,17 +165,12 @@ async fn apply(
     step: &mut Step<'_>,
 ) -> Vec<super::agent_supervisor::AgentPlan> {
     let registry = &after.registry;
-    let channels = registry.lookup(&ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS));
+    let channels = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
     // Bots to remove, and bots to restart (started again after their agent, below).
     let mut stopped = Vec::new();
     for agent in plan.bots_removed.iter().chain(&plan.bots_restarted) {
         let id = telegram::name(agent).local().to_string();
-        let sent = match &channels {
-            Some(channels) => ractor::call!(channels, SupervisorMsg::Remove, id)
-                .map_err(|error| format!("the channel supervisor did not answer ({error})")),
-            None => Err("the channel supervisor is not running".to_string()),
-        };
-        match sent {
+        match ask(registry, &channels, |reply| SupervisorMsg::Remove(id, reply)).await {
             Ok(()) => stopped.push(agent.clone()),
             Err(reason) => {
                 step.unapplied.bots.insert(agent.clone());
@@ -189,14 +184,9 @@ async fn apply(
         .filter(|agent| stopped.contains(agent))
         .cloned()
         .collect();
-    let agents = registry.lookup(&AGENTS);
     for agent in &plan.agents_removed {
-        let sent = match &agents {
-            Some(agents) => ractor::call!(agents, AgentSupervisorMsg::Remove, agent.clone())
-                .map_err(|error| format!("the agent supervisor did not answer ({error})")),
-            None => Err("the agent supervisor is not running".to_string()),
-        };
-        match sent {
+        let remove = |reply| AgentSupervisorMsg::Remove(agent.clone(), reply);
+        match ask(registry, &AGENTS, remove).await {
             Ok(()) => step.report.agents.removed.push(agent.clone()),
             Err(reason) => {
                 step.unapplied.agents.insert(agent.clone());
@@ -222,12 +212,8 @@ async fn apply(
     );
     for agent_plan in &built {
         let name = agent_plan.runtime.spec.name.clone();
-        let sent = match &agents {
-            Some(agents) => ractor::call!(agents, AgentSupervisorMsg::Add, agent_plan.clone())
-                .map_err(|error| format!("the agent supervisor did not answer ({error})")),
-            None => Err("the agent supervisor is not running".to_string()),
-        };
-        match sent {
+        let add = |reply| AgentSupervisorMsg::Add(agent_plan.clone(), reply);
+        match ask(registry, &AGENTS, add).await {
             Ok(()) if plan.agents_added.contains(&name) => step.report.agents.added.push(name),
             Ok(()) => step.report.agents.restarted.push(name),
             Err(reason) => {
@@ -253,12 +239,7 @@ async fn apply(
         // A restarted bot keeps the boot's stale filter; its offset is in the database.
         let since = if restarted { after.boot_ms } else { now };
         let bot = root::bot_spec(after, &spec, token, since, &voice);
-        let sent = match &channels {
-            Some(channels) => ractor::call!(channels, SupervisorMsg::Add, bot)
-                .map_err(|error| format!("the channel supervisor did not answer ({error})")),
-            None => Err("the channel supervisor is not running".to_string()),
-        };
-        match sent {
+        match ask(registry, &channels, |reply| SupervisorMsg::Add(bot, reply)).await {
             Ok(()) if restarted => step.report.bots.restarted.push(spec.name.clone()),
             Ok(()) => step.report.bots.added.push(spec.name.clone()),
             Err(reason) => {
@@ -271,6 +252,16 @@ async fn apply(
         }
     }
     built
+}
+
+/// Asks a supervisor to apply one step, waiting as long as it takes (a step may stop an actor
+/// that finishes its work first); the error says which supervisor failed and how.
+async fn ask<M: ractor::Message>(
+    registry: &crate::registry::Registry,
+    supervisor: &ServiceName<M>,
+    make: impl FnOnce(ractor::RpcReplyPort<()>) -> M,
+) -> Result<(), crate::protocol::CallError> {
+    crate::protocol::ask(registry, supervisor, None, make).await
 }
 
 /// Restarts each root service whose slice of the agent files changed, or that the last reload
@@ -308,18 +299,13 @@ async fn restart_services(
             root::handoff_spec(after),
         ),
     ];
-    let root = after.registry.lookup(&ROOT);
     for (changed, spec) in candidates {
         let id = spec.id.clone();
         if !changed && !retry.contains(&id) {
             continue;
         }
-        let sent = match &root {
-            Some(root) => ractor::call!(root, SupervisorMsg::Replace, spec)
-                .map_err(|error| format!("the root supervisor did not answer ({error})")),
-            None => Err("the root supervisor is not running".to_string()),
-        };
-        match sent {
+        let replace = |reply| SupervisorMsg::Replace(spec, reply);
+        match ask(&after.registry, &ROOT, replace).await {
             Ok(()) => step.report.services.restarted.push(id),
             Err(reason) => {
                 step.warn(format!("the service `{id}` was not restarted: {reason}"));

@@ -61,12 +61,6 @@ impl StreamSettings {
     }
 }
 
-impl Default for StreamSettings {
-    fn default() -> Self {
-        StreamSettings::from_config(&crate::config::TelegramConfig::default())
-    }
-}
-
 /// Whether the bot's Bot API takes drafts: assumed until it refuses one.
 #[derive(Debug, Default)]
 pub struct DraftSupport {
@@ -137,7 +131,7 @@ impl Stream {
     pub fn due(&self, settings: &StreamSettings) -> Option<Instant> {
         let pending = self.pending.as_deref()?;
         let due = match self.shown {
-            Shown::Nothing => (pending.trim().chars().count() >= settings.min_chars.max(1))
+            Shown::Nothing => (pending.trim().chars().nth(settings.min_chars.max(1) - 1).is_some())
                 .then_some(self.started + settings.after),
             Shown::Draft => Some(self.last_shown + DRAFT_SPACING),
             Shown::Message(_) => Some(self.last_shown + EDIT_SPACING),

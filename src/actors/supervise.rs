@@ -152,7 +152,8 @@ impl Children {
         self.spacing
     }
 
-    /// Adds a child without starting it. Replaces the spec of an existing id.
+    /// Adds a child without starting it. Replaces the spec of an existing id without touching
+    /// the running child: its next restart uses the new spec.
     pub fn insert(&mut self, spec: ChildSpec) {
         let id = spec.id.clone();
         if let Some(entry) = self.entries.get_mut(&id) {
@@ -171,19 +172,6 @@ impl Children {
                 last_error: None,
             },
         );
-    }
-
-    /// Replaces the spec of an existing child without touching the running child: its next
-    /// restart uses the new spec (a reload changed what it is built from, and a restart must not
-    /// bring back the boot's). Returns false, and adds nothing, when no child has that id.
-    pub fn set_spec(&mut self, spec: ChildSpec) -> bool {
-        match self.entries.get_mut(&spec.id) {
-            Some(entry) => {
-                entry.spec = spec;
-                true
-            }
-            None => false,
-        }
     }
 
     pub fn contains(&self, id: &str) -> bool {

@@ -127,7 +127,12 @@ impl Actor for Supervisor {
                 }
             }
             SupervisorMsg::SetSpec(spec, reply) => {
-                let _ = reply.send(state.children.set_spec(spec));
+                // Only a child it has: a reload never adds one this way.
+                let known = state.children.contains(&spec.id);
+                if known {
+                    state.children.insert(spec);
+                }
+                let _ = reply.send(known);
             }
             SupervisorMsg::Remove(id, reply) => {
                 state.children.remove(&id).await;

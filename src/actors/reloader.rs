@@ -170,7 +170,11 @@ async fn apply(
     let mut stopped = Vec::new();
     for agent in plan.bots_removed.iter().chain(&plan.bots_restarted) {
         let id = telegram::name(agent).local().to_string();
-        match ask(registry, &channels, |reply| SupervisorMsg::Remove(id, reply)).await {
+        match ask(registry, &channels, |reply| {
+            SupervisorMsg::Remove(id, reply)
+        })
+        .await
+        {
             Ok(()) => stopped.push(agent.clone()),
             Err(reason) => {
                 step.unapplied.bots.insert(agent.clone());

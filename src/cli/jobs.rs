@@ -380,15 +380,6 @@ async fn offline(store: &Store, loaded: &LoadedConfig, command: JobsCommand) -> 
     }
 }
 
-/// The audit action a change made here is recorded as.
-fn audit_action(change: StatusChange) -> &'static str {
-    match change {
-        StatusChange::Pause => "job.paused",
-        StatusChange::Resume => "job.resumed",
-        StatusChange::Cancel => "job.cancelled",
-    }
-}
-
 /// Pause, resume or cancel with the daemon stopped, by the scheduler's own rules
 /// (`StatusChange::decide` and `StatusTransition::write`, which the scheduler calls too): a
 /// paused or cancelled job has no next time and its queued fires end as skipped; a resumed one's
@@ -439,7 +430,7 @@ async fn change_offline(
             crate::audit::append(
                 conn,
                 OPERATOR,
-                audit_action(change),
+                change.audit_action(),
                 &format!("job:{id}"),
                 &json!({"agent": next.agent, "name": next.name, "status": next.status.as_str()}),
             )?;

@@ -536,6 +536,15 @@ impl StatusChange {
         }
     }
 
+    /// The audit action an operator's change is recorded as (the CLI's and Studio's).
+    pub fn audit_action(self) -> &'static str {
+        match self {
+            StatusChange::Pause => "job.paused",
+            StatusChange::Resume => "job.resumed",
+            StatusChange::Cancel => "job.cancelled",
+        }
+    }
+
     /// Decides the change for a live job (`row`, whose schedule reads as `spec`) at `now`: a
     /// paused or cancelled job has no next time; a resumed one's next time is recomputed from
     /// its schedule, and a one-shot whose time passed while it was paused is done and recorded

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
 use crate::domain::ChatKey;
-use crate::protocol::scheduler::{JobScope, JobView, NewJob, Scheduler, SchedulerError};
+use crate::protocol::scheduler::{
+    JobScope, JobView, NewJob, Scheduler, SchedulerError, StatusChange,
+};
 use crate::schedule::ScheduleSpec;
 use crate::schedule::format::{format_local, zone_of};
 use crate::store::schedules::JobRunRow;
@@ -212,7 +214,12 @@ pub async fn detail(
 async fn set_paused(state: &StudioState, id: i64, paused: bool) -> Result<Json<Value>, ApiError> {
     let scheduler = scheduler(state);
     let view = answered(scheduler.set_paused(JobScope::Operator, id, paused).await)?;
-    let action = if paused { "job.paused" } else { "job.resumed" };
+    let change = if paused {
+        StatusChange::Pause
+    } else {
+        StatusChange::Resume
+    };
+    let action = change.audit_action();
     audit(state, action, &view).await?;
     Ok(Json(job_json(&view)))
 }
@@ -240,6 +247,6 @@ pub async fn cancel(
 ) -> Result<Json<Value>, ApiError> {
     let scheduler = scheduler(&state);
     let view = answered(scheduler.cancel(JobScope::Operator, id).await)?;
-    audit(&state, "job.cancelled", &view).await?;
+    audit(&state, StatusChange::Cancel.audit_action(), &view).await?;
     Ok(Json(job_json(&view)))
 }

@@ -131,8 +131,12 @@ impl Stream {
     pub fn due(&self, settings: &StreamSettings) -> Option<Instant> {
         let pending = self.pending.as_deref()?;
         let due = match self.shown {
-            Shown::Nothing => (pending.trim().chars().nth(settings.min_chars.max(1) - 1).is_some())
-                .then_some(self.started + settings.after),
+            Shown::Nothing => (pending
+                .trim()
+                .chars()
+                .nth(settings.min_chars.max(1) - 1)
+                .is_some())
+            .then_some(self.started + settings.after),
             Shown::Draft => Some(self.last_shown + DRAFT_SPACING),
             Shown::Message(_) => Some(self.last_shown + EDIT_SPACING),
         };

@@ -167,11 +167,7 @@ impl McpLinkState {
                 continue;
             };
             let id = agent.get_id();
-            let names: Vec<String> = self
-                .tools_for(target)
-                .map(|info| info.name.clone())
-                .collect();
-            if names.is_empty() {
+            if self.tools_for(target).next().is_none() {
                 continue;
             }
             if self.published.get(&target.agent) != Some(&id) {
@@ -207,6 +203,10 @@ impl McpLinkState {
             if self.confirmed.get(&target.agent) != Some(&id)
                 && !self.confirming.contains(&target.agent)
             {
+                let names: Vec<String> = self
+                    .tools_for(target)
+                    .map(|info| info.name.clone())
+                    .collect();
                 to_confirm.push((target.agent.clone(), id, names));
             }
         }

@@ -122,9 +122,9 @@ pub async fn start_reloadable(
         .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
 
     let started_ms = crate::clock::now_ms();
-    // Operator commands call the API of a `serve` and work on the files beside a process that
-    // runs neither Studio, bots nor the scheduler (`clawvisor chat`).
-    let boot_kind = if options == StartOptions::local_only() {
+    // Operator commands call the API of a boot that runs Studio (`serve`) and work on the files
+    // beside one that does not (`clawvisor chat`): decided by the flag, not by which preset.
+    let boot_kind = if !options.studio {
         crate::store::events::BootKind::Local
     } else {
         crate::store::events::BootKind::Serve

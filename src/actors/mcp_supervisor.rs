@@ -36,7 +36,8 @@ use super::root::actor_spec;
 use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::protocol::mcp::{LinkReport, McpHealth, McpReloadOutcome, McpSupervisorMsg};
+pub use crate::protocol::mcp::{LinkReport, McpHealth, McpSupervisorMsg};
+use crate::protocol::reload::Changes;
 use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
@@ -411,7 +412,7 @@ async fn reload_servers(
     myself: &ActorRef<McpSupervisorMsg>,
     state: &mut McpSupervisorState,
     reload: crate::protocol::mcp::McpReload,
-) -> McpReloadOutcome {
+) -> Changes {
     let wanted: BTreeMap<String, McpServerConfig> = reload
         .servers
         .into_iter()
@@ -419,7 +420,7 @@ async fn reload_servers(
         .collect();
     let old_agents = std::mem::replace(&mut state.args.agents, reload.agents);
     state.args.secrets = reload.secrets;
-    let mut outcome = McpReloadOutcome::default();
+    let mut outcome = Changes::default();
     let current: Vec<String> = state.servers.keys().cloned().collect();
     for name in current {
         let Some(server) = state.servers.get(&name).cloned() else {

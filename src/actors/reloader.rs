@@ -329,11 +329,7 @@ async fn mcp_reload(after: &RootContext, step: &mut Step<'_>) {
     };
     match mcp::Mcp::new(&after.registry).reload(reload).await {
         Ok(outcome) => {
-            let changes = &mut step.report.mcp_servers;
-            changes.added = outcome.added;
-            changes.removed = outcome.removed;
-            changes.restarted = outcome.restarted;
-            changes.retargeted = outcome.retargeted;
+            step.report.mcp_servers = outcome;
         }
         Err(error) => {
             step.unapplied.mcp = true;

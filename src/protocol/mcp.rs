@@ -15,6 +15,7 @@ use std::time::Duration;
 use ractor::RpcReplyPort;
 use serde_json::Value;
 
+use super::reload::Changes;
 use super::{CallError, ServiceName};
 use crate::config::McpServerConfig;
 use crate::mcp::process::ServerProcess;
@@ -43,7 +44,7 @@ pub enum McpSupervisorMsg {
     Health(RpcReplyPort<Vec<McpHealth>>),
     /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, links whose
     /// agents alone changed are retargeted without reconnecting, others untouched.
-    Reload(McpReload, RpcReplyPort<McpReloadOutcome>),
+    Reload(McpReload, RpcReplyPort<Changes>),
     /// Answers, once none of the servers that give tools to `agent` is pending (or at
     /// `[mcp] startup_wait` at the latest), with those servers' health. `None`: every server.
     Settled(Option<String>, RpcReplyPort<Vec<McpHealth>>),
@@ -57,18 +58,6 @@ pub struct McpReload {
     pub servers: Vec<McpServerConfig>,
     pub agents: Vec<crate::config::AgentSpec>,
     pub secrets: std::sync::Arc<std::collections::BTreeMap<String, crate::secrets::Secret>>,
-}
-
-/// What a reload did to the servers, by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct McpReloadOutcome {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    /// Their entry changed: the link reconnected.
-    pub restarted: Vec<String>,
-    /// Only the agents that get their tools changed: published to or withdrawn from those
-    /// agents, the connection kept.
-    pub retargeted: Vec<String>,
 }
 
 /// An agent that gets a server's tools, and which ones (`None`: all).
@@ -215,7 +204,7 @@ impl Mcp {
 
     /// Applies a new `[[mcp.servers]]` list: links whose entry changed restart, links whose
     /// agents alone changed are retargeted, the others are untouched; answers what it did.
-    pub async fn reload(&self, reload: McpReload) -> Result<McpReloadOutcome, CallError> {
+    pub async fn reload(&self, reload: McpReload) -> Result<Changes, CallError> {
         super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
             McpSupervisorMsg::Reload(reload, reply)
         })

@@ -39,7 +39,7 @@ pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
 
 /// The agents of `loaded` that run a bot in this daemon, each with its token: those with a
 /// `[telegram]` table whose token variable is set, when the daemon runs channels at all (`chat`
-/// beside a running daemon does not). The one rule for this: boot (`root::bot_specs`), `/readyz`
+/// beside a running daemon does not). The one rule for this: boot (`root`), `/readyz`
 /// and the reload plan use it.
 pub fn bot_specs(loaded: &LoadedConfig, channels: bool) -> Vec<(AgentSpec, Secret)> {
     if !channels {

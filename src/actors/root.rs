@@ -162,7 +162,7 @@ fn agent_entries(loaded: &LoadedConfig) -> Vec<crate::studio::AgentEntry> {
 /// asks the MCP supervisor for its current servers at every probe, so one a reload removed
 /// cannot hold readiness.)
 fn ready_ids(loaded: &LoadedConfig, options: StartOptions) -> Vec<String> {
-    bot_specs(loaded, options)
+    crate::reload::bot_specs(loaded, options.channels)
         .iter()
         .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
         .collect()
@@ -475,16 +475,7 @@ pub fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
 
 /// Agents with a Telegram bot whose token is set (a missing token is a boot hint, not an error).
 pub fn bots(context: &RootContext) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
-    bot_specs(&context.loaded, context.options)
-}
-
-/// The agents of `loaded` that run a bot with these options, each with its token
-/// (`reload::bot_specs`, the one rule, also used by the reload plan).
-fn bot_specs(
-    loaded: &LoadedConfig,
-    options: StartOptions,
-) -> Vec<(crate::config::AgentSpec, crate::secrets::Secret)> {
-    crate::reload::bot_specs(loaded, options.channels)
+    crate::reload::bot_specs(&context.loaded, context.options.channels)
 }
 
 /// What every bot shares: who transcribes voice notes and who speaks replies.

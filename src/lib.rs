@@ -33,5 +33,6 @@ pub mod supervision;
 pub mod telegram;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod tool;
 pub mod tools;
 pub mod voice;

@@ -24,8 +24,8 @@ use clawvisor::testkit::harness::{
 use clawvisor::testkit::process::write_config;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::wait_until;
+use clawvisor::tool::{Tool, ToolContext, ToolSettings};
 use clawvisor::tools::shell::ShellTool;
-use clawvisor::tools::{Tool, ToolContext, ToolSettings};
 
 /// A daemon-like layout: `data/` (with a real database and a secret), the agent's workspace
 /// inside it (its default place), and `config/` beside it.

@@ -13,8 +13,8 @@ use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::scripted_llm::{Rule, Script};
 use clawvisor::testkit::world::World;
+use clawvisor::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSettings};
 use clawvisor::tools::files::ReadFileTool;
-use clawvisor::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSettings};
 
 /// A PDF with one page per text, in Helvetica, as a PDF writer would lay it out: header,
 /// numbered objects, a cross-reference table with each object's byte offset, and the trailer.

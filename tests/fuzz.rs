@@ -442,7 +442,7 @@ mod config_target {
             prop_assert!(delay <= config.supervision.backoff_max.0.max(policy.backoff_min));
         }
         let _ = clawvisor::agent::RuntimeLimits::from(config);
-        let _ = clawvisor::tools::ToolSettings::from_config(config, true);
+        let _ = clawvisor::tool::ToolSettings::from_config(config, true);
         let _ = clawvisor::store::StoreOptions::from(config);
         let _ = config.studio_addr();
         let _ = config.db_path();
@@ -4127,10 +4127,10 @@ mod send_file_target {
 
     use clawvisor::domain::ChatKey;
     use clawvisor::store::{Store, StoreOptions};
+    use clawvisor::tool::{Tool, ToolContext, ToolSettings};
     use clawvisor::tools::send_file::{
         DOCUMENT_LIMIT_BYTES, PHOTO_LIMIT_BYTES, SendAs, SendFileTool, Sniffed, choose_kind, sniff,
     };
-    use clawvisor::tools::{Tool, ToolContext, ToolSettings};
     use serde_json::{Value, json};
 
     use super::*;

@@ -719,7 +719,11 @@ fn the_checks_see_what_they_look_for() {
         "`super::super` from agent/run/budget.rs is agent's own module, not the root"
     );
     let found = imports("use super::super::config::X;\n", &module[..2]);
-    assert_eq!(found.len(), 1, "two supers from agent/run.rs reach the root");
+    assert_eq!(
+        found.len(),
+        1,
+        "two supers from agent/run.rs reach the root"
+    );
     let binary = imports("clawvisor::cli::main()\n", &["main".to_string()]);
     assert_eq!(binary.len(), 1);
     assert_eq!(module_path("src/store/mod.rs"), ["store"]);
@@ -743,6 +747,9 @@ fn the_checks_see_what_they_look_for() {
         .collect();
     assert_eq!(
         summary,
-        [("table".to_string(), 4, true), ("short".to_string(), 1, false)]
+        [
+            ("table".to_string(), 4, true),
+            ("short".to_string(), 1, false)
+        ]
     );
 }

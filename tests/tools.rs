@@ -21,10 +21,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use clawvisor::domain::ChatKey;
+use clawvisor::policy::Effect;
 use clawvisor::policy::RiskLevel;
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::wait_until;
+use clawvisor::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSettings};
+use clawvisor::tools::builtin_tools;
 use clawvisor::tools::files::{ListDirTool, ReadFileTool, WriteFileTool};
 use clawvisor::tools::shell::ShellTool;
 use clawvisor::tools::time::{CurrentTimeTool, describe_time};
@@ -32,9 +35,6 @@ use clawvisor::tools::web_fetch::{
     AddressPolicy, FetchRefusal, WebFetchTool, check_url, html_to_text, non_public_kind,
 };
 use clawvisor::tools::workspace::{ConfinementError, MissingParents, Purpose, Workspace};
-use clawvisor::tools::{
-    Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSettings, builtin_tools,
-};
 
 // ---------------------------------------------------------------------------------------------
 // Fixture

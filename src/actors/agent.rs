@@ -30,7 +30,7 @@ use crate::registry::ServiceName;
 use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
-use crate::tools::Tool;
+use crate::tool::Tool;
 
 #[derive(Clone)]
 pub struct AgentArgs {

@@ -21,7 +21,7 @@ use super::supervise::{Action, ChildCmd, ChildInfo, ChildSpec, Children, Restart
 use crate::agent::AgentRuntime;
 use crate::events::EventBus;
 use crate::registry::ServiceName;
-use crate::tools::Tool;
+use crate::tool::Tool;
 
 pub enum AgentSupervisorMsg {
     Child(ChildCmd),

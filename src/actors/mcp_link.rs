@@ -60,7 +60,7 @@ use crate::protocol::mcp::{LinkReport, McpSupervisorMsg};
 use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
-use crate::tools::Tool;
+use crate::tool::Tool;
 
 /// How often the link checks its agents (a restarted agent lost its tools) and its ping timer.
 const TICK: Duration = Duration::from_millis(500);

@@ -54,9 +54,9 @@ pub fn agent_plans(
                     spec: spec.clone(),
                     providers: providers.clone(),
                     prices: prices.clone(),
-                    tool_settings: Arc::new(crate::tools::ToolSettings {
+                    tool_settings: Arc::new(crate::tool::ToolSettings {
                         protected_paths: crate::sandbox::protected_paths(loaded),
-                        ..crate::tools::ToolSettings::from_config(config, spec.allow_shell)
+                        ..crate::tool::ToolSettings::from_config(config, spec.allow_shell)
                     }),
                     workspace,
                     store: store.clone(),

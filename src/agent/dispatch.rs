@@ -25,12 +25,13 @@ use super::run::RunCtx;
 use super::transcript;
 use crate::domain::OutEvent;
 use crate::llm::ToolCall;
+use crate::policy::Effect;
 use crate::policy::gate::{self, Decision, GateRequest};
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
 use crate::store::runs::NewStep;
 use crate::store::sessions::{self, EventKindRow, NewEvent};
-use crate::tools::{Effect, Tool, ToolError, ToolOutput};
+use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// One call and what came of it.
 #[derive(Debug, Clone)]

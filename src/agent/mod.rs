@@ -27,7 +27,7 @@ use crate::events::EventBus;
 use crate::llm::{ModelRef, Providers};
 use crate::registry::Registry;
 use crate::store::Store;
-use crate::tools::{Tool, ToolSettings};
+use crate::tool::{Tool, ToolSettings};
 
 /// Limits of the loop that are not per-agent settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,16 +44,10 @@ pub struct RuntimeLimits {
     pub recall_limit: usize,
 }
 
+/// The limits of the default configuration.
 impl Default for RuntimeLimits {
     fn default() -> Self {
-        Self {
-            tool_calls_per_minute: 30,
-            max_parallel_tools: 4,
-            tool_output_max_chars: 16_000,
-            session_idle: Duration::from_secs(600),
-            history_events: 200,
-            recall_limit: 6,
-        }
+        Self::from(&crate::config::Config::default())
     }
 }
 

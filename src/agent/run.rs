@@ -30,7 +30,7 @@ use crate::store::approvals::ApprovalStatus;
 use crate::store::outbox;
 use crate::store::runs::{self, NewStep, RunStatus};
 use crate::store::sessions::{self, EventKindRow, NewEvent};
-use crate::tools::ToolContext;
+use crate::tool::ToolContext;
 
 mod budget;
 mod layers;

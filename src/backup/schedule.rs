@@ -6,13 +6,12 @@
 //! the next run, compute the same instant without talking to each other.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use super::BackupError;
-use crate::schedule::{CronExpr, ScheduleSpec};
+use crate::schedule::Recurrence;
 
 /// Scheduled archives are named `clawvisor-<UTC stamp>.tar.gz`, so names sort by time.
 const ARCHIVE_PREFIX: &str = "clawvisor-";
@@ -20,54 +19,12 @@ const ARCHIVE_SUFFIX: &str = ".tar.gz";
 /// The stamp in a scheduled archive's name (UTC, milliseconds).
 const STAMP_FORMAT: &str = "%Y%m%dT%H%M%S%.3fZ";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BackupSchedule {
-    Every(ScheduleSpec),
-    Cron(CronExpr),
-}
-
-impl BackupSchedule {
-    /// `every 6h`, `every 30m`, or a five-field crontab line read in `zone`.
-    pub fn parse(text: &str, zone: Tz) -> Result<BackupSchedule, String> {
-        let text = text.trim();
-        if let Some(interval) = text.strip_prefix("every ") {
-            let interval: Duration =
-                humantime::parse_duration(interval.trim()).map_err(|error| {
-                    format!("`{text}`: {error} (write e.g. `every 6h` or `every 30m`)")
-                })?;
-            let anchor = zone
-                .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
-                .earliest()
-                .map(|local| local.with_timezone(&Utc))
-                .unwrap_or(
-                    DateTime::from_timestamp(946_684_800, 0).unwrap_or(DateTime::UNIX_EPOCH),
-                );
-            return ScheduleSpec::every(interval, anchor)
-                .map(BackupSchedule::Every)
-                .map_err(|error| format!("`{text}`: {error}"));
-        }
-        CronExpr::parse(text, zone.name())
-            .map(BackupSchedule::Cron)
-            .map_err(|error| {
-                format!("`{text}`: {error} (write `every <duration>` or a crontab line)")
-            })
-    }
-
-    /// The first run strictly after `after`.
-    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        match self {
-            BackupSchedule::Every(spec) => spec.next_after(after),
-            BackupSchedule::Cron(expression) => expression.next_after(after),
-        }
-    }
-}
-
 /// Everything a scheduled backup needs, built once from the config.
 #[derive(Debug, Clone)]
 pub struct BackupPlan {
     /// The configured text (empty: no scheduled backups).
     pub schedule_text: String,
-    pub schedule: Option<BackupSchedule>,
+    pub schedule: Option<Recurrence>,
     pub data_dir: PathBuf,
     pub dir: PathBuf,
     pub keep: u32,
@@ -82,7 +39,7 @@ impl BackupPlan {
             schedule_text: config.backup.schedule.trim().to_string(),
             // Validated at load time; an unparsable one (impossible) means no schedule.
             schedule: (!config.backup.schedule.trim().is_empty())
-                .then(|| BackupSchedule::parse(&config.backup.schedule, zone).ok())
+                .then(|| Recurrence::parse(&config.backup.schedule, zone).ok())
                 .flatten(),
             data_dir: config.data_dir.clone(),
             dir: config.backup.directory(&config.data_dir),
@@ -172,24 +129,6 @@ pub fn prune(dir: &Path, keep: u32) -> Result<Vec<PathBuf>, BackupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn intervals_and_crontab_lines_parse_and_nonsense_is_named() {
-        let every = BackupSchedule::parse("every 6h", chrono_tz::UTC).unwrap();
-        let noon = Utc.with_ymd_and_hms(2026, 11, 26, 12, 0, 0).unwrap();
-        assert_eq!(
-            every.next_after(noon),
-            Some(Utc.with_ymd_and_hms(2026, 11, 26, 18, 0, 0).unwrap())
-        );
-        let nightly = BackupSchedule::parse("30 3 * * *", chrono_tz::Europe::Berlin).unwrap();
-        assert_eq!(
-            nightly.next_after(noon),
-            Some(Utc.with_ymd_and_hms(2026, 11, 27, 2, 30, 0).unwrap())
-        );
-        let error = BackupSchedule::parse("every fortnight", chrono_tz::UTC).unwrap_err();
-        assert!(error.contains("every fortnight"), "{error}");
-        assert!(BackupSchedule::parse("sometimes", chrono_tz::UTC).is_err());
-    }
 
     #[test]
     fn pruning_keeps_the_newest_archives_and_ignores_other_files() {

@@ -347,7 +347,7 @@ async fn call(loaded: &LoadedConfig, name: &str, tool: &str, arguments: &str) ->
 
 /// Prints a tool's answer as plain text, cut at [`MAX_OUTPUT_BYTES`].
 fn print_output(text: &str) {
-    let (kept, cut) = crate::tools::truncate_on_char_boundary(text, MAX_OUTPUT_BYTES);
+    let (kept, cut) = crate::tool::truncate_on_char_boundary(text, MAX_OUTPUT_BYTES);
     println!("{kept}");
     if cut {
         eprintln!(

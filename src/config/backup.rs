@@ -49,7 +49,7 @@ impl BackupConfig {
             ));
         }
         if !self.schedule.trim().is_empty() {
-            crate::backup::schedule::BackupSchedule::parse(&self.schedule, chrono_tz::UTC)
+            crate::schedule::Recurrence::parse(&self.schedule, chrono_tz::UTC)
                 .map_err(|message| ConfigError::key(origin, "[backup].schedule", message))?;
         }
         Ok(())

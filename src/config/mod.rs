@@ -51,6 +51,8 @@ pub const SHIPPED_AGENT: &str = include_str!("../../actors/assistant.toml");
 
 /// Where the config file used for a run lives: its path, or the built-in defaults.
 pub const DEFAULT_CONFIG_PATH: &str = "config/clawvisor.toml";
+/// The database's file name in the data directory.
+pub const DATABASE_FILE: &str = "clawvisor.db";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -317,14 +319,13 @@ pub struct ToolsConfig {
 
 impl Default for ToolsConfig {
     fn default() -> Self {
-        let defaults = crate::tools::ToolSettings::default();
         Self {
-            web_fetch_allow_private: defaults.web_fetch_allow_private,
-            web_fetch_max_bytes: defaults.web_fetch_max_bytes,
-            web_fetch_timeout: Dur(defaults.web_fetch_timeout),
-            shell_timeout: Dur(defaults.shell_timeout),
-            shell_max_output: defaults.shell_max_output as u64,
-            read_max_bytes: defaults.read_max_bytes,
+            web_fetch_allow_private: false,
+            web_fetch_max_bytes: 2 * 1024 * 1024,
+            web_fetch_timeout: Dur::secs(20),
+            shell_timeout: Dur::secs(60),
+            shell_max_output: 64 * 1024,
+            read_max_bytes: 1024 * 1024,
         }
     }
 }
@@ -342,11 +343,10 @@ pub struct PolicyConfig {
 
 impl Default for PolicyConfig {
     fn default() -> Self {
-        let defaults = crate::agent::RuntimeLimits::default();
         Self {
-            tool_calls_per_minute: defaults.tool_calls_per_minute as u32,
-            max_parallel_tools: defaults.max_parallel_tools as u32,
-            tool_output_max_chars: defaults.tool_output_max_chars as u32,
+            tool_calls_per_minute: 30,
+            max_parallel_tools: 4,
+            tool_output_max_chars: 16_000,
         }
     }
 }
@@ -362,10 +362,9 @@ pub struct SessionsConfig {
 
 impl Default for SessionsConfig {
     fn default() -> Self {
-        let defaults = crate::agent::RuntimeLimits::default();
         Self {
-            idle_stop: Dur(defaults.session_idle),
-            history_events: defaults.history_events,
+            idle_stop: Dur::secs(600),
+            history_events: 200,
         }
     }
 }
@@ -458,8 +457,9 @@ impl Config {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7070)))
     }
 
+    /// The database file: [`DATABASE_FILE`] in the data directory.
     pub fn db_path(&self) -> PathBuf {
-        crate::store::Store::path_in(&self.data_dir)
+        self.data_dir.join(DATABASE_FILE)
     }
 }
 

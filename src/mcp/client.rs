@@ -20,7 +20,7 @@ use super::process::ServerPipes;
 use super::{McpError, ToolInfo, describe_service_error, strip_urls, tool_infos};
 use crate::config::McpServerConfig;
 use crate::secrets::Secret;
-use crate::tools::ToolOutput;
+use crate::tool::ToolOutput;
 
 /// A live session with a server (the rmcp service task runs until it is closed or cancelled).
 pub type Service = RunningService<RoleClient, ClientConfig>;

@@ -21,7 +21,7 @@ use super::process::ServerProcess;
 use super::{McpError, ToolInfo};
 use crate::config::{McpServerConfig, McpTransportKind};
 use crate::secrets::Secret;
-use crate::tools::ToolOutput;
+use crate::tool::ToolOutput;
 
 /// Lines of a stdio server's stderr kept to explain a failed start.
 const STDERR_TAIL: usize = 5;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::policy::McpToolHints;
-use crate::tools::ToolOutput;
+use crate::tool::ToolOutput;
 
 /// Longest description of a tool kept (servers can send anything).
 pub const MAX_DESCRIPTION_CHARS: usize = 2_000;

@@ -18,10 +18,11 @@ use serde_json::Value;
 
 use super::{McpError, ToolInfo};
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, McpTrust};
 use crate::protocol::mcp::McpLinkMsg;
 use crate::registry::Registry;
-use crate::tools::{Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Extra time the agent loop grants beyond the link's own timeout, so that the link's clearer
 /// timeout message (and its cancellation notice to the server) wins.
@@ -134,7 +135,7 @@ impl Tool for McpTool {
 
     fn describe_call(&self, args: &Value) -> String {
         let shown = args.to_string();
-        let (kept, cut) = crate::tools::truncate_on_char_boundary(&shown, MAX_SHOWN_ARGUMENTS);
+        let (kept, cut) = crate::tool::truncate_on_char_boundary(&shown, MAX_SHOWN_ARGUMENTS);
         format!(
             "{} (MCP server {}): {kept}{}",
             self.info.remote_name,

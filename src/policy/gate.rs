@@ -8,9 +8,9 @@
 //! Architecture Invariant: no tool runs without an envelope from `decide` that says `Allow`, or a
 //! recorded approval of an envelope that said `RequireApproval`.
 
+use super::Effect;
 use crate::config::Autonomy;
 use crate::policy::{Assessment, RiskLevel};
-use crate::tools::Effect;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {

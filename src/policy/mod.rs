@@ -27,6 +27,25 @@ pub use shell::classify_shell;
 /// Command text quoted in a reason is cut after this many characters.
 const MAX_QUOTED_CHARACTERS: usize = 80;
 
+/// What a tool can do to the world, independent of one call's arguments. Autonomy modes use it:
+/// `require_approval` lets `ReadOnly` tools run freely and asks for the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    ReadOnly,
+    Write,
+    Destructive,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::ReadOnly => "read_only",
+            Effect::Write => "write",
+            Effect::Destructive => "destructive",
+        }
+    }
+}
+
 /// L0 auto, L1 run-and-notify, L2 require approval, L3 block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RiskLevel {

@@ -14,7 +14,7 @@ use crate::domain::{ChatKey, Inbound, SessionCommand};
 use crate::registry::Registry;
 use crate::skills;
 use crate::supervision::ChildCmd;
-use crate::tools::Tool;
+use crate::tool::Tool;
 
 /// How long a view or a settings change may take (a stored write at most).
 const TIMEOUT: Duration = Duration::from_secs(10);

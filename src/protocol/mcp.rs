@@ -22,7 +22,7 @@ use crate::mcp::process::ServerProcess;
 use crate::mcp::{Connection, McpError};
 use crate::registry::Registry;
 use crate::supervision::ChildCmd;
-use crate::tools::ToolOutput;
+use crate::tool::ToolOutput;
 
 /// Where the MCP supervisor is registered.
 pub const NAME: ServiceName<McpSupervisorMsg> = ServiceName::fixed("mcp");

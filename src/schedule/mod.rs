@@ -8,6 +8,7 @@
 //!   daylight-saving rules).
 //! - [`ScheduleSpec`] is one of `cron`, `every` (a fixed interval from an anchor) or `at` (once),
 //!   with `next_after`, `preview` and `describe`.
+//! - [`Recurrence`] is a one-line `every <duration>` or crontab recurrence (scheduled backups).
 //! - [`MissedPolicy`] (`skip`, `run_once`, `catch_up`) turns an overdue job into a
 //!   [`MissedOutcome`]: which past fire times run now, how many were missed, the next fire time.
 //!
@@ -20,6 +21,7 @@ mod cron_expr;
 mod error;
 pub mod format;
 mod missed;
+mod recurrence;
 mod spec;
 mod timezone;
 
@@ -29,5 +31,6 @@ pub use missed::{
     DEFAULT_CATCH_UP_MAX_RUNS, DEFAULT_CATCH_UP_WINDOW, MAX_CATCH_UP_RUNS, MISSED_COUNT_LIMIT,
     MISSED_SAMPLES_PER_END, MissedCount, MissedOutcome, MissedPolicy,
 };
+pub use recurrence::Recurrence;
 pub use spec::{MAX_INTERVAL, MAX_PREVIEW, ScheduleKind, ScheduleSpec};
 pub use timezone::{parse_timezone, suggest_timezone};

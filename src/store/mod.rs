@@ -162,9 +162,9 @@ impl Store {
         Ok(store)
     }
 
-    /// The database file in a data directory.
+    /// The database file in a data directory ([`crate::config::DATABASE_FILE`]).
     pub fn path_in(data_dir: &Path) -> PathBuf {
-        data_dir.join("clawvisor.db")
+        data_dir.join(crate::config::DATABASE_FILE)
     }
 
     pub fn path(&self) -> &Path {

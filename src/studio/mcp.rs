@@ -113,7 +113,7 @@ pub async fn call_tool(
     let mut redacted_arguments = arguments.clone();
     crate::secrets::redact_json(&mut redacted_arguments);
     let shown = redacted_arguments.to_string();
-    let (audited, _) = crate::tools::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
+    let (audited, _) = crate::tool::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
     let audited = audited.to_string();
     let started = Instant::now();
     let outcome = crate::mcp::tool::call_through_link(link, tool.clone(), arguments).await;

@@ -20,7 +20,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use flate2::read::{DeflateDecoder, ZlibDecoder};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::tools::{ToolError, ToolOutput};
+use crate::tool::{ToolError, ToolOutput};
 
 /// A PDF starts with `%PDF-`. A file named `.pdf` may have some junk before it (readers look in
 /// the first kilobyte); any other file must start with it to be taken for a PDF.

@@ -25,13 +25,12 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde_json::{Value, json};
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::paths::classify_file_access;
 use crate::policy::{Assessment, FileAccess, RiskLevel};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, run_blocking};
 use crate::tools::documents;
 use crate::tools::workspace::{MissingParents, Purpose, Workspace, check_path_lexically};
-use crate::tools::{
-    Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, run_blocking,
-};
 
 /// At most this many entries are listed by `list_dir`.
 pub const LIST_DIR_MAX_ENTRIES: usize = 500;

@@ -14,11 +14,12 @@ use tokio::sync::Semaphore;
 
 use crate::domain::ChatKind;
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::protocol::CallError;
 use crate::protocol::handoff::{HandoffError, Handoffs, NewContract};
 use crate::store::handoff::{self as queries, ContractStatus};
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// How long `handoff_task` waits by default before leaving the result to arrive later.
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);

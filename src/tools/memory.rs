@@ -13,13 +13,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::protocol::CallError;
 use crate::protocol::memory::{
     Governance, Memory, MemoryError, PLATFORM, SaveOutcome, SaveRequest, SearchRequest,
 };
 use crate::store::memory::{self as queries, Scope};
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// The tools' words for a memory service that could not help.
 fn tool_error(error: MemoryError) -> ToolError {

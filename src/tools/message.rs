@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::store::outbox;
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Longest message accepted (Telegram splits it into several messages of 4096 characters).
 pub const MAX_MESSAGE_CHARS: usize = 16_000;

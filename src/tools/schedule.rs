@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::domain::{ChatKey, ChatKind};
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::protocol::CallError;
 use crate::protocol::scheduler::{
@@ -25,7 +26,7 @@ use crate::protocol::scheduler::{
 use crate::schedule::format::format_local;
 use crate::schedule::{MAX_PREVIEW, ScheduleSpec, parse_timezone};
 use crate::store::schedules::{JobRunRow, JobRunStatus};
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Every tool name of this module, as agent files list them.
 pub const TOOL_NAMES: [&str; 8] = [

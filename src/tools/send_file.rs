@@ -21,13 +21,12 @@ use serde_json::{Value, json};
 
 use crate::domain::{ChatKind, OutEvent, Outbound};
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::paths::classify_file_access;
 use crate::policy::{Assessment, FileAccess, RiskLevel};
 use crate::store::outbox::{self, OutboxFile, OutboxFileKind};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, run_blocking};
 use crate::tools::workspace::{Purpose, Workspace, check_path_lexically};
-use crate::tools::{
-    Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, run_blocking,
-};
 
 /// Telegram's limit for photos sent by bots.
 pub const PHOTO_LIMIT_BYTES: u64 = 10 * 1024 * 1024;

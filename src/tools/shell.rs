@@ -33,11 +33,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::sandbox::{self, Confinement, ShellHome, landlock_rules::ConfinementRequest};
 use crate::secrets::redact;
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::workspace::Workspace;
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// No call runs longer than this, whatever `settings.shell_timeout` says.
 pub const SHELL_TIMEOUT_CEILING: Duration = Duration::from_secs(30 * 60);

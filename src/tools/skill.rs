@@ -11,9 +11,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::skills::{Level, Skill};
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Largest skill file mirrored into the workspace.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;

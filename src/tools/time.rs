@@ -11,8 +11,9 @@ use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
-use crate::tools::{Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// `current_time`.
 pub struct CurrentTimeTool;

@@ -33,10 +33,11 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::secrets::redact;
-use crate::tools::{
-    Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings,
+use crate::tool::{
+    Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings,
     truncate_on_char_boundary,
 };
 

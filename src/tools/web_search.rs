@@ -27,10 +27,11 @@ use crate::config::{
     BRAVE_API_URL, LoadedConfig, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig,
 };
 use crate::llm::ToolSpec;
+use crate::policy::Effect;
 use crate::policy::{Assessment, McpToolHints, McpTrust, RiskLevel};
 use crate::secrets::{Secret, redact};
-use crate::tools::{
-    Args, Effect, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, truncate_on_char_boundary,
+use crate::tool::{
+    Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, truncate_on_char_boundary,
 };
 
 const FIELDS: &[&str] = &["query", "count"];

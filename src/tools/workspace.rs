@@ -29,7 +29,7 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat, mkdirat};
 
-use crate::tools::ToolError;
+use crate::tool::ToolError;
 
 /// Longest path (in bytes) the tools accept; Linux's `PATH_MAX` is 4096.
 const MAX_PATH_BYTES: usize = 4096;

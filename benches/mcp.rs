@@ -9,13 +9,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clawvisor::actors::mcp_link::{McpLink, McpLinkArgs, McpLinkMsg};
+use clawvisor::actors::mcp_link::{McpLink, McpLinkArgs};
 use clawvisor::config::{Dur, McpServerConfig, McpTransportKind, McpTrustConfig};
-use clawvisor::mcp::tool::call_through_link;
+use clawvisor::protocol::mcp::{Link, McpLinkMsg};
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions, Synchronous};
 use criterion::{Criterion, criterion_group, criterion_main};
-use ractor::{Actor, ActorRef};
+use ractor::Actor;
 use serde_json::json;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_clawvisor-mcp-test-server");
@@ -46,11 +46,7 @@ fn server(name: &str, transport: McpTransportKind, url: &str) -> McpServerConfig
     }
 }
 
-async fn start_link(
-    registry: &Registry,
-    store: &Store,
-    server: McpServerConfig,
-) -> ActorRef<McpLinkMsg> {
+async fn start_link(registry: &Registry, store: &Store, server: McpServerConfig) -> Link {
     let args = McpLinkArgs {
         server: server.clone(),
         secrets: Arc::new(BTreeMap::new()),
@@ -60,36 +56,33 @@ async fn start_link(
         connect_timeout: Duration::from_secs(10),
         ping_every: Duration::from_secs(30),
     };
-    let (link, _) = Actor::spawn(
-        Some(registry.name(clawvisor::protocol::mcp::link(&server.name).local())),
-        McpLink,
-        args,
-    )
-    .await
-    .unwrap();
+    let name = clawvisor::protocol::mcp::link(&server.name);
+    let (actor, _) = Actor::spawn(Some(registry.name(name.local())), McpLink, args)
+        .await
+        .unwrap();
+    // What the supervisor does when it spawns a link: its public mailbox goes with its name.
+    registry.publish(&name, actor.get_derived());
+    let link = registry.lookup(&name).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let tools = ractor::call!(link, McpLinkMsg::Tools).unwrap();
         if !tools.is_empty() {
-            return link;
+            return Link::new(registry, &server.name);
         }
         assert!(Instant::now() < deadline, "the link did not connect");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-async fn echo(link: &ActorRef<McpLinkMsg>, i: usize) {
-    let output = call_through_link(
-        link.clone(),
-        "echo".into(),
-        json!({"text": format!("m{i}")}),
-    )
-    .await
-    .unwrap();
+async fn echo(link: &Link, i: usize) {
+    let output = link
+        .call("echo".into(), json!({"text": format!("m{i}")}))
+        .await
+        .unwrap();
     assert!(!output.is_error);
 }
 
-async fn measure(label: &str, link: &ActorRef<McpLinkMsg>) {
+async fn measure(label: &str, link: &Link) {
     for i in 0..50 {
         echo(link, i).await;
     }
@@ -173,8 +166,11 @@ fn mcp(c: &mut Criterion) {
         b.to_async(&rt).iter(|| echo(&http, 0))
     });
     rt.block_on(async {
-        stdio.stop(None);
-        http.stop(None);
+        for server in ["bench_stdio", "bench_http"] {
+            if let Some(link) = registry.lookup(&clawvisor::protocol::mcp::link(server)) {
+                link.stop(None);
+            }
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     });
     let _ = http_server.kill();

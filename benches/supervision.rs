@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use clawvisor::actors::root::spawn_child;
+use clawvisor::actors::supervise::spawn_child;
 use clawvisor::actors::supervise::{ChildSpec, RestartPolicy};
 use clawvisor::actors::supervisor::{StartMode, Supervisor, SupervisorArgs};
 use clawvisor::events::EventBus;
@@ -167,7 +167,7 @@ fn restart(c: &mut Criterion) {
             rt.block_on(async {
                 let mut total = Duration::ZERO;
                 for _ in 0..iterations {
-                    let child: ActorRef<EchoMsg> = registry
+                    let child: clawvisor::registry::Mailbox<EchoMsg> = registry
                         .wait_for(&ServiceName::<EchoMsg>::new("echo"), Duration::from_secs(5))
                         .await
                         .unwrap();

@@ -3,16 +3,25 @@
 //! Actors find each other by registered name (DESIGN.md, "Beyond one machine"), through ractor's
 //! registry. That registry is process-wide, and the test suite runs several daemons in one process,
 //! so every name carries its daemon's prefix: `cv3/agent:assistant`. Names are [`ServiceName`]s,
-//! typed with their actor's message: each service declares its name once (`protocol/<service>.rs`),
-//! and the compiler pairs name and type at every lookup and spawn.
+//! typed with the messages the service takes from others: each service declares its name once
+//! (`protocol/<service>.rs`), and the compiler pairs name and type at every lookup and spawn.
+//!
+//! A service's actor may take more than its public messages: its own callbacks (a connection
+//! made, a poll's result, a timer) are variants of an enum private to the actor, which wraps the
+//! public one. Such an actor is registered with a *mailbox* for its public messages (ractor's
+//! `DerivedActorRef`, which converts each message into the actor's own type); a lookup finds the
+//! actor by its ractor name and hands out that mailbox, so the rest of the daemon can only send
+//! what the protocol lists.
 
+use std::any::Any;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use ractor::{ActorRef, Message};
+use ractor::{ActorRef, DerivedActorRef, Message};
 
 /// A registered name typed with the messages its actor takes: looking it up can only give an
 /// `ActorRef` of that type, and spawning under it only accepts an actor of that type, so a name and
@@ -66,9 +75,24 @@ impl<M> std::fmt::Display for ServiceName<M> {
     }
 }
 
-#[derive(Clone, Debug)]
+/// What a lookup hands out: the actor, able to take messages of type `M` (its own type, or its
+/// public messages when its own enum also holds private callbacks).
+pub type Mailbox<M> = DerivedActorRef<M>;
+
+#[derive(Clone)]
 pub struct Registry {
     prefix: Arc<str>,
+    /// The public mailboxes of actors whose own message type is private, by registered name.
+    mailboxes: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Registry")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Registry {
@@ -84,6 +108,7 @@ impl Registry {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         Self {
             prefix: Arc::from(format!("cv{n}")),
+            mailboxes: Arc::default(),
         }
     }
 
@@ -99,14 +124,34 @@ impl Registry {
             .and_then(|rest| rest.strip_prefix('/'))
     }
 
-    /// The actor registered under `name`, if it is running (and takes messages of type `M`, which
-    /// holds unless two kinds of actor were spawned under one name).
-    pub fn lookup<M: Message>(&self, name: &ServiceName<M>) -> Option<ActorRef<M>> {
-        let cell = ractor::registry::where_is(self.name(name.local()))?;
-        if cell.is_message_type_of::<M>() == Some(false) {
-            return None;
+    /// The actor registered under `name`, if it is running and takes messages of type `M`: as its
+    /// own type, or through the mailbox it was registered with ([`Registry::publish`]).
+    pub fn lookup<M: Message>(&self, name: &ServiceName<M>) -> Option<Mailbox<M>> {
+        let registered = self.name(name.local());
+        let cell = ractor::registry::where_is(registered.clone())?;
+        if cell.is_message_type_of::<M>() != Some(false) {
+            return Some(ActorRef::<M>::from(cell).get_derived());
         }
-        Some(cell.into())
+        let mailboxes = self.mailboxes();
+        let mailbox = mailboxes.get(&registered)?.downcast_ref::<Mailbox<M>>()?;
+        // A mailbox left by an earlier actor under this name (it stopped, a new one started and
+        // has not published yet) is not this actor's.
+        (mailbox.get_id() == cell.get_id()).then(|| mailbox.clone())
+    }
+
+    /// Registers the public mailbox of the actor just spawned under `name` (replacing the one of
+    /// an earlier actor of that name).
+    pub fn publish<M: Message>(&self, name: &ServiceName<M>, mailbox: Mailbox<M>) {
+        self.mailboxes()
+            .insert(self.name(name.local()), Box::new(mailbox));
+    }
+
+    /// The mailbox table; a panic elsewhere while it was held left it whole (each change is one
+    /// insert), so a poisoned lock is used as it is.
+    fn mailboxes(&self) -> MutexGuard<'_, HashMap<String, Box<dyn Any + Send + Sync>>> {
+        self.mailboxes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Like [`Registry::lookup`], but waits (polling) up to `timeout` for the actor to appear,
@@ -115,7 +160,7 @@ impl Registry {
         &self,
         name: &ServiceName<M>,
         timeout: Duration,
-    ) -> Option<ActorRef<M>> {
+    ) -> Option<Mailbox<M>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if let Some(actor) = self.lookup(name) {

@@ -54,7 +54,7 @@ async fn world(script: Script, semantic: bool) -> World {
 }
 
 impl World {
-    fn memory(&self) -> ractor::ActorRef<MemoryMsg> {
+    fn memory(&self) -> clawvisor::registry::Mailbox<MemoryMsg> {
         self.harness
             .daemon()
             .registry

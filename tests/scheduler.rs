@@ -15,7 +15,7 @@ use clawvisor::actors::scheduler::{
 use clawvisor::config::{self, AgentSpec, Autonomy, Dur, SchedulerConfig};
 use clawvisor::domain::{ChatKey, OutEvent, Outbound};
 use clawvisor::events::EventBus;
-use clawvisor::registry::Registry;
+use clawvisor::registry::{Mailbox, Registry};
 use clawvisor::store::schedules::{self, JobRow, JobRunRow, JobRunStatus, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::studio::event_json::data_json;
@@ -36,7 +36,7 @@ const HOUR: i64 = 3_600_000;
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-fn scheduler_of(harness: &Harness) -> ActorRef<SchedulerMsg> {
+fn scheduler_of(harness: &Harness) -> Mailbox<SchedulerMsg> {
     harness
         .daemon()
         .registry
@@ -79,7 +79,7 @@ fn history(conn: &rusqlite::Connection, job_id: i64) -> Vec<JobRunRow> {
     rows
 }
 
-async fn job_view(scheduler: &ActorRef<SchedulerMsg>, id: i64) -> JobView {
+async fn job_view(scheduler: &Mailbox<SchedulerMsg>, id: i64) -> JobView {
     let (view, _) = ractor::call_t!(
         scheduler,
         |reply| SchedulerMsg::Get {
@@ -95,7 +95,7 @@ async fn job_view(scheduler: &ActorRef<SchedulerMsg>, id: i64) -> JobView {
     view
 }
 
-async fn stats(scheduler: &ActorRef<SchedulerMsg>) -> SchedulerStats {
+async fn stats(scheduler: &Mailbox<SchedulerMsg>) -> SchedulerStats {
     ractor::call_t!(scheduler, SchedulerMsg::Stats, 5_000).unwrap()
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clawvisor::actors::root::spawn_child;
+use clawvisor::actors::supervise::spawn_child;
 use clawvisor::actors::supervise::{ChildSpec, OnExhausted, Restart, RestartPolicy};
 use clawvisor::actors::supervisor::{StartMode, Supervisor, SupervisorArgs, SupervisorMsg};
 use clawvisor::events::{EventBus, EventKind};
@@ -128,7 +128,7 @@ async fn harness(children: &[(&str, Restart, u32)], start: StartMode) -> Harness
 }
 
 impl Harness {
-    fn worker(&self, id: &str) -> ActorRef<WorkerMsg> {
+    fn worker(&self, id: &str) -> clawvisor::registry::Mailbox<WorkerMsg> {
         self.registry
             .lookup(&ServiceName::new(id))
             .unwrap_or_else(|| panic!("worker {id} is registered"))

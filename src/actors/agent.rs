@@ -17,8 +17,8 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
 
-use super::root::spawn_child;
 use super::session::{Session, SessionArgs, SessionMsg};
+use super::supervise::spawn_child;
 use super::supervise::{Action, ChildSpec, Children, Restart, RestartPolicy};
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;

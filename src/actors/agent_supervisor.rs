@@ -16,7 +16,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::agent::{AgentActor, AgentArgs};
-use super::root::spawn_child;
+use super::supervise::spawn_child;
 use super::supervise::{Action, ChildCmd, ChildInfo, ChildSpec, Children, RestartPolicy};
 use crate::agent::AgentRuntime;
 use crate::events::EventBus;

@@ -184,7 +184,7 @@ fn run(plan: &BackupPlan, started_ms: i64) -> Outcome {
 pub fn child_spec(context: &super::root::RootContext) -> Option<super::supervise::ChildSpec> {
     let plan = BackupPlan::from_config(&context.loaded);
     (context.options.scheduler && plan.schedule.is_some()).then(|| {
-        super::root::actor_spec(
+        super::supervise::actor_spec(
             &context.registry,
             &NAME,
             context.loaded.config.supervision.policy(),

@@ -34,7 +34,7 @@ use super::agent::AgentMsg;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
 use crate::events::{EventBus, EventKind};
 use crate::protocol::handoff::ContractOutcome;
-use crate::registry::Registry;
+use crate::registry::{Mailbox, Registry};
 use crate::store::Store;
 use crate::store::handoff::{self as queries, ContractRow, ContractStatus};
 
@@ -189,7 +189,7 @@ pub fn announce(events: &EventBus, row: &ContractRow, change: &str) {
     );
 }
 
-fn agent(state: &ContractState, name: &str) -> Option<ActorRef<AgentMsg>> {
+fn agent(state: &ContractState, name: &str) -> Option<Mailbox<AgentMsg>> {
     state
         .args
         .registry

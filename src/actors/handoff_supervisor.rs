@@ -18,7 +18,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use super::contract::{Contract, ContractArgs, ContractMsg};
-use super::root::spawn_child;
+use super::supervise::spawn_child;
 use super::supervise::{
     Action, ChildCmd, ChildSpec, Children, OnExhausted, Restart, RestartPolicy,
 };

@@ -31,21 +31,54 @@ use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::mcp_link::{AgentTarget, McpLink, McpLinkArgs};
-use super::root::actor_spec;
+use super::mcp_link::{McpLink, McpLinkArgs};
+use super::supervise::actor_spec;
 use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExhausted, Restart};
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::protocol::mcp::{LinkReport, McpHealth, McpSupervisorMsg};
+use crate::protocol::mcp::AgentTarget;
+pub use crate::protocol::mcp::{McpHealth, McpSupervisorMsg};
 use crate::protocol::reload::Changes;
-use crate::registry::Registry;
+use crate::registry::{Registry, ServiceName};
 use crate::secrets::Secret;
 use crate::store::Store;
 
-impl From<ChildCmd> for McpSupervisorMsg {
+/// What makes the MCP supervisor act: others' requests, its links' news, its own timers.
+pub enum SupervisorMsg {
+    Request(McpSupervisorMsg),
+    Child(ChildCmd),
+    /// A link's news about itself.
+    Report(String, LinkReport),
+    /// A waiter's deadline may have passed.
+    WaitersDue,
+}
+
+wraps_requests!(SupervisorMsg, McpSupervisorMsg);
+
+impl From<ChildCmd> for SupervisorMsg {
     fn from(cmd: ChildCmd) -> Self {
-        McpSupervisorMsg::Child(cmd)
+        SupervisorMsg::Child(cmd)
     }
+}
+
+/// The supervisor's own name, typed with its own messages: how its links reach it.
+pub(super) const OWN_NAME: ServiceName<SupervisorMsg> =
+    ServiceName::fixed(crate::protocol::mcp::NAME_TEXT);
+
+/// What a link reports about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkReport {
+    Connecting,
+    Up {
+        tools: Vec<String>,
+        latency: std::time::Duration,
+    },
+    Latency(std::time::Duration),
+    Down(String),
+    /// Every agent allowed to use the server confirmed that it holds the server's tools.
+    Published,
+    /// An agent that should hold the tools does not (yet): it restarted, or was just added.
+    Unpublished,
 }
 
 #[derive(Clone)]
@@ -206,7 +239,7 @@ impl McpSupervisorState {
         }
     }
 
-    async fn start(&mut self, myself: &ActorRef<McpSupervisorMsg>, server: &McpServerConfig) {
+    async fn start(&mut self, myself: &ActorRef<SupervisorMsg>, server: &McpServerConfig) {
         self.health
             .insert(server.name.clone(), initial_health(server));
         self.servers.insert(server.name.clone(), server.clone());
@@ -266,7 +299,7 @@ impl McpSupervisorState {
 }
 
 impl Actor for McpSupervisor {
-    type Msg = McpSupervisorMsg;
+    type Msg = SupervisorMsg;
     type State = McpSupervisorState;
     type Arguments = McpSupervisorArgs;
 
@@ -312,12 +345,13 @@ impl Actor for McpSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            McpSupervisorMsg::Child(cmd) => {
+            SupervisorMsg::Request(request) => on_request(&myself, state, request).await,
+            SupervisorMsg::Child(cmd) => {
                 let _ = state.children.handle_cmd(&myself, cmd).await;
                 state.sync_children();
                 state.settle_waiters();
             }
-            McpSupervisorMsg::Report(server, report) => {
+            SupervisorMsg::Report(server, report) => {
                 let Some(health) = state.health.get_mut(&server) else {
                     return Ok(());
                 };
@@ -349,33 +383,7 @@ impl Actor for McpSupervisor {
                 state.publish(&server);
                 state.settle_waiters();
             }
-            McpSupervisorMsg::Health(reply) => {
-                state.sync_children();
-                let _ = reply.send(state.health.values().cloned().collect());
-            }
-            McpSupervisorMsg::Reload(reload, reply) => {
-                let outcome = reload_servers(&myself, state, reload).await;
-                let _ = reply.send(outcome);
-                state.settle_waiters();
-            }
-            McpSupervisorMsg::Settled(agent, reply) => {
-                let wait = state
-                    .args
-                    .config
-                    .startup_wait
-                    .0
-                    .min(crate::protocol::mcp::MAX_STARTUP_WAIT);
-                state.waiters.push(Waiter {
-                    agent,
-                    deadline: Instant::now() + wait,
-                    reply,
-                });
-                state.settle_waiters();
-                if !state.waiters.is_empty() {
-                    myself.send_after(wait, || McpSupervisorMsg::WaitersDue);
-                }
-            }
-            McpSupervisorMsg::WaitersDue => state.settle_waiters(),
+            SupervisorMsg::WaitersDue => state.settle_waiters(),
         }
         Ok(())
     }
@@ -405,11 +413,47 @@ impl Actor for McpSupervisor {
     }
 }
 
+/// Answers a request from outside: health, a reload, or a run waiting for its servers.
+async fn on_request(
+    myself: &ActorRef<SupervisorMsg>,
+    state: &mut McpSupervisorState,
+    request: McpSupervisorMsg,
+) {
+    match request {
+        McpSupervisorMsg::Health(reply) => {
+            state.sync_children();
+            let _ = reply.send(state.health.values().cloned().collect());
+        }
+        McpSupervisorMsg::Reload(reload, reply) => {
+            let outcome = reload_servers(myself, state, reload).await;
+            let _ = reply.send(outcome);
+            state.settle_waiters();
+        }
+        McpSupervisorMsg::Settled(agent, reply) => {
+            let wait = state
+                .args
+                .config
+                .startup_wait
+                .0
+                .min(crate::protocol::mcp::MAX_STARTUP_WAIT);
+            state.waiters.push(Waiter {
+                agent,
+                deadline: Instant::now() + wait,
+                reply,
+            });
+            state.settle_waiters();
+            if !state.waiters.is_empty() {
+                myself.send_after(wait, || SupervisorMsg::WaitersDue);
+            }
+        }
+    }
+}
+
 /// Applies a reload: links whose entry changed restart, removed ones stop, new ones start, and
 /// a link whose agents alone changed keeps its connection and gets its new agents
 /// (`SetTargets`) — so adding an agent never cuts the calls of an `agents = ["*"]` server.
 async fn reload_servers(
-    myself: &ActorRef<McpSupervisorMsg>,
+    myself: &ActorRef<SupervisorMsg>,
     state: &mut McpSupervisorState,
     reload: crate::protocol::mcp::McpReload,
 ) -> Changes {

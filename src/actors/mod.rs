@@ -3,8 +3,37 @@
 //! Each file follows the same order: `//!` doc (responsibility, invariants, restart policy),
 //! `Msg` enum, `Args`, the behaviour struct, its state, `impl Actor`.
 //!
+//! A service's actor takes its protocol's public messages (`protocol/<service>.rs`) wrapped in the
+//! `Request` variant of an enum of its own, whose other variants are what only the actor and its
+//! tasks send it (connection results, poll events, timer ticks); [`supervise::spawn_child`]
+//! registers it with a mailbox that takes the public messages only.
+//!
 //! Architecture Invariant: actors hold only `ActorRef`s (or registered names) of each other, never
 //! another actor's state. Long I/O runs in spawned tasks that report back by message.
+
+/// Implements the conversions between an actor's own message enum and the protocol enum it wraps
+/// in its `Request` variant, which its public mailbox needs (`Registry::publish`): a request
+/// becomes the actor's message, and a request the mailbox could not deliver is handed back.
+macro_rules! wraps_requests {
+    ($own:ident, $public:ty) => {
+        impl From<$public> for $own {
+            fn from(request: $public) -> Self {
+                $own::Request(request)
+            }
+        }
+
+        impl TryFrom<$own> for $public {
+            type Error = ();
+
+            fn try_from(own: $own) -> Result<Self, ()> {
+                match own {
+                    $own::Request(request) => Ok(request),
+                    _ => Err(()),
+                }
+            }
+        }
+    };
+}
 
 pub mod agent;
 pub mod agent_supervisor;

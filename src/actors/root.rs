@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell};
+use ractor::Actor;
 use tokio::sync::watch;
 
 use super::agent_supervisor::{AgentPlan, AgentSupervisor, AgentSupervisorArgs};
@@ -28,7 +28,7 @@ use super::memory::{MemoryActor, MemoryArgs};
 use super::scheduler::{Scheduler, SchedulerArgs, SchedulerClock};
 use super::store::{StoreActor, StoreArgs, StoreMsg};
 use super::studio::{StudioActor, StudioArgs, StudioMsg};
-use super::supervise::{ChildSpec, RestartPolicy};
+use super::supervise::{ChildSpec, actor_spec, spawn_child};
 use super::supervise::{OnExhausted, Restart};
 use super::supervisor::{StartMode, Supervisor, SupervisorArgs, SupervisorMsg};
 use super::telegram_bot::{TelegramBot, TelegramBotArgs};
@@ -166,42 +166,6 @@ fn ready_ids(loaded: &LoadedConfig, options: StartOptions) -> Vec<String> {
         .iter()
         .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
         .collect()
-}
-
-/// Spawns one linked actor under its registered name and returns its cell.
-pub async fn spawn_child<A: Actor>(
-    registry: &Registry,
-    name: &ServiceName<A::Msg>,
-    actor: A,
-    args: A::Arguments,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ractor::SpawnErr> {
-    let (actor_ref, _) =
-        Actor::spawn_linked(Some(registry.name(name.local())), actor, args, supervisor).await?;
-    Ok(actor_ref.get_cell())
-}
-
-/// A child spec whose actor is spawned from cloned `args` at every (re)start.
-pub fn actor_spec<A>(
-    registry: &Registry,
-    name: &ServiceName<A::Msg>,
-    policy: RestartPolicy,
-    make: fn() -> A,
-    args: A::Arguments,
-) -> ChildSpec
-where
-    A: Actor,
-    A::Arguments: Clone + Sync,
-{
-    let registry = registry.clone();
-    let name = name.clone();
-    let id = name.local().to_string();
-    ChildSpec::new(id, policy, move |supervisor| {
-        let registry = registry.clone();
-        let name = name.clone();
-        let args = args.clone();
-        async move { spawn_child(&registry, &name, make(), args, supervisor).await }
-    })
 }
 
 /// An empty one-for-one supervisor at a place of the tree whose children arrive with later work.

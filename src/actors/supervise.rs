@@ -14,6 +14,7 @@
 //!   treats that spawn error exactly like a crash, so both paths share the same budget.
 //! - A child stopped on purpose (removal, shutdown) is never restarted.
 
+use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -21,10 +22,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{ActorCell, ActorRef, Message, SpawnErr, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorRef, Message, SpawnErr, SupervisionEvent};
 use tokio::time::Instant;
 
 use crate::events::{EventBus, EventKind};
+use crate::registry::{Registry, ServiceName};
 pub use crate::supervision::{
     ChildCmd, ChildExit, ChildStatus, OnExhausted, Restart, RestartPolicy, RestartTracker, Verdict,
     error_chain,
@@ -88,6 +90,54 @@ impl ChildSpec {
         self.shutdown = timeout;
         self
     }
+}
+
+/// Spawns one linked actor under its registered name and returns its cell. `name` is typed with
+/// the messages others may send (`M`); when the actor's own enum wraps them with callbacks of its
+/// own, the actor is registered with a mailbox for `M` ([`Registry::publish`]).
+pub async fn spawn_child<A, M>(
+    registry: &Registry,
+    name: &ServiceName<M>,
+    actor: A,
+    args: A::Arguments,
+    supervisor: ActorCell,
+) -> Result<ActorCell, SpawnErr>
+where
+    A: Actor,
+    A::Msg: From<M>,
+    M: Message + TryFrom<A::Msg>,
+{
+    let (actor_ref, _) =
+        Actor::spawn_linked(Some(registry.name(name.local())), actor, args, supervisor).await?;
+    if TypeId::of::<M>() != TypeId::of::<A::Msg>() {
+        registry.publish(name, actor_ref.get_derived());
+    }
+    Ok(actor_ref.get_cell())
+}
+
+/// A child spec whose actor is spawned from cloned `args` at every (re)start.
+pub fn actor_spec<A, M>(
+    registry: &Registry,
+    name: &ServiceName<M>,
+    policy: RestartPolicy,
+    make: fn() -> A,
+    args: A::Arguments,
+) -> ChildSpec
+where
+    A: Actor,
+    A::Arguments: Clone + Sync,
+    A::Msg: From<M>,
+    M: Message + TryFrom<A::Msg>,
+{
+    let registry = registry.clone();
+    let name = name.clone();
+    let id = name.local().to_string();
+    ChildSpec::new(id, policy, move |supervisor| {
+        let registry = registry.clone();
+        let name = name.clone();
+        let args = args.clone();
+        async move { spawn_child(&registry, &name, make(), args, supervisor).await }
+    })
 }
 
 /// A read-only view of one child.

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use super::McpCommand;
 use super::daemon_link::{self, Daemon};
 use crate::config::{LoadedConfig, McpServerConfig, McpTransportKind};
-use crate::mcp::McpError;
 use crate::mcp::direct::DirectSession;
+use crate::protocol::mcp::McpError;
 
 /// The most bytes of a tool's answer printed.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024;

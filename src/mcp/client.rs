@@ -17,8 +17,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::Value;
 
 use super::process::ServerPipes;
-use super::{McpError, ToolInfo, describe_service_error, strip_urls, tool_infos};
+use super::{ToolInfo, describe_service_error, strip_urls, tool_infos};
 use crate::config::McpServerConfig;
+use crate::protocol::mcp::McpError;
 use crate::secrets::Secret;
 use crate::tool::ToolOutput;
 

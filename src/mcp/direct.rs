@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
+use super::ToolInfo;
 use super::client::{self, Service};
 use super::process::ServerProcess;
-use super::{McpError, ToolInfo};
 use crate::config::{McpServerConfig, McpTransportKind};
+use crate::protocol::mcp::McpError;
 use crate::secrets::Secret;
 use crate::tool::ToolOutput;
 

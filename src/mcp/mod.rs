@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::policy::McpToolHints;
+use crate::protocol::mcp::McpError;
 use crate::tool::ToolOutput;
 
 /// Longest description of a tool kept (servers can send anything).
@@ -36,31 +37,6 @@ pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
 pub const MAX_TOOLS: usize = 256;
 /// Longest tool name providers accept (OpenAI: 64).
 pub const MAX_TOOL_NAME: usize = 64;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum McpError {
-    #[error("cannot start the server: {0}")]
-    Spawn(String),
-    #[error("cannot connect: {0}")]
-    Connect(String),
-    #[error("{what} got no answer within {after:?}")]
-    Timeout { what: &'static str, after: Duration },
-    #[error("the server broke the protocol: {0}")]
-    Protocol(String),
-    #[error("the connection to the server is closed")]
-    Closed,
-    #[error("the server is not connected (it is starting or restarting); try again shortly")]
-    NotConnected,
-    #[error("{0}")]
-    Call(String),
-}
-
-impl McpError {
-    /// True when the link itself is broken (the caller should treat the server as down).
-    pub fn is_transport(&self) -> bool {
-        matches!(self, McpError::Closed)
-    }
-}
 
 /// One tool of a server, as plain data (what crosses the link ↔ agent boundary).
 #[derive(Debug, Clone, PartialEq)]

@@ -21,8 +21,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use super::McpError;
 use crate::config::McpServerConfig;
+use crate::protocol::mcp::McpError;
 use crate::secrets::Secret;
 use crate::store::mcp::ProcessRow;
 

@@ -1,28 +1,26 @@
 //! `<server>__<tool>`: one MCP tool as an agent sees it.
 //!
-//! The tool holds plain data only (its description, its server's name and trust); a call looks
-//! up the link actor `mcp:<server>` by name and sends it the call by message, so a link that
-//! restarted serves the next call without the agent noticing, and a link that is down answers
-//! "not connected" at once. Arguments are checked against the input schema before anything is
-//! sent. When the run is cancelled (the future is dropped), the link is told to cancel the call,
-//! which sends `notifications/cancelled` to the server.
+//! The tool holds plain data only (its description, its server's name and trust); a call goes to
+//! the link `mcp:<server>` by name (`protocol::mcp::Link`), so a link that restarted serves the
+//! next call without the agent noticing, and a link that is down answers "not connected" at
+//! once. Arguments are checked against the input schema before anything is sent. When the run is
+//! cancelled (the future is dropped), the link is told to cancel the call, which sends
+//! `notifications/cancelled` to the server.
 //!
 //! Policy: `assess` is `policy::mcp::classify_mcp` (the server's trust and the tool's
 //! read-only / destructive hints); `effect` follows the hints (not declared → a write).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ractor::ActorRef;
 use serde_json::Value;
 
-use super::{McpError, ToolInfo};
+use super::ToolInfo;
 use crate::llm::ToolSpec;
 use crate::policy::Effect;
 use crate::policy::{Assessment, McpTrust};
-use crate::protocol::mcp::McpLinkMsg;
+use crate::protocol::mcp::McpError;
 use crate::registry::Registry;
-use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolError, ToolFuture};
 
 /// Extra time the agent loop grants beyond the link's own timeout, so that the link's clearer
 /// timeout message (and its cancellation notice to the server) wins.
@@ -37,59 +35,6 @@ pub struct McpTool {
     pub trust: McpTrust,
     pub timeout: Duration,
     pub registry: Registry,
-}
-
-impl McpTool {
-    fn link(&self) -> Option<ActorRef<McpLinkMsg>> {
-        self.registry
-            .lookup(&crate::protocol::mcp::link(&self.server))
-    }
-}
-
-/// Tells the link to cancel a call whose caller went away before the answer.
-struct CancelOnDrop {
-    link: ActorRef<McpLinkMsg>,
-    id: u64,
-    armed: bool,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = self.link.cast(McpLinkMsg::Cancel(self.id));
-        }
-    }
-}
-
-fn next_call_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Sends one call to a link and waits for its answer (the link bounds the wait by its timeout).
-pub async fn call_through_link(
-    link: ActorRef<McpLinkMsg>,
-    remote_name: String,
-    arguments: Value,
-) -> Result<ToolOutput, McpError> {
-    let id = next_call_id();
-    let (sender, receiver) = ractor::concurrency::oneshot();
-    let mut guard = CancelOnDrop {
-        link: link.clone(),
-        id,
-        armed: true,
-    };
-    link.cast(McpLinkMsg::Call {
-        id,
-        tool: remote_name,
-        arguments,
-        reply: sender.into(),
-    })
-    .map_err(|_| McpError::NotConnected)?;
-    let answer = receiver.await;
-    guard.armed = false;
-    // A dropped reply port means the link stopped while the call was in flight.
-    answer.unwrap_or(Err(McpError::Closed))
 }
 
 impl Tool for McpTool {
@@ -162,14 +107,8 @@ impl Tool for McpTool {
             super::schema::validate(&self.info.input_schema, &args).map_err(|problem| {
                 ToolError::InvalidArguments(format!("{}: {problem}", self.info.name))
             })?;
-            let Some(link) = self.link() else {
-                return Err(ToolError::Failed(format!(
-                    "{}: {}",
-                    self.info.name,
-                    McpError::NotConnected
-                )));
-            };
-            match call_through_link(link, self.info.remote_name.clone(), args).await {
+            let link = crate::protocol::mcp::Link::new(&self.registry, &self.server);
+            match link.call(self.info.remote_name.clone(), args).await {
                 Ok(output) => Ok(output),
                 Err(McpError::Timeout { after, .. }) => Err(ToolError::Failed(format!(
                     "{}: the MCP server did not answer within {after:?}; the call was cancelled",

@@ -10,6 +10,7 @@
 //! log, so readiness never waits for ever on a broken server).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ractor::RpcReplyPort;
@@ -18,14 +19,13 @@ use serde_json::Value;
 use super::reload::Changes;
 use super::{CallError, ServiceName};
 use crate::config::McpServerConfig;
-use crate::mcp::process::ServerProcess;
-use crate::mcp::{Connection, McpError};
 use crate::registry::Registry;
-use crate::supervision::ChildCmd;
 use crate::tool::ToolOutput;
 
 /// Where the MCP supervisor is registered.
-pub const NAME: ServiceName<McpSupervisorMsg> = ServiceName::fixed("mcp");
+pub const NAME: ServiceName<McpSupervisorMsg> = ServiceName::fixed(NAME_TEXT);
+/// The registered name's text (the supervisor's links reach it under it too).
+pub const NAME_TEXT: &str = "mcp";
 /// How long a health report or a reload may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a run waits for its servers, whatever `[mcp] startup_wait` says: the supervisor
@@ -37,10 +37,8 @@ pub fn link(server: &str) -> ServiceName<McpLinkMsg> {
     ServiceName::new(format!("mcp:{server}"))
 }
 
+/// What others may ask of the MCP supervisor.
 pub enum McpSupervisorMsg {
-    Child(ChildCmd),
-    /// A link's news about itself.
-    Report(String, LinkReport),
     Health(RpcReplyPort<Vec<McpHealth>>),
     /// A new `[[mcp.servers]]` list: links whose entry changed are restarted, links whose
     /// agents alone changed are retargeted without reconnecting, others untouched.
@@ -48,8 +46,6 @@ pub enum McpSupervisorMsg {
     /// Answers, once none of the servers that give tools to `agent` is pending (or at
     /// `[mcp] startup_wait` at the latest), with those servers' health. `None`: every server.
     Settled(Option<String>, RpcReplyPort<Vec<McpHealth>>),
-    /// Internal: a waiter's deadline may have passed.
-    WaitersDue,
 }
 
 /// What a reload hands the MCP supervisor: the server list, the agents (who gets which tools) and
@@ -65,22 +61,6 @@ pub struct McpReload {
 pub struct AgentTarget {
     pub agent: String,
     pub only: Option<BTreeSet<String>>,
-}
-
-/// What a link reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LinkReport {
-    Connecting,
-    Up {
-        tools: Vec<String>,
-        latency: Duration,
-    },
-    Latency(Duration),
-    Down(String),
-    /// Every agent allowed to use the server confirmed that it holds the server's tools.
-    Published,
-    /// An agent that should hold the tools does not (yet): it restarted, or was just added.
-    Unpublished,
 }
 
 /// One server's health, as Studio and `doctor` show it.
@@ -125,14 +105,8 @@ impl McpHealth {
     }
 }
 
+/// What others may ask of one server's link.
 pub enum McpLinkMsg {
-    /// The connect task succeeded (internal: carries the live session).
-    Connected(Box<Connection>),
-    /// The connect task failed (with the server process it started, killed with the state, so
-    /// that its death is not mistaken for the reason).
-    ConnectFailed(McpError, Option<ServerProcess>),
-    /// The server process exited or the session closed.
-    Down(String),
     /// Calls `tool` (the server's own name) with `arguments`.
     Call {
         id: u64,
@@ -142,19 +116,8 @@ pub enum McpLinkMsg {
     },
     /// The caller of call `id` went away (run cancelled): cancel it at the server.
     Cancel(u64),
-    /// A call task finished.
-    CallDone {
-        id: u64,
-        latency: Duration,
-        transport_closed: bool,
-    },
-    Tick,
-    Pinged(Result<Duration, McpError>),
     /// The namespaced names of the tools this link publishes (empty while not connected).
     Tools(RpcReplyPort<Vec<String>>),
-    /// Internal: `agent` (the actor that had `ActorId` when it was given the tools) answered
-    /// whether its tool set holds them (`false` also when it did not answer in time).
-    Confirmed(String, ractor::ActorId, bool),
     /// Gives the tools to `agent` now if its current actor lacks them (it restarted since the
     /// last publication), and answers whether it is one of this server's agents. The agent's
     /// mailbox is ordered, so a later question to it sees the tools.
@@ -162,6 +125,32 @@ pub enum McpLinkMsg {
     /// The agents that get the tools changed (a reload): publish to the new ones, withdraw from
     /// the ones that left, keep the connection.
     SetTargets(Vec<AgentTarget>),
+}
+
+/// Why a call to a server, or connecting to it, failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start the server: {0}")]
+    Spawn(String),
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("{what} got no answer within {after:?}")]
+    Timeout { what: &'static str, after: Duration },
+    #[error("the server broke the protocol: {0}")]
+    Protocol(String),
+    #[error("the connection to the server is closed")]
+    Closed,
+    #[error("the server is not connected (it is starting or restarting); try again shortly")]
+    NotConnected,
+    #[error("{0}")]
+    Call(String),
+}
+
+impl McpError {
+    /// True when the link itself is broken (the caller should treat the server as down).
+    pub fn is_transport(&self) -> bool {
+        matches!(self, McpError::Closed)
+    }
 }
 
 /// The MCP supervisor, by name. Cheap to clone.
@@ -220,6 +209,74 @@ impl Mcp {
         })
         .await
     }
+}
+
+/// One server's link, by name, for calling its tools. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Link {
+    registry: Registry,
+    name: ServiceName<McpLinkMsg>,
+}
+
+impl Link {
+    pub fn new(registry: &Registry, server: &str) -> Self {
+        Self {
+            registry: registry.clone(),
+            name: link(server),
+        }
+    }
+
+    /// Whether the link runs (it may still be connecting).
+    pub fn is_running(&self) -> bool {
+        self.registry.lookup(&self.name).is_some()
+    }
+
+    /// Calls `tool` (the server's own name) and waits for its answer; the link bounds the wait
+    /// by the server's timeout. When the caller goes away first (the run is cancelled and this
+    /// future dropped), the link is told to cancel the call at the server.
+    pub async fn call(&self, tool: String, arguments: Value) -> Result<ToolOutput, McpError> {
+        let Some(link) = self.registry.lookup(&self.name) else {
+            return Err(McpError::NotConnected);
+        };
+        let id = next_call_id();
+        let (sender, receiver) = ractor::concurrency::oneshot();
+        let mut guard = CancelOnDrop {
+            link: link.clone(),
+            id,
+            armed: true,
+        };
+        link.cast(McpLinkMsg::Call {
+            id,
+            tool,
+            arguments,
+            reply: sender.into(),
+        })
+        .map_err(|_| McpError::NotConnected)?;
+        let answer = receiver.await;
+        guard.armed = false;
+        // A dropped reply port means the link stopped while the call was in flight.
+        answer.unwrap_or(Err(McpError::Closed))
+    }
+}
+
+/// Tells the link to cancel a call whose caller went away before the answer.
+struct CancelOnDrop {
+    link: crate::registry::Mailbox<McpLinkMsg>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.link.cast(McpLinkMsg::Cancel(self.id));
+        }
+    }
+}
+
+fn next_call_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -27,8 +27,9 @@ pub mod telegram;
 use std::time::Duration;
 
 use ractor::rpc::CallResult;
-use ractor::{ActorRef, Message, RpcReplyPort};
+use ractor::{Message, RpcReplyPort};
 
+use crate::registry::Mailbox;
 pub use crate::registry::ServiceName;
 
 /// Why a call to a service got no answer.
@@ -45,7 +46,7 @@ pub enum CallError {
 /// Sends a request built by `make` to `actor` and waits for the reply, at most `timeout` (`None`:
 /// as long as it takes, e.g. a human's decision).
 async fn call<M, T>(
-    actor: &ActorRef<M>,
+    actor: &Mailbox<M>,
     service: &str,
     timeout: Option<Duration>,
     make: impl FnOnce(RpcReplyPort<T>) -> M,
@@ -66,7 +67,7 @@ where
 fn find<M: Message>(
     registry: &crate::registry::Registry,
     name: &ServiceName<M>,
-) -> Result<ActorRef<M>, CallError> {
+) -> Result<Mailbox<M>, CallError> {
     registry.lookup(name).ok_or_else(|| CallError::NotRunning {
         service: name.local().to_string(),
     })

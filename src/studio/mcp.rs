@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::mcp::McpError;
+use crate::protocol::mcp::McpError;
 
 /// Who the audit log names for a call made through the API.
 const OPERATOR: &str = "operator (studio)";
@@ -81,8 +81,8 @@ pub async fn call_tool(
             "MCP server `{server}` is disabled in the config (`enabled = false`)"
         )));
     }
-    let link = state.registry.lookup(&crate::protocol::mcp::link(&server));
-    let (Some(link), "up") = (link, health.state) else {
+    let link = crate::protocol::mcp::Link::new(&state.registry, &server);
+    let (true, "up") = (link.is_running(), health.state) else {
         return Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -116,7 +116,7 @@ pub async fn call_tool(
     let (audited, _) = crate::tool::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
     let audited = audited.to_string();
     let started = Instant::now();
-    let outcome = crate::mcp::tool::call_through_link(link, tool.clone(), arguments).await;
+    let outcome = link.call(tool.clone(), arguments).await;
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let result = match &outcome {
         Ok(output) if output.is_error => "tool error".to_string(),

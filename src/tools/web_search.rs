@@ -182,23 +182,17 @@ impl WebSearchTool {
                 query_argument,
                 ..
             } => {
-                let link = ctx
-                    .registry
-                    .lookup(&crate::protocol::mcp::link(server))
-                    .ok_or_else(|| {
-                        ToolError::Failed(format!(
-                            "web search is unavailable: the MCP server `{server}` is not connected"
-                        ))
-                    })?;
+                let link = crate::protocol::mcp::Link::new(&ctx.registry, server);
+                if !link.is_running() {
+                    return Err(ToolError::Failed(format!(
+                        "web search is unavailable: the MCP server `{server}` is not connected"
+                    )));
+                }
                 let mut arguments = serde_json::Map::new();
                 arguments.insert(query_argument.clone(), Value::String(query.to_string()));
                 let output = tokio::time::timeout(
                     self.timeout,
-                    crate::mcp::tool::call_through_link(
-                        link,
-                        tool.clone(),
-                        Value::Object(arguments),
-                    ),
+                    link.call(tool.clone(), Value::Object(arguments)),
                 )
                 .await
                 .map_err(|_| no_answer(&self.label(), self.timeout))?

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use clawvisor::actors::telegram_bot::TelegramMsg;
+use clawvisor::protocol::telegram::TelegramMsg;
 use clawvisor::testkit::harness::ScratchDir;
 use clawvisor::testkit::scripted_llm::{Rule, Script};
 use clawvisor::testkit::wait_until;

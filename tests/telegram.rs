@@ -320,7 +320,7 @@ async fn a_revoked_token_fails_its_bot_alone_and_a_panicking_bot_is_restarted() 
         .unwrap();
     let old_id = alpha_ref.get_id();
     alpha_ref
-        .cast(clawvisor::actors::telegram_bot::TelegramMsg::Panic(
+        .cast(clawvisor::protocol::telegram::TelegramMsg::Panic(
             "test".into(),
         ))
         .unwrap();

@@ -1,6 +1,6 @@
 //! The Telegram bot service: one bot per agent, registered as `bot:<agent>`. Sessions, the
 //! approval desk and the scheduler hand it output; it posts approval requests with buttons.
-//! Served by `actors/telegram_bot.rs`.
+//! Served by `actors/telegram_bot/`.
 
 use std::time::Duration;
 
@@ -9,7 +9,6 @@ use ractor::RpcReplyPort;
 use super::ServiceName;
 use crate::domain::{ChatKey, Outbound};
 use crate::registry::Registry;
-use crate::telegram::poller::PollEvent;
 
 /// How long "is the bot online?" may take.
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -22,14 +21,9 @@ pub fn name(agent: &str) -> ServiceName<TelegramMsg> {
 /// The supervisor of every bot.
 pub const CHANNELS: &str = "channels";
 
+/// What others may ask of a bot.
 pub enum TelegramMsg {
-    /// The startup task reached Telegram: the bot's username.
-    Online {
-        username: String,
-    },
-    Poll(PollEvent),
     Deliver(Outbound),
-    Sweep,
     /// Post an approval request with buttons in a chat (or its forum topic); the message id
     /// comes back to the desk.
     PostApproval {

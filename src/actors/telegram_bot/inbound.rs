@@ -6,7 +6,7 @@
 use super::*;
 
 pub(super) async fn on_message(
-    myself: &ActorRef<TelegramMsg>,
+    myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: IncomingMessage,
@@ -157,7 +157,7 @@ struct Fetch {
     bot: Bot,
     registry: Registry,
     store: Store,
-    myself: ActorRef<TelegramMsg>,
+    myself: ActorRef<BotMsg>,
     inbox: PathBuf,
     voice: crate::voice::VoiceSettings,
     echo_transcripts: bool,
@@ -249,10 +249,10 @@ impl Fetch {
         // Queued with the bot before the agent has the message, so the quote or the hint comes
         // before any answer in the chat's send queue.
         if let Some(text) = notice {
-            let _ = self.myself.cast(TelegramMsg::Notify {
+            let _ = self.myself.cast(BotMsg::Request(TelegramMsg::Notify {
                 chat: inbound.chat.clone(),
                 text,
-            });
+            }));
         }
         // The group context is taken now, at the hand-over: a fetch left for a retry (or
         // cancelled) must leave it for the next attempt.
@@ -549,7 +549,7 @@ pub(super) enum Recovery {
 /// Re-dispatches stored updates that never reached a session, and re-delivers replies still in
 /// the outbox (with a growing delay per attempt).
 pub(super) async fn sweep(
-    myself: &ActorRef<TelegramMsg>,
+    myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     recovery: Recovery,
 ) -> Result<(), ActorProcessingErr> {

@@ -44,7 +44,7 @@ use crate::events::{EventBus, EventData, EventKind};
 use crate::protocol::agent::AgentMsg;
 use crate::protocol::approvals::{Approvals, Decider, Decision};
 use crate::protocol::events::Events;
-pub use crate::protocol::telegram::TelegramMsg;
+use crate::protocol::telegram::{ApprovalPrompt, TelegramMsg};
 use crate::registry::Registry;
 use crate::secrets::Secret;
 use crate::store::Store;
@@ -63,6 +63,21 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Group messages kept as context for one answer.
 const GROUP_CONTEXT: u32 = 30;
 const MAX_DOWNLOAD: u64 = 20 * 1024 * 1024;
+
+/// What makes a bot act: others' requests, and what its own tasks report.
+pub enum BotMsg {
+    Request(TelegramMsg),
+    /// The startup task reached Telegram: the bot's username.
+    Online {
+        username: String,
+    },
+    /// The poll loop's news: a batch stored, a poll done, its state, its end.
+    Poll(PollEvent),
+    /// Every 30 s: re-dispatch what never reached a session, re-deliver the outbox.
+    Sweep,
+}
+
+wraps_requests!(BotMsg, TelegramMsg);
 
 #[derive(Clone)]
 pub struct TelegramBotArgs {
@@ -130,7 +145,7 @@ impl TelegramBotArgs {
 }
 
 impl Actor for TelegramBot {
-    type Msg = TelegramMsg;
+    type Msg = BotMsg;
     type State = TelegramBotState;
     type Arguments = TelegramBotArgs;
 
@@ -188,15 +203,15 @@ impl Actor for TelegramBot {
             };
             match online {
                 Ok(username) => {
-                    let _ = me.cast(TelegramMsg::Online { username });
+                    let _ = me.cast(BotMsg::Online { username });
                 }
                 Err(TelegramError::Unauthorized) => {
-                    let _ = me.cast(TelegramMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)));
+                    let _ = me.cast(BotMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)));
                     return;
                 }
                 Err(error) => {
                     // Let the poll loop's backoff handle a flaky start; report what happened.
-                    let _ = me.cast(TelegramMsg::Poll(PollEvent::Status {
+                    let _ = me.cast(BotMsg::Poll(PollEvent::Status {
                         state: "network_error",
                         detail: error.to_string(),
                     }));
@@ -211,7 +226,7 @@ impl Actor for TelegramBot {
                 wait_for_previous: args.config.wait_for_previous.0,
                 store: args.store.clone(),
                 report: Box::new(move |event| {
-                    let _ = report_to.cast(TelegramMsg::Poll(event));
+                    let _ = report_to.cast(BotMsg::Poll(event));
                 }),
                 cancel,
             }
@@ -224,7 +239,7 @@ impl Actor for TelegramBot {
             let mut ticker = tokio::time::interval(SWEEP_EVERY);
             loop {
                 tokio::select! {
-                    _ = ticker.tick() => { if me.cast(TelegramMsg::Sweep).is_err() { return } }
+                    _ = ticker.tick() => { if me.cast(BotMsg::Sweep).is_err() { return } }
                     _ = sweep_cancel.cancelled() => return,
                 }
             }
@@ -239,131 +254,10 @@ impl Actor for TelegramBot {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            TelegramMsg::Online { username } => {
-                tracing::info!(agent = %state.args.spec.name, bot = %username, "telegram bot online");
-                state.args.events.publish_data(
-                    EventKind::BotStatus,
-                    &state.args.subject(),
-                    &format!("@{username} online"),
-                    EventData::BotOnline {
-                        agent: state.args.spec.name.clone(),
-                        username: username.clone(),
-                    },
-                );
-                state.username = Some(username);
-                Approvals::new(&state.args.registry).bot_online(&state.args.spec.name);
-                let early = std::mem::take(&mut state.early);
-                dispatch(&myself, state, early).await?;
-                // Right after start nothing is in flight: recover everything left from before.
-                sweep(&myself, state, Recovery::Everything).await?;
-            }
-            TelegramMsg::Poll(PollEvent::Polled { at_ms }) => {
-                // Kept by the Events actor in memory, for `/metrics`' polling lag.
-                Events::new(&state.args.registry).bot_polled(&state.args.spec.name, at_ms);
-            }
-            TelegramMsg::Poll(PollEvent::Stored(updates)) => {
-                if state.username.is_none() {
-                    state.early.extend(updates);
-                } else {
-                    dispatch(&myself, state, updates).await?;
-                }
-            }
-            TelegramMsg::Poll(PollEvent::Status {
-                state: status,
-                detail,
-            }) => {
-                if status != "polling" {
-                    tracing::warn!(agent = %state.args.spec.name, status, %detail, "telegram polling");
-                }
-                state.args.events.publish_data(
-                    EventKind::BotStatus,
-                    &state.args.subject(),
-                    &if detail.is_empty() {
-                        status.to_string()
-                    } else {
-                        format!("{status}: {detail}")
-                    },
-                    EventData::BotPolling {
-                        agent: state.args.spec.name.clone(),
-                        state: status.to_string(),
-                        detail,
-                        at_ms: crate::clock::now_ms(),
-                    },
-                );
-            }
-            TelegramMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)) => {
-                let env = state
-                    .args
-                    .spec
-                    .telegram
-                    .as_ref()
-                    .map(|t| t.token_env.clone())
-                    .unwrap_or_default();
-                let text = format!(
-                    "Telegram rejected the token in {env} (401). The bot of `{}` is off until the token is fixed and the daemon restarted; other bots keep running.",
-                    state.args.spec.name
-                );
-                tracing::error!("{text}");
-                state.args.events.publish_data(
-                    EventKind::BotStatus,
-                    &state.args.subject(),
-                    &text,
-                    EventData::BotUnauthorized {
-                        agent: state.args.spec.name.clone(),
-                    },
-                );
-                myself.stop(Some("unauthorized".into()));
-            }
-            TelegramMsg::Poll(PollEvent::Ended(PollEnd::Stuck(after))) => {
-                return Err(format!(
-                    "getUpdates did not answer within {} s; restarting the bot",
-                    after.as_secs()
-                )
-                .into());
-            }
-            TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
-            TelegramMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
-            TelegramMsg::PostApproval { chat, prompt } => {
-                let Some(chat_id) = chat.telegram_chat_id() else {
-                    return Ok(());
-                };
-                let buttons = approval::buttons(&prompt)
-                    .iter()
-                    .map(|button| (button.label(), button.encode()))
-                    .collect();
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                worker(state, &chat)
-                    .send(SendJob::Buttons {
-                        parts: approval::render(&prompt),
-                        buttons,
-                        reply,
-                    })
-                    .ok();
-                let desk = Approvals::new(&state.args.registry);
-                tokio::spawn(async move {
-                    if let Ok(Ok(message_id)) = answer.await {
-                        desk.posted(prompt.id, chat_id, message_id);
-                    }
-                });
-            }
-            TelegramMsg::ResolveApproval {
-                chat_id,
-                message_id,
-                text,
-            } => {
-                // An edit names the message; the whole chat's worker makes it, topic or not.
-                let _ = worker(state, &ChatKey::telegram(chat_id))
-                    .send(SendJob::Resolve { message_id, text });
-            }
-            TelegramMsg::Notify { chat, text } => {
-                if chat.telegram_chat_id().is_some() {
-                    let _ = worker(state, &chat).send(SendJob::Notice { text });
-                }
-            }
-            TelegramMsg::IsOnline(reply) => {
-                let _ = reply.send(state.username.is_some());
-            }
-            TelegramMsg::Panic(reason) => panic!("fault injected: {reason}"),
+            BotMsg::Request(request) => on_request(state, request).await,
+            BotMsg::Online { username } => on_online(&myself, state, username).await?,
+            BotMsg::Poll(event) => on_poll(&myself, state, event).await?,
+            BotMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
         }
         Ok(())
     }
@@ -379,6 +273,163 @@ impl Actor for TelegramBot {
         }
         Ok(())
     }
+}
+
+/// A request from outside: output to deliver, an approval to post or resolve, a notice, a
+/// question, or a fault to inject.
+async fn on_request(state: &mut TelegramBotState, request: TelegramMsg) {
+    match request {
+        TelegramMsg::Deliver(outbound) => deliver(state, outbound).await,
+        TelegramMsg::PostApproval { chat, prompt } => post_approval(state, chat, prompt),
+        TelegramMsg::ResolveApproval {
+            chat_id,
+            message_id,
+            text,
+        } => {
+            // An edit names the message; the whole chat's worker makes it, topic or not.
+            let _ = worker(state, &ChatKey::telegram(chat_id))
+                .send(SendJob::Resolve { message_id, text });
+        }
+        TelegramMsg::Notify { chat, text } => {
+            if chat.telegram_chat_id().is_some() {
+                let _ = worker(state, &chat).send(SendJob::Notice { text });
+            }
+        }
+        TelegramMsg::IsOnline(reply) => {
+            let _ = reply.send(state.username.is_some());
+        }
+        TelegramMsg::Panic(reason) => panic!("fault injected: {reason}"),
+    }
+}
+
+/// Posts an approval request with its buttons; the message id goes back to the desk.
+fn post_approval(state: &mut TelegramBotState, chat: ChatKey, prompt: ApprovalPrompt) {
+    let Some(chat_id) = chat.telegram_chat_id() else {
+        return;
+    };
+    let buttons = approval::buttons(&prompt)
+        .iter()
+        .map(|button| (button.label(), button.encode()))
+        .collect();
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    worker(state, &chat)
+        .send(SendJob::Buttons {
+            parts: approval::render(&prompt),
+            buttons,
+            reply,
+        })
+        .ok();
+    let desk = Approvals::new(&state.args.registry);
+    tokio::spawn(async move {
+        if let Ok(Ok(message_id)) = answer.await {
+            desk.posted(prompt.id, chat_id, message_id);
+        }
+    });
+}
+
+/// The bot reached Telegram: say so, hand over what was stored meanwhile, recover the rest.
+async fn on_online(
+    myself: &ActorRef<BotMsg>,
+    state: &mut TelegramBotState,
+    username: String,
+) -> Result<(), ActorProcessingErr> {
+    tracing::info!(agent = %state.args.spec.name, bot = %username, "telegram bot online");
+    state.args.events.publish_data(
+        EventKind::BotStatus,
+        &state.args.subject(),
+        &format!("@{username} online"),
+        EventData::BotOnline {
+            agent: state.args.spec.name.clone(),
+            username: username.clone(),
+        },
+    );
+    state.username = Some(username);
+    Approvals::new(&state.args.registry).bot_online(&state.args.spec.name);
+    let early = std::mem::take(&mut state.early);
+    dispatch(myself, state, early).await?;
+    // Right after start nothing is in flight: recover everything left from before.
+    sweep(myself, state, Recovery::Everything).await
+}
+
+/// The poll loop's news.
+async fn on_poll(
+    myself: &ActorRef<BotMsg>,
+    state: &mut TelegramBotState,
+    event: PollEvent,
+) -> Result<(), ActorProcessingErr> {
+    match event {
+        PollEvent::Polled { at_ms } => {
+            // Kept by the Events actor in memory, for `/metrics`' polling lag.
+            Events::new(&state.args.registry).bot_polled(&state.args.spec.name, at_ms);
+        }
+        PollEvent::Stored(updates) => {
+            if state.username.is_none() {
+                state.early.extend(updates);
+            } else {
+                dispatch(myself, state, updates).await?;
+            }
+        }
+        PollEvent::Status {
+            state: status,
+            detail,
+        } => publish_polling(state, status, detail),
+        PollEvent::Ended(PollEnd::Unauthorized) => token_rejected(myself, state),
+        PollEvent::Ended(PollEnd::Stuck(after)) => {
+            return Err(format!(
+                "getUpdates did not answer within {} s; restarting the bot",
+                after.as_secs()
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The poll loop's state, for the log (when it is not plain polling) and Studio.
+fn publish_polling(state: &TelegramBotState, status: &'static str, detail: String) {
+    if status != "polling" {
+        tracing::warn!(agent = %state.args.spec.name, status, %detail, "telegram polling");
+    }
+    state.args.events.publish_data(
+        EventKind::BotStatus,
+        &state.args.subject(),
+        &if detail.is_empty() {
+            status.to_string()
+        } else {
+            format!("{status}: {detail}")
+        },
+        EventData::BotPolling {
+            agent: state.args.spec.name.clone(),
+            state: status.to_string(),
+            detail,
+            at_ms: crate::clock::now_ms(),
+        },
+    );
+}
+
+/// Telegram rejected the token (401): said plainly, and the bot stops — restarting cannot fix it.
+fn token_rejected(myself: &ActorRef<BotMsg>, state: &TelegramBotState) {
+    let env = state
+        .args
+        .spec
+        .telegram
+        .as_ref()
+        .map(|t| t.token_env.clone())
+        .unwrap_or_default();
+    let text = format!(
+        "Telegram rejected the token in {env} (401). The bot of `{}` is off until the token is fixed and the daemon restarted; other bots keep running.",
+        state.args.spec.name
+    );
+    tracing::error!("{text}");
+    state.args.events.publish_data(
+        EventKind::BotStatus,
+        &state.args.subject(),
+        &text,
+        EventData::BotUnauthorized {
+            agent: state.args.spec.name.clone(),
+        },
+    );
+    myself.stop(Some("unauthorized".into()));
 }
 
 /// deleteWebhook (we poll), getMe (checks the token), setMyCommands.
@@ -458,7 +509,7 @@ async fn deliver(state: &mut TelegramBotState, outbound: Outbound) {
 
 /// What to do with each stored update; statuses are written together at the end.
 async fn dispatch(
-    myself: &ActorRef<TelegramMsg>,
+    myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     updates: Vec<StoredUpdate>,
 ) -> Result<(), ActorProcessingErr> {

@@ -114,21 +114,11 @@ pub struct MemoryStats {
     pub tombstones: usize,
 }
 
+/// What others may ask of the memory service.
 pub enum MemoryMsg {
     Save(SaveRequest, RpcReplyPort<Result<SaveOutcome, MemoryError>>),
-    /// The embedding of a save arrived (from the spawned task).
-    SaveEmbedded(
-        SaveRequest,
-        Result<Vec<f32>, String>,
-        RpcReplyPort<Result<SaveOutcome, MemoryError>>,
-    ),
     Search(
         SearchRequest,
-        RpcReplyPort<Result<SearchResult, MemoryError>>,
-    ),
-    SearchEmbedded(
-        SearchRequest,
-        Result<Vec<f32>, String>,
         RpcReplyPort<Result<SearchResult, MemoryError>>,
     ),
     /// A governance operation by `by` (audited).
@@ -143,7 +133,6 @@ pub enum MemoryMsg {
     Stats(RpcReplyPort<MemoryStats>),
     /// Rebuild the index from SQLite now; the number of memories indexed.
     Reindex(RpcReplyPort<Result<usize, MemoryError>>),
-    Maintain,
 }
 
 /// Why the memory service could not do what was asked.

@@ -1,0 +1,407 @@
+//! Memory: the one owner of the semantic index; saves, searches and governs memories.
+//!
+//! SQLite (`memory_facts`, with each memory's embedding, and its FTS5 index `memory_fts`) is the
+//! source of truth. This actor holds the hnsw index built from it: loaded from its dump at start
+//! when the dump matches SQLite's watermark, rebuilt from SQLite otherwise (missing, stale or
+//! corrupt dump — the last two with a warning); dumped every few minutes when changed and at stop.
+//!
+//! Saving: the text is embedded (in a spawned task: the mailbox stays responsive), then the five
+//! nearest memories of the same owner decide (surprise gating): below the threshold it is a near
+//! duplicate, not saved, and the skip is logged naming the memory it duplicates. Without an
+//! embeddings provider, memory works in full-text mode and an exact duplicate is not saved.
+//!
+//! Searching: FTS5 (BM25) and, with embeddings, the index (re-ranked by the surprise each memory
+//! had when saved) are merged by reciprocal rank fusion. The read model is enforced in the store's
+//! queries: an agent reads its own memories, its direct reports' and the platform's, and private
+//! ones (`restricted`, `session_recap`) only in the chat they came from.
+//!
+//! Governance (archive, restore, redact, purge, reclassify) writes its audit row in the same
+//! transaction and removes what must go from the index at once.
+//!
+//! Background job: the maintenance tick (owner: this actor; every 5 min; dumps a changed index and
+//! rebuilds it when tombstones pile up; cancelled with the actor; idempotent).
+//!
+//! Restart policy: permanent. A restart reloads the index from its dump or SQLite.
+
+mod governance;
+mod retrieval;
+mod saving;
+mod upkeep;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use governance::govern;
+use retrieval::search;
+use saving::{announce_saved, save_embedded, save_full_text, validate};
+use upkeep::{dump, rebuild};
+
+use crate::events::{EventBus, EventData, EventKind};
+use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
+use crate::memory::index::{IndexParams, LoadOutcome, VectorIndex, Watermark};
+pub use crate::protocol::memory::{
+    CLASSES, Governance, MAX_TEXT_CHARS, MemoryError, MemoryHit, MemoryMsg, MemoryStats, PLATFORM,
+    SENSITIVITIES, SaveOutcome, SaveRequest, SearchRequest, SearchResult,
+};
+use crate::store::Store;
+use crate::store::memory::{self as queries};
+
+/// Neighbours consulted by the surprise gate.
+pub(super) const GATE_NEIGHBOURS: usize = 5;
+/// Candidates each source contributes to a hybrid search.
+pub(super) const CANDIDATES: usize = 30;
+const MAINTAIN_EVERY: Duration = Duration::from_secs(300);
+
+/// What makes the memory actor act: others' requests, embeddings its tasks computed, and its
+/// maintenance timer.
+pub enum MemoryEvent {
+    Request(MemoryMsg),
+    /// The embedding of a save arrived (from the spawned task).
+    SaveEmbedded(
+        SaveRequest,
+        Result<Vec<f32>, String>,
+        RpcReplyPort<Result<SaveOutcome, MemoryError>>,
+    ),
+    SearchEmbedded(
+        SearchRequest,
+        Result<Vec<f32>, String>,
+        RpcReplyPort<Result<SearchResult, MemoryError>>,
+    ),
+    /// Every 5 minutes: rebuild the index when it is worn, dump it when it changed.
+    Maintain,
+}
+
+wraps_requests!(MemoryEvent, MemoryMsg);
+
+#[derive(Clone)]
+pub struct MemoryArgs {
+    pub store: Store,
+    /// Where the index is dumped.
+    pub dir: PathBuf,
+    pub embeddings: Option<EmbeddingsConfig>,
+    /// Why there are no embeddings, when there are none (shown by stats, doctor, Studio).
+    pub full_text_reason: String,
+    pub surprise_threshold: f32,
+    /// Each agent and the agent it reports to.
+    pub hierarchy: BTreeMap<String, Option<String>>,
+    /// `memory_changed` after a save or a governance operation (and the audit row's announcement).
+    pub events: EventBus,
+}
+
+pub struct MemoryActor;
+
+pub struct MemoryState {
+    args: MemoryArgs,
+    client: Option<Arc<EmbeddingsClient>>,
+    model: String,
+    index: Option<VectorIndex>,
+    dirty: bool,
+}
+
+impl MemoryArgs {
+    /// The owners `agent` may read: itself, its direct reports, the platform.
+    pub fn readable_owners(&self, agent: &str) -> Vec<String> {
+        let mut owners = vec![agent.to_string(), PLATFORM.to_string()];
+        owners.extend(
+            self.hierarchy
+                .iter()
+                .filter(|(_, boss)| boss.as_deref() == Some(agent))
+                .map(|(name, _)| name.clone()),
+        );
+        owners
+    }
+}
+
+impl Actor for MemoryActor {
+    type Msg = MemoryEvent;
+    type State = MemoryState;
+    type Arguments = MemoryArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: MemoryArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let client = match &args.embeddings {
+            Some(config) => match EmbeddingsClient::new(config.clone()) {
+                Ok(client) => Some(Arc::new(client)),
+                Err(error) => {
+                    tracing::warn!(%error, "memory: embeddings are not usable; full-text mode");
+                    None
+                }
+            },
+            None => None,
+        };
+        let model = args
+            .embeddings
+            .as_ref()
+            .map(|config| config.model.clone())
+            .unwrap_or_default();
+        myself.send_interval(MAINTAIN_EVERY, || MemoryEvent::Maintain);
+        Ok(MemoryState {
+            args,
+            client,
+            model,
+            index: None,
+            dirty: false,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.client.is_none() {
+            tracing::info!(reason = %state.args.full_text_reason, "memory: full-text mode");
+            return Ok(());
+        }
+        let model = state.model.clone();
+        let (dimension, ids) = state
+            .args
+            .store
+            .read(move |conn| {
+                Ok((
+                    queries::stored_dimension(conn, &model)?,
+                    queries::embedded_ids(conn, &model)?,
+                ))
+            })
+            .await?;
+        let Some(dimension) = dimension else {
+            return Ok(());
+        };
+        let expected = Watermark::from_chunks(
+            dimension,
+            &state.model,
+            ids.iter().map(|(id, owner)| (*id, owner.as_str())),
+        );
+        let dir = state.args.dir.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            VectorIndex::load(&dir, &expected, IndexParams::default())
+        })
+        .await?;
+        match loaded {
+            Ok(LoadOutcome::Loaded(index)) => {
+                tracing::info!(memories = index.len(), "memory: index loaded from its dump");
+                state.index = Some(*index);
+            }
+            Ok(LoadOutcome::Missing) => {
+                rebuild(state).await?;
+            }
+            Ok(LoadOutcome::Stale { reason }) | Ok(LoadOutcome::Corrupt { reason }) => {
+                tracing::warn!(%reason, "memory: the index dump does not match the database; rebuilding it from SQLite");
+                rebuild(state).await?;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "memory: could not read the index dump; rebuilding it from SQLite");
+                rebuild(state).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            MemoryEvent::Request(request) => on_request(&myself, state, request).await,
+            MemoryEvent::SaveEmbedded(request, vector, reply) => {
+                let outcome = match vector {
+                    Ok(vector) => save_embedded(state, request, vector).await,
+                    Err(error) => Err(format!(
+                        "the memory was not saved: the embeddings provider failed ({error})"
+                    )),
+                };
+                announce_saved(&state.args, &outcome);
+                let _ = reply.send(outcome.map_err(MemoryError::from));
+            }
+            MemoryEvent::SearchEmbedded(request, vector, reply) => {
+                let result = match vector {
+                    Ok(vector) => search(state, request, Some(vector), "hybrid".into()).await,
+                    Err(error) => {
+                        tracing::warn!(%error, "memory: could not embed a query; full-text only");
+                        let mode = format!("full_text (the embeddings provider failed: {error})");
+                        search(state, request, None, mode).await
+                    }
+                };
+                let _ = reply.send(result.map_err(MemoryError::from));
+            }
+            MemoryEvent::Maintain => {
+                if state.index.as_ref().is_some_and(VectorIndex::needs_rebuild) {
+                    rebuild(state).await?;
+                }
+                if state.dirty {
+                    dump(state).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.dirty {
+            dump(state).await;
+        }
+        Ok(())
+    }
+}
+
+/// A request from outside: save, search, govern, or a question about the memory.
+async fn on_request(myself: &ActorRef<MemoryEvent>, state: &mut MemoryState, request: MemoryMsg) {
+    match request {
+        MemoryMsg::Save(request, reply) => start_save(myself, state, request, reply).await,
+        MemoryMsg::Search(request, reply) => start_search(myself, state, request, reply).await,
+        MemoryMsg::Govern {
+            id,
+            operation,
+            by,
+            reply,
+        } => {
+            let name = operation.name();
+            let result = govern(state, id, operation, by).await;
+            if result.is_ok() {
+                announce_governed(&state.args, id, name);
+            }
+            let _ = reply.send(result.map_err(MemoryError::from));
+        }
+        MemoryMsg::ReadableOwners(agent, reply) => {
+            let _ = reply.send(state.args.readable_owners(&agent));
+        }
+        MemoryMsg::Stats(reply) => {
+            let _ = reply.send(stats(state).await);
+        }
+        MemoryMsg::Reindex(reply) => {
+            let result = rebuild(state)
+                .await
+                .map(|()| state.index.as_ref().map_or(0, VectorIndex::len))
+                .map_err(|error| error.to_string());
+            if result.is_ok() {
+                dump(state).await;
+            }
+            let _ = reply.send(result.map_err(MemoryError::from));
+        }
+    }
+}
+
+/// Saves a memory: embedded first by a task when there is a provider (the answer comes back as
+/// `SaveEmbedded`), full text only otherwise.
+async fn start_save(
+    myself: &ActorRef<MemoryEvent>,
+    state: &mut MemoryState,
+    request: SaveRequest,
+    reply: RpcReplyPort<Result<SaveOutcome, MemoryError>>,
+) {
+    let request = match validate(request) {
+        Ok(request) => request,
+        Err(error) => {
+            let _ = reply.send(Err(MemoryError::from(error)));
+            return;
+        }
+    };
+    let Some(client) = state.client.clone() else {
+        let outcome = save_full_text(state, request).await;
+        announce_saved(&state.args, &outcome);
+        let _ = reply.send(outcome.map_err(MemoryError::from));
+        return;
+    };
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        let vector = client
+            .embed_one(&request.text)
+            .await
+            .map_err(|error| error.to_string());
+        let _ = myself.cast(MemoryEvent::SaveEmbedded(request, vector, reply));
+    });
+}
+
+/// Searches: hybrid once the query is embedded by a task (`SearchEmbedded`) when there is a
+/// provider and an index, full text only otherwise.
+async fn start_search(
+    myself: &ActorRef<MemoryEvent>,
+    state: &mut MemoryState,
+    request: SearchRequest,
+    reply: RpcReplyPort<Result<SearchResult, MemoryError>>,
+) {
+    if request.query.trim().is_empty() {
+        let _ = reply.send(Err(MemoryError::Refused(
+            "the search query is empty".into(),
+        )));
+        return;
+    }
+    match (&state.client, &state.index) {
+        (Some(client), Some(_)) => {
+            let client = client.clone();
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                let vector = client
+                    .embed_one(&request.query)
+                    .await
+                    .map_err(|error| error.to_string());
+                let _ = myself.cast(MemoryEvent::SearchEmbedded(request, vector, reply));
+            });
+        }
+        _ => {
+            let mode = if state.client.is_some() {
+                "full_text (no memory has an embedding yet)".to_string()
+            } else {
+                format!("full_text ({})", state.args.full_text_reason)
+            };
+            let result = search(state, request, None, mode).await;
+            let _ = reply.send(result.map_err(MemoryError::from));
+        }
+    }
+}
+
+/// A governance operation went through: audit announcement and `memory_changed` for Studio.
+fn announce_governed(args: &MemoryArgs, id: i64, name: &str) {
+    let subject = format!("memory:{id}");
+    let action = format!("memory.{name}");
+    crate::audit::announce(&args.events, &action, &subject);
+    args.events.publish_data(
+        EventKind::MemoryChanged,
+        &subject,
+        &action,
+        EventData::MemoryChanged {
+            id,
+            change: name.to_string(),
+        },
+    );
+}
+
+/// The figures `stats` answers: facts by class, the mode, the index's size.
+async fn stats(state: &MemoryState) -> MemoryStats {
+    let facts = state
+        .args
+        .store
+        .read(queries::stats)
+        .await
+        .unwrap_or_default();
+    let mode = match (&state.client, &state.index) {
+        (Some(_), Some(index)) => {
+            format!(
+                "semantic ({}, {} dimensions)",
+                state.model,
+                index.dimension()
+            )
+        }
+        (Some(_), None) => format!("semantic ({}, nothing embedded yet)", state.model),
+        (None, _) => format!("full-text only ({})", state.args.full_text_reason),
+    };
+    MemoryStats {
+        facts,
+        mode,
+        indexed: state.index.as_ref().map_or(0, VectorIndex::len),
+        tombstones: state.index.as_ref().map_or(0, VectorIndex::tombstones),
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::actors::agent::AgentMsg;
+use clawvisor::protocol::agent::AgentMsg;
 use clawvisor::actors::scheduler::{
     JobScope, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
 };

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::actors::agent::{AgentMsg, AgentView};
+use clawvisor::protocol::agent::{AgentMsg, AgentView};
 use clawvisor::actors::scheduler::{
     JobChange, JobScope, JobView, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
     SchedulerStats,

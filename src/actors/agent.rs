@@ -19,18 +19,34 @@ use serde_json::json;
 
 use super::session::{Session, SessionArgs, SessionMsg};
 use super::supervise::spawn_child;
-use super::supervise::{Action, ChildSpec, Children, Restart, RestartPolicy};
+use super::supervise::{Action, ChildCmd, ChildSpec, Children, Restart, RestartPolicy};
 use crate::agent::{AgentRuntime, AgentSettings};
 use crate::config::Autonomy;
 use crate::domain::ChatKey;
 use crate::events::{EventData, EventKind};
 use crate::protocol::agent::AgentError;
-pub use crate::protocol::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
+use crate::protocol::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
 use crate::registry::ServiceName;
 use crate::skills;
 use crate::store::runs::{self, SettingsRow};
 use crate::store::sessions;
 use crate::tool::Tool;
+
+/// What makes an agent act: others' requests, its sessions' news, and its supervision timers.
+pub enum AgentEvent {
+    Request(AgentMsg),
+    Child(ChildCmd),
+    /// A session has nothing to do; `handled` is how many messages it handled.
+    SessionIdle { chat: ChatKey, handled: u64 },
+}
+
+wraps_requests!(AgentEvent, AgentMsg);
+
+impl From<ChildCmd> for AgentEvent {
+    fn from(cmd: ChildCmd) -> Self {
+        AgentEvent::Child(cmd)
+    }
+}
 
 #[derive(Clone)]
 pub struct AgentArgs {
@@ -60,7 +76,7 @@ fn session_child_id(agent: &str, chat: &ChatKey) -> String {
 }
 
 impl Actor for AgentActor {
-    type Msg = AgentMsg;
+    type Msg = AgentEvent;
     type State = AgentState;
     type Arguments = AgentArgs;
 
@@ -135,38 +151,12 @@ impl Actor for AgentActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            AgentMsg::Inbound(inbound) => {
-                let chat = inbound.chat.clone();
-                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
-                    return Err(reason.into());
-                }
-                if let Some(session) = session_ref(state, &chat) {
-                    *state.routed.entry(chat).or_default() += 1;
-                    session.cast(SessionMsg::Inbound(inbound))?;
-                }
-            }
-            AgentMsg::Command(chat, command) => {
-                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
-                    return Err(reason.into());
-                }
-                if let Some(session) = session_ref(state, &chat) {
-                    session.cast(SessionMsg::Command(command))?;
-                }
-            }
-            AgentMsg::Wake(chat) => {
-                if let Action::Escalate(reason) = ensure_session(&myself, state, &chat).await {
-                    return Err(reason.into());
-                }
-                if let Some(session) = session_ref(state, &chat) {
-                    session.cast(SessionMsg::Wake)?;
-                }
-            }
-            AgentMsg::Child(cmd) => {
-                if let Action::Escalate(reason) = state.sessions.handle_cmd(&myself, cmd).await {
-                    return Err(reason.into());
-                }
-            }
-            AgentMsg::SessionIdle { chat, handled } => {
+            AgentEvent::Request(request) => on_request(&myself, state, request).await,
+            AgentEvent::Child(cmd) => match state.sessions.handle_cmd(&myself, cmd).await {
+                Action::Escalate(reason) => Err(reason.into()),
+                Action::Nothing => Ok(()),
+            },
+            AgentEvent::SessionIdle { chat, handled } => {
                 let routed = state.routed.get(&chat).copied().unwrap_or(0);
                 if routed == handled {
                     state.routed.remove(&chat);
@@ -175,77 +165,9 @@ impl Actor for AgentActor {
                         .remove_quietly(&session_child_id(&state.runtime.spec.name, &chat))
                         .await;
                 }
-            }
-            AgentMsg::SetTools(source, tools) => {
-                let before = tool_names(state);
-                if tools.is_empty() {
-                    state.extra_tools.remove(&source);
-                } else {
-                    state.extra_tools.insert(source.clone(), tools);
-                }
-                rebuild_tools(state);
-                push_settings(state);
-                if tool_names(state) != before {
-                    announce(state, &format!("tools from {source} changed"), |agent| {
-                        EventData::AgentToolsChanged { agent, source }
-                    });
-                }
-            }
-            AgentMsg::SetSkill {
-                skill,
-                enabled,
-                reply,
-            } => {
-                let result = set_skill(state, skill.clone(), enabled).await;
-                if result.is_ok() {
-                    push_settings(state);
-                    let verb = if enabled { "enabled" } else { "disabled" };
-                    announce(state, &format!("skill {skill} {verb}"), |agent| {
-                        EventData::AgentSkillToggled {
-                            agent,
-                            skill,
-                            enabled,
-                        }
-                    });
-                }
-                let _ = reply.send(result.map(|()| view(state)));
-            }
-            AgentMsg::UpdateSettings(change, reply) => {
-                let was_paused = state.settings.paused;
-                let result = update_settings(state, change).await;
-                if result.is_ok() {
-                    push_settings(state);
-                    let settings = &state.settings;
-                    announce(
-                        state,
-                        &format!(
-                            "settings: autonomy {}, model {}, {}",
-                            settings.autonomy.as_str(),
-                            settings.model,
-                            if settings.paused { "paused" } else { "running" }
-                        ),
-                        |agent| EventData::AgentSettingsChanged {
-                            agent,
-                            autonomy: settings.autonomy.as_str().to_string(),
-                            model: settings.model.clone(),
-                            paused: settings.paused,
-                        },
-                    );
-                }
-                let _ = reply.send(result.map(|()| view(state)).map_err(AgentError::Refused));
-                if was_paused && !state.settings.paused {
-                    // Conversations whose session stopped while paused get theirs back too.
-                    resume_unfinished(&myself, state).await?;
-                }
-            }
-            AgentMsg::View(reply) => {
-                let _ = reply.send(view(state));
-            }
-            AgentMsg::Tools(reply) => {
-                let _ = reply.send(state.settings.tools.clone());
+                Ok(())
             }
         }
-        Ok(())
     }
 
     async fn handle_supervisor_evt(
@@ -274,9 +196,127 @@ impl Actor for AgentActor {
     }
 }
 
+/// A request from outside: a message or command for a conversation, a wake-up, tools or a
+/// setting changed, or a question.
+async fn on_request(
+    myself: &ActorRef<AgentEvent>,
+    state: &mut AgentState,
+    request: AgentMsg,
+) -> Result<(), ActorProcessingErr> {
+    match request {
+        AgentMsg::Inbound(inbound) => {
+            let chat = inbound.chat.clone();
+            let Some(session) = session_for(myself, state, &chat).await? else {
+                return Ok(());
+            };
+            *state.routed.entry(chat).or_default() += 1;
+            session.cast(SessionMsg::Inbound(inbound))?;
+        }
+        AgentMsg::Command(chat, command) => {
+            if let Some(session) = session_for(myself, state, &chat).await? {
+                session.cast(SessionMsg::Command(command))?;
+            }
+        }
+        AgentMsg::Wake(chat) => {
+            if let Some(session) = session_for(myself, state, &chat).await? {
+                session.cast(SessionMsg::Wake)?;
+            }
+        }
+        AgentMsg::SetTools(source, tools) => set_tools(state, source, tools),
+        AgentMsg::SetSkill {
+            skill,
+            enabled,
+            reply,
+        } => {
+            let result = set_skill(state, skill.clone(), enabled).await;
+            if result.is_ok() {
+                push_settings(state);
+                let verb = if enabled { "enabled" } else { "disabled" };
+                announce(state, &format!("skill {skill} {verb}"), |agent| {
+                    EventData::AgentSkillToggled {
+                        agent,
+                        skill,
+                        enabled,
+                    }
+                });
+            }
+            let _ = reply.send(result.map(|()| view(state)));
+        }
+        AgentMsg::UpdateSettings(change, reply) => {
+            let was_paused = state.settings.paused;
+            let result = update_settings(state, change).await;
+            if result.is_ok() {
+                push_settings(state);
+                announce_settings(state);
+            }
+            let _ = reply.send(result.map(|()| view(state)).map_err(AgentError::Refused));
+            if was_paused && !state.settings.paused {
+                // Conversations whose session stopped while paused get theirs back too.
+                resume_unfinished(myself, state).await?;
+            }
+        }
+        AgentMsg::View(reply) => {
+            let _ = reply.send(view(state));
+        }
+        AgentMsg::Tools(reply) => {
+            let _ = reply.send(state.settings.tools.clone());
+        }
+    }
+    Ok(())
+}
+
+/// The session of `chat`, started if needed (`None`: it could not start and will be retried).
+async fn session_for(
+    myself: &ActorRef<AgentEvent>,
+    state: &mut AgentState,
+    chat: &ChatKey,
+) -> Result<Option<ActorRef<SessionMsg>>, ActorProcessingErr> {
+    if let Action::Escalate(reason) = ensure_session(myself, state, chat).await {
+        return Err(reason.into());
+    }
+    Ok(session_ref(state, chat))
+}
+
+/// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
+fn set_tools(state: &mut AgentState, source: String, tools: Vec<Arc<dyn Tool>>) {
+    let before = tool_names(state);
+    if tools.is_empty() {
+        state.extra_tools.remove(&source);
+    } else {
+        state.extra_tools.insert(source.clone(), tools);
+    }
+    rebuild_tools(state);
+    push_settings(state);
+    if tool_names(state) != before {
+        announce(state, &format!("tools from {source} changed"), |agent| {
+            EventData::AgentToolsChanged { agent, source }
+        });
+    }
+}
+
+/// Announces the runtime settings after a change (`agent_changed`).
+fn announce_settings(state: &AgentState) {
+    let settings = &state.settings;
+    announce(
+        state,
+        &format!(
+            "settings: autonomy {}, model {}, {}",
+            settings.autonomy.as_str(),
+            settings.model,
+            if settings.paused { "paused" } else { "running" }
+        ),
+        |agent| EventData::AgentSettingsChanged {
+            agent,
+            autonomy: settings.autonomy.as_str().to_string(),
+            model: settings.model.clone(),
+            paused: settings.paused,
+        },
+    );
+}
+
 /// Makes sure the session of `chat` runs (spawning it if needed).
 async fn ensure_session(
-    myself: &ActorRef<AgentMsg>,
+    myself: &ActorRef<AgentEvent>,
     state: &mut AgentState,
     chat: &ChatKey,
 ) -> Action {
@@ -376,7 +416,7 @@ async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Resu
 /// Starts (or wakes) the session of every conversation with unfinished work in the database:
 /// pending messages or open runs. At start, and when the agent is resumed after a pause.
 async fn resume_unfinished(
-    myself: &ActorRef<AgentMsg>,
+    myself: &ActorRef<AgentEvent>,
     state: &mut AgentState,
 ) -> Result<(), ActorProcessingErr> {
     let agent = state.runtime.spec.name.clone();

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::agent::AgentMsg;
+use crate::protocol::agent::AgentMsg;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
 use crate::events::{EventBus, EventKind};
 use crate::protocol::handoff::ContractOutcome;

@@ -23,7 +23,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::agent::AgentMsg;
+use super::agent::AgentEvent;
 use super::run::{RunActor, RunArgs, RunMsg};
 use crate::agent::run::{RunReport, RunRequest, Trigger};
 use crate::agent::{AgentRuntime, AgentSettings};
@@ -51,7 +51,7 @@ pub struct SessionArgs {
     pub runtime: Arc<AgentRuntime>,
     pub settings: AgentSettings,
     pub chat: ChatKey,
-    pub agent: ActorRef<AgentMsg>,
+    pub agent: ActorRef<AgentEvent>,
 }
 
 pub struct Session;
@@ -66,7 +66,7 @@ pub struct SessionState {
     runtime: Arc<AgentRuntime>,
     settings: AgentSettings,
     chat: ChatKey,
-    agent: ActorRef<AgentMsg>,
+    agent: ActorRef<AgentEvent>,
     session_id: i64,
     active: Option<ActiveRun>,
     /// Lent to the active run and handed back with its report.
@@ -247,7 +247,7 @@ impl Actor for Session {
             SessionMsg::IdleCheck => {
                 state.idle_timer = None;
                 if is_idle(state) {
-                    let _ = state.agent.cast(AgentMsg::SessionIdle {
+                    let _ = state.agent.cast(AgentEvent::SessionIdle {
                         chat: state.chat.clone(),
                         handled: state.handled,
                     });

@@ -13,7 +13,6 @@ use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, SessionCommand};
 use crate::registry::Registry;
 use crate::skills;
-use crate::supervision::ChildCmd;
 use crate::tool::Tool;
 
 /// How long a view or a settings change may take (a stored write at most).
@@ -27,18 +26,13 @@ pub fn name(agent: &str) -> ServiceName<AgentMsg> {
 /// The supervisor of every agent.
 pub const SUPERVISOR: &str = "agents";
 
+/// What others may ask of an agent.
 pub enum AgentMsg {
     Inbound(Inbound),
     Command(ChatKey, SessionCommand),
     /// Something was stored in this chat's transcript for the agent (a handoff's outcome): the
     /// session starts a run for it.
     Wake(ChatKey),
-    Child(ChildCmd),
-    /// A session has nothing to do; `handled` is how many messages it handled.
-    SessionIdle {
-        chat: ChatKey,
-        handled: u64,
-    },
     /// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
     SetTools(String, Vec<Arc<dyn Tool>>),
     UpdateSettings(SettingsChange, RpcReplyPort<Result<AgentView, AgentError>>),
@@ -51,12 +45,6 @@ pub enum AgentMsg {
     View(RpcReplyPort<AgentView>),
     /// The tools its runs get now (a run that waited for MCP servers takes the fresh set).
     Tools(RpcReplyPort<Arc<Vec<Arc<dyn Tool>>>>),
-}
-
-impl From<ChildCmd> for AgentMsg {
-    fn from(cmd: ChildCmd) -> Self {
-        AgentMsg::Child(cmd)
-    }
 }
 
 /// An operator's change to runtime settings (each `None` leaves the setting as it is).

@@ -1149,7 +1149,7 @@ async fn bot_polling_lag_counts_from_the_last_completed_poll() {
 /// archived (the archive also as an audit row), a contract through its lifecycle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_and_handoff_changes_are_announced_for_live_pages() {
-    use clawvisor::actors::handoff_supervisor::{HandoffMsg, NewContract};
+    use clawvisor::protocol::handoff::{HandoffMsg, NewContract};
     use clawvisor::actors::memory::{MemoryMsg, SaveOutcome, SaveRequest};
     use clawvisor::events::RuntimeEvent;
 

@@ -20,7 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::events::{EventBus, EventKind, EventReceiver, RuntimeEvent};
-pub use crate::protocol::events::{ActorView, EventsMsg, TreeSnapshot};
+use crate::protocol::events::{ActorView, EventsMsg, TreeSnapshot};
 use crate::store::Store;
 use crate::store::events::EventToStore;
 
@@ -44,8 +44,17 @@ pub struct EventsState {
     persister: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// What makes the events actor act: others' requests and the bus's events its persister sees.
+pub enum EventsEvent {
+    Request(EventsMsg),
+    /// A lifecycle or boot event from the bus (the bus's own shared copy).
+    Observed(Arc<RuntimeEvent>),
+}
+
+wraps_requests!(EventsEvent, EventsMsg);
+
 impl Actor for EventsActor {
-    type Msg = EventsMsg;
+    type Msg = EventsEvent;
     type State = EventsState;
     type Arguments = EventsArgs;
 
@@ -79,12 +88,12 @@ impl Actor for EventsActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            EventsMsg::Observed(event) => observe(state, &event),
-            EventsMsg::BotPolled { agent, at_ms } => {
+            EventsEvent::Observed(event) => observe(state, &event),
+            EventsEvent::Request(EventsMsg::BotPolled { agent, at_ms }) => {
                 let last = state.bot_polls.entry(agent).or_insert(at_ms);
                 *last = (*last).max(at_ms);
             }
-            EventsMsg::Snapshot(reply) => {
+            EventsEvent::Request(EventsMsg::Snapshot(reply)) => {
                 let _ = reply.send(TreeSnapshot {
                     boot_complete: state.boot_complete,
                     actors: state.actors.values().cloned().collect(),
@@ -150,7 +159,7 @@ async fn persist(
     mut stop: oneshot::Receiver<()>,
     store: Store,
     retention: u64,
-    events_actor: ActorRef<EventsMsg>,
+    events_actor: ActorRef<EventsEvent>,
 ) {
     let mut buffer: Vec<Arc<RuntimeEvent>> = Vec::new();
     let mut ticker = tokio::time::interval(FLUSH_EVERY);
@@ -159,7 +168,7 @@ async fn persist(
             received = receiver.recv() => match received {
                 Ok(event) => {
                     if event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
-                        let _ = events_actor.cast(EventsMsg::Observed(Arc::clone(&event)));
+                        let _ = events_actor.cast(EventsEvent::Observed(Arc::clone(&event)));
                     }
                     buffer.push(event);
                     if buffer.len() >= FLUSH_BATCH {

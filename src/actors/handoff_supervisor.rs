@@ -24,14 +24,22 @@ use super::supervise::{
 };
 use crate::domain::ChatKind;
 use crate::events::EventBus;
-pub use crate::protocol::handoff::{ContractOutcome, HandoffError, HandoffMsg, NewContract};
+use crate::protocol::handoff::{ContractOutcome, HandoffError, HandoffMsg, NewContract};
 use crate::registry::{Registry, ServiceName};
 use crate::store::Store;
 use crate::store::handoff::{self as queries, ContractRow, ContractStatus};
 
-impl From<ChildCmd> for HandoffMsg {
+/// What makes the handoff supervisor act: others' requests and its supervision timers.
+pub enum HandoffEvent {
+    Request(HandoffMsg),
+    Child(ChildCmd),
+}
+
+wraps_requests!(HandoffEvent, HandoffMsg);
+
+impl From<ChildCmd> for HandoffEvent {
     fn from(cmd: ChildCmd) -> Self {
-        HandoffMsg::Child(cmd)
+        HandoffEvent::Child(cmd)
     }
 }
 
@@ -63,7 +71,7 @@ fn new_id() -> String {
 }
 
 impl Actor for HandoffSupervisor {
-    type Msg = HandoffMsg;
+    type Msg = HandoffEvent;
     type State = HandoffState;
     type Arguments = HandoffArgs;
 
@@ -103,78 +111,12 @@ impl Actor for HandoffSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            HandoffMsg::Deliver(outbound) => {
-                if let Some(contract) = outbound
-                    .chat
-                    .handoff_contract()
-                    .and_then(|id| running(state, id))
-                {
-                    let _ = contract.cast(ContractMsg::Output(outbound));
-                }
-            }
-            HandoffMsg::Create(request, reply) => {
-                let created = create(&myself, state, request).await;
-                let _ = reply.send(created.map_err(HandoffError::Refused));
-            }
-            HandoffMsg::Await(id, reply) => match running(state, &id) {
-                Some(contract) => {
-                    let _ = contract.cast(ContractMsg::Await(reply));
-                }
-                None => {
-                    let lookup = id.clone();
-                    let row = state
-                        .args
-                        .store
-                        .read(move |conn| queries::get(conn, &lookup))
-                        .await?;
-                    if let Some(row) = row.filter(|row| !row.is_open()) {
-                        let _ = reply.send(ContractOutcome {
-                            text: row.outcome_text(),
-                            id: row.id,
-                            status: row.status,
-                            delegate: row.delegate,
-                        });
-                    }
-                }
+            HandoffEvent::Request(request) => on_request(&myself, state, request).await,
+            HandoffEvent::Child(cmd) => match state.contracts.handle_cmd(&myself, cmd).await {
+                Action::Escalate(reason) => Err(reason.into()),
+                Action::Nothing => Ok(()),
             },
-            HandoffMsg::Progress(id, note) => {
-                if let Some(contract) = running(state, &id) {
-                    let _ = contract.cast(ContractMsg::Progress(note));
-                }
-            }
-            HandoffMsg::Return(id, result) => {
-                if let Some(contract) = running(state, &id) {
-                    let _ = contract.cast(ContractMsg::Return(result));
-                }
-            }
-            HandoffMsg::Cancel { id, by, reply } => {
-                let Some(contract) = running(state, &id) else {
-                    let _ = reply.send(Err(HandoffError::Refused(format!(
-                        "contract {id} is not open"
-                    ))));
-                    return Ok(());
-                };
-                let ended = ractor::call_t!(
-                    contract,
-                    |port| ContractMsg::Cancel { by, reply: port },
-                    10_000
-                )
-                .unwrap_or(false);
-                let _ = reply.send(if ended {
-                    Ok(())
-                } else {
-                    Err(HandoffError::Refused(format!(
-                        "contract {id} had already ended"
-                    )))
-                });
-            }
-            HandoffMsg::Child(cmd) => {
-                if let Action::Escalate(reason) = state.contracts.handle_cmd(&myself, cmd).await {
-                    return Err(reason.into());
-                }
-            }
         }
-        Ok(())
     }
 
     async fn handle_supervisor_evt(
@@ -199,6 +141,83 @@ impl Actor for HandoffSupervisor {
     }
 }
 
+/// A request from outside: a delegate's output, a new contract, a wait, progress, a return or
+/// a cancellation.
+async fn on_request(
+    myself: &ActorRef<HandoffEvent>,
+    state: &mut HandoffState,
+    request: HandoffMsg,
+) -> Result<(), ActorProcessingErr> {
+    match request {
+        HandoffMsg::Deliver(outbound) => {
+            if let Some(contract) = outbound
+                .chat
+                .handoff_contract()
+                .and_then(|id| running(state, id))
+            {
+                let _ = contract.cast(ContractMsg::Output(outbound));
+            }
+        }
+        HandoffMsg::Create(request, reply) => {
+            let created = create(myself, state, request).await;
+            let _ = reply.send(created.map_err(HandoffError::Refused));
+        }
+        HandoffMsg::Await(id, reply) => match running(state, &id) {
+            Some(contract) => {
+                let _ = contract.cast(ContractMsg::Await(reply));
+            }
+            None => {
+                let lookup = id.clone();
+                let row = state
+                    .args
+                    .store
+                    .read(move |conn| queries::get(conn, &lookup))
+                    .await?;
+                if let Some(row) = row.filter(|row| !row.is_open()) {
+                    let _ = reply.send(ContractOutcome {
+                        text: row.outcome_text(),
+                        id: row.id,
+                        status: row.status,
+                        delegate: row.delegate,
+                    });
+                }
+            }
+        },
+        HandoffMsg::Progress(id, note) => {
+            if let Some(contract) = running(state, &id) {
+                let _ = contract.cast(ContractMsg::Progress(note));
+            }
+        }
+        HandoffMsg::Return(id, result) => {
+            if let Some(contract) = running(state, &id) {
+                let _ = contract.cast(ContractMsg::Return(result));
+            }
+        }
+        HandoffMsg::Cancel { id, by, reply } => {
+            let Some(contract) = running(state, &id) else {
+                let _ = reply.send(Err(HandoffError::Refused(format!(
+                    "contract {id} is not open"
+                ))));
+                return Ok(());
+            };
+            let ended = ractor::call_t!(
+                contract,
+                |port| ContractMsg::Cancel { by, reply: port },
+                10_000
+            )
+            .unwrap_or(false);
+            let _ = reply.send(if ended {
+                Ok(())
+            } else {
+                Err(HandoffError::Refused(format!(
+                    "contract {id} had already ended"
+                )))
+            });
+        }
+    }
+    Ok(())
+}
+
 fn running(state: &HandoffState, id: &str) -> Option<ActorRef<ContractMsg>> {
     state
         .contracts
@@ -208,7 +227,7 @@ fn running(state: &HandoffState, id: &str) -> Option<ActorRef<ContractMsg>> {
 }
 
 async fn create(
-    myself: &ActorRef<HandoffMsg>,
+    myself: &ActorRef<HandoffEvent>,
     state: &mut HandoffState,
     request: NewContract,
 ) -> Result<String, String> {
@@ -282,7 +301,7 @@ async fn create(
 }
 
 async fn start_contract(
-    myself: &ActorRef<HandoffMsg>,
+    myself: &ActorRef<HandoffEvent>,
     state: &mut HandoffState,
     id: &str,
 ) -> Result<(), ActorProcessingErr> {

@@ -3,13 +3,11 @@
 //! through the `EventBus` (`crate::events`), not through this actor.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::RpcReplyPort;
 
 use super::{CallError, ServiceName};
-use crate::events::RuntimeEvent;
 use crate::registry::Registry;
 
 /// Where the events actor is registered.
@@ -17,9 +15,8 @@ pub const NAME: ServiceName<EventsMsg> = ServiceName::fixed("events");
 /// How long a tree snapshot may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What others may tell or ask the events actor.
 pub enum EventsMsg {
-    /// A lifecycle or boot event from the bus (the bus's own shared copy).
-    Observed(Arc<RuntimeEvent>),
     /// A bot's `getUpdates` call completed at `at_ms` (sent by its TelegramBot on every poll;
     /// kept in memory only, never stored).
     BotPolled {

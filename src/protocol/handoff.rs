@@ -10,7 +10,6 @@ use super::{CallError, ServiceName};
 use crate::domain::Outbound;
 use crate::registry::Registry;
 use crate::store::handoff::ContractStatus;
-use crate::supervision::ChildCmd;
 
 /// Where the handoff supervisor is registered.
 pub const NAME: ServiceName<HandoffMsg> = ServiceName::fixed("handoffs");
@@ -55,6 +54,7 @@ pub struct NewContract {
     pub tools: Option<Vec<String>>,
 }
 
+/// What others may ask of the handoff service.
 pub enum HandoffMsg {
     /// Output of a delegate's or validator's run (its chat is `handoff:<id>[.review]`).
     Deliver(Outbound),
@@ -68,7 +68,6 @@ pub enum HandoffMsg {
         by: String,
         reply: RpcReplyPort<Result<(), HandoffError>>,
     },
-    Child(ChildCmd),
 }
 
 /// Why the handoff service could not do what was asked.

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::protocol::agent::AgentMsg;
 use clawvisor::actors::scheduler::{
     JobScope, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
 };
 use clawvisor::config::{self, SchedulerConfig};
 use clawvisor::domain::{ChatKey, InboundSource, OutEvent, Outbound};
 use clawvisor::events::EventBus;
+use clawvisor::protocol::agent::AgentMsg;
 use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
@@ -176,8 +176,9 @@ fn measure(rt: &tokio::runtime::Runtime, agent: &config::AgentSpec, spread: i64)
         .await
         .unwrap();
         let rss_before = support::rss_kib();
-        let (scheduler, _) = Actor::spawn(
-            Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
+        let (scheduler, _) = clawvisor::actors::supervise::spawn_unsupervised(
+            &registry,
+            &clawvisor::protocol::scheduler::NAME,
             Scheduler,
             SchedulerArgs {
                 store: store.clone(),
@@ -190,6 +191,7 @@ fn measure(rt: &tokio::runtime::Runtime, agent: &config::AgentSpec, spread: i64)
         )
         .await
         .unwrap();
+        let scheduler = scheduler.get_derived::<SchedulerMsg>();
         let loaded = ractor::call!(scheduler, SchedulerMsg::Stats).unwrap();
         assert_eq!(loaded.jobs, JOBS);
         let rss_after = support::rss_kib();
@@ -261,8 +263,9 @@ fn scheduler_bench(c: &mut Criterion) {
     // One task created through the scheduler (validated, stored, armed) and cancelled again.
     let registry = Registry::new();
     let scheduler = rt.block_on(async {
-        Actor::spawn(
-            Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
+        clawvisor::actors::supervise::spawn_unsupervised(
+            &registry,
+            &clawvisor::protocol::scheduler::NAME,
             Scheduler,
             SchedulerArgs {
                 store: store.clone(),
@@ -279,6 +282,7 @@ fn scheduler_bench(c: &mut Criterion) {
         .await
         .unwrap()
         .0
+        .get_derived::<SchedulerMsg>()
     });
     c.bench_function("scheduler_create_then_cancel_a_cron_task", |b| {
         b.iter_custom(|iterations| {

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::protocol::agent::{AgentMsg, AgentView};
 use clawvisor::actors::scheduler::{
     JobChange, JobScope, JobView, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
     SchedulerStats,
@@ -15,6 +14,7 @@ use clawvisor::actors::scheduler::{
 use clawvisor::config::{self, AgentSpec, Autonomy, Dur, SchedulerConfig};
 use clawvisor::domain::{ChatKey, OutEvent, Outbound};
 use clawvisor::events::EventBus;
+use clawvisor::protocol::agent::{AgentMsg, AgentView};
 use clawvisor::registry::{Mailbox, Registry};
 use clawvisor::store::schedules::{self, JobRow, JobRunRow, JobRunStatus, JobStatus};
 use clawvisor::store::{Store, StoreOptions};
@@ -921,7 +921,7 @@ impl Actor for EchoAgent {
 struct Bench {
     _dir: ScratchDir,
     store: Store,
-    scheduler: ActorRef<SchedulerMsg>,
+    scheduler: Mailbox<SchedulerMsg>,
     agent: ActorRef<AgentMsg>,
     events: EventBus,
     seen: Seen,
@@ -971,12 +971,13 @@ async fn standalone(jobs: Vec<JobRow>) -> Bench {
         ..SchedulerConfig::default()
     };
     let events = EventBus::new();
-    let (scheduler, _) = Actor::spawn(
-        Some(registry.name(clawvisor::protocol::scheduler::NAME.local())),
+    let (scheduler, _) = clawvisor::actors::supervise::spawn_unsupervised(
+        &registry,
+        &clawvisor::protocol::scheduler::NAME,
         Scheduler,
         SchedulerArgs {
             store: store.clone(),
-            registry,
+            registry: registry.clone(),
             events: events.clone(),
             config,
             agents: vec![spec("ada")],
@@ -988,7 +989,7 @@ async fn standalone(jobs: Vec<JobRow>) -> Bench {
     Bench {
         _dir: dir,
         store,
-        scheduler,
+        scheduler: scheduler.get_derived(),
         agent,
         events,
         seen,

@@ -645,7 +645,7 @@ fn long_functions(sources: &[Source]) -> Vec<(String, usize, bool)> {
             }
         }
     }
-    long.sort_by(|a, b| b.1.cmp(&a.1));
+    long.sort_by_key(|entry| std::cmp::Reverse(entry.1));
     long
 }
 

@@ -37,7 +37,10 @@ pub enum AgentEvent {
     Request(AgentMsg),
     Child(ChildCmd),
     /// A session has nothing to do; `handled` is how many messages it handled.
-    SessionIdle { chat: ChatKey, handled: u64 },
+    SessionIdle {
+        chat: ChatKey,
+        handled: u64,
+    },
 }
 
 wraps_requests!(AgentEvent, AgentMsg);

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use crate::protocol::agent::AgentMsg;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
 use crate::events::{EventBus, EventKind};
+use crate::protocol::agent::AgentMsg;
 use crate::protocol::handoff::ContractOutcome;
 use crate::registry::{Mailbox, Registry};
 use crate::store::Store;

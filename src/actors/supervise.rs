@@ -115,6 +115,25 @@ where
     Ok(actor_ref.get_cell())
 }
 
+/// Like [`spawn_child`], without a supervisor (tests and benches that run one service alone).
+pub async fn spawn_unsupervised<A, M>(
+    registry: &Registry,
+    name: &ServiceName<M>,
+    actor: A,
+    args: A::Arguments,
+) -> Result<(ActorRef<A::Msg>, tokio::task::JoinHandle<()>), SpawnErr>
+where
+    A: Actor,
+    A::Msg: From<M>,
+    M: Message + TryFrom<A::Msg>,
+{
+    let (actor_ref, handle) = Actor::spawn(Some(registry.name(name.local())), actor, args).await?;
+    if TypeId::of::<M>() != TypeId::of::<A::Msg>() {
+        registry.publish(name, actor_ref.get_derived());
+    }
+    Ok((actor_ref, handle))
+}
+
 /// A child spec whose actor is spawned from cloned `args` at every (re)start.
 pub fn actor_spec<A, M>(
     registry: &Registry,

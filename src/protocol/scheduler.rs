@@ -27,6 +27,7 @@ pub const MAX_NAME_CHARS: usize = 80;
 /// How many upcoming fire times a job view shows.
 pub const PREVIEW_COUNT: usize = 5;
 
+/// What others may ask of the scheduler.
 pub enum SchedulerMsg {
     /// Output of a scheduled run (its session's chat is `sched:<job_id>`).
     Deliver(Outbound),
@@ -61,8 +62,6 @@ pub enum SchedulerMsg {
     },
     /// Figures for tests, benchmarks and Studio.
     Stats(RpcReplyPort<SchedulerStats>),
-    /// The timer fired.
-    Tick,
 }
 
 /// Whose jobs a request may see and change.

@@ -10,7 +10,7 @@ use crate::protocol::scheduler::{
 // Managing jobs.
 
 pub(super) async fn create(
-    myself: &ActorRef<SchedulerMsg>,
+    myself: &ActorRef<SchedulerEvent>,
     state: &mut SchedulerState,
     new_job: NewJob,
 ) -> Result<JobView, SchedulerError> {
@@ -166,7 +166,7 @@ pub(super) fn live_job<'a>(
 }
 
 pub(super) async fn update(
-    myself: &ActorRef<SchedulerMsg>,
+    myself: &ActorRef<SchedulerEvent>,
     state: &mut SchedulerState,
     scope: &JobScope,
     id: i64,
@@ -244,7 +244,7 @@ pub(super) async fn update(
 }
 
 pub(super) async fn set_paused(
-    myself: &ActorRef<SchedulerMsg>,
+    myself: &ActorRef<SchedulerEvent>,
     state: &mut SchedulerState,
     scope: &JobScope,
     id: i64,
@@ -259,7 +259,7 @@ pub(super) async fn set_paused(
 }
 
 pub(super) async fn cancel(
-    myself: &ActorRef<SchedulerMsg>,
+    myself: &ActorRef<SchedulerEvent>,
     state: &mut SchedulerState,
     scope: &JobScope,
     id: i64,
@@ -272,7 +272,7 @@ pub(super) async fn cancel(
 /// memory along: its queued fires dropped, its next time armed, a cancelled job's run in
 /// progress stopped.
 async fn change_status(
-    myself: &ActorRef<SchedulerMsg>,
+    myself: &ActorRef<SchedulerEvent>,
     state: &mut SchedulerState,
     scope: &JobScope,
     id: i64,

@@ -122,7 +122,7 @@ pub struct SchedulerArgs {
 
 pub struct Scheduler;
 
-type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<SchedulerMsg>>>;
+type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<SchedulerEvent>>>;
 
 /// A fire waiting to be dispatched.
 #[derive(Debug, Clone)]
@@ -257,8 +257,17 @@ impl SchedulerState {
     }
 }
 
+/// What makes the scheduler act: others' requests and its one timer.
+pub enum SchedulerEvent {
+    Request(SchedulerMsg),
+    /// The timer fired.
+    Tick,
+}
+
+wraps_requests!(SchedulerEvent, SchedulerMsg);
+
 impl Actor for Scheduler {
-    type Msg = SchedulerMsg;
+    type Msg = SchedulerEvent;
     type State = SchedulerState;
     type Arguments = SchedulerArgs;
 
@@ -329,7 +338,7 @@ impl Actor for Scheduler {
         _state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // Overdue jobs and open runs are handled by the first tick, right away.
-        myself.cast(SchedulerMsg::Tick)?;
+        myself.cast(SchedulerEvent::Tick)?;
         Ok(())
     }
 
@@ -340,59 +349,13 @@ impl Actor for Scheduler {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SchedulerMsg::Tick => {
+            SchedulerEvent::Tick => {
                 if let Some((_, timer)) = state.timer.take() {
                     timer.abort();
                 }
                 on_tick(state).await?;
             }
-            SchedulerMsg::Deliver(outbound) => on_deliver(state, outbound).await?,
-            SchedulerMsg::Create(new_job, reply) => {
-                let result = create(&myself, state, new_job).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::List {
-                scope,
-                include_finished,
-                reply,
-            } => {
-                let result = list(state, &scope, include_finished).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::Get {
-                scope,
-                id,
-                history,
-                reply,
-            } => {
-                let result = get(state, &scope, id, history).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::Update {
-                scope,
-                id,
-                change,
-                reply,
-            } => {
-                let result = update(&myself, state, &scope, id, change).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::SetPaused {
-                scope,
-                id,
-                paused,
-                reply,
-            } => {
-                let result = set_paused(&myself, state, &scope, id, paused).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::Cancel { scope, id, reply } => {
-                let result = cancel(&myself, state, &scope, id).await;
-                let _ = reply.send(result);
-            }
-            SchedulerMsg::Stats(reply) => {
-                let _ = reply.send(stats(state));
-            }
+            SchedulerEvent::Request(request) => on_request(&myself, state, request).await?,
         }
         arm(&myself, state);
         Ok(())
@@ -408,6 +371,64 @@ impl Actor for Scheduler {
         }
         Ok(())
     }
+}
+
+/// A request from outside: a scheduled run's output, or a job to create, list, read or change.
+async fn on_request(
+    myself: &ActorRef<SchedulerEvent>,
+    state: &mut SchedulerState,
+    request: SchedulerMsg,
+) -> Result<(), ActorProcessingErr> {
+    match request {
+        SchedulerMsg::Deliver(outbound) => on_deliver(state, outbound).await?,
+        SchedulerMsg::Create(new_job, reply) => {
+            let result = create(myself, state, new_job).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::List {
+            scope,
+            include_finished,
+            reply,
+        } => {
+            let result = list(state, &scope, include_finished).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::Get {
+            scope,
+            id,
+            history,
+            reply,
+        } => {
+            let result = get(state, &scope, id, history).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::Update {
+            scope,
+            id,
+            change,
+            reply,
+        } => {
+            let result = update(myself, state, &scope, id, change).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::SetPaused {
+            scope,
+            id,
+            paused,
+            reply,
+        } => {
+            let result = set_paused(myself, state, &scope, id, paused).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::Cancel { scope, id, reply } => {
+            let result = cancel(myself, state, &scope, id).await;
+            let _ = reply.send(result);
+        }
+        SchedulerMsg::Stats(reply) => {
+            let _ = reply.send(stats(state));
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -440,7 +461,7 @@ fn earliest(state: &mut SchedulerState) -> Option<i64> {
 }
 
 /// Keeps exactly one timer, for the earliest wake-up (at most `max_sleep` away).
-fn arm(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
+fn arm(myself: &ActorRef<SchedulerEvent>, state: &mut SchedulerState) {
     let now = state.now();
     let max_sleep = i64::try_from(state.args.config.max_sleep.0.as_millis()).unwrap_or(60_000);
     let wake = earliest(state).unwrap_or(i64::MAX).min(now + max_sleep);
@@ -450,7 +471,7 @@ fn arm(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
 /// Makes sure the timer fires no later than `wake_ms`. Called before a write that gives a job an
 /// earlier wake-up, so the timer is right while the write is in flight (its `Tick` is handled
 /// after the change anyway: the actor handles one message at a time).
-fn arm_by(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState, wake_ms: i64) {
+fn arm_by(myself: &ActorRef<SchedulerEvent>, state: &mut SchedulerState, wake_ms: i64) {
     if let Some((armed_for, timer)) = &state.timer
         && *armed_for <= wake_ms
         && !timer.is_finished()
@@ -461,7 +482,7 @@ fn arm_by(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState, wake_ms: 
         timer.abort();
     }
     let delay = Duration::from_millis(u64::try_from(wake_ms - state.now()).unwrap_or(0));
-    let timer = myself.send_after(delay, || SchedulerMsg::Tick);
+    let timer = myself.send_after(delay, || SchedulerEvent::Tick);
     state.timer = Some((wake_ms, timer));
 }
 

@@ -36,6 +36,8 @@
 
 mod anchors;
 
+use std::path::{Path, PathBuf};
+
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
@@ -43,7 +45,7 @@ use crate::store::{Result, StoreError};
 
 pub use anchors::writer_problem;
 use anchors::{
-    AuditKey, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker,
+    AuditKey, Marker, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker,
 };
 pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
 
@@ -186,145 +188,203 @@ pub fn verify(conn: &Connection, tail: Option<u64>) -> Result<Verification> {
 
 /// Like [`verify`], with the anchors checked and the warnings.
 pub fn verify_report(conn: &Connection, tail: Option<u64>) -> Result<AuditReport> {
-    let mut anchors = Vec::new();
-    let mut warnings = Vec::new();
-    let broken = |row: i64, reason: String, anchors: Vec<String>, warnings: Vec<String>| {
-        Ok(AuditReport {
-            verification: Verification::Broken { row, reason },
-            anchors,
-            warnings,
-        })
-    };
+    let mut findings = Findings::default();
     let dir = data_dir(conn);
     let marker = read_marker(conn)?;
     let key = match dir.as_deref().map(load_key).transpose() {
         Ok(key) => key.flatten(),
         Err(problem) => {
-            return broken(
-                marker.map_or(1, |m| m.first_keyed_id),
-                problem,
-                anchors,
-                warnings,
-            );
+            let row = marker.map_or(1, |m| m.first_keyed_id);
+            return Ok(findings.broken(Break {
+                row,
+                reason: problem,
+            }));
         }
     };
     let key_path = dir
         .as_deref()
         .map(|dir| dir.join(KEY_FILE))
         .unwrap_or_default();
-    let keyed_from = match (&marker, &key) {
+    let keyed_from = match check_keying(&mut findings, marker.as_ref(), key.as_ref(), &key_path) {
+        Ok(keyed_from) => keyed_from,
+        Err(broken) => return Ok(findings.broken(broken)),
+    };
+
+    let (verification, last_id) = walk_chain(conn, tail, key.as_ref(), keyed_from)?;
+    if let Verification::Broken { .. } = verification {
+        return Ok(findings.report(verification));
+    }
+    let (Some(key), Some(keyed_from), Some(dir)) = (&key, keyed_from, &dir) else {
+        return Ok(findings.report(verification));
+    };
+    let anchors = KeyedAnchors {
+        key,
+        keyed_from,
+        key_path: &key_path,
+        head_path: dir.join(HEAD_FILE),
+    };
+    Ok(
+        match check_head(conn, &mut findings, &anchors, dir, last_id)? {
+            Some(broken) => findings.broken(broken),
+            None => findings.report(verification),
+        },
+    )
+}
+
+/// What a verification found besides its outcome: the anchors checked and the warnings.
+#[derive(Default)]
+struct Findings {
+    anchors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Findings {
+    /// The report of `verification` with these findings.
+    fn report(self, verification: Verification) -> AuditReport {
+        AuditReport {
+            verification,
+            anchors: self.anchors,
+            warnings: self.warnings,
+        }
+    }
+
+    /// The report of a chain broken at `broken.row`.
+    fn broken(self, broken: Break) -> AuditReport {
+        self.report(Verification::Broken {
+            row: broken.row,
+            reason: broken.reason,
+        })
+    }
+}
+
+/// The first row that does not follow (or that an anchor contradicts), and why.
+struct Break {
+    row: i64,
+    reason: String,
+}
+
+/// Checks the keying marker against the key; returns the first keyed row (`None`: not keyed
+/// yet, which is a warning), or where the marker and the key disagree.
+fn check_keying(
+    findings: &mut Findings,
+    marker: Option<&Marker>,
+    key: Option<&AuditKey>,
+    key_path: &Path,
+) -> std::result::Result<Option<i64>, Break> {
+    match (marker, key) {
         (Some(marker), Some(key)) => {
             if key.marker_mac(marker.first_keyed_id, marker.created_ms) != marker.mac {
                 let reason = format!(
                     "the keying marker does not verify with {} (the marker was edited, or the key replaced)",
                     key_path.display()
                 );
-                return broken(marker.first_keyed_id, reason, anchors, warnings);
+                return Err(Break {
+                    row: marker.first_keyed_id,
+                    reason,
+                });
             }
-            anchors.push(format!(
+            findings.anchors.push(format!(
                 "keying marker: rows from {} on are HMAC-SHA256-keyed; the marker verifies with {}",
                 marker.first_keyed_id,
                 key_path.display()
             ));
-            Some(marker.first_keyed_id)
+            Ok(Some(marker.first_keyed_id))
         }
-        (Some(marker), None) => {
-            let reason = missing_key(&key_path, marker.first_keyed_id);
-            return broken(marker.first_keyed_id, reason, anchors, warnings);
-        }
+        (Some(marker), None) => Err(Break {
+            row: marker.first_keyed_id,
+            reason: missing_key(key_path, marker.first_keyed_id),
+        }),
         (None, Some(_)) => {
             let reason = format!(
                 "{} exists but the database has no keying marker: the marker was deleted, or this database is not the one the key belongs to",
                 key_path.display()
             );
-            return broken(1, reason, anchors, warnings);
+            Err(Break { row: 1, reason })
         }
         (None, None) => {
-            warnings.push(
+            findings.warnings.push(
                 "the chain is not keyed yet (plain SHA-256: it could be rewritten undetected); start the daemon once to key it".into(),
             );
-            None
+            Ok(None)
         }
-    };
-
-    let (verification, last_id) = walk_chain(conn, tail, key.as_ref(), keyed_from)?;
-    if let Verification::Broken { .. } = verification {
-        return Ok(AuditReport {
-            verification,
-            anchors,
-            warnings,
-        });
     }
-    let (Some(key), Some(keyed_from), Some(dir)) = (&key, keyed_from, &dir) else {
-        return Ok(AuditReport {
-            verification,
-            anchors,
-            warnings,
-        });
-    };
-    let head_path = dir.join(HEAD_FILE);
+}
+
+/// The anchors of a keyed chain, for checking its head.
+struct KeyedAnchors<'a> {
+    key: &'a AuditKey,
+    keyed_from: i64,
+    key_path: &'a Path,
+    head_path: PathBuf,
+}
+
+/// Checks the head kept in `dir` against the table, whose last row is `last_id`: a head that
+/// verifies joins the anchors, a missing one is a warning; returns where it contradicts the table.
+fn check_head(
+    conn: &Connection,
+    findings: &mut Findings,
+    anchors: &KeyedAnchors,
+    dir: &Path,
+    last_id: i64,
+) -> Result<Option<Break>> {
+    let head_path = anchors.head_path.display();
     let head = match read_head(dir) {
         Ok(Some(head)) => head,
         Ok(None) => {
-            warnings.push(format!(
-                "{} is missing, so a deleted tail of the log cannot be detected; the daemon writes it again after the next audited action (if you did not remove it, the data directory was tampered with)",
-                head_path.display()
+            findings.warnings.push(format!(
+                "{head_path} is missing, so a deleted tail of the log cannot be detected; the daemon writes it again after the next audited action (if you did not remove it, the data directory was tampered with)",
             ));
-            return Ok(AuditReport {
-                verification,
-                anchors,
-                warnings,
-            });
+            return Ok(None);
         }
-        Err(problem) => return broken(last_id, problem, anchors, warnings),
+        Err(problem) => {
+            return Ok(Some(Break {
+                row: last_id,
+                reason: problem,
+            }));
+        }
     };
-    if key.head_mac(head.rows, &head.last_hash, head.keyed_from) != head.mac
-        || head.keyed_from != keyed_from
+    if anchors
+        .key
+        .head_mac(head.rows, &head.last_hash, head.keyed_from)
+        != head.mac
+        || head.keyed_from != anchors.keyed_from
     {
         let reason = format!(
-            "{} does not verify with {} (the head was edited or replaced)",
-            head_path.display(),
-            key_path.display()
+            "{head_path} does not verify with {} (the head was edited or replaced)",
+            anchors.key_path.display()
         );
-        return broken(head.rows.min(last_id + 1), reason, anchors, warnings);
+        let row = head.rows.min(last_id + 1);
+        return Ok(Some(Break { row, reason }));
     }
     if last_id < head.rows {
         let reason = format!(
-            "rows {} to {} are missing (deleted): the table ends at row {last_id} but the head kept outside the database ({}) records {} rows",
+            "rows {} to {} are missing (deleted): the table ends at row {last_id} but the head kept outside the database ({head_path}) records {} rows",
             last_id + 1,
             head.rows,
-            head_path.display(),
             head.rows
         );
-        return broken(last_id + 1, reason, anchors, warnings);
+        let row = last_id + 1;
+        return Ok(Some(Break { row, reason }));
     }
     if hash_at(conn, head.rows)?.as_deref() != Some(head.last_hash.as_str()) {
         let reason = format!(
-            "it does not match the head kept outside the database ({}): the chain was rewritten",
-            head_path.display()
+            "it does not match the head kept outside the database ({head_path}): the chain was rewritten",
         );
-        return broken(head.rows, reason, anchors, warnings);
+        let row = head.rows;
+        return Ok(Some(Break { row, reason }));
     }
-    anchors.push(if head.rows == last_id {
+    findings.anchors.push(if head.rows == last_id {
         format!(
-            "head {}: {} rows, last hash {} — matches the table",
-            head_path.display(),
-            head.rows,
-            head.last_hash
+            "head {head_path}: {} rows, last hash {} — matches the table",
+            head.rows, head.last_hash
         )
     } else {
         format!(
-            "head {}: {} rows, last hash {} — a prefix of the table's {last_id} rows (the head is written after each commit; it lags after a crash)",
-            head_path.display(),
-            head.rows,
-            head.last_hash
+            "head {head_path}: {} rows, last hash {} — a prefix of the table's {last_id} rows (the head is written after each commit; it lags after a crash)",
+            head.rows, head.last_hash
         )
     });
-    Ok(AuditReport {
-        verification,
-        anchors,
-        warnings,
-    })
+    Ok(None)
 }
 
 /// Walks the rows (all, or the newest `tail`): ids without gaps, each `prev_hash` equal to the

@@ -263,108 +263,96 @@ impl StreamDecoder {
             ))
         })?;
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
-            "message_start" => {
-                let message = event.get("message").unwrap_or(&Value::Null);
-                if let Some(model) = message.get("model").and_then(Value::as_str) {
-                    model.clone_into(&mut self.model);
-                }
-                if let Some(usage) = message.get("usage") {
-                    self.usage.input_tokens = input_tokens(usage);
-                    self.usage.output_tokens = token_count(usage.get("output_tokens"));
-                }
-            }
-            "content_block_start" => {
-                let index = token_count(event.get("index"));
-                let block = event.get("content_block").unwrap_or(&Value::Null);
-                let stream_block = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        // The start block normally carries empty text, but take what it has.
-                        if let Some(text) = block.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            self.text.push_str(text);
-                            emit(text);
-                        }
-                        StreamBlock::Text
-                    }
-                    Some("tool_use") => StreamBlock::ToolUse {
-                        id: block
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                        name: block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                        initial_input: block.get("input").map(Value::to_string).unwrap_or_default(),
-                        partial_json: String::new(),
-                    },
-                    _ => StreamBlock::Other,
-                };
-                self.blocks.push((index, stream_block));
-            }
-            "content_block_delta" => {
-                let index = token_count(event.get("index"));
-                let delta = event.get("delta").unwrap_or(&Value::Null);
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(text) = delta.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            self.text.push_str(text);
-                            emit(text);
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let piece = delta
-                            .get("partial_json")
-                            .and_then(Value::as_str)
-                            .unwrap_or("");
-                        if let Some((_, StreamBlock::ToolUse { partial_json, .. })) = self
-                            .blocks
-                            .iter_mut()
-                            .find(|(block_index, _)| *block_index == index)
-                        {
-                            partial_json.push_str(piece);
-                        }
-                    }
-                    // Thinking and signature deltas are not part of the answer.
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.finish = Some(finish_reason(reason));
-                }
-                if let Some(usage) = event.get("usage") {
-                    if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
-                        self.usage.output_tokens = output;
-                    }
-                    if usage.get("input_tokens").and_then(Value::as_u64).is_some() {
-                        self.usage.input_tokens = input_tokens(usage);
-                    }
-                }
-            }
+            "message_start" => self.on_message_start(&event),
+            "content_block_start" => self.on_block_start(&event, emit),
+            "content_block_delta" => self.on_block_delta(&event, emit),
+            "message_delta" => self.on_message_delta(&event),
             "message_stop" => {
                 self.stopped = true;
                 return Ok(StreamProgress::Done);
             }
-            "error" => {
-                let message = event
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
-                return Err(LlmError::BrokenStream(format!(
-                    "provider `{provider}`: the stream reported an error: {}",
-                    crate::llm::error::clean_text(message)
-                )));
-            }
+            "error" => return Err(stream_error(provider, &event)),
             // `ping`, `content_block_stop` and event types added later.
             _ => {}
         }
         Ok(StreamProgress::Continue)
+    }
+
+    /// `message_start`: the model that answers and the usage so far.
+    fn on_message_start(&mut self, event: &Value) {
+        let message = event.get("message").unwrap_or(&Value::Null);
+        if let Some(model) = message.get("model").and_then(Value::as_str) {
+            model.clone_into(&mut self.model);
+        }
+        if let Some(usage) = message.get("usage") {
+            self.usage.input_tokens = input_tokens(usage);
+            self.usage.output_tokens = token_count(usage.get("output_tokens"));
+        }
+    }
+
+    /// `content_block_start`: a new text, tool-use or other block at its index.
+    fn on_block_start(&mut self, event: &Value, emit: &mut dyn FnMut(&str)) {
+        let index = token_count(event.get("index"));
+        let block = event.get("content_block").unwrap_or(&Value::Null);
+        let stream_block = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                // The start block normally carries empty text, but take what it has.
+                self.push_text(block.get("text"), emit);
+                StreamBlock::Text
+            }
+            Some("tool_use") => tool_use_block(block),
+            _ => StreamBlock::Other,
+        };
+        self.blocks.push((index, stream_block));
+    }
+
+    /// `content_block_delta`: more text, or more of a tool call's input JSON.
+    fn on_block_delta(&mut self, event: &Value, emit: &mut dyn FnMut(&str)) {
+        let index = token_count(event.get("index"));
+        let delta = event.get("delta").unwrap_or(&Value::Null);
+        match delta.get("type").and_then(Value::as_str) {
+            Some("text_delta") => self.push_text(delta.get("text"), emit),
+            Some("input_json_delta") => {
+                let piece = delta
+                    .get("partial_json")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if let Some((_, StreamBlock::ToolUse { partial_json, .. })) = self
+                    .blocks
+                    .iter_mut()
+                    .find(|(block_index, _)| *block_index == index)
+                {
+                    partial_json.push_str(piece);
+                }
+            }
+            // Thinking and signature deltas are not part of the answer.
+            _ => {}
+        }
+    }
+
+    /// `message_delta`: why the answer stopped, and the final usage.
+    fn on_message_delta(&mut self, event: &Value) {
+        if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.finish = Some(finish_reason(reason));
+        }
+        if let Some(usage) = event.get("usage") {
+            if let Some(output) = usage.get("output_tokens").and_then(Value::as_u64) {
+                self.usage.output_tokens = output;
+            }
+            if usage.get("input_tokens").and_then(Value::as_u64).is_some() {
+                self.usage.input_tokens = input_tokens(usage);
+            }
+        }
+    }
+
+    /// Adds `text` (when it is a non-empty string) to the answer and emits it.
+    fn push_text(&mut self, text: Option<&Value>, emit: &mut dyn FnMut(&str)) {
+        if let Some(text) = text.and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            self.text.push_str(text);
+            emit(text);
+        }
     }
 
     /// The stream ended. Complete only after `message_stop`.
@@ -406,4 +394,34 @@ impl StreamDecoder {
             model: self.model,
         })
     }
+}
+
+/// A `tool_use` block as `content_block_start` opens it.
+fn tool_use_block(block: &Value) -> StreamBlock {
+    StreamBlock::ToolUse {
+        id: block
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        name: block
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        initial_input: block.get("input").map(Value::to_string).unwrap_or_default(),
+        partial_json: String::new(),
+    }
+}
+
+/// The stream's `error` event as the error that breaks it.
+fn stream_error(provider: &str, event: &Value) -> LlmError {
+    let message = event
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown error");
+    LlmError::BrokenStream(format!(
+        "provider `{provider}`: the stream reported an error: {}",
+        crate::llm::error::clean_text(message)
+    ))
 }

@@ -20,6 +20,42 @@ pub fn event_json(event: &RuntimeEvent) -> Value {
 pub fn data_json(data: &EventData) -> Value {
     match data {
         EventData::None => Value::Null,
+        EventData::MessageIn { .. }
+        | EventData::MessageOut { .. }
+        | EventData::TelegramReplySent { .. }
+        | EventData::RunStarted { .. }
+        | EventData::RunStep { .. }
+        | EventData::RunFinished { .. }
+        | EventData::CostRecorded { .. } => conversation_json(data),
+        EventData::ApprovalRequested { .. }
+        | EventData::ApprovalDecided { .. }
+        | EventData::ApprovalExpired { .. } => approval_json(data),
+        EventData::BotOnline { .. }
+        | EventData::BotPolling { .. }
+        | EventData::BotUnauthorized { .. }
+        | EventData::BotPairingRequested { .. }
+        | EventData::McpHealth { .. } => connection_json(data),
+        EventData::ScheduleFired { .. }
+        | EventData::JobChanged { .. }
+        | EventData::JobRunFinished { .. }
+        | EventData::FiresNotRun { .. }
+        | EventData::FiresCaughtUp { .. } => schedule_json(data),
+        EventData::HandoffChanged { .. }
+        | EventData::MemoryChanged { .. }
+        | EventData::AgentToolsChanged { .. }
+        | EventData::AgentSkillToggled { .. }
+        | EventData::AgentSettingsChanged { .. }
+        | EventData::GrantRevoked { .. }
+        | EventData::RuleAdded { .. }
+        | EventData::RuleDisabled { .. }
+        | EventData::PeopleChanged { .. }
+        | EventData::AuditAppended { .. } => change_json(data),
+    }
+}
+
+/// Messages in and out, runs and their steps, and their cost.
+fn conversation_json(data: &EventData) -> Value {
+    match data {
         EventData::MessageIn {
             agent,
             chat,
@@ -59,6 +95,13 @@ pub fn data_json(data: &EventData) -> Value {
             cost_usd,
         } => json!({"agent": agent, "model": model, "input_tokens": input_tokens,
                     "output_tokens": output_tokens, "cost_usd": cost_usd}),
+        other => unreachable!("data_json sends only conversation events here, not {other:?}"),
+    }
+}
+
+/// Approvals asked for, decided and expired.
+fn approval_json(data: &EventData) -> Value {
+    match data {
         EventData::ApprovalRequested {
             id,
             agent,
@@ -84,6 +127,13 @@ pub fn data_json(data: &EventData) -> Value {
             expired_ms,
         } => json!({"id": id, "status": "denied_timeout", "agent": agent,
                     "expires_ms": expires_ms, "expired_ms": expired_ms}),
+        other => unreachable!("data_json sends only approval events here, not {other:?}"),
+    }
+}
+
+/// The state of the links to the outside: Telegram bots and MCP servers.
+fn connection_json(data: &EventData) -> Value {
+    match data {
         EventData::BotOnline { agent, username } => {
             json!({"agent": agent, "state": "online", "username": username})
         }
@@ -120,6 +170,13 @@ pub fn data_json(data: &EventData) -> Value {
             "last_latency_ms": last_latency_ms,
             "tool_count": tool_count,
         }),
+        other => unreachable!("data_json sends only bot and MCP events here, not {other:?}"),
+    }
+}
+
+/// Scheduled jobs: fires, runs, changes and missed fires.
+fn schedule_json(data: &EventData) -> Value {
+    match data {
         EventData::ScheduleFired {
             job_id,
             job_run_id,
@@ -156,6 +213,13 @@ pub fn data_json(data: &EventData) -> Value {
             agent,
             count,
         } => json!({"job_id": job_id, "agent": agent, "outcome": "caught_up", "count": count}),
+        other => unreachable!("data_json sends only schedule events here, not {other:?}"),
+    }
+}
+
+/// Changes to handoffs, memory, agents, policy, people and the audit log.
+fn change_json(data: &EventData) -> Value {
+    match data {
         EventData::HandoffChanged {
             id,
             status,
@@ -191,6 +255,7 @@ pub fn data_json(data: &EventData) -> Value {
         EventData::AuditAppended { action, subject } => {
             json!({"action": action, "subject": subject})
         }
+        other => unreachable!("data_json sends only change events here, not {other:?}"),
     }
 }
 

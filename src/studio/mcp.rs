@@ -16,7 +16,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::protocol::mcp::McpError;
+use crate::protocol::mcp::{Link, McpError, McpHealth};
+use crate::tool::ToolOutput;
 
 /// Who the audit log names for a call made through the API.
 const OPERATOR: &str = "operator (studio)";
@@ -51,17 +52,51 @@ pub async fn call_tool(
     Path((server, tool)): Path<(String, String)>,
     body: Result<Json<CallBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let body = json_body(body)?;
-    let arguments = match body.arguments {
-        Value::Null => Value::Object(Default::default()),
-        object @ Value::Object(_) => object,
-        _ => {
-            return Err(ApiError::bad_request(
-                "`arguments` must be a JSON object, like {\"text\": \"hi\"}",
-            ));
-        }
-    };
+    let arguments = object_arguments(json_body(body)?.arguments)?;
     let servers = super::overview::mcp_health(&state).await;
+    let (link, health) = live_link(&state, &servers, &server)?;
+    check_published(health, &server, &tool)?;
+    let audited = audited_arguments(&arguments);
+    let started = Instant::now();
+    let outcome = link.call(tool.clone(), arguments).await;
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let subject = format!("mcp:{server}/{tool}");
+    let details =
+        json!({"arguments": audited, "outcome": outcome_text(&outcome), "latency_ms": latency_ms});
+    record_call(&state, &subject, details).await?;
+    match outcome {
+        Ok(output) => Ok(Json(json!({
+            "is_error": output.is_error, "text": output.text, "latency_ms": latency_ms,
+        }))),
+        Err(error @ (McpError::NotConnected | McpError::Closed)) => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("MCP server `{server}`: {error}"),
+        )),
+        Err(error) => Err(ApiError(
+            StatusCode::BAD_GATEWAY,
+            format!("MCP server `{server}`, tool `{tool}`: {error}"),
+        )),
+    }
+}
+
+/// The call's arguments as a JSON object (none given: an empty one), or why they are not one.
+fn object_arguments(arguments: Value) -> Result<Value, ApiError> {
+    match arguments {
+        Value::Null => Ok(Value::Object(Default::default())),
+        object @ Value::Object(_) => Ok(object),
+        _ => Err(ApiError::bad_request(
+            "`arguments` must be a JSON object, like {\"text\": \"hi\"}",
+        )),
+    }
+}
+
+/// The live link to `server` and its health, or why it cannot take a call (unknown, disabled,
+/// not up).
+fn live_link<'a>(
+    state: &StudioState,
+    servers: &'a [McpHealth],
+    server: &str,
+) -> Result<(Link, &'a McpHealth), ApiError> {
     let Some(health) = servers.iter().find(|health| health.server == server) else {
         let names: Vec<&str> = servers
             .iter()
@@ -81,7 +116,7 @@ pub async fn call_tool(
             "MCP server `{server}` is disabled in the config (`enabled = false`)"
         )));
     }
-    let link = crate::protocol::mcp::Link::new(&state.registry, &server);
+    let link = Link::new(&state.registry, server);
     let (true, "up") = (link.is_running(), health.state) else {
         return Err(ApiError(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -96,36 +131,50 @@ pub async fn call_tool(
             ),
         ));
     };
-    let published = crate::mcp::namespaced(&server, &tool);
-    if !health.tools.contains(&published) {
-        let prefix = format!("{server}__");
-        let names: Vec<&str> = health
-            .tools
-            .iter()
-            .map(|name| name.strip_prefix(&prefix).unwrap_or(name))
-            .collect();
-        return Err(ApiError::not_found(format!(
-            "MCP server `{server}` has no tool `{tool}` (its tools: {})",
-            names.join(", ")
-        )));
+    Ok((link, health))
+}
+
+/// Fails with the server's tools (by their own names) when it does not publish `tool`.
+fn check_published(health: &McpHealth, server: &str, tool: &str) -> Result<(), ApiError> {
+    let published = crate::mcp::namespaced(server, tool);
+    if health.tools.contains(&published) {
+        return Ok(());
     }
+    let prefix = format!("{server}__");
+    let names: Vec<&str> = health
+        .tools
+        .iter()
+        .map(|name| name.strip_prefix(&prefix).unwrap_or(name))
+        .collect();
+    Err(ApiError::not_found(format!(
+        "MCP server `{server}` has no tool `{tool}` (its tools: {})",
+        names.join(", ")
+    )))
+}
+
+/// The arguments as the audit row keeps them: secrets redacted, cut to
+/// [`MAX_AUDITED_ARGUMENTS`].
+fn audited_arguments(arguments: &Value) -> String {
     // The operator may have typed a key into the arguments; the audit log never holds one.
     let mut redacted_arguments = arguments.clone();
     crate::secrets::redact_json(&mut redacted_arguments);
     let shown = redacted_arguments.to_string();
     let (audited, _) = crate::tool::truncate_on_char_boundary(&shown, MAX_AUDITED_ARGUMENTS);
-    let audited = audited.to_string();
-    let started = Instant::now();
-    let outcome = link.call(tool.clone(), arguments).await;
-    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let result = match &outcome {
+    audited.to_string()
+}
+
+/// The call's outcome in the audit row's words, an error's text redacted.
+fn outcome_text(outcome: &Result<ToolOutput, McpError>) -> String {
+    match outcome {
         Ok(output) if output.is_error => "tool error".to_string(),
         Ok(_) => "ok".to_string(),
         Err(error) => crate::secrets::redact(&error.to_string()).into_owned(),
-    };
-    let subject = format!("mcp:{server}/{tool}");
-    let details = json!({"arguments": audited, "outcome": result, "latency_ms": latency_ms});
-    let audited_subject = subject.clone();
+    }
+}
+
+/// Appends the `mcp.tool_called` audit row as the operator's, then announces it.
+async fn record_call(state: &StudioState, subject: &str, details: Value) -> Result<(), ApiError> {
+    let audited_subject = subject.to_string();
     state
         .store
         .write(move |conn| {
@@ -139,18 +188,6 @@ pub async fn call_tool(
             .map(|_| ())
         })
         .await?;
-    crate::audit::announce(&state.events, "mcp.tool_called", &subject);
-    match outcome {
-        Ok(output) => Ok(Json(json!({
-            "is_error": output.is_error, "text": output.text, "latency_ms": latency_ms,
-        }))),
-        Err(error @ (McpError::NotConnected | McpError::Closed)) => Err(ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("MCP server `{server}`: {error}"),
-        )),
-        Err(error) => Err(ApiError(
-            StatusCode::BAD_GATEWAY,
-            format!("MCP server `{server}`, tool `{tool}`: {error}"),
-        )),
-    }
+    crate::audit::announce(&state.events, "mcp.tool_called", subject);
+    Ok(())
 }

@@ -280,164 +280,194 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     };
     let tree = snapshot(&state).await.unwrap_or_default();
     let now = crate::clock::now_ms();
-    let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    let mut exposition = Exposition::default();
+    exposition.work(&counters, &figures, &tree);
+    exposition.models(&counters);
+    exposition.bots(&counters, &figures, &tree, now);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        exposition.text,
+    )
+        .into_response()
+}
+
+/// One sample of a metric family: its label set (`{...}`, or empty) and its value.
+type Sample = (String, String);
+
+/// The Prometheus text being written, one metric family after the other.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// Writes one family: its help and type lines, then each sample.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<Sample>) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
+            let _ = writeln!(self.text, "{name}{labels} {value}");
         }
-    };
-    let direction = |kind: &str| match kind {
-        "user" => Some("in"),
-        "assistant" => Some("out"),
-        _ => None,
-    };
-    family(
-        "clawvisor_messages_total",
-        "counter",
-        "Messages stored in transcripts, by direction.",
-        counters
-            .messages
-            .iter()
-            .filter_map(|(kind, count)| {
-                direction(kind).map(|dir| (format!("{{direction=\"{dir}\"}}"), count.to_string()))
-            })
-            .collect(),
-    );
-    family(
-        "clawvisor_runs_total",
-        "counter",
-        "Agent runs, by status.",
-        counters
-            .runs
-            .iter()
-            .map(|(status, count)| {
-                (
-                    format!("{{status=\"{}\"}}", label(status)),
-                    count.to_string(),
-                )
-            })
-            .collect(),
-    );
-    family(
-        "clawvisor_tool_calls_total",
-        "counter",
-        "Tool calls executed.",
-        vec![(String::new(), counters.tool_calls.to_string())],
-    );
-    family(
-        "clawvisor_approvals_pending",
-        "gauge",
-        "Approvals waiting for a decision.",
-        vec![(String::new(), figures.approvals_pending.to_string())],
-    );
-    family(
-        "clawvisor_actor_restarts_total",
-        "counter",
-        "Restarts of each supervised actor since boot.",
-        tree.actors
-            .iter()
-            .map(|actor| {
-                (
-                    format!("{{actor=\"{}\"}}", label(&actor.id)),
-                    actor.restarts.to_string(),
-                )
-            })
-            .collect(),
-    );
-    family(
-        "clawvisor_llm_calls_total",
-        "counter",
-        "Model calls.",
-        vec![(String::new(), counters.llm.0.to_string())],
-    );
-    family(
-        "clawvisor_llm_latency_seconds_sum",
-        "counter",
-        "Total time spent waiting for models.",
-        vec![(
-            String::new(),
-            format!("{:.3}", counters.llm.1 as f64 / 1000.0),
-        )],
-    );
-    let by_model = |pick: fn(&(String, String, i64, i64, f64)) -> String| {
-        counters
-            .usage
-            .iter()
-            .map(|row| {
-                (
-                    format!(
-                        "{{agent=\"{}\",model=\"{}\"}}",
-                        label(&row.0),
-                        label(&row.1)
-                    ),
-                    pick(row),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    family(
-        "clawvisor_llm_input_tokens_total",
-        "counter",
-        "Input tokens, by agent and model.",
-        by_model(|row| row.2.to_string()),
-    );
-    family(
-        "clawvisor_llm_output_tokens_total",
-        "counter",
-        "Output tokens, by agent and model.",
-        by_model(|row| row.3.to_string()),
-    );
-    family(
-        "clawvisor_llm_cost_usd_total",
-        "counter",
-        "Spending in USD, by agent and model.",
-        by_model(|row| format!("{:.6}", row.4)),
-    );
-    family(
-        "clawvisor_bot_up",
-        "gauge",
-        "1 when the agent's Telegram bot is online and polling.",
-        figures
-            .bots
-            .iter()
-            .map(|(agent, (status, _, _))| {
-                let up = matches!(status.as_str(), "online" | "polling");
-                (
-                    format!("{{agent=\"{}\"}}", label(agent)),
-                    u8::from(up).to_string(),
-                )
-            })
-            .collect(),
-    );
-    family(
-        "clawvisor_bot_poll_lag_seconds",
-        "gauge",
-        "Seconds since the bot's last completed getUpdates long poll (empty or not); grows only when polling stalls.",
-        tree.bot_polls
-            .iter()
-            .map(|(agent, at)| {
-                (
-                    format!("{{agent=\"{}\"}}", label(agent)),
-                    format!("{:.1}", (now - at).max(0) as f64 / 1000.0),
-                )
-            })
-            .collect(),
-    );
-    family(
-        "clawvisor_bot_last_update_age_seconds",
-        "gauge",
-        "Seconds since the bot's newest received update (grows while nobody writes; for polling health see clawvisor_bot_poll_lag_seconds).",
-        counters
-            .last_update
-            .iter()
-            .map(|(agent, at)| {
-                (
-                    format!("{{agent=\"{}\"}}", label(agent)),
-                    format!("{:.1}", (now - at).max(0) as f64 / 1000.0),
-                )
-            })
-            .collect(),
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    }
+
+    /// Messages, runs, tool calls, pending approvals and actor restarts.
+    fn work(&mut self, counters: &Counters, figures: &Figures, tree: &TreeSnapshot) {
+        let direction = |kind: &str| match kind {
+            "user" => Some("in"),
+            "assistant" => Some("out"),
+            _ => None,
+        };
+        self.family(
+            "clawvisor_messages_total",
+            "counter",
+            "Messages stored in transcripts, by direction.",
+            counters
+                .messages
+                .iter()
+                .filter_map(|(kind, count)| {
+                    direction(kind)
+                        .map(|dir| (format!("{{direction=\"{dir}\"}}"), count.to_string()))
+                })
+                .collect(),
+        );
+        self.family(
+            "clawvisor_runs_total",
+            "counter",
+            "Agent runs, by status.",
+            counters
+                .runs
+                .iter()
+                .map(|(status, count)| {
+                    (
+                        format!("{{status=\"{}\"}}", label(status)),
+                        count.to_string(),
+                    )
+                })
+                .collect(),
+        );
+        self.family(
+            "clawvisor_tool_calls_total",
+            "counter",
+            "Tool calls executed.",
+            vec![(String::new(), counters.tool_calls.to_string())],
+        );
+        self.family(
+            "clawvisor_approvals_pending",
+            "gauge",
+            "Approvals waiting for a decision.",
+            vec![(String::new(), figures.approvals_pending.to_string())],
+        );
+        self.family(
+            "clawvisor_actor_restarts_total",
+            "counter",
+            "Restarts of each supervised actor since boot.",
+            tree.actors
+                .iter()
+                .map(|actor| {
+                    (
+                        format!("{{actor=\"{}\"}}", label(&actor.id)),
+                        actor.restarts.to_string(),
+                    )
+                })
+                .collect(),
+        );
+    }
+
+    /// Model calls, the time spent on them, and tokens and spending by agent and model.
+    fn models(&mut self, counters: &Counters) {
+        self.family(
+            "clawvisor_llm_calls_total",
+            "counter",
+            "Model calls.",
+            vec![(String::new(), counters.llm.0.to_string())],
+        );
+        self.family(
+            "clawvisor_llm_latency_seconds_sum",
+            "counter",
+            "Total time spent waiting for models.",
+            vec![(
+                String::new(),
+                format!("{:.3}", counters.llm.1 as f64 / 1000.0),
+            )],
+        );
+        let by_model = |pick: fn(&(String, String, i64, i64, f64)) -> String| {
+            counters
+                .usage
+                .iter()
+                .map(|row| {
+                    (
+                        format!(
+                            "{{agent=\"{}\",model=\"{}\"}}",
+                            label(&row.0),
+                            label(&row.1)
+                        ),
+                        pick(row),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        self.family(
+            "clawvisor_llm_input_tokens_total",
+            "counter",
+            "Input tokens, by agent and model.",
+            by_model(|row| row.2.to_string()),
+        );
+        self.family(
+            "clawvisor_llm_output_tokens_total",
+            "counter",
+            "Output tokens, by agent and model.",
+            by_model(|row| row.3.to_string()),
+        );
+        self.family(
+            "clawvisor_llm_cost_usd_total",
+            "counter",
+            "Spending in USD, by agent and model.",
+            by_model(|row| format!("{:.6}", row.4)),
+        );
+    }
+
+    /// Whether each bot is up, and how long since its last poll and its newest update.
+    fn bots(&mut self, counters: &Counters, figures: &Figures, tree: &TreeSnapshot, now: i64) {
+        self.family(
+            "clawvisor_bot_up",
+            "gauge",
+            "1 when the agent's Telegram bot is online and polling.",
+            figures
+                .bots
+                .iter()
+                .map(|(agent, (status, _, _))| {
+                    let up = matches!(status.as_str(), "online" | "polling");
+                    (agent_label(agent), u8::from(up).to_string())
+                })
+                .collect(),
+        );
+        self.family(
+            "clawvisor_bot_poll_lag_seconds",
+            "gauge",
+            "Seconds since the bot's last completed getUpdates long poll (empty or not); grows only when polling stalls.",
+            tree.bot_polls
+                .iter()
+                .map(|(agent, at)| (agent_label(agent), seconds_since(now, *at)))
+                .collect(),
+        );
+        self.family(
+            "clawvisor_bot_last_update_age_seconds",
+            "gauge",
+            "Seconds since the bot's newest received update (grows while nobody writes; for polling health see clawvisor_bot_poll_lag_seconds).",
+            counters
+                .last_update
+                .iter()
+                .map(|(agent, at)| (agent_label(agent), seconds_since(now, *at)))
+                .collect(),
+        );
+    }
+}
+
+/// The label set naming one agent.
+fn agent_label(agent: &str) -> String {
+    format!("{{agent=\"{}\"}}", label(agent))
+}
+
+/// Seconds from `at_ms` to `now_ms` (never negative), to a tenth of a second.
+fn seconds_since(now_ms: i64, at_ms: i64) -> String {
+    format!("{:.1}", (now_ms - at_ms).max(0) as f64 / 1000.0)
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod domain;
 pub mod events;
+pub mod jobs;
 pub mod llm;
 pub mod logging;
 pub mod mcp;

@@ -4660,7 +4660,7 @@ mod job_checks_target {
     use super::*;
     use clawvisor::config::SchedulerConfig;
     use clawvisor::domain::ChatKey;
-    use clawvisor::protocol::scheduler::{MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob};
+    use clawvisor::jobs::{MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob};
     use clawvisor::store::schedules::JobStatus;
 
     pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/job_checks.txt";

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
 use crate::domain::ChatKey;
-use crate::protocol::scheduler::{
-    JobScope, JobView, NewJob, Scheduler, SchedulerError, StatusChange,
-};
+use crate::jobs::status::StatusChange;
+use crate::jobs::{JobScope, JobView, NewJob};
+use crate::protocol::scheduler::{Scheduler, SchedulerError};
 use crate::schedule::ScheduleSpec;
 use crate::schedule::format::{format_local, zone_of};
 use crate::store::schedules::JobRunRow;

@@ -16,13 +16,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::domain::{ChatKey, ChatKind};
+use crate::jobs::{JobChange, JobScope, JobView, NewJob, PREVIEW_COUNT};
 use crate::llm::ToolSpec;
 use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::protocol::CallError;
-use crate::protocol::scheduler::{
-    JobChange, JobScope, JobView, NewJob, PREVIEW_COUNT, Scheduler, SchedulerError,
-};
+use crate::protocol::scheduler::{Scheduler, SchedulerError};
 use crate::schedule::format::format_local;
 use crate::schedule::{MAX_PREVIEW, ScheduleSpec, parse_timezone};
 use crate::store::schedules::{JobRunRow, JobRunStatus};

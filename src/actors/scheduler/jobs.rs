@@ -2,9 +2,8 @@
 //! and re-armed on the timer.
 
 use super::*;
-use crate::protocol::scheduler::{
-    StatusChange, check_job_limit, check_schedule, check_target, check_text,
-};
+use crate::jobs::check::{check_job_limit, check_schedule, check_target, check_text};
+use crate::jobs::status::StatusChange;
 
 // ---------------------------------------------------------------------------------------------
 // Managing jobs.

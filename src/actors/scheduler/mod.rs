@@ -58,11 +58,11 @@ use crate::domain::{
     ChatKey, ChatKind, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
 };
 use crate::events::{EventBus, EventData, EventKind};
-use crate::protocol::agent::AgentMsg;
-pub use crate::protocol::scheduler::{
+pub use crate::jobs::{
     JobChange, JobScope, JobView, MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob, PREVIEW_COUNT,
-    SchedulerError, SchedulerMsg, SchedulerStats,
 };
+use crate::protocol::agent::AgentMsg;
+pub use crate::protocol::scheduler::{SchedulerError, SchedulerMsg, SchedulerStats};
 use crate::registry::Registry;
 use crate::schedule::format::{format_local, shorten, zone_of};
 use crate::schedule::{MissedOutcome, MissedPolicy, ScheduleSpec};
@@ -529,7 +529,7 @@ use jobs::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::scheduler::check_schedule;
+    use crate::jobs::check::check_schedule;
 
     #[test]
     fn the_marker_of_one_run_is_not_a_prefix_of_another() {

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use clawvisor::daemon::StartOptions;
 use clawvisor::domain::ChatKey;
+use clawvisor::domain::StartOptions;
 use clawvisor::testkit::harness::{Harness, HarnessOptions};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use criterion::{Criterion, criterion_group, criterion_main};

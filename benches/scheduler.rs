@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::actors::scheduler::{
-    JobScope, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
-};
+use clawvisor::actors::scheduler::{Scheduler, SchedulerArgs, SchedulerClock};
 use clawvisor::config::{self, SchedulerConfig};
 use clawvisor::domain::{ChatKey, InboundSource, OutEvent, Outbound};
 use clawvisor::events::EventBus;
+use clawvisor::jobs::{JobScope, NewJob};
 use clawvisor::protocol::agent::AgentMsg;
+use clawvisor::protocol::scheduler::SchedulerMsg;
 use clawvisor::registry::Registry;
 use clawvisor::store::schedules::{self, JobRow, JobStatus};
 use clawvisor::store::{Store, StoreOptions};

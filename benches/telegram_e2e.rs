@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use clawvisor::daemon::StartOptions;
+use clawvisor::domain::StartOptions;
 use clawvisor::testkit::fake_telegram::FakeTelegram;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};

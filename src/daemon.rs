@@ -17,9 +17,11 @@ use ractor::ActorRef;
 use tokio::sync::watch;
 
 use crate::actors::agent_supervisor::AgentSupervisorMsg;
-use crate::actors::root::{self, RootContext};
+use crate::actors::context::RootContext;
 use crate::actors::supervisor::SupervisorMsg;
+use crate::actors::{root, specs};
 use crate::config::LoadedConfig;
+use crate::domain::StartOptions;
 use crate::events::{EventBus, EventKind};
 use crate::llm::Providers;
 use crate::registry::Registry;
@@ -69,9 +71,6 @@ pub struct Daemon {
     studio_token: Option<crate::secrets::Secret>,
     boot_id: i64,
 }
-
-pub use crate::actors::plans::skill_levels;
-pub use crate::actors::root::StartOptions;
 
 /// Opens the store and starts the full tree.
 pub async fn start(loaded: LoadedConfig) -> Result<Daemon, DaemonError> {
@@ -196,9 +195,9 @@ pub async fn start_reloadable(
         providers: providers.clone(),
         prices: prices.clone(),
         overrides,
-        views: root::StudioViews::new(&loaded, &prices, options),
+        views: crate::studio::views::StudioViews::new(&loaded, &prices, options),
     };
-    let studio = root::studio_state(&context);
+    let studio = specs::studio_state(&context);
     let (root, root_task) = root::spawn(&context)
         .await
         .map_err(|error| DaemonError::Boot(crate::actors::supervise::error_chain(&error)))?;

@@ -464,6 +464,37 @@ pub fn on_path(name: &str) -> bool {
     })
 }
 
+/// The skill folders of an agent, lowest precedence first: bundled (`skills/` beside the config
+/// file, else the ones built into the binary, written to `<data dir>/bundled-skills`), installed
+/// (`<data dir>/skills`), the agent's workspace `skills/`.
+pub fn levels(
+    loaded: &crate::config::LoadedConfig,
+    workspace: &std::path::Path,
+) -> Vec<(std::path::PathBuf, Level)> {
+    let mut levels = Vec::new();
+    let beside_config = match &loaded.source {
+        crate::config::ConfigSource::File(path) => path
+            .parent()
+            .map(|dir| dir.join("skills"))
+            .filter(|dir| dir.is_dir()),
+        crate::config::ConfigSource::BuiltIn => None,
+    };
+    let bundled = beside_config.or_else(|| {
+        let dir = loaded.config.data_dir.join("bundled-skills");
+        extract_bundled(&dir)
+            .map_err(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "could not write the built-in skills");
+            })
+            .ok()
+    });
+    if let Some(dir) = bundled {
+        levels.push((dir, Level::Bundled));
+    }
+    levels.push((loaded.config.data_dir.join("skills"), Level::Installed));
+    levels.push((workspace.join("skills"), Level::Workspace));
+    levels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clawvisor::actors::mcp_supervisor::{McpHealth, McpSupervisorMsg};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::EventKind;
 use clawvisor::mcp::process::members_of_group;
+use clawvisor::protocol::mcp::{McpHealth, McpSupervisorMsg};
 use clawvisor::store::runs;
 use clawvisor::testkit::harness::{
     Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, wait_reply,

@@ -3,10 +3,10 @@
 //! governance (redact, purge: gone from facts, full text, vectors and the prompt; audited), index
 //! persistence and corruption, bad input, full-text mode, and the tools through a scripted model.
 
-use clawvisor::actors::memory::{
+use clawvisor::domain::ChatKey;
+use clawvisor::protocol::memory::{
     Governance, MemoryMsg, MemoryStats, SaveOutcome, SaveRequest, SearchRequest, SearchResult,
 };
-use clawvisor::domain::ChatKey;
 use clawvisor::testkit::fake_embeddings::FakeEmbeddings;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};

@@ -7,14 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use clawvisor::actors::scheduler::{
-    JobChange, JobScope, JobView, NewJob, Scheduler, SchedulerArgs, SchedulerClock, SchedulerMsg,
-    SchedulerStats,
-};
+use clawvisor::actors::scheduler::{Scheduler, SchedulerArgs, SchedulerClock};
 use clawvisor::config::{self, AgentSpec, Autonomy, Dur, SchedulerConfig};
 use clawvisor::domain::{ChatKey, OutEvent, Outbound};
 use clawvisor::events::EventBus;
+use clawvisor::jobs::{JobChange, JobScope, JobView, NewJob};
 use clawvisor::protocol::agent::{AgentMsg, AgentView};
+use clawvisor::protocol::scheduler::{SchedulerMsg, SchedulerStats};
 use clawvisor::registry::{Mailbox, Registry};
 use clawvisor::store::schedules::{self, JobRow, JobRunRow, JobRunStatus, JobStatus};
 use clawvisor::store::{Store, StoreOptions};

@@ -706,7 +706,7 @@ fn report_of(dir: &Path) -> Verification {
 async fn the_daemon_refuses_to_boot_on_a_keyed_log_without_its_key() {
     let llm = ScriptedLlm::start(Script::new()).await.unwrap();
     let mut options = HarnessOptions::new(llm.base_url());
-    options.start = clawvisor::daemon::StartOptions::local_only();
+    options.start = clawvisor::domain::StartOptions::local_only();
     let harness = Harness::start(options.clone()).await.unwrap();
     let dir = harness.stop().await;
     let key = dir.path().join("data").join(audit::KEY_FILE);

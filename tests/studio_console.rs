@@ -1149,9 +1149,9 @@ async fn bot_polling_lag_counts_from_the_last_completed_poll() {
 /// archived (the archive also as an audit row), a contract through its lifecycle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_and_handoff_changes_are_announced_for_live_pages() {
-    use clawvisor::actors::memory::{MemoryMsg, SaveOutcome, SaveRequest};
     use clawvisor::events::RuntimeEvent;
     use clawvisor::protocol::handoff::{HandoffMsg, NewContract};
+    use clawvisor::protocol::memory::{MemoryMsg, SaveOutcome, SaveRequest};
 
     let console = Console::start().await;
     let mut bus = console.state.events.subscribe();

@@ -181,7 +181,7 @@ fn run(plan: &BackupPlan, started_ms: i64) -> Outcome {
 
 /// The child spec under the root, or `None` when no schedule is configured or this start runs
 /// no scheduled work (`chat`, `eval`).
-pub fn child_spec(context: &super::root::RootContext) -> Option<super::supervise::ChildSpec> {
+pub fn child_spec(context: &super::context::RootContext) -> Option<super::supervise::ChildSpec> {
     let plan = BackupPlan::from_config(&context.loaded);
     (context.options.scheduler && plan.schedule.is_some()).then(|| {
         super::supervise::actor_spec(

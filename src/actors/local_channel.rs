@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::domain::{ChatKey, OutEvent, Outbound};
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::protocol::local::LocalChannelMsg;
+use crate::protocol::local::LocalChannelMsg;
 
 #[derive(Clone)]
 pub struct LocalChannelArgs {

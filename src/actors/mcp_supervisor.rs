@@ -37,7 +37,7 @@ use super::supervise::{Action, ChildCmd, ChildSpec, ChildStatus, Children, OnExh
 use crate::config::{AgentSpec, McpConfig, McpServerConfig, McpTransportKind};
 use crate::events::{EventBus, EventData, EventKind};
 use crate::protocol::mcp::AgentTarget;
-pub use crate::protocol::mcp::{McpHealth, McpSupervisorMsg};
+use crate::protocol::mcp::{McpHealth, McpSupervisorMsg};
 use crate::protocol::reload::Changes;
 use crate::registry::{Registry, ServiceName};
 use crate::secrets::Secret;

@@ -73,38 +73,6 @@ pub fn agent_plans(
         .collect()
 }
 
-/// The skill folders of an agent, lowest precedence first: bundled (`skills/` beside the config
-/// file, else the ones built into the binary, written to `<data dir>/bundled-skills`), installed
-/// (`<data dir>/skills`), the agent's workspace `skills/`.
-pub fn skill_levels(
-    loaded: &LoadedConfig,
-    workspace: &std::path::Path,
-) -> Vec<(std::path::PathBuf, crate::skills::Level)> {
-    use crate::skills::Level;
-    let mut levels = Vec::new();
-    let beside_config = match &loaded.source {
-        crate::config::ConfigSource::File(path) => path
-            .parent()
-            .map(|dir| dir.join("skills"))
-            .filter(|dir| dir.is_dir()),
-        crate::config::ConfigSource::BuiltIn => None,
-    };
-    let bundled = beside_config.or_else(|| {
-        let dir = loaded.config.data_dir.join("bundled-skills");
-        crate::skills::extract_bundled(&dir)
-            .map_err(|error| {
-                tracing::warn!(dir = %dir.display(), %error, "could not write the built-in skills");
-            })
-            .ok()
-    });
-    if let Some(dir) = bundled {
-        levels.push((dir, Level::Bundled));
-    }
-    levels.push((loaded.config.data_dir.join("skills"), Level::Installed));
-    levels.push((workspace.join("skills"), Level::Workspace));
-    levels
-}
-
 /// Every skill the agent could see, each with whether it can use it (the reasons are logged for
 /// the skills its file enables, and for every shadowed workspace skill).
 fn agent_skills(
@@ -112,7 +80,7 @@ fn agent_skills(
     spec: &crate::config::AgentSpec,
     workspace: &std::path::Path,
 ) -> Vec<crate::skills::AgentSkill> {
-    let catalogue = crate::skills::discover(&skill_levels(loaded, workspace));
+    let catalogue = crate::skills::discover(&crate::skills::levels(loaded, workspace));
     let servers: Vec<String> = loaded
         .config
         .mcp

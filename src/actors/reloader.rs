@@ -29,7 +29,8 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::agent_supervisor::{AgentSupervisorMsg, NAME as AGENTS};
-use super::root::{self, BotVoice, RootContext};
+use super::context::RootContext;
+use super::specs::{self, BotVoice};
 use super::supervisor::SupervisorMsg;
 use crate::events::EventKind;
 use crate::protocol::reload::{ReloadMsg, ReloadReport};
@@ -231,7 +232,7 @@ async fn apply(
     }
     let voice = BotVoice::new(after, false);
     let now = crate::clock::now_ms();
-    for (spec, token) in root::bots(after) {
+    for (spec, token) in specs::bots(after) {
         let restarted = plan.bots_restarted.contains(&spec.name);
         if !restarted && !plan.bots_added.contains(&spec.name) {
             continue;
@@ -242,7 +243,7 @@ async fn apply(
         }
         // A restarted bot keeps the boot's stale filter; its offset is in the database.
         let since = if restarted { after.boot_ms } else { now };
-        let bot = root::bot_spec(after, &spec, token, since, &voice);
+        let bot = specs::bot_spec(after, &spec, token, since, &voice);
         match ask(registry, &channels, |reply| SupervisorMsg::Add(bot, reply)).await {
             Ok(()) if restarted => step.report.bots.restarted.push(spec.name.clone()),
             Ok(()) => step.report.bots.added.push(spec.name.clone()),
@@ -287,20 +288,20 @@ async fn restart_services(
     };
     let candidates = [
         (
-            root::approval_args(before).approvers != root::approval_args(after).approvers,
-            root::approvals_spec(after),
+            specs::approval_args(before).approvers != specs::approval_args(after).approvers,
+            specs::approvals_spec(after),
         ),
         (
-            root::memory_args(before).hierarchy != root::memory_args(after).hierarchy,
-            root::memory_spec(after),
+            specs::memory_args(before).hierarchy != specs::memory_args(after).hierarchy,
+            specs::memory_spec(after),
         ),
         (
             after.options.scheduler && names(before) != names(after),
-            root::scheduler_spec(after),
+            specs::scheduler_spec(after),
         ),
         (
-            root::delegates(before) != root::delegates(after),
-            root::handoff_spec(after),
+            specs::delegates(before) != specs::delegates(after),
+            specs::handoff_spec(after),
         ),
     ];
     for (changed, spec) in candidates {
@@ -343,10 +344,10 @@ async fn mcp_reload(after: &RootContext, step: &mut Step<'_>) {
 /// files. The children keep running.
 async fn respec_root(context: &RootContext, report: &mut ReloadReport) {
     let specs = [
-        root::agent_supervisor(context),
-        root::mcp_supervisor(context),
-        root::channel_supervisor(context, false),
-        root::reloader_spec(context),
+        specs::agent_supervisor(context),
+        specs::mcp_supervisor(context),
+        specs::channel_supervisor(context, false),
+        specs::reloader_spec(context),
     ];
     let Some(root) = context.registry.lookup(&ROOT) else {
         report.warnings.push(

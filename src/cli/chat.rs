@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::config::LoadedConfig;
-use crate::daemon::{self, StartOptions};
+use crate::daemon;
+use crate::domain::StartOptions;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender, SessionCommand};
 use crate::protocol::agent::Agent;
 use crate::protocol::local::LocalChannel;

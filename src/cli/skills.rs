@@ -92,8 +92,7 @@ pub(super) fn run(loaded: &LoadedConfig, command: SkillsCommand) -> ExitCode {
         }
         SkillsCommand::List | SkillsCommand::Show { .. } => {
             let first_workspace = loaded.agents.first().map(workspace).unwrap_or_default();
-            let mut catalogue =
-                skills::discover(&crate::daemon::skill_levels(loaded, &first_workspace));
+            let mut catalogue = skills::discover(&crate::skills::levels(loaded, &first_workspace));
             for spec in loaded.agents.iter().skip(1) {
                 for entry in skills::load_level(&workspace(spec).join("skills"), Level::Workspace) {
                     if !catalogue.iter().any(|known| known.name == entry.name) {

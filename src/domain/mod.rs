@@ -266,3 +266,31 @@ mod tests {
         );
     }
 }
+
+/// Which parts of the tree run. `serve` runs everything; `chat` and `eval` run the agents without
+/// Studio, bots or the scheduler, so that a terminal session beside a running daemon never polls a
+/// bot token twice or fires a job twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartOptions {
+    pub studio: bool,
+    pub channels: bool,
+    pub scheduler: bool,
+}
+
+impl StartOptions {
+    pub fn serve() -> Self {
+        Self {
+            studio: true,
+            channels: true,
+            scheduler: true,
+        }
+    }
+
+    pub fn local_only() -> Self {
+        Self {
+            studio: false,
+            channels: false,
+            scheduler: false,
+        }
+    }
+}

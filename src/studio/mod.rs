@@ -26,6 +26,7 @@ pub mod runs;
 pub mod schedules;
 pub mod timezones;
 pub mod token_file;
+pub mod views;
 
 use std::sync::Arc;
 use std::time::Duration;

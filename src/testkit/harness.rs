@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::config::{self, Overrides};
-use crate::daemon::{self, Daemon, DaemonError, StartOptions};
+use crate::daemon::{self, Daemon, DaemonError};
+use crate::domain::StartOptions;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand};
 use crate::protocol::agent::Agent;
 use crate::protocol::local::LocalChannel;

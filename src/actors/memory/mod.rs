@@ -43,9 +43,9 @@ use upkeep::{dump, rebuild};
 use crate::events::{EventBus, EventData, EventKind};
 use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
 use crate::memory::index::{IndexParams, LoadOutcome, VectorIndex, Watermark};
-pub use crate::protocol::memory::{
-    CLASSES, Governance, MAX_TEXT_CHARS, MemoryError, MemoryHit, MemoryMsg, MemoryStats, PLATFORM,
-    SENSITIVITIES, SaveOutcome, SaveRequest, SearchRequest, SearchResult,
+use crate::protocol::memory::{
+    MemoryError, MemoryMsg, MemoryStats, PLATFORM, SaveOutcome, SaveRequest, SearchRequest,
+    SearchResult,
 };
 use crate::store::Store;
 use crate::store::memory::{self as queries};

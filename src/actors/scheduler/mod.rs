@@ -58,11 +58,11 @@ use crate::domain::{
     ChatKey, ChatKind, Inbound, InboundSource, OutEvent, Outbound, Sender, SessionCommand,
 };
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::jobs::{
+use crate::jobs::{
     JobChange, JobScope, JobView, MAX_NAME_CHARS, MAX_PROMPT_CHARS, NewJob, PREVIEW_COUNT,
 };
 use crate::protocol::agent::AgentMsg;
-pub use crate::protocol::scheduler::{SchedulerError, SchedulerMsg, SchedulerStats};
+use crate::protocol::scheduler::{SchedulerError, SchedulerMsg, SchedulerStats};
 use crate::registry::Registry;
 use crate::schedule::format::{format_local, shorten, zone_of};
 use crate::schedule::{MissedOutcome, MissedPolicy, ScheduleSpec};

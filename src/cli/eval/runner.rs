@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::daemon::StartOptions;
+use crate::domain::StartOptions;
 use crate::domain::{ChatKey, OutEvent, Outbound};
 use crate::protocol::agent::{Agent, AgentError, SettingsChange};
 use crate::protocol::approvals::{Approvals, DecideOutcome, Decider, Decision};

@@ -1,6 +1,7 @@
 //! `clawvisor doctor`: checks the config, the database and every external dependency (model
 //! providers, bot tokens, web search, each MCP server with its tools), and says what to fix.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::config::LoadedConfig;
@@ -138,120 +139,17 @@ struct Check {
 }
 
 pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
-    let mut checks = vec![Check {
-        ok: true,
-        what: "config".into(),
-        detail: format!("{} with {} agent(s)", loaded.source, loaded.agents.len()),
-    }];
-    let (embeddings, reason) = crate::memory::embeddings_config(&loaded.config, &loaded.secrets);
-    checks.push(Check {
-        ok: true,
-        what: "memory".into(),
-        detail: match embeddings {
-            Some(config) => format!("semantic search with embeddings model `{}`", config.model),
-            None => format!("full-text search only — {reason}"),
-        },
-    });
-    let voice = crate::voice::VoiceSettings::from_config(&loaded.config, &loaded.secrets);
-    checks.push(Check {
-        ok: true,
-        what: "voice notes".into(),
-        detail: match &voice.transcriber {
-            Ok(transcriber) => format!(
-                "transcribed by provider `{}` with `{}` (up to {})",
-                transcriber.provider(),
-                transcriber.model(),
-                crate::voice::clock_text(voice.max_duration.as_secs())
-            ),
-            Err(unavailable) => format!("saved but not transcribed — {}", unavailable.reason),
-        },
-    });
-    let speaking = loaded
-        .agents
-        .iter()
-        .filter(|agent| agent.voice_replies != crate::config::VoiceReplies::Never)
-        .count();
-    let speech = crate::voice::speech::speech_config(&loaded.config, &loaded.secrets);
-    checks.push(Check {
-        ok: speaking == 0 || matches!(speech, Ok(Some(_))),
-        what: "speech".into(),
-        detail: match speech {
-            Ok(Some(config)) => format!(
-                "spoken replies with `{}` (voice `{}`) from provider `{}`; {speaking} agent(s) use them",
-                config.model, config.voice, config.provider
-            ),
-            Ok(None) => "no speech provider (set `speech_model` on a provider for spoken replies)".into(),
-            Err(reason) => reason,
-        },
-    });
-    let path = loaded.config.db_path();
-    if path.exists() {
-        let latest = store::latest_version();
-        match store::peek_version(&path) {
-            Ok(version) if version > latest => checks.push(Check {
-                ok: false,
-                what: "database".into(),
-                detail: format!(
-                    "schema {version} is newer than this binary ({latest}); run a newer clawvisor"
-                ),
-            }),
-            Ok(version) => {
-                let options = crate::store::StoreOptions::from(&loaded.config);
-                let opened = tokio::task::spawn_blocking({
-                    let path = path.clone();
-                    move || Store::open(&path, options)
-                })
-                .await;
-                match opened {
-                    Ok(Ok(store)) => {
-                        let integrity = store.integrity_check().await;
-                        store.stop_writer();
-                        match integrity {
-                            Ok(rows) if rows == ["ok"] => checks.push(Check {
-                                ok: true,
-                                what: "database".into(),
-                                detail: format!(
-                                    "{} schema {version}, integrity_check ok",
-                                    path.display()
-                                ),
-                            }),
-                            Ok(rows) => checks.push(Check {
-                                ok: false,
-                                what: "database".into(),
-                                detail: format!("integrity_check reported: {}", rows.join("; ")),
-                            }),
-                            Err(error) => checks.push(Check {
-                                ok: false,
-                                what: "database".into(),
-                                detail: error.to_string(),
-                            }),
-                        }
-                    }
-                    Ok(Err(error)) => checks.push(Check {
-                        ok: false,
-                        what: "database".into(),
-                        detail: error.to_string(),
-                    }),
-                    Err(_) => checks.push(Check {
-                        ok: false,
-                        what: "database".into(),
-                        detail: "opening the database panicked".into(),
-                    }),
-                }
-            }
-            Err(error) => checks.push(Check {
-                ok: false,
-                what: "database".into(),
-                detail: error.to_string(),
-            }),
-        }
-    } else {
-        checks.push(Check {
+    let mut checks = vec![
+        Check {
             ok: true,
-            what: "database".into(),
-            detail: format!("{} does not exist yet; `serve` creates it", path.display()),
-        });
-    }
+            what: "config".into(),
+            detail: format!("{} with {} agent(s)", loaded.source, loaded.agents.len()),
+        },
+        memory_check(loaded),
+        voice_check(loaded),
+        speech_check(loaded),
+        database_check(loaded).await,
+    ];
     checks.extend(provider_checks(loaded).await);
     checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
@@ -270,8 +168,126 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
             detail: hint.clone(),
         });
     }
+    print_report(&checks)
+}
+
+/// How memory is searched: semantically with an embeddings model, or full-text only and why.
+fn memory_check(loaded: &LoadedConfig) -> Check {
+    let (embeddings, reason) = crate::memory::embeddings_config(&loaded.config, &loaded.secrets);
+    Check {
+        ok: true,
+        what: "memory".into(),
+        detail: match embeddings {
+            Some(config) => format!("semantic search with embeddings model `{}`", config.model),
+            None => format!("full-text search only — {reason}"),
+        },
+    }
+}
+
+/// Who transcribes voice notes, or why they are only saved.
+fn voice_check(loaded: &LoadedConfig) -> Check {
+    let voice = crate::voice::VoiceSettings::from_config(&loaded.config, &loaded.secrets);
+    Check {
+        ok: true,
+        what: "voice notes".into(),
+        detail: match &voice.transcriber {
+            Ok(transcriber) => format!(
+                "transcribed by provider `{}` with `{}` (up to {})",
+                transcriber.provider(),
+                transcriber.model(),
+                crate::voice::clock_text(voice.max_duration.as_secs())
+            ),
+            Err(unavailable) => format!("saved but not transcribed — {}", unavailable.reason),
+        },
+    }
+}
+
+/// Who speaks the spoken replies; a failure only when an agent wants them and none can.
+fn speech_check(loaded: &LoadedConfig) -> Check {
+    let speaking = loaded
+        .agents
+        .iter()
+        .filter(|agent| agent.voice_replies != crate::config::VoiceReplies::Never)
+        .count();
+    let speech = crate::voice::speech::speech_config(&loaded.config, &loaded.secrets);
+    Check {
+        ok: speaking == 0 || matches!(speech, Ok(Some(_))),
+        what: "speech".into(),
+        detail: match speech {
+            Ok(Some(config)) => format!(
+                "spoken replies with `{}` (voice `{}`) from provider `{}`; {speaking} agent(s) use them",
+                config.model, config.voice, config.provider
+            ),
+            Ok(None) => {
+                "no speech provider (set `speech_model` on a provider for spoken replies)".into()
+            }
+            Err(reason) => reason,
+        },
+    }
+}
+
+/// The database: not there yet, too new for this binary, or opened and integrity-checked.
+async fn database_check(loaded: &LoadedConfig) -> Check {
+    let path = loaded.config.db_path();
+    if !path.exists() {
+        return database(
+            true,
+            format!("{} does not exist yet; `serve` creates it", path.display()),
+        );
+    }
+    let latest = store::latest_version();
+    match store::peek_version(&path) {
+        Ok(version) if version > latest => database(
+            false,
+            format!("schema {version} is newer than this binary ({latest}); run a newer clawvisor"),
+        ),
+        Ok(version) => check_integrity(loaded, &path, version).await,
+        Err(error) => database(false, error.to_string()),
+    }
+}
+
+/// Opens the database at `path` (schema `version`) and runs SQLite's `integrity_check`.
+async fn check_integrity(loaded: &LoadedConfig, path: &Path, version: u32) -> Check {
+    let options = crate::store::StoreOptions::from(&loaded.config);
+    let opened = tokio::task::spawn_blocking({
+        let path = path.to_path_buf();
+        move || Store::open(&path, options)
+    })
+    .await;
+    match opened {
+        Ok(Ok(store)) => {
+            let integrity = store.integrity_check().await;
+            store.stop_writer();
+            match integrity {
+                Ok(rows) if rows == ["ok"] => database(
+                    true,
+                    format!("{} schema {version}, integrity_check ok", path.display()),
+                ),
+                Ok(rows) => database(
+                    false,
+                    format!("integrity_check reported: {}", rows.join("; ")),
+                ),
+                Err(error) => database(false, error.to_string()),
+            }
+        }
+        Ok(Err(error)) => database(false, error.to_string()),
+        Err(_) => database(false, "opening the database panicked".into()),
+    }
+}
+
+/// A line about the database.
+fn database(ok: bool, detail: String) -> Check {
+    Check {
+        ok,
+        what: "database".into(),
+        detail,
+    }
+}
+
+/// Prints a line per check; fails when a check other than a next step failed.
+fn print_report(checks: &[Check]) -> ExitCode {
     let mut failed = false;
-    for check in &checks {
+    for check in checks {
         println!(
             "[{}] {}: {}",
             if check.ok { " ok " } else { "FAIL" },

@@ -210,6 +210,50 @@ fn valid_name(name: &str) -> bool {
 
 /// Parses one agent file's text.
 pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpec, ConfigError> {
+    let mut spec = deserialize_agent(text, origin)?;
+    if !valid_name(&spec.name) {
+        return Err(ConfigError::key(
+            origin,
+            "name",
+            format!(
+                "`{}` is not a valid agent name (use 1-32 lowercase letters, digits, `-` or `_`)",
+                spec.name
+            ),
+        ));
+    }
+    check_providers(&spec, origin, config)?;
+    // Stored canonical (`europe/berlin` → `Europe/Berlin`); empty means not set, as for the
+    // daemon's `timezone`.
+    spec.timezone = match spec.timezone.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(name) => Some(
+            super::timezone::check_timezone(origin, "timezone", name)?
+                .name()
+                .to_string(),
+        ),
+    };
+    check_limits(&spec, origin)?;
+    if let Some(telegram) = &spec.telegram {
+        check_telegram(telegram, origin)?;
+    }
+    if spec.voice_replies != VoiceReplies::Never
+        && !config
+            .providers
+            .values()
+            .any(|provider| !provider.speech_model.trim().is_empty())
+    {
+        return Err(ConfigError::key(
+            origin,
+            "voice_replies",
+            "needs a speech provider: set `speech_model` (e.g. \"tts-1\") on an OpenAI-compatible provider in [providers], or set voice_replies = \"never\"",
+        ));
+    }
+    check_instructions(&spec, origin)?;
+    Ok(spec)
+}
+
+/// Deserializes the text as an [`AgentSpec`] read from `origin`, naming the key and line on error.
+fn deserialize_agent(text: &str, origin: &str) -> Result<AgentSpec, ConfigError> {
     let deserializer = toml::de::Deserializer::parse(text).map_err(|error| ConfigError::File {
         origin: origin.to_string(),
         message: describe_toml_error(text, error.message(), error.span()),
@@ -224,16 +268,11 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
         )
     })?;
     spec.source = origin.to_string();
-    if !valid_name(&spec.name) {
-        return Err(ConfigError::key(
-            origin,
-            "name",
-            format!(
-                "`{}` is not a valid agent name (use 1-32 lowercase letters, digits, `-` or `_`)",
-                spec.name
-            ),
-        ));
-    }
+    Ok(spec)
+}
+
+/// The agent's provider and each fallback's are defined under `[providers]`.
+fn check_providers(spec: &AgentSpec, origin: &str, config: &Config) -> Result<(), ConfigError> {
     if !config.providers.contains_key(&spec.provider) {
         return Err(ConfigError::key(
             origin,
@@ -259,16 +298,11 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
             ));
         }
     }
-    // Stored canonical (`europe/berlin` → `Europe/Berlin`); empty means not set, as for the
-    // daemon's `timezone`.
-    spec.timezone = match spec.timezone.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(name) => Some(
-            super::timezone::check_timezone(origin, "timezone", name)?
-                .name()
-                .to_string(),
-        ),
-    };
+    Ok(())
+}
+
+/// A model is named, and the daily budget and the context budget are in range.
+fn check_limits(spec: &AgentSpec, origin: &str) -> Result<(), ConfigError> {
     if spec.model.trim().is_empty() {
         return Err(ConfigError::key(origin, "model", "must not be empty"));
     }
@@ -286,59 +320,50 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
             "must be at least 1000",
         ));
     }
-    if let Some(telegram) = &spec.telegram {
-        if telegram.token_env.trim().is_empty() {
-            return Err(ConfigError::key(
-                origin,
-                "[telegram].token_env",
-                "must name an environment variable",
-            ));
-        }
-        let url = reqwest::Url::parse(&telegram.api_url).map_err(|error| {
-            ConfigError::key(
-                origin,
-                "[telegram].api_url",
-                format!("invalid URL `{}`: {error}", telegram.api_url),
-            )
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(ConfigError::key(
-                origin,
-                "[telegram].api_url",
-                "must be an http:// or https:// URL",
-            ));
-        }
-    }
-    if spec.voice_replies != VoiceReplies::Never
-        && !config
-            .providers
-            .values()
-            .any(|provider| !provider.speech_model.trim().is_empty())
-    {
+    Ok(())
+}
+
+/// The `[telegram]` table names its token variable and an http(s) Bot API.
+fn check_telegram(telegram: &TelegramSpec, origin: &str) -> Result<(), ConfigError> {
+    if telegram.token_env.trim().is_empty() {
         return Err(ConfigError::key(
             origin,
-            "voice_replies",
-            "needs a speech provider: set `speech_model` (e.g. \"tts-1\") on an OpenAI-compatible provider in [providers], or set voice_replies = \"never\"",
+            "[telegram].token_env",
+            "must name an environment variable",
         ));
     }
-    match (&spec.instructions_file, spec.instructions.trim().is_empty()) {
-        (Some(_), false) => {
-            return Err(ConfigError::key(
-                origin,
-                "instructions_file",
-                "set either `instructions` or `instructions_file`, not both",
-            ));
-        }
-        (None, true) => {
-            return Err(ConfigError::key(
-                origin,
-                "instructions",
-                "missing: give the agent its persona in `instructions` (or `instructions_file`)",
-            ));
-        }
-        _ => {}
+    let url = reqwest::Url::parse(&telegram.api_url).map_err(|error| {
+        ConfigError::key(
+            origin,
+            "[telegram].api_url",
+            format!("invalid URL `{}`: {error}", telegram.api_url),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::key(
+            origin,
+            "[telegram].api_url",
+            "must be an http:// or https:// URL",
+        ));
     }
-    Ok(spec)
+    Ok(())
+}
+
+/// Exactly one of `instructions` and `instructions_file` gives the persona.
+fn check_instructions(spec: &AgentSpec, origin: &str) -> Result<(), ConfigError> {
+    match (&spec.instructions_file, spec.instructions.trim().is_empty()) {
+        (Some(_), false) => Err(ConfigError::key(
+            origin,
+            "instructions_file",
+            "set either `instructions` or `instructions_file`, not both",
+        )),
+        (None, true) => Err(ConfigError::key(
+            origin,
+            "instructions",
+            "missing: give the agent its persona in `instructions` (or `instructions_file`)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn defined<'a>(names: impl Iterator<Item = &'a String>) -> String {

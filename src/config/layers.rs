@@ -247,6 +247,62 @@ fn cli_layer(overrides: &Overrides) -> (Table, BTreeMap<String, String>) {
     (layer, origins)
 }
 
+/// The chosen config file, parsed and checked alone.
+struct FileLayer {
+    source: ConfigSource,
+    /// The source as errors name it.
+    origin: String,
+    /// The directory that paths written in the file are relative to.
+    dir: PathBuf,
+    table: Table,
+}
+
+impl FileLayer {
+    /// Parses and validates the file alone, so that its errors name the file and line.
+    fn parse(source: ConfigSource, text: &str, cwd: &Path) -> Result<FileLayer, ConfigError> {
+        let origin = source.to_string();
+        // Paths written in a file are relative to its directory. The built-in file stands for
+        // `config/clawvisor.toml` in the working directory.
+        let dir = match &source {
+            ConfigSource::File(path) => path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| cwd.to_path_buf()),
+            ConfigSource::BuiltIn => cwd.join("config"),
+        };
+        let (file_config, table) = parse_config_text(text, &origin)?;
+        validate(&file_config, &origin)?;
+        Ok(FileLayer {
+            source,
+            origin,
+            dir,
+            table,
+        })
+    }
+}
+
+/// Where each key set by the environment or a flag came from; every other key is the file's.
+struct Origins {
+    overridden: BTreeMap<String, String>,
+    file: String,
+}
+
+impl Origins {
+    /// The variable or flag that set the dotted `key` (`studio.bind`), else the file.
+    fn of(&self, key: &str) -> String {
+        self.overridden
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| self.file.clone())
+    }
+
+    /// Whether the environment or a flag set the dotted `key`.
+    fn overrides(&self, key: &str) -> bool {
+        self.overridden.contains_key(key)
+    }
+}
+
+/// Loads the config from its layers, then the agents and the secrets they name.
 pub(super) fn load(
     overrides: &Overrides,
     env: &BTreeMap<String, String>,
@@ -255,11 +311,66 @@ pub(super) fn load(
     let mut warnings = Vec::new();
 
     // 1. Which file: flag > CLAWVISOR_CONFIG > config/clawvisor.toml > built-in defaults.
+    let (source, text) = read_config_file(overrides, env, cwd)?;
+
+    // 2. The file alone: types, unknown keys, named by file and line.
+    let file = FileLayer::parse(source, &text, cwd)?;
+
+    // 3. Defaults < file < env < flags, deserialized once.
+    let (mut config, origins) = merge_layers(&file, overrides, env, &mut warnings)?;
+    validate(&config, &origins.of("studio.bind"))?;
+    let timezone = super::timezone::daemon_timezone(
+        &config.timezone,
+        &origins.of("timezone"),
+        env,
+        &mut warnings,
+    )?;
+
+    // 4. Resolve paths: from the file → its directory; from env/flags/defaults → the working directory.
+    let data_dir_from_file = file.table.contains_key("data_dir") && !origins.overrides("data_dir");
+    config.data_dir = resolve(
+        if data_dir_from_file { &file.dir } else { cwd },
+        &config.data_dir,
+    );
+    let agents_dir_explicit = resolve_agents_dir(&mut config, &file, &origins, overrides, env, cwd);
+    for server in &mut config.mcp.servers {
+        if let Some(dir) = &server.cwd {
+            server.cwd = Some(resolve(&file.dir, dir));
+        }
+    }
+
+    // 5. Agents.
+    let (agents, agents_source) =
+        load_agent_specs(&config, &file.origin, agents_dir_explicit, &mut warnings)?;
+    agent::validate_agents(&agents, &config)?;
+
+    let secrets = read_secrets(&config, &agents, env);
+    check_studio_tokens(&config, &secrets, &origins)?;
+    let hints = next_steps(&config, &agents, &file.source, &secrets);
+    Ok(LoadedConfig {
+        config,
+        agents,
+        source: file.source,
+        agents_source,
+        warnings,
+        hints,
+        secrets,
+        timezone,
+    })
+}
+
+/// Reads the file named by the flag or `CLAWVISOR_CONFIG`, else `config/clawvisor.toml` if there
+/// is one, else takes the built-in defaults.
+fn read_config_file(
+    overrides: &Overrides,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> Result<(ConfigSource, String), ConfigError> {
     let explicit = overrides
         .config
         .clone()
         .or_else(|| env.get("CLAWVISOR_CONFIG").map(PathBuf::from));
-    let (source, text) = match explicit {
+    Ok(match explicit {
         Some(path) => {
             let path = resolve(cwd, &path);
             let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::File {
@@ -275,119 +386,116 @@ pub(super) fn load(
                 Err(_) => (ConfigSource::BuiltIn, super::SHIPPED_CONFIG.to_string()),
             }
         }
-    };
-    let origin = source.to_string();
-    // Paths written in a file are relative to its directory. The built-in file stands for
-    // `config/clawvisor.toml` in the working directory.
-    let file_dir = match &source {
-        ConfigSource::File(path) => path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| cwd.to_path_buf()),
-        ConfigSource::BuiltIn => cwd.join("config"),
-    };
+    })
+}
 
-    // 2. The file alone: types, unknown keys, named by file and line.
-    let (file_config, file_table) = parse_config_text(&text, &origin)?;
-    validate(&file_config, &origin)?;
-
-    // 3. Defaults < file < env < flags, deserialized once.
+/// Merges defaults < file < environment < flags and deserializes the result once, naming the
+/// variable or flag that set a bad key.
+fn merge_layers(
+    file: &FileLayer,
+    overrides: &Overrides,
+    env: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Result<(Config, Origins), ConfigError> {
     let mut merged = Table::try_from(Config::default())
         .expect("the default config always serializes to a TOML table");
     let defaults = merged.clone();
-    merge(&mut merged, file_table.clone());
-    let (env_table, env_origins) = env_layer(&defaults, env, &mut warnings)?;
+    merge(&mut merged, file.table.clone());
+    let (env_table, env_origins) = env_layer(&defaults, env, warnings)?;
     let (cli_table, cli_origins) = cli_layer(overrides);
     merge(&mut merged, env_table);
     merge(&mut merged, cli_table);
-    let mut origins = env_origins;
-    origins.extend(cli_origins);
+    let mut overridden = env_origins;
+    overridden.extend(cli_origins);
+    let origins = Origins {
+        overridden,
+        file: file.origin.clone(),
+    };
+    let config = serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
+        let path = error.path().to_string();
+        ConfigError::key(
+            origins.of(&path),
+            display_key(&path),
+            friendly(&error.inner().to_string()),
+        )
+    })?;
+    Ok((config, origins))
+}
 
-    let mut config: Config =
-        serde_path_to_error::deserialize(Value::Table(merged)).map_err(|error| {
-            let path = error.path().to_string();
-            let origin = origins
-                .get(&path)
-                .cloned()
-                .unwrap_or_else(|| origin.clone());
-            ConfigError::key(
-                origin,
-                display_key(&path),
-                friendly(&error.inner().to_string()),
-            )
-        })?;
-    let override_origin = |key: &str| origins.get(key).cloned();
-    validate(
-        &config,
-        &override_origin("studio.bind").unwrap_or_else(|| origin.clone()),
-    )?;
-    let timezone = super::timezone::daemon_timezone(
-        &config.timezone,
-        &override_origin("timezone").unwrap_or_else(|| origin.clone()),
-        env,
-        &mut warnings,
-    )?;
-
-    // 4. Resolve paths: from the file → its directory; from env/flags/defaults → the working directory.
-    let data_dir_from_file =
-        file_table.contains_key("data_dir") && !origins.contains_key("data_dir");
-    config.data_dir = resolve(
-        if data_dir_from_file { &file_dir } else { cwd },
-        &config.data_dir,
-    );
+/// Sets `[agents].dir` from `CLAWVISOR_ACTORS_DIR` (unless a flag set it) and resolves it against
+/// the directory its layer calls for; says whether it was set on purpose, so that a missing
+/// directory is an error.
+fn resolve_agents_dir(
+    config: &mut Config,
+    file: &FileLayer,
+    origins: &Origins,
+    overrides: &Overrides,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> bool {
     let env_actors_dir = env
         .get("CLAWVISOR_ACTORS_DIR")
         .filter(|_| overrides.actors_dir.is_none());
     if let Some(dir) = env_actors_dir {
         config.agents.dir = PathBuf::from(dir);
     }
-    let agents_dir_from_file = file_table
+    let agents_dir_from_file = file
+        .table
         .get("agents")
         .and_then(Value::as_table)
         .is_some_and(|agents| agents.contains_key("dir"))
-        && !origins.contains_key("agents.dir")
+        && !origins.overrides("agents.dir")
         && env_actors_dir.is_none();
     // The built-in file's `dir` only says where to look; a missing directory is not an error then.
-    let agents_dir_explicit = (agents_dir_from_file && source != ConfigSource::BuiltIn)
-        || origins.contains_key("agents.dir")
+    let agents_dir_explicit = (agents_dir_from_file && file.source != ConfigSource::BuiltIn)
+        || origins.overrides("agents.dir")
         || env_actors_dir.is_some();
     // Not set anywhere: `actors/` next to the config file (with no file: in the working
     // directory, where `config/` is looked for too).
     let agents_dir_default = !agents_dir_from_file && !agents_dir_explicit;
-    let next_to_file = agents_dir_default && matches!(source, ConfigSource::File(_));
+    let next_to_file = agents_dir_default && matches!(file.source, ConfigSource::File(_));
     let agents_dir_base = if agents_dir_from_file || next_to_file {
-        &file_dir
+        &file.dir
     } else {
         cwd
     };
     config.agents.dir = resolve(agents_dir_base, &config.agents.dir);
+    agents_dir_explicit
+}
 
-    for server in &mut config.mcp.servers {
-        if let Some(dir) = &server.cwd {
-            server.cwd = Some(resolve(&file_dir, dir));
-        }
-    }
-
-    // 5. Agents.
-    let (agents, agents_source) = if config.agents.dir.is_dir() {
-        let agents = agent::load_agents(&config.agents.dir, &config)?;
-        (agents, Some(config.agents.dir.clone()))
+/// The agents of `[agents].dir` and that directory; with no directory there (and none set on
+/// purpose), the built-in `assistant` agent and a warning.
+fn load_agent_specs(
+    config: &Config,
+    origin: &str,
+    agents_dir_explicit: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<agent::AgentSpec>, Option<PathBuf>), ConfigError> {
+    if config.agents.dir.is_dir() {
+        let agents = agent::load_agents(&config.agents.dir, config)?;
+        Ok((agents, Some(config.agents.dir.clone())))
     } else if agents_dir_explicit {
-        return Err(ConfigError::key(
+        Err(ConfigError::key(
             origin,
             "[agents].dir",
             format!("directory {} does not exist", config.agents.dir.display()),
-        ));
+        ))
     } else {
-        let spec = agent::parse_agent(SHIPPED_AGENT, "built-in actors/assistant.toml", &config)?;
+        let spec = agent::parse_agent(SHIPPED_AGENT, "built-in actors/assistant.toml", config)?;
         warnings.push(format!(
             "no agents directory at {}; using the built-in `assistant` agent",
             config.agents.dir.display()
         ));
-        (vec![spec], None)
-    };
-    agent::validate_agents(&agents, &config)?;
+        Ok((vec![spec], None))
+    }
+}
 
+/// Every secret the config and the agents name, read from `env` (a blank value is not set).
+fn read_secrets(
+    config: &Config,
+    agents: &[agent::AgentSpec],
+    env: &BTreeMap<String, String>,
+) -> BTreeMap<String, crate::secrets::Secret> {
     let mut secrets = BTreeMap::new();
     let mut wanted: Vec<&str> = config
         .providers
@@ -419,12 +527,21 @@ pub(super) fn load(
             secrets.insert(var.to_string(), crate::secrets::Secret::new(value));
         }
     }
+    secrets
+}
+
+/// Studio off loopback needs its access token set, and a named `/metrics` token must be set.
+fn check_studio_tokens(
+    config: &Config,
+    secrets: &BTreeMap<String, crate::secrets::Secret>,
+    origins: &Origins,
+) -> Result<(), ConfigError> {
     if let Ok(bind) = config.studio.bind.parse::<std::net::SocketAddr>()
         && !bind.ip().is_loopback()
         && !secrets.contains_key(config.studio.token_env.as_str())
     {
         return Err(ConfigError::key(
-            override_origin("studio.bind").unwrap_or_else(|| origin.clone()),
+            origins.of("studio.bind"),
             "[studio].token_env",
             format!(
                 "Studio binds to {bind}, which is not loopback, so it needs an access token: set the environment variable `{}` (or bind to 127.0.0.1)",
@@ -435,24 +552,14 @@ pub(super) fn load(
     let metrics_token_env = config.studio.metrics_token_env.trim();
     if !metrics_token_env.is_empty() && !secrets.contains_key(metrics_token_env) {
         return Err(ConfigError::key(
-            override_origin("studio.metrics_token_env").unwrap_or_else(|| origin.clone()),
+            origins.of("studio.metrics_token_env"),
             "[studio].metrics_token_env",
             format!(
                 "`/metrics` needs the token in the environment variable `{metrics_token_env}`, which is not set: set it, or remove the key"
             ),
         ));
     }
-    let hints = next_steps(&config, &agents, &source, &secrets);
-    Ok(LoadedConfig {
-        config,
-        agents,
-        source,
-        agents_source,
-        warnings,
-        hints,
-        secrets,
-        timezone,
-    })
+    Ok(())
 }
 
 /// What an operator should set next, logged at boot ("serve with no config says what to set").

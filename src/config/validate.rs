@@ -1,10 +1,14 @@
 //! The semantic checks of a config that types alone cannot express, each error naming the file,
 //! the key and what is expected.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{Config, ConfigError, McpConfig, McpTransportKind, ProviderKind};
+use super::{
+    Config, ConfigError, McpConfig, McpServerConfig, McpTransportKind, ProviderKind,
+    SchedulerConfig, SupervisionConfig, TelegramConfig,
+};
 
 /// Semantic checks that types alone cannot express.
 pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError> {
@@ -19,6 +23,21 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         )
     })?;
+    validate_memory(config, origin)?;
+    validate_transcription(config, origin)?;
+    validate_supervision(&config.supervision, origin)?;
+    validate_telegram(&config.telegram, origin)?;
+    validate_providers(config, origin)?;
+    validate_scheduler(&config.scheduler, origin)?;
+    validate_mcp(&config.mcp, origin)?;
+    config.web_search.validate(&config.mcp, origin)?;
+    config.backup.validate(origin)?;
+    validate_pricing(config, origin)
+}
+
+/// `[memory]`: the surprise threshold is a fraction; the embeddings provider exists and serves
+/// embeddings.
+fn validate_memory(config: &Config, origin: &str) -> Result<(), ConfigError> {
     let memory = &config.memory;
     if !(0.0..=1.0).contains(&memory.surprise_threshold) {
         return Err(ConfigError::key(
@@ -59,8 +78,11 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             Some(_) => {}
         }
     }
-    validate_transcription(config, origin)?;
-    let supervision = &config.supervision;
+    Ok(())
+}
+
+/// `[supervision]`: at least one restart, and the backoff's factor, jitter and bounds in range.
+fn validate_supervision(supervision: &SupervisionConfig, origin: &str) -> Result<(), ConfigError> {
     if supervision.max_restarts == 0 {
         return Err(ConfigError::key(
             origin,
@@ -95,37 +117,47 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             "is larger than [supervision].backoff_max",
         ));
     }
-    let poll = config.telegram.poll_timeout.0;
+    Ok(())
+}
+
+/// `[telegram]`: the long-poll timeout and the streaming thresholds within what Telegram allows.
+fn validate_telegram(telegram: &TelegramConfig, origin: &str) -> Result<(), ConfigError> {
+    let poll = telegram.poll_timeout.0;
     if poll.as_secs() > 50 || poll.is_zero() {
         return Err(ConfigError::key(
             origin,
             "[telegram].poll_timeout",
             format!(
                 "{} is out of range (expected 1s to 50s)",
-                config.telegram.poll_timeout
+                telegram.poll_timeout
             ),
         ));
     }
-    if config.telegram.stream_after.0 > std::time::Duration::from_secs(60) {
+    if telegram.stream_after.0 > std::time::Duration::from_secs(60) {
         return Err(ConfigError::key(
             origin,
             "[telegram].stream_after",
             format!(
                 "{} is out of range (expected 0s to 60s; a streamed answer is shown after this long)",
-                config.telegram.stream_after
+                telegram.stream_after
             ),
         ));
     }
-    if config.telegram.stream_min_chars > 4096 {
+    if telegram.stream_min_chars > 4096 {
         return Err(ConfigError::key(
             origin,
             "[telegram].stream_min_chars",
             format!(
                 "{} is out of range (expected 0 to 4096, Telegram's message length)",
-                config.telegram.stream_min_chars
+                telegram.stream_min_chars
             ),
         ));
     }
+    Ok(())
+}
+
+/// Every provider: an http(s) `base_url`, and a `speech_model` only on an OpenAI-compatible one.
+fn validate_providers(config: &Config, origin: &str) -> Result<(), ConfigError> {
     for (name, provider) in &config.providers {
         let key = format!("[providers.{name}].base_url");
         let url = reqwest::Url::parse(&provider.base_url).map_err(|error| {
@@ -150,7 +182,11 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ));
         }
     }
-    let scheduler = &config.scheduler;
+    Ok(())
+}
+
+/// `[scheduler]`: the sleep, interval, job count and retry list within range.
+fn validate_scheduler(scheduler: &SchedulerConfig, origin: &str) -> Result<(), ConfigError> {
     if scheduler.max_sleep.0 < Duration::from_secs(1)
         || scheduler.max_sleep.0 > Duration::from_secs(3600)
     {
@@ -184,9 +220,11 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             "lists more than 20 retries",
         ));
     }
-    validate_mcp(&config.mcp, origin)?;
-    config.web_search.validate(&config.mcp, origin)?;
-    config.backup.validate(origin)?;
+    Ok(())
+}
+
+/// `[pricing]`: every price finite and not negative.
+fn validate_pricing(config: &Config, origin: &str) -> Result<(), ConfigError> {
     for (model, price) in &config.pricing {
         if price.input_per_mtok < 0.0
             || price.output_per_mtok < 0.0
@@ -219,93 +257,13 @@ fn validate_mcp(mcp: &McpConfig, origin: &str) -> Result<(), ConfigError> {
             "must be at least 100ms",
         ));
     }
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     for (index, server) in mcp.servers.iter().enumerate() {
         let key = |field: &str| format!("[mcp.servers.{index}].{field}");
-        let name = &server.name;
-        if name.is_empty()
-            || name.len() > 32
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
-            return Err(ConfigError::key(
-                origin,
-                key("name"),
-                format!("`{name}` must be 1 to 32 characters of a-z, 0-9, `_` and `-`"),
-            ));
-        }
-        if name.contains("__") {
-            return Err(ConfigError::key(
-                origin,
-                key("name"),
-                format!("`{name}` must not contain `__` (it separates server and tool names)"),
-            ));
-        }
-        if !seen.insert(name.as_str()) {
-            return Err(ConfigError::key(
-                origin,
-                key("name"),
-                format!("`{name}` is used by another [[mcp.servers]] entry"),
-            ));
-        }
+        validate_mcp_server_name(&server.name, &mut seen, origin, &key)?;
         match server.transport {
-            McpTransportKind::Stdio => {
-                if server.command.trim().is_empty() {
-                    return Err(ConfigError::key(
-                        origin,
-                        key("command"),
-                        "a stdio server needs the program to run",
-                    ));
-                }
-                if !server.url.is_empty()
-                    || !server.headers.is_empty()
-                    || !server.headers_env.is_empty()
-                {
-                    return Err(ConfigError::key(
-                        origin,
-                        key("url"),
-                        "`url`, `headers` and `headers_env` belong to transport = \"http\"",
-                    ));
-                }
-            }
-            McpTransportKind::Http => {
-                let url = reqwest::Url::parse(&server.url).map_err(|error| {
-                    ConfigError::key(
-                        origin,
-                        key("url"),
-                        format!("invalid URL `{}`: {error}", server.url),
-                    )
-                })?;
-                if !matches!(url.scheme(), "http" | "https") {
-                    return Err(ConfigError::key(
-                        origin,
-                        key("url"),
-                        "must be an http:// or https:// URL",
-                    ));
-                }
-                if !server.command.is_empty()
-                    || !server.args.is_empty()
-                    || !server.env.is_empty()
-                    || !server.env_from.is_empty()
-                    || server.cwd.is_some()
-                {
-                    return Err(ConfigError::key(
-                        origin,
-                        key("command"),
-                        "`command`, `args`, `env`, `env_from` and `cwd` belong to transport = \"stdio\"",
-                    ));
-                }
-                for header in server.headers.keys().chain(server.headers_env.keys()) {
-                    if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
-                        return Err(ConfigError::key(
-                            origin,
-                            key("headers"),
-                            format!("`{header}` is not a valid HTTP header name"),
-                        ));
-                    }
-                }
-            }
+            McpTransportKind::Stdio => validate_stdio_server(server, origin, &key)?,
+            McpTransportKind::Http => validate_http_server(server, origin, &key)?,
         }
         if server.timeout.0 < Duration::from_millis(100)
             || server.timeout.0 > Duration::from_secs(3600)
@@ -314,6 +272,110 @@ fn validate_mcp(mcp: &McpConfig, origin: &str) -> Result<(), ConfigError> {
                 origin,
                 key("timeout"),
                 format!("{} is out of range (expected 100ms to 1h)", server.timeout),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A server's name: short, of `a-z0-9_-`, without the `__` that separates server and tool names,
+/// and not used by an earlier entry (`seen` holds theirs).
+fn validate_mcp_server_name<'a>(
+    name: &'a str,
+    seen: &mut BTreeSet<&'a str>,
+    origin: &str,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || name.len() > 32
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(ConfigError::key(
+            origin,
+            key("name"),
+            format!("`{name}` must be 1 to 32 characters of a-z, 0-9, `_` and `-`"),
+        ));
+    }
+    if name.contains("__") {
+        return Err(ConfigError::key(
+            origin,
+            key("name"),
+            format!("`{name}` must not contain `__` (it separates server and tool names)"),
+        ));
+    }
+    if !seen.insert(name) {
+        return Err(ConfigError::key(
+            origin,
+            key("name"),
+            format!("`{name}` is used by another [[mcp.servers]] entry"),
+        ));
+    }
+    Ok(())
+}
+
+/// A stdio server has a program to run and none of the HTTP transport's keys.
+fn validate_stdio_server(
+    server: &McpServerConfig,
+    origin: &str,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if server.command.trim().is_empty() {
+        return Err(ConfigError::key(
+            origin,
+            key("command"),
+            "a stdio server needs the program to run",
+        ));
+    }
+    if !server.url.is_empty() || !server.headers.is_empty() || !server.headers_env.is_empty() {
+        return Err(ConfigError::key(
+            origin,
+            key("url"),
+            "`url`, `headers` and `headers_env` belong to transport = \"http\"",
+        ));
+    }
+    Ok(())
+}
+
+/// An HTTP server has an http(s) URL, valid header names, and none of the stdio transport's keys.
+fn validate_http_server(
+    server: &McpServerConfig,
+    origin: &str,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    let url = reqwest::Url::parse(&server.url).map_err(|error| {
+        ConfigError::key(
+            origin,
+            key("url"),
+            format!("invalid URL `{}`: {error}", server.url),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ConfigError::key(
+            origin,
+            key("url"),
+            "must be an http:// or https:// URL",
+        ));
+    }
+    if !server.command.is_empty()
+        || !server.args.is_empty()
+        || !server.env.is_empty()
+        || !server.env_from.is_empty()
+        || server.cwd.is_some()
+    {
+        return Err(ConfigError::key(
+            origin,
+            key("command"),
+            "`command`, `args`, `env`, `env_from` and `cwd` belong to transport = \"stdio\"",
+        ));
+    }
+    for header in server.headers.keys().chain(server.headers_env.keys()) {
+        if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(ConfigError::key(
+                origin,
+                key("headers"),
+                format!("`{header}` is not a valid HTTP header name"),
             ));
         }
     }

@@ -43,6 +43,28 @@ pub(super) fn judge(
     workspace: &Path,
 ) -> Vec<String> {
     let mut failures = Vec::new();
+    judge_chat(expect, heard, &mut failures);
+    judge_run(expect, heard, recorded, &mut failures);
+    if let (Some(limit), Some(calls)) = (expect.max_model_calls, model_calls)
+        && calls > u64::from(limit)
+    {
+        failures.push(format!("{calls} model calls, at most {limit} expected"));
+    }
+    judge_records(expect, recorded, &mut failures);
+    judge_files(expect, workspace, &mut failures);
+    if let Some(kinds) = &expect.sent_files
+        && *kinds != heard.sent_files
+    {
+        failures.push(format!(
+            "the bot sent the files {:?}, expected {kinds:?}",
+            heard.sent_files
+        ));
+    }
+    failures
+}
+
+/// The reply's text and the notices shown before it.
+fn judge_chat(expect: &Expect, heard: &Heard, failures: &mut Vec<String>) {
     for needle in &expect.reply_contains {
         if !contains(&heard.text, needle) {
             failures.push(format!(
@@ -64,64 +86,68 @@ pub(super) fn judge(
             ));
         }
     }
+}
+
+/// The turn's run: recorded when the turn expects one, with the status, tools, tool output and
+/// compaction expected.
+fn judge_run(expect: &Expect, heard: &Heard, recorded: &Recorded, failures: &mut Vec<String>) {
     let wants_run = expect.status.is_some()
         || expect.compacted.is_some()
         || !expect.tools.is_empty()
         || !expect.tools_not_run.is_empty()
         || !expect.tool_output_contains.is_empty();
-    match &recorded.run {
-        None if wants_run => failures.push(match heard.run_id {
-            Some(run_id) => format!("run {run_id} is not recorded"),
-            None => "the answer has no run, but the turn expects one".to_string(),
-        }),
-        None => {}
-        Some(run) => {
-            if let Some(status) = &expect.status
-                && run.status.as_str() != status
-            {
-                failures.push(format!(
-                    "run status is {}, expected {status}",
-                    run.status.as_str()
-                ));
-            }
-            let ran = &recorded.ran;
-            for tool in &expect.tools {
-                if !ran.contains(tool) {
-                    failures.push(format!("tool `{tool}` did not run (ran: {ran:?})"));
-                }
-            }
-            for tool in &expect.tools_not_run {
-                if ran.contains(tool) {
-                    failures.push(format!("tool `{tool}` ran (ran: {ran:?})"));
-                }
-            }
-            for needle in &expect.tool_output_contains {
-                if !recorded
-                    .tool_results
-                    .iter()
-                    .any(|result| contains(result, needle))
-                {
-                    failures.push(format!(
-                        "no tool result contains `{needle}` (results: {:?})",
-                        recorded.tool_results
-                    ));
-                }
-            }
-            if let Some(compacted) = expect.compacted
-                && compacted != recorded.recap
-            {
-                failures.push(format!(
-                    "compaction expected {compacted}, recap present {}",
-                    recorded.recap
-                ));
-            }
+    let Some(run) = &recorded.run else {
+        if wants_run {
+            failures.push(match heard.run_id {
+                Some(run_id) => format!("run {run_id} is not recorded"),
+                None => "the answer has no run, but the turn expects one".to_string(),
+            });
+        }
+        return;
+    };
+    if let Some(status) = &expect.status
+        && run.status.as_str() != status
+    {
+        failures.push(format!(
+            "run status is {}, expected {status}",
+            run.status.as_str()
+        ));
+    }
+    let ran = &recorded.ran;
+    for tool in &expect.tools {
+        if !ran.contains(tool) {
+            failures.push(format!("tool `{tool}` did not run (ran: {ran:?})"));
         }
     }
-    if let (Some(limit), Some(calls)) = (expect.max_model_calls, model_calls)
-        && calls > u64::from(limit)
-    {
-        failures.push(format!("{calls} model calls, at most {limit} expected"));
+    for tool in &expect.tools_not_run {
+        if ran.contains(tool) {
+            failures.push(format!("tool `{tool}` ran (ran: {ran:?})"));
+        }
     }
+    for needle in &expect.tool_output_contains {
+        if !recorded
+            .tool_results
+            .iter()
+            .any(|result| contains(result, needle))
+        {
+            failures.push(format!(
+                "no tool result contains `{needle}` (results: {:?})",
+                recorded.tool_results
+            ));
+        }
+    }
+    if let Some(compacted) = expect.compacted
+        && compacted != recorded.recap
+    {
+        failures.push(format!(
+            "compaction expected {compacted}, recap present {}",
+            recorded.recap
+        ));
+    }
+}
+
+/// The scenario's approvals, jobs, job runs, hand-offs and memories so far.
+fn judge_records(expect: &Expect, recorded: &Recorded, failures: &mut Vec<String>) {
     for (what, expected, actual) in [
         ("approvals", &expect.approvals, &recorded.approvals),
         ("jobs", &expect.jobs, &recorded.jobs),
@@ -155,6 +181,10 @@ pub(super) fn judge(
             recorded.memories
         ));
     }
+}
+
+/// The workspace's files: those expected hold their text, those expected absent are.
+fn judge_files(expect: &Expect, workspace: &Path, failures: &mut Vec<String>) {
     for (path, needle) in &expect.files {
         match std::fs::read_to_string(workspace.join(path)) {
             Ok(text) if contains(&text, needle) => {}
@@ -169,13 +199,4 @@ pub(super) fn judge(
             failures.push(format!("the file `{path}` exists"));
         }
     }
-    if let Some(kinds) = &expect.sent_files
-        && *kinds != heard.sent_files
-    {
-        failures.push(format!(
-            "the bot sent the files {:?}, expected {kinds:?}",
-            heard.sent_files
-        ));
-    }
-    failures
 }

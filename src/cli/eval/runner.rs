@@ -2,6 +2,7 @@
 //! turn sent and listened to, with approval requests decided as the turn says.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -92,6 +93,9 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
     outcome(failures)
 }
 
+/// One listener per local chat, for the whole scenario.
+type Listeners = BTreeMap<ChatKey, UnboundedReceiver<Outbound>>;
+
 async fn converse_all(
     scenario: &Scenario,
     script: &Script,
@@ -115,30 +119,70 @@ async fn converse_all(
         }
     }
     // One listener per chat for the whole scenario, so that nothing said between turns is lost.
-    let mut listeners: BTreeMap<ChatKey, UnboundedReceiver<Outbound>> = BTreeMap::new();
-    for turn in scenario.turns.iter().filter(|turn| !is_telegram(turn)) {
-        if let std::collections::btree_map::Entry::Vacant(entry) = listeners.entry(turn.chat()) {
-            match harness.listen(entry.key()).await {
-                Ok(receiver) => {
-                    entry.insert(receiver);
-                }
-                Err(error) => return vec![error],
-            }
-        }
-    }
-    let workspace = harness
-        .dir
-        .path()
-        .join("data")
-        .join("workspaces")
-        .join(MAIN_AGENT);
-    let limit = if live {
-        LIVE_TURN_LIMIT
-    } else {
-        SCRIPTED_TURN_LIMIT
+    let mut listeners = match listen_to_chats(harness, scenario).await {
+        Ok(listeners) => listeners,
+        Err(error) => return vec![error],
+    };
+    let conversation = Conversation {
+        harness,
+        llm,
+        services,
+        live,
+        workspace: harness
+            .dir
+            .path()
+            .join("data")
+            .join("workspaces")
+            .join(MAIN_AGENT),
+        limit: if live {
+            LIVE_TURN_LIMIT
+        } else {
+            SCRIPTED_TURN_LIMIT
+        },
     };
     let mut failures = Vec::new();
     for (index, turn) in scenario.turns.iter().enumerate() {
+        conversation
+            .take_turn(index, turn, &mut listeners, &mut failures)
+            .await;
+    }
+    failures
+}
+
+/// Opens a listener on every local (not Telegram) chat the scenario's turns talk in.
+async fn listen_to_chats(harness: &Harness, scenario: &Scenario) -> Result<Listeners, String> {
+    let mut listeners: Listeners = BTreeMap::new();
+    for turn in scenario.turns.iter().filter(|turn| !is_telegram(turn)) {
+        if let std::collections::btree_map::Entry::Vacant(entry) = listeners.entry(turn.chat()) {
+            let receiver = harness.listen(entry.key()).await?;
+            entry.insert(receiver);
+        }
+    }
+    Ok(listeners)
+}
+
+/// What every turn of a scenario's conversation shares.
+struct Conversation<'a> {
+    harness: &'a Harness,
+    llm: Option<&'a ScriptedLlm>,
+    services: &'a Services,
+    /// A live model: the turns' `scripted` expectations and `scripted_only` turns are not judged.
+    live: bool,
+    /// The main agent's workspace, where the turns' files are looked for.
+    workspace: PathBuf,
+    /// How long a turn may take to be answered, unless it says how long to wait.
+    limit: Duration,
+}
+
+impl Conversation<'_> {
+    /// Plays one turn and adds every way it differs from what it expects, prefixed with the turn.
+    async fn take_turn(
+        &self,
+        index: usize,
+        turn: &Turn,
+        listeners: &mut Listeners,
+        failures: &mut Vec<String>,
+    ) {
         let prefix = match (turn.user.as_ref().or(turn.voice.as_ref()), &turn.wait) {
             (Some(user), _) => format!(
                 "turn {} ({:?})",
@@ -148,53 +192,39 @@ async fn converse_all(
             (None, wait) => format!("turn {} (wait {})", index + 1, wait.unwrap_or_default()),
         };
         if let Some(settings) = &turn.settings
-            && let Err(error) = apply_settings(harness, turn.agent(), settings).await
+            && let Err(error) = apply_settings(self.harness, turn.agent(), settings).await
         {
             failures.push(format!("{prefix}: {error}"));
-            continue;
+            return;
         }
-        let calls_before = llm.map(ScriptedLlm::request_count).unwrap_or(0);
-        let chat = turn.chat();
-        let heard = match (&services.telegram, listeners.get_mut(&chat)) {
-            (Some(telegram), _) if is_telegram(turn) => {
-                let transcription = services.transcription.as_ref();
-                converse_on_telegram(
-                    harness,
-                    telegram,
-                    turn,
-                    transcription,
-                    limit,
-                    &mut failures,
-                    &prefix,
-                )
-                .await
-            }
-            (_, Some(outputs)) => {
-                converse(harness, outputs, turn, limit, &mut failures, &prefix).await
-            }
-            _ => Err(format!("no listener for {chat}")),
-        };
-        let heard = match heard {
+        let calls_before = self.llm.map(ScriptedLlm::request_count).unwrap_or(0);
+        let heard = match self.hear(turn, listeners, failures, &prefix).await {
             Ok(heard) => heard,
             Err(error) => {
                 failures.push(format!("{prefix}: {error}"));
-                continue;
+                return;
             }
         };
-        if live && turn.expect.scripted_only {
-            continue;
+        if self.live && turn.expect.scripted_only {
+            return;
         }
-        let recorded = match record(harness, heard.run_id).await {
+        let recorded = match record(self.harness, heard.run_id).await {
             Ok(recorded) => recorded,
             Err(error) => {
                 failures.push(format!("{prefix}: cannot read the database: {error}"));
-                continue;
+                return;
             }
         };
-        let calls = llm.map(|llm| llm.request_count() - calls_before);
-        let mut found = judge(&turn.expect, &heard, &recorded, calls, &workspace);
-        if !live {
-            found.extend(judge(&turn.scripted, &heard, &recorded, calls, &workspace));
+        let calls = self.llm.map(|llm| llm.request_count() - calls_before);
+        let mut found = judge(&turn.expect, &heard, &recorded, calls, &self.workspace);
+        if !self.live {
+            found.extend(judge(
+                &turn.scripted,
+                &heard,
+                &recorded,
+                calls,
+                &self.workspace,
+            ));
         }
         failures.extend(
             found
@@ -202,7 +232,36 @@ async fn converse_all(
                 .map(|failure| format!("{prefix}: {failure}")),
         );
     }
-    failures
+
+    /// Says the turn's message in its chat (Telegram or local) and listens until the answer.
+    async fn hear(
+        &self,
+        turn: &Turn,
+        listeners: &mut Listeners,
+        failures: &mut Vec<String>,
+        prefix: &str,
+    ) -> Result<Heard, String> {
+        let chat = turn.chat();
+        match (&self.services.telegram, listeners.get_mut(&chat)) {
+            (Some(telegram), _) if is_telegram(turn) => {
+                let transcription = self.services.transcription.as_ref();
+                converse_on_telegram(
+                    self.harness,
+                    telegram,
+                    turn,
+                    transcription,
+                    self.limit,
+                    failures,
+                    prefix,
+                )
+                .await
+            }
+            (_, Some(outputs)) => {
+                converse(self.harness, outputs, turn, self.limit, failures, prefix).await
+            }
+            _ => Err(format!("no listener for {chat}")),
+        }
+    }
 }
 
 /// Waits until every agent is offered the tools its file names.

@@ -34,22 +34,59 @@ pub(super) const GIT_OPTIONS_THAT_RUN_PROGRAMS: &[&str] = &[
 // Git.
 // ---------------------------------------------------------------------------------------------
 
+/// Classifies `git …`: an option that names a program is L3, otherwise the subcommand decides,
+/// and an override of git's configuration makes it at least L2.
 pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
     let texts: Vec<&str> = arguments.iter().map(|word| word.text.as_str()).collect();
-    if let Some(option) = texts.iter().find(|text| {
+    if let Some(verdict) = classify_git_option_that_runs_a_program(&texts) {
+        return verdict;
+    }
+    let global_options = match read_git_global_options(&texts) {
+        Ok(global_options) => global_options,
+        Err(verdict) => return verdict,
+    };
+    let Some(subcommand) = texts.get(global_options.subcommand_index).copied() else {
+        return Verdict::new(RiskLevel::L0, "`git` without a subcommand prints help");
+    };
+    let rest = texts
+        .get(global_options.subcommand_index + 1..)
+        .unwrap_or(&[]);
+    let mut verdict = classify_git_subcommand(subcommand, rest);
+    if let Some((level, reason)) = global_options.configuration_override {
+        verdict.raise_to(level, reason);
+    }
+    verdict
+}
+
+/// L3 when any argument is an option that names a program for git to run (`--upload-pack`).
+fn classify_git_option_that_runs_a_program(texts: &[&str]) -> Option<Verdict> {
+    let option = texts.iter().find(|text| {
         GIT_OPTIONS_THAT_RUN_PROGRAMS
             .iter()
             .any(|option| long_option_matches(text, option) || text.starts_with(option))
-    }) {
-        return Verdict::new(
-            RiskLevel::L3,
-            format!(
-                "`git {}` runs a program named on the command line",
-                quote_for_reason(option)
-            ),
-        );
-    }
-    let mut floor: Option<(RiskLevel, String)> = None;
+    })?;
+    Some(Verdict::new(
+        RiskLevel::L3,
+        format!(
+            "`git {}` runs a program named on the command line",
+            quote_for_reason(option)
+        ),
+    ))
+}
+
+/// What the global options before git's subcommand tell.
+struct GitGlobalOptions {
+    /// Where the subcommand is among the arguments (past the end when there is none).
+    subcommand_index: usize,
+    /// The level and reason an override of git's configuration (`-c`, `--config-env`) sets at
+    /// least.
+    configuration_override: Option<(RiskLevel, String)>,
+}
+
+/// Reads the global options up to the subcommand. A `-c` setting that makes git run a program
+/// decides the verdict on its own: that verdict is the error.
+fn read_git_global_options(texts: &[&str]) -> Result<GitGlobalOptions, Verdict> {
+    let mut configuration_override = None;
     let mut index = 0;
     while let Some(text) = texts.get(index) {
         if !text.starts_with('-') {
@@ -59,31 +96,15 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
             "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" => index += 2,
             "-c" => {
                 let setting = texts.get(index + 1).copied().unwrap_or("");
-                let key = setting
-                    .split('=')
-                    .next()
-                    .unwrap_or(setting)
-                    .to_ascii_lowercase();
-                if GIT_KEYS_THAT_RUN_PROGRAMS
-                    .iter()
-                    .any(|part| key.contains(part))
-                {
-                    return Verdict::new(
-                        RiskLevel::L3,
-                        format!(
-                            "`git -c {}` makes git run a program",
-                            quote_for_reason(&key)
-                        ),
-                    );
-                }
-                floor = Some((
+                refuse_git_setting_that_runs_a_program(setting)?;
+                configuration_override = Some((
                     RiskLevel::L2,
                     "`git -c` overrides git configuration".to_string(),
                 ));
                 index += 2;
             }
             "--config-env" => {
-                floor = Some((
+                configuration_override = Some((
                     RiskLevel::L2,
                     "`git --config-env` overrides git configuration".to_string(),
                 ));
@@ -91,7 +112,7 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
             }
             _ => {
                 if text.starts_with("--config-env=") {
-                    floor = Some((
+                    configuration_override = Some((
                         RiskLevel::L2,
                         "`git --config-env` overrides git configuration".to_string(),
                     ));
@@ -100,12 +121,42 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
             }
         }
     }
-    let Some(subcommand) = texts.get(index).copied() else {
-        return Verdict::new(RiskLevel::L0, "`git` without a subcommand prints help");
-    };
-    let rest = texts.get(index + 1..).unwrap_or(&[]);
+    Ok(GitGlobalOptions {
+        subcommand_index: index,
+        configuration_override,
+    })
+}
+
+/// An L3 verdict (as the error) when a `git -c key=value` setting makes git run a program.
+fn refuse_git_setting_that_runs_a_program(setting: &str) -> Result<(), Verdict> {
+    let key = setting
+        .split('=')
+        .next()
+        .unwrap_or(setting)
+        .to_ascii_lowercase();
+    if git_key_runs_programs(&key) {
+        return Err(Verdict::new(
+            RiskLevel::L3,
+            format!(
+                "`git -c {}` makes git run a program",
+                quote_for_reason(&key)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a git configuration key (lower case) names a program git will run.
+fn git_key_runs_programs(key: &str) -> bool {
+    GIT_KEYS_THAT_RUN_PROGRAMS
+        .iter()
+        .any(|part| key.contains(part))
+}
+
+/// Classifies a git subcommand by what it does to the repository; `rest` follows it.
+fn classify_git_subcommand(subcommand: &str, rest: &[&str]) -> Verdict {
     let quoted = quote_for_reason(subcommand);
-    let mut verdict = match subcommand {
+    match subcommand {
         "branch" => classify_git_branch_or_tag("branch", rest),
         "tag" => classify_git_branch_or_tag("tag", rest),
         "remote" => match rest.first().copied() {
@@ -142,22 +193,7 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
         "reflog" if matches!(rest.first().copied(), Some("expire" | "delete")) => {
             Verdict::new(RiskLevel::L2, "`git reflog expire` deletes history")
         }
-        _ if GIT_READ_ONLY.contains(&subcommand) => {
-            let mut verdict = Verdict::new(RiskLevel::L0, format!("`git {quoted}` only reads"));
-            if rest.iter().any(|text| {
-                ["--output", "--ext-diff", "--open-files-in-pager"]
-                    .iter()
-                    .any(|option| long_option_matches(text, option))
-                    || text.starts_with("-O")
-                    || (subcommand == "ls-remote" && *text == "-u")
-            }) {
-                verdict.raise_to(
-                    RiskLevel::L2,
-                    format!("`git {quoted}` writes a file or runs an external program"),
-                );
-            }
-            verdict
-        }
+        _ if GIT_READ_ONLY.contains(&subcommand) => classify_git_read_only(subcommand, rest),
         _ if GIT_LOCAL_WRITES.contains(&subcommand) => Verdict::new(
             RiskLevel::L1,
             format!("`git {quoted}` records work in the local repository"),
@@ -168,9 +204,24 @@ pub(super) fn classify_git(arguments: &[Word]) -> Verdict {
                 "`git {quoted}` changes history, the working tree or a remote (or is an alias)"
             ),
         ),
-    };
-    if let Some((level, reason)) = floor {
-        verdict.raise_to(level, reason);
+    }
+}
+
+/// A read-only subcommand is L0, unless an option makes it write a file or run a program.
+fn classify_git_read_only(subcommand: &str, rest: &[&str]) -> Verdict {
+    let quoted = quote_for_reason(subcommand);
+    let mut verdict = Verdict::new(RiskLevel::L0, format!("`git {quoted}` only reads"));
+    if rest.iter().any(|text| {
+        ["--output", "--ext-diff", "--open-files-in-pager"]
+            .iter()
+            .any(|option| long_option_matches(text, option))
+            || text.starts_with("-O")
+            || (subcommand == "ls-remote" && *text == "-u")
+    }) {
+        verdict.raise_to(
+            RiskLevel::L2,
+            format!("`git {quoted}` writes a file or runs an external program"),
+        );
     }
     verdict
 }
@@ -272,10 +323,7 @@ pub(super) fn classify_git_config(rest: &[&str]) -> Verdict {
         other => other.unwrap_or(""),
     }
     .to_ascii_lowercase();
-    if GIT_KEYS_THAT_RUN_PROGRAMS
-        .iter()
-        .any(|part| key.contains(part))
-    {
+    if git_key_runs_programs(&key) {
         return Verdict::new(
             RiskLevel::L3,
             format!(

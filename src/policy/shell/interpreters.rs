@@ -174,121 +174,190 @@ pub(super) fn find_interpreter(program: &str) -> Option<&'static Interpreter> {
         .find(|interpreter| interpreter.name == unversioned)
 }
 
+/// Classifies an interpreter by where its program comes from: the command line (L3), standard
+/// input (L3), a named script (L2), or nowhere because it only prints its version (L0).
 pub(super) fn classify_interpreter(
     interpreter: &Interpreter,
     arguments: &[Word],
     input: StandardInput,
 ) -> Verdict {
     let name = interpreter.name;
-    let reads_standard_input = || {
-        let reason = match input {
-            StandardInput::Pipe => format!("a pipe into `{name}`: it runs whatever code arrives"),
-            StandardInput::HereDocument => format!("`{name}` runs code from a here-document"),
-            StandardInput::Inherited => {
-                format!(
-                    "`{name}` reads its program from standard input, which the reviewer cannot see"
-                )
-            }
-        };
-        Verdict::new(RiskLevel::L3, reason)
-    };
-    let inline_code = |option: &str| {
-        Verdict::new(
-            RiskLevel::L3,
-            format!("`{name} {}` runs inline code", quote_for_reason(option)),
-        )
-    };
-    let mut informational = false;
-    let mut index = 0;
-    let script = loop {
-        let Some(word) = arguments.get(index) else {
-            break None;
-        };
-        let text = word.text.as_str();
-        if interpreter.informational.contains(&text) {
-            informational = true;
-            index += 1;
-            continue;
-        }
-        if text == "--" {
-            break arguments.get(index + 1).map(|word| word.text.as_str());
-        }
-        if text == "-" {
-            return reads_standard_input();
-        }
-        if let Some(long) = text.strip_prefix("--") {
-            let option_name = long.split('=').next().unwrap_or(long);
-            if interpreter
-                .inline_code_long_options
-                .iter()
-                .any(|option| long_option_matches(text, option))
-            {
-                return inline_code(text);
-            }
-            if interpreter.family == InterpreterFamily::Shell
-                && matches!(option_name, "rcfile" | "init-file")
-                && !long.contains('=')
-            {
-                index += 1;
-            }
-            index += 1;
-            continue;
-        }
-        if let Some(cluster) = short_cluster(text) {
-            if cluster.contains(|letter| interpreter.inline_code_letters.contains(letter)) {
-                return inline_code(text);
-            }
-            if interpreter.family == InterpreterFamily::Python
-                && let Some(module) = cluster.strip_prefix('m')
-            {
-                let module = if module.is_empty() {
-                    arguments
-                        .get(index + 1)
-                        .map_or("", |word| word.text.as_str())
-                } else {
-                    module
-                };
-                let module_arguments = arguments.get(index + 2..).unwrap_or(&[]);
-                return classify_python_module(name, module, module_arguments);
-            }
-            if interpreter.family == InterpreterFamily::Shell && cluster.contains('s') {
-                return reads_standard_input();
-            }
-            if cluster
-                .chars()
-                .last()
-                .is_some_and(|letter| interpreter.letters_with_value.contains(letter))
-            {
-                index += 1;
-            }
-            index += 1;
-            continue;
-        }
-        // `bash +x script` turns an option off.
-        if interpreter.family == InterpreterFamily::Shell && text.starts_with('+') && text.len() > 1
-        {
-            if matches!(text, "+o" | "+O") {
-                index += 1;
-            }
-            index += 1;
-            continue;
-        }
-        break Some(text);
-    };
-    match script {
-        Some(script) => Verdict::new(
+    match find_interpreter_program(interpreter, arguments) {
+        InterpreterProgram::Script(script) => Verdict::new(
             RiskLevel::L2,
             format!(
                 "`{name}` runs the script `{}`, whose code is not reviewed",
                 quote_for_reason(script)
             ),
         ),
-        None if informational => Verdict::new(
+        InterpreterProgram::InlineCode(option) => Verdict::new(
+            RiskLevel::L3,
+            format!("`{name} {}` runs inline code", quote_for_reason(option)),
+        ),
+        InterpreterProgram::PythonModule { module, arguments } => {
+            classify_python_module(name, module, arguments)
+        }
+        InterpreterProgram::StandardInput => reads_standard_input(name, input),
+        InterpreterProgram::Unnamed {
+            informational: true,
+        } => Verdict::new(
             RiskLevel::L0,
             format!("`{name}` only prints its version or help"),
         ),
-        None => reads_standard_input(),
+        InterpreterProgram::Unnamed {
+            informational: false,
+        } => reads_standard_input(name, input),
     }
+}
+
+/// Where an interpreter's program comes from, as its command line says.
+enum InterpreterProgram<'a> {
+    /// A script file named on the command line.
+    Script(&'a str),
+    /// The program text is the value of this option (`-c`, `--eval`).
+    InlineCode(&'a str),
+    /// `python -m module`, with the module's own arguments.
+    PythonModule {
+        module: &'a str,
+        arguments: &'a [Word],
+    },
+    /// An option (`-`, `sh -s`) says the program is read from standard input.
+    StandardInput,
+    /// No program is named (standard input, then), and whether an option only asked for the
+    /// version or help.
+    Unnamed { informational: bool },
+}
+
+/// What one word of an interpreter's options tells.
+enum OptionWord<'a> {
+    /// An option that says nothing about the program: skip this many words (it and its value).
+    Skip(usize),
+    /// The word says where the program comes from.
+    Names(InterpreterProgram<'a>),
+}
+
+/// Reads an interpreter's options up to the word that says where its program comes from.
+fn find_interpreter_program<'a>(
+    interpreter: &Interpreter,
+    arguments: &'a [Word],
+) -> InterpreterProgram<'a> {
+    let mut informational = false;
+    let mut index = 0;
+    while let Some(word) = arguments.get(index) {
+        let text = word.text.as_str();
+        let following = arguments.get(index + 1..).unwrap_or(&[]);
+        if interpreter.informational.contains(&text) {
+            informational = true;
+            index += 1;
+            continue;
+        }
+        if text == "--" {
+            return match following.first() {
+                Some(script) => InterpreterProgram::Script(script.text.as_str()),
+                None => InterpreterProgram::Unnamed { informational },
+            };
+        }
+        match read_interpreter_word(interpreter, text, following) {
+            OptionWord::Skip(count) => index += count,
+            OptionWord::Names(program) => return program,
+        }
+    }
+    InterpreterProgram::Unnamed { informational }
+}
+
+/// Reads one word before the program: `-`, a long option, a cluster of short options, a shell's
+/// `+o` option, or else the script. `following` are the words after it.
+fn read_interpreter_word<'a>(
+    interpreter: &Interpreter,
+    text: &'a str,
+    following: &'a [Word],
+) -> OptionWord<'a> {
+    if text == "-" {
+        return OptionWord::Names(InterpreterProgram::StandardInput);
+    }
+    if let Some(long) = text.strip_prefix("--") {
+        return read_interpreter_long_option(interpreter, text, long);
+    }
+    if let Some(cluster) = short_cluster(text) {
+        return read_interpreter_short_options(interpreter, text, cluster, following);
+    }
+    // `bash +x script` turns an option off.
+    if interpreter.family == InterpreterFamily::Shell && text.starts_with('+') && text.len() > 1 {
+        let count = if matches!(text, "+o" | "+O") { 2 } else { 1 };
+        return OptionWord::Skip(count);
+    }
+    OptionWord::Names(InterpreterProgram::Script(text))
+}
+
+/// Reads a long option (`text` is `--long`): inline code, or an option to skip (with the file a
+/// shell's `--rcfile` names).
+fn read_interpreter_long_option<'a>(
+    interpreter: &Interpreter,
+    text: &'a str,
+    long: &str,
+) -> OptionWord<'a> {
+    let option_name = long.split('=').next().unwrap_or(long);
+    if interpreter
+        .inline_code_long_options
+        .iter()
+        .any(|option| long_option_matches(text, option))
+    {
+        return OptionWord::Names(InterpreterProgram::InlineCode(text));
+    }
+    if interpreter.family == InterpreterFamily::Shell
+        && matches!(option_name, "rcfile" | "init-file")
+        && !long.contains('=')
+    {
+        return OptionWord::Skip(2);
+    }
+    OptionWord::Skip(1)
+}
+
+/// Reads a cluster of short options (`text` is `-cluster`): inline code, `python -m`, a shell's
+/// `-s`, or options to skip (with the value of the last letter when it takes one).
+fn read_interpreter_short_options<'a>(
+    interpreter: &Interpreter,
+    text: &'a str,
+    cluster: &'a str,
+    following: &'a [Word],
+) -> OptionWord<'a> {
+    if cluster.contains(|letter| interpreter.inline_code_letters.contains(letter)) {
+        return OptionWord::Names(InterpreterProgram::InlineCode(text));
+    }
+    if interpreter.family == InterpreterFamily::Python
+        && let Some(module) = cluster.strip_prefix('m')
+    {
+        let module = if module.is_empty() {
+            following.first().map_or("", |word| word.text.as_str())
+        } else {
+            module
+        };
+        let arguments = following.get(1..).unwrap_or(&[]);
+        return OptionWord::Names(InterpreterProgram::PythonModule { module, arguments });
+    }
+    if interpreter.family == InterpreterFamily::Shell && cluster.contains('s') {
+        return OptionWord::Names(InterpreterProgram::StandardInput);
+    }
+    if cluster
+        .chars()
+        .last()
+        .is_some_and(|letter| interpreter.letters_with_value.contains(letter))
+    {
+        return OptionWord::Skip(2);
+    }
+    OptionWord::Skip(1)
+}
+
+/// The L3 verdict for an interpreter that reads its program from standard input.
+fn reads_standard_input(name: &str, input: StandardInput) -> Verdict {
+    let reason = match input {
+        StandardInput::Pipe => format!("a pipe into `{name}`: it runs whatever code arrives"),
+        StandardInput::HereDocument => format!("`{name}` runs code from a here-document"),
+        StandardInput::Inherited => {
+            format!("`{name}` reads its program from standard input, which the reviewer cannot see")
+        }
+    };
+    Verdict::new(RiskLevel::L3, reason)
 }
 
 pub(super) fn classify_python_module(

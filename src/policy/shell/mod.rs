@@ -259,6 +259,7 @@ impl Verdict {
     }
 }
 
+/// Classifies one simple command: its program, then what its redirections and paths add.
 fn classify_simple_command(command: &SimpleCommand) -> Verdict {
     let Some(words) = expand_braces_in(&command.words) else {
         return Verdict::new(
@@ -266,36 +267,53 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
             "brace expansion produces too many words to review",
         );
     };
-    let reads_here_document = command.redirections.iter().any(|redirection| {
-        matches!(
-            redirection.operator,
-            RedirectOperator::HereDocument(_) | RedirectOperator::HereString
-        )
-    });
-    let input = if reads_here_document {
+    let mut verdict = classify_words(&words, standard_input_of(command), 0);
+    raise_for_output_redirections(&mut verdict, &command.redirections);
+    raise_for_written_paths(&mut verdict);
+    raise_for_working_elsewhere(&mut verdict, &words);
+    raise_for_block_device_words(&mut verdict, &words);
+    escalate_for_sensitive_paths(&mut verdict, &words, &command.redirections);
+    verdict
+}
+
+/// Whether a redirection feeds text written in the command line itself (`<<EOF`, `<<<`).
+fn is_here_document(redirection: &Redirection) -> bool {
+    matches!(
+        redirection.operator,
+        RedirectOperator::HereDocument(_) | RedirectOperator::HereString
+    )
+}
+
+/// Where the program reads its standard input from; a here-document replaces the pipe.
+fn standard_input_of(command: &SimpleCommand) -> StandardInput {
+    if command.redirections.iter().any(is_here_document) {
         StandardInput::HereDocument
     } else {
         command.input
-    };
-    let mut verdict = classify_words(&words, input, 0);
+    }
+}
 
-    for redirection in &command.redirections {
+/// Whether a redirection writes to the file it names.
+fn redirection_writes_file(redirection: &Redirection) -> bool {
+    let target = redirection.target.text.as_str();
+    match redirection.operator {
+        RedirectOperator::Output | RedirectOperator::Append | RedirectOperator::ReadWrite => true,
+        // `>&2` and `>&-` only duplicate or close a descriptor; `>&file` writes the file.
+        RedirectOperator::DuplicateOutput => {
+            !(target == "-" || (!target.is_empty() && target.chars().all(|c| c.is_ascii_digit())))
+        }
+        RedirectOperator::Input
+        | RedirectOperator::DuplicateInput
+        | RedirectOperator::HereDocument(_)
+        | RedirectOperator::HereString => false,
+    }
+}
+
+/// Output into a file is L2 (and the file counts as written); into a block device it is L3.
+fn raise_for_output_redirections(verdict: &mut Verdict, redirections: &[Redirection]) {
+    for redirection in redirections {
         let target = redirection.target.text.as_str();
-        let writes_file = match redirection.operator {
-            RedirectOperator::Output | RedirectOperator::Append | RedirectOperator::ReadWrite => {
-                true
-            }
-            // `>&2` and `>&-` only duplicate or close a descriptor; `>&file` writes the file.
-            RedirectOperator::DuplicateOutput => {
-                !(target == "-"
-                    || (!target.is_empty() && target.chars().all(|c| c.is_ascii_digit())))
-            }
-            RedirectOperator::Input
-            | RedirectOperator::DuplicateInput
-            | RedirectOperator::HereDocument(_)
-            | RedirectOperator::HereString => false,
-        };
-        if !writes_file || is_harmless_device(target) {
+        if !redirection_writes_file(redirection) || is_harmless_device(target) {
             continue;
         }
         let quoted = quote_for_reason(target);
@@ -309,7 +327,11 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
             verdict.written_paths.push(target.to_string());
         }
     }
+}
 
+/// Writing a file that is later run or loaded as configuration, or one outside the working
+/// directory, is at least L2.
+fn raise_for_written_paths(verdict: &mut Verdict) {
     for path in verdict.written_paths.clone() {
         let quoted = quote_for_reason(&path);
         if let Some(label) = configuration_file_in(&path) {
@@ -325,9 +347,12 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
             );
         }
     }
+}
 
+/// An L1 command pointed at a directory outside the working directory (`make -C /etc`) is L2.
+fn raise_for_working_elsewhere(verdict: &mut Verdict, words: &[Word]) {
     if verdict.level == RiskLevel::L1
-        && let Some(directory) = directory_option_values(&words)
+        && let Some(directory) = directory_option_values(words)
             .into_iter()
             .find(|directory| is_outside_working_directory(directory))
     {
@@ -339,7 +364,10 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
             ),
         );
     }
+}
 
+/// A command that changes something (L1 or above) and names a block device is L3.
+fn raise_for_block_device_words(verdict: &mut Verdict, words: &[Word]) {
     if verdict.level >= RiskLevel::L1
         && let Some(device) = words.iter().find(|word| is_block_device(&word.text))
     {
@@ -351,23 +379,23 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
             ),
         );
     }
+}
 
+/// A sensitive path in the words or the redirection targets escalates the command by one level.
+fn escalate_for_sensitive_paths(
+    verdict: &mut Verdict,
+    words: &[Word],
+    redirections: &[Redirection],
+) {
     let examined_paths = words.iter().map(|word| word.text.as_str()).chain(
-        command
-            .redirections
+        redirections
             .iter()
-            .filter(|redirection| {
-                !matches!(
-                    redirection.operator,
-                    RedirectOperator::HereDocument(_) | RedirectOperator::HereString
-                )
-            })
+            .filter(|redirection| !is_here_document(redirection))
             .map(|redirection| redirection.target.text.as_str()),
     );
     if let Some(label) = examined_paths.filter_map(sensitive_path_in).next() {
         verdict.escalate(format!("touches a sensitive path ({label})"));
     }
-    verdict
 }
 
 /// Classifies a command given as words: assignments and keywords are skipped, then the program
@@ -454,56 +482,8 @@ fn classify_program(
     if let Some(wrapper) = WRAPPERS.iter().find(|wrapper| wrapper.name == program) {
         return classify_wrapper(wrapper, arguments, input, depth);
     }
-    match program {
-        "xargs" => return classify_xargs(arguments, depth),
-        "find" => return classify_find(arguments, depth),
-        "rm" => return classify_rm(arguments),
-        "chmod" | "chown" | "chgrp" => return classify_permission_change(program, arguments),
-        "cp" => return classify_copy(arguments),
-        "git" => return classify_git(arguments),
-        "sed" => return classify_sed(arguments),
-        "awk" | "gawk" | "mawk" | "nawk" => return classify_awk(arguments),
-        "tar" => return classify_tar(arguments),
-        "unzip" => return classify_unzip(arguments),
-        "crontab" => return classify_crontab(arguments),
-        "nc" | "ncat" | "netcat" => return classify_netcat(arguments),
-        "socat" => return classify_socat(arguments),
-        "iptables" | "ip6tables" | "nft" | "ufw" => return classify_firewall(program, arguments),
-        "ping" | "ping6" => return classify_ping(arguments),
-        "service" => return classify_service(arguments),
-        "dpkg" => return classify_dpkg(arguments),
-        "cd" | "pushd" | "popd" => return classify_change_directory(program, arguments),
-        "export" | "declare" | "typeset" | "local" | "readonly" => {
-            return classify_declaration(program, arguments);
-        }
-        "set" => return classify_set(arguments),
-        "shopt" => return classify_shopt(arguments),
-        "alias" => {
-            return if arguments.iter().any(|word| word.text.contains('=')) {
-                Verdict::new(
-                    RiskLevel::L3,
-                    "`alias` stores a command to run later, which is not reviewed",
-                )
-            } else {
-                Verdict::new(RiskLevel::L0, "`alias` only lists aliases")
-            };
-        }
-        "trap" => {
-            let lists_only = arguments.len() < 2
-                || matches!(
-                    arguments.first().map(|word| word.text.as_str()),
-                    Some("-p" | "-l")
-                );
-            return if lists_only {
-                Verdict::new(RiskLevel::L0, "`trap` only lists traps")
-            } else {
-                Verdict::new(
-                    RiskLevel::L3,
-                    "`trap` stores a command to run later, which is not reviewed",
-                )
-            };
-        }
-        _ => {}
+    if let Some(verdict) = classify_by_dedicated_rule(program, arguments, depth) {
+        return verdict;
     }
     if SHELL_HEADERS.contains(&program) {
         return Verdict::new(
@@ -518,21 +498,98 @@ fn classify_program(
         .iter()
         .find(|rules| rules.program == program)
     {
-        let mut verdict = classify_subcommand(rules, arguments);
-        if matches!(program, "docker" | "podman")
-            && let Some(reason) = container_takes_over_host(arguments)
-        {
-            verdict.raise_to(RiskLevel::L3, reason);
-        }
-        if program == "bun"
-            && arguments
-                .iter()
-                .any(|word| matches!(word.text.as_str(), "-e" | "--eval" | "-p" | "--print"))
-        {
-            verdict.raise_to(RiskLevel::L3, "`bun --eval` runs inline code");
-        }
-        return verdict;
+        return classify_program_with_subcommands(program, rules, arguments);
     }
+    classify_by_command_tables(program, arguments)
+}
+
+/// The programs with a rule of their own (`rm`, `git`, `sed`, …); None for the others.
+fn classify_by_dedicated_rule(program: &str, arguments: &[Word], depth: usize) -> Option<Verdict> {
+    let verdict = match program {
+        "xargs" => classify_xargs(arguments, depth),
+        "find" => classify_find(arguments, depth),
+        "rm" => classify_rm(arguments),
+        "chmod" | "chown" | "chgrp" => classify_permission_change(program, arguments),
+        "cp" => classify_copy(arguments),
+        "git" => classify_git(arguments),
+        "sed" => classify_sed(arguments),
+        "awk" | "gawk" | "mawk" | "nawk" => classify_awk(arguments),
+        "tar" => classify_tar(arguments),
+        "unzip" => classify_unzip(arguments),
+        "crontab" => classify_crontab(arguments),
+        "nc" | "ncat" | "netcat" => classify_netcat(arguments),
+        "socat" => classify_socat(arguments),
+        "iptables" | "ip6tables" | "nft" | "ufw" => classify_firewall(program, arguments),
+        "ping" | "ping6" => classify_ping(arguments),
+        "service" => classify_service(arguments),
+        "dpkg" => classify_dpkg(arguments),
+        "cd" | "pushd" | "popd" => classify_change_directory(program, arguments),
+        "export" | "declare" | "typeset" | "local" | "readonly" => {
+            classify_declaration(program, arguments)
+        }
+        "set" => classify_set(arguments),
+        "shopt" => classify_shopt(arguments),
+        "alias" => classify_alias(arguments),
+        "trap" => classify_trap(arguments),
+        _ => return None,
+    };
+    Some(verdict)
+}
+
+/// `alias name=command` stores a command to run later; a bare `alias` only lists.
+fn classify_alias(arguments: &[Word]) -> Verdict {
+    if arguments.iter().any(|word| word.text.contains('=')) {
+        Verdict::new(
+            RiskLevel::L3,
+            "`alias` stores a command to run later, which is not reviewed",
+        )
+    } else {
+        Verdict::new(RiskLevel::L0, "`alias` only lists aliases")
+    }
+}
+
+/// `trap command signal` stores a command to run later; `trap`, `trap -p` and `trap -l` only list.
+fn classify_trap(arguments: &[Word]) -> Verdict {
+    let lists_only = arguments.len() < 2
+        || matches!(
+            arguments.first().map(|word| word.text.as_str()),
+            Some("-p" | "-l")
+        );
+    if lists_only {
+        Verdict::new(RiskLevel::L0, "`trap` only lists traps")
+    } else {
+        Verdict::new(
+            RiskLevel::L3,
+            "`trap` stores a command to run later, which is not reviewed",
+        )
+    }
+}
+
+/// A program with subcommands (`cargo`, `docker`, …), plus the options that let a container
+/// take over the host or make `bun` run inline code.
+fn classify_program_with_subcommands(
+    program: &str,
+    rules: &SubcommandRules,
+    arguments: &[Word],
+) -> Verdict {
+    let mut verdict = classify_subcommand(rules, arguments);
+    if matches!(program, "docker" | "podman")
+        && let Some(reason) = container_takes_over_host(arguments)
+    {
+        verdict.raise_to(RiskLevel::L3, reason);
+    }
+    if program == "bun"
+        && arguments
+            .iter()
+            .any(|word| matches!(word.text.as_str(), "-e" | "--eval" | "-p" | "--print"))
+    {
+        verdict.raise_to(RiskLevel::L3, "`bun --eval` runs inline code");
+    }
+    verdict
+}
+
+/// Looks a program up in the command tables, most dangerous first; unknown programs are L2.
+fn classify_by_command_tables(program: &str, arguments: &[Word]) -> Verdict {
     if let Some(reason) = find_group(BLOCKED_GROUPS, program) {
         return Verdict::new(RiskLevel::L3, format!("`{program}` {reason}"));
     }
@@ -548,27 +605,14 @@ fn classify_program(
     if let Some(reason) = find_group(ENVIRONMENT_PRINTERS, program) {
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
     }
-    // `zip -TT cmd` (`--unzip-command`) tests the archive by running a command.
-    if program == "zip"
-        && arguments.iter().any(|word| {
-            word.text.starts_with("-TT") || long_option_matches(&word.text, "--unzip-command")
-        })
-    {
+    if program == "zip" && zip_runs_a_command(arguments) {
         return Verdict::new(
             RiskLevel::L3,
             "`zip -TT` runs a command named on the command line",
         );
     }
     if let Some(reason) = find_group(WORKING_DIRECTORY_WRITES, program) {
-        // `gunzip .bashrc.gz` writes `.bashrc`: the name without its extension is written too.
-        let written = operands(arguments).into_iter().flat_map(|operand| {
-            let stem = operand
-                .rsplit_once('.')
-                .map(|(stem, _)| stem.to_string())
-                .filter(|stem| !stem.is_empty() && !stem.ends_with('/'));
-            std::iter::once(operand).chain(stem)
-        });
-        return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}")).writing(written);
+        return classify_working_directory_write(program, reason, arguments);
     }
     if let Some(reason) = find_group(RUNS_PROJECT_CODE, program) {
         return Verdict::new(RiskLevel::L2, format!("`{program}` {reason}"));
@@ -586,6 +630,27 @@ fn classify_program(
             quote_for_reason(program)
         ),
     )
+}
+
+/// Whether `zip`'s arguments ask it to run a command.
+fn zip_runs_a_command(arguments: &[Word]) -> bool {
+    // `zip -TT cmd` (`--unzip-command`) tests the archive by running a command.
+    arguments.iter().any(|word| {
+        word.text.starts_with("-TT") || long_option_matches(&word.text, "--unzip-command")
+    })
+}
+
+/// A program that writes its operands in the working directory: L1, writing those paths.
+fn classify_working_directory_write(program: &str, reason: &str, arguments: &[Word]) -> Verdict {
+    // `gunzip .bashrc.gz` writes `.bashrc`: the name without its extension is written too.
+    let written = operands(arguments).into_iter().flat_map(|operand| {
+        let stem = operand
+            .rsplit_once('.')
+            .map(|(stem, _)| stem.to_string())
+            .filter(|stem| !stem.is_empty() && !stem.ends_with('/'));
+        std::iter::once(operand).chain(stem)
+    });
+    Verdict::new(RiskLevel::L1, format!("`{program}` {reason}")).writing(written)
 }
 
 fn find_group(groups: &[CommandGroup], program: &str) -> Option<&'static str> {

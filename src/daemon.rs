@@ -109,70 +109,18 @@ pub async fn start_reloadable(
     overrides: crate::config::Overrides,
 ) -> Result<Daemon, DaemonError> {
     let loaded = Arc::new(loaded);
-    let config = &loaded.config;
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::DataDir {
-        path: config.data_dir.display().to_string(),
-        source,
-    })?;
-    let db_path = config.db_path();
-    let store_options = crate::store::StoreOptions::from(config);
-    let store = tokio::task::spawn_blocking(move || Store::open(&db_path, store_options))
-        .await
-        .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
-
-    let started_ms = crate::clock::now_ms();
-    // Operator commands call the API of a boot that runs Studio (`serve`) and work on the files
-    // beside one that does not (`clawvisor chat`): decided by the flag, not by which preset.
-    let boot_kind = if !options.studio {
-        crate::store::events::BootKind::Local
-    } else {
-        crate::store::events::BootKind::Serve
-    };
-    let boot_id = store
-        .write(move |conn| {
-            crate::store::events::record_boot(
-                conn,
-                started_ms,
-                env!("CARGO_PKG_VERSION"),
-                std::process::id(),
-                boot_kind,
-            )
-        })
-        .await?;
-    // The tail of the audit chain and its anchors are checked at every boot (the whole chain:
-    // `clawvisor audit verify`); without a usable key nothing could be audited, so no boot.
-    let audit_warning = crate::audit::boot_check(&store)
-        .await
-        .map_err(DaemonError::Boot)?;
-    let unclean = store
-        .read(move |conn| crate::store::events::unclean_stops(conn, boot_id))
-        .await
-        .unwrap_or(0);
-    if unclean > 0 {
-        tracing::warn!(
-            unclean,
-            "earlier runs ended without a clean stop; interrupted work is recovered from the database"
-        );
-    }
-
-    // Commands on the server call Studio with the token in this file (`studio::token_file`).
-    let studio_token = if options.studio {
-        let data_dir = config.data_dir.clone();
-        let token = tokio::task::spawn_blocking(move || {
-            crate::studio::token_file::load_or_create(&data_dir)
-        })
-        .await
-        .map_err(|_| DaemonError::Boot("creating the Studio token file panicked".into()))??;
-        Some(token)
-    } else {
-        None
-    };
+    let store = open_store(&loaded.config).await?;
+    let boot = record_boot(&store, options).await?;
+    let studio_token = studio_token(&loaded.config, options).await?;
     let registry = Registry::new();
     let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
     // Built once per boot and shared: the agents' runs, the boot checks below and Studio.
-    let providers = Arc::new(Providers::from_config_with_secrets(config, &loaded.secrets));
-    let prices = Arc::new(crate::llm::prices::Prices::from_config(config));
+    let providers = Arc::new(Providers::from_config_with_secrets(
+        &loaded.config,
+        &loaded.secrets,
+    ));
+    let prices = Arc::new(crate::llm::prices::Prices::from_config(&loaded.config));
     let agents = crate::actors::plans::agent_plans(
         &loaded,
         None,
@@ -190,7 +138,7 @@ pub async fn start_reloadable(
         studio_bound: studio_bound_tx,
         agents,
         options,
-        boot_ms: started_ms,
+        boot_ms: boot.started_ms,
         studio_token,
         providers: providers.clone(),
         prices: prices.clone(),
@@ -198,64 +146,9 @@ pub async fn start_reloadable(
         views: crate::studio::views::StudioViews::new(&loaded, &prices, options),
     };
     let studio = specs::studio_state(&context);
-    let (root, root_task) = root::spawn(&context)
-        .await
-        .map_err(|error| DaemonError::Boot(crate::actors::supervise::error_chain(&error)))?;
-    // `spawn` returns after the root's `pre_start`; its children start in `post_start`. A message
-    // is handled only after `post_start`, so this call returns once every child has started.
-    ractor::call!(root, SupervisorMsg::Children).map_err(|error| {
-        DaemonError::Boot(format!("the root supervisor did not start: {error}"))
-    })?;
-    // The same holds one level down: once the agent supervisor answers, every agent has started.
-    if let Some(agents) = registry.lookup(&crate::actors::agent_supervisor::NAME) {
-        ractor::call!(agents, AgentSupervisorMsg::Children).map_err(|error| {
-            DaemonError::Boot(format!("the agent supervisor did not start: {error}"))
-        })?;
-    }
-
-    for warning in &loaded.warnings {
-        tracing::warn!("{warning}");
-    }
-    for hint in &loaded.hints {
-        tracing::info!("next step: {hint}");
-    }
-    tracing::info!(
-        config = %loaded.source,
-        data_dir = %config.data_dir.display(),
-        agents = loaded.agents.len(),
-        timezone = %loaded.timezone.zone.name(),
-        "clawvisor is up"
-    );
-    let protections = crate::sandbox::protections();
-    if protections.complete() {
-        tracing::info!(protections = %protections.summary(), "shell sandbox");
-    } else {
-        tracing::warn!(protections = %protections.summary(), "shell sandbox incomplete");
-    }
-    if let Some(text) = audit_warning {
-        events.publish(EventKind::Warning, "audit", &text);
-    }
-    // A paid model without a price would cost $0 silently: said once, one line per model.
-    for unpriced in crate::llm::prices::unpriced_in_use(&prices, &loaded.agents) {
-        tracing::warn!(provider = %unpriced.provider, model = %unpriced.model, "{}", unpriced.describe());
-    }
-    // Each provider is asked once for its model list, in the background (a slow provider must not
-    // delay the boot): one line each, and a warning event for Studio when one fails.
-    let probe_events = events.clone();
-    tokio::spawn(async move {
-        for outcome in providers.probe_all().await {
-            if outcome.ok {
-                tracing::info!(provider = %outcome.provider, "provider check: {}", outcome.detail);
-            } else {
-                tracing::warn!(provider = %outcome.provider, "provider check failed: {}", outcome.detail);
-                probe_events.publish(
-                    EventKind::Warning,
-                    &format!("provider:{}", outcome.provider),
-                    &format!("provider `{}`: {}", outcome.provider, outcome.detail),
-                );
-            }
-        }
-    });
+    let (root, root_task) = start_tree(&context).await?;
+    say_what_is_up(&loaded, &prices, &events, boot.audit_warning);
+    probe_providers(providers, events.clone());
     events.publish(
         EventKind::BootComplete,
         "root",
@@ -271,8 +164,169 @@ pub async fn start_reloadable(
         studio_bound,
         studio,
         studio_token: context.studio_token.clone(),
-        boot_id,
+        boot_id: boot.id,
     })
+}
+
+/// Creates the data directory if needed and opens the database (migrating it).
+async fn open_store(config: &crate::config::Config) -> Result<Store, DaemonError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StoreError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let db_path = config.db_path();
+    let store_options = crate::store::StoreOptions::from(config);
+    let store = tokio::task::spawn_blocking(move || Store::open(&db_path, store_options))
+        .await
+        .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
+    Ok(store)
+}
+
+/// This boot as recorded: its row's id, when it started, and what the audit check found.
+struct Boot {
+    id: i64,
+    started_ms: i64,
+    /// Said in Studio's events once the tree is up.
+    audit_warning: Option<String>,
+}
+
+/// Records the boot, checks the tail of the audit chain and warns of earlier unclean stops.
+async fn record_boot(store: &Store, options: StartOptions) -> Result<Boot, DaemonError> {
+    let started_ms = crate::clock::now_ms();
+    // Operator commands call the API of a boot that runs Studio (`serve`) and work on the files
+    // beside one that does not (`clawvisor chat`): decided by the flag, not by which preset.
+    let boot_kind = if !options.studio {
+        crate::store::events::BootKind::Local
+    } else {
+        crate::store::events::BootKind::Serve
+    };
+    let id = store
+        .write(move |conn| {
+            crate::store::events::record_boot(
+                conn,
+                started_ms,
+                env!("CARGO_PKG_VERSION"),
+                std::process::id(),
+                boot_kind,
+            )
+        })
+        .await?;
+    // The tail of the audit chain and its anchors are checked at every boot (the whole chain:
+    // `clawvisor audit verify`); without a usable key nothing could be audited, so no boot.
+    let audit_warning = crate::audit::boot_check(store)
+        .await
+        .map_err(DaemonError::Boot)?;
+    let unclean = store
+        .read(move |conn| crate::store::events::unclean_stops(conn, id))
+        .await
+        .unwrap_or(0);
+    if unclean > 0 {
+        tracing::warn!(
+            unclean,
+            "earlier runs ended without a clean stop; interrupted work is recovered from the database"
+        );
+    }
+    Ok(Boot {
+        id,
+        started_ms,
+        audit_warning,
+    })
+}
+
+/// The local token Studio accepts, when Studio runs: commands on the server call Studio with the
+/// token in this file (`studio::token_file`).
+async fn studio_token(
+    config: &crate::config::Config,
+    options: StartOptions,
+) -> Result<Option<crate::secrets::Secret>, DaemonError> {
+    if !options.studio {
+        return Ok(None);
+    }
+    let data_dir = config.data_dir.clone();
+    let token =
+        tokio::task::spawn_blocking(move || crate::studio::token_file::load_or_create(&data_dir))
+            .await
+            .map_err(|_| DaemonError::Boot("creating the Studio token file panicked".into()))??;
+    Ok(Some(token))
+}
+
+/// Spawns the root and returns once every child, and every agent, has started.
+async fn start_tree(
+    context: &RootContext,
+) -> Result<(ActorRef<SupervisorMsg>, tokio::task::JoinHandle<()>), DaemonError> {
+    let (root, root_task) = root::spawn(context)
+        .await
+        .map_err(|error| DaemonError::Boot(crate::actors::supervise::error_chain(&error)))?;
+    // `spawn` returns after the root's `pre_start`; its children start in `post_start`. A message
+    // is handled only after `post_start`, so this call returns once every child has started.
+    ractor::call!(root, SupervisorMsg::Children).map_err(|error| {
+        DaemonError::Boot(format!("the root supervisor did not start: {error}"))
+    })?;
+    // The same holds one level down: once the agent supervisor answers, every agent has started.
+    if let Some(agents) = context
+        .registry
+        .lookup(&crate::actors::agent_supervisor::NAME)
+    {
+        ractor::call!(agents, AgentSupervisorMsg::Children).map_err(|error| {
+            DaemonError::Boot(format!("the agent supervisor did not start: {error}"))
+        })?;
+    }
+    Ok((root, root_task))
+}
+
+/// The boot's lines for the log: the config's warnings and next steps, what runs, the shell's
+/// sandbox, models without a price; and the audit check's warning for Studio.
+fn say_what_is_up(
+    loaded: &LoadedConfig,
+    prices: &crate::llm::prices::Prices,
+    events: &EventBus,
+    audit_warning: Option<String>,
+) {
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    for hint in &loaded.hints {
+        tracing::info!("next step: {hint}");
+    }
+    tracing::info!(
+        config = %loaded.source,
+        data_dir = %loaded.config.data_dir.display(),
+        agents = loaded.agents.len(),
+        timezone = %loaded.timezone.zone.name(),
+        "clawvisor is up"
+    );
+    let protections = crate::sandbox::protections();
+    if protections.complete() {
+        tracing::info!(protections = %protections.summary(), "shell sandbox");
+    } else {
+        tracing::warn!(protections = %protections.summary(), "shell sandbox incomplete");
+    }
+    if let Some(text) = audit_warning {
+        events.publish(EventKind::Warning, "audit", &text);
+    }
+    // A paid model without a price would cost $0 silently: said once, one line per model.
+    for unpriced in crate::llm::prices::unpriced_in_use(prices, &loaded.agents) {
+        tracing::warn!(provider = %unpriced.provider, model = %unpriced.model, "{}", unpriced.describe());
+    }
+}
+
+/// Asks each provider once for its model list, in the background (a slow provider must not
+/// delay the boot): one line each, and a warning event for Studio when one fails.
+fn probe_providers(providers: Arc<Providers>, events: EventBus) {
+    tokio::spawn(async move {
+        for outcome in providers.probe_all().await {
+            if outcome.ok {
+                tracing::info!(provider = %outcome.provider, "provider check: {}", outcome.detail);
+            } else {
+                tracing::warn!(provider = %outcome.provider, "provider check failed: {}", outcome.detail);
+                events.publish(
+                    EventKind::Warning,
+                    &format!("provider:{}", outcome.provider),
+                    &format!("provider `{}`: {}", outcome.provider, outcome.detail),
+                );
+            }
+        }
+    });
 }
 
 /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.

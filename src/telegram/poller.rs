@@ -64,149 +64,192 @@ pub struct Poller {
     pub cancel: CancellationToken,
 }
 
+/// What the loop keeps between polls.
+struct LoopState {
+    /// The offset the next `getUpdates` confirms up to (only ever advanced after a commit).
+    offset: Option<i64>,
+    started: Instant,
+    backoff: Duration,
+    /// The last status reported (`polling` is said once, every other status each time).
+    status: &'static str,
+}
+
+impl LoopState {
+    fn set_status(&mut self, state: &'static str, detail: String, report: &dyn Fn(PollEvent)) {
+        if state != self.status || state != "polling" {
+            report(PollEvent::Status { state, detail });
+        }
+        self.status = state;
+    }
+
+    /// The current backoff, doubled (up to the maximum) for the next time.
+    fn next_backoff(&mut self) -> Duration {
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        wait
+    }
+}
+
 impl Poller {
     pub async fn run(self) {
         let bot_id = self.bot_id;
-        let mut offset = self
+        let offset = self
             .store
             .read(move |conn| queries::next_offset(conn, bot_id))
             .await
             .ok()
             .flatten();
-        let started = Instant::now();
-        let mut backoff = BACKOFF_MIN;
-        let mut status: &'static str = "";
-        let mut set_status = |state: &'static str, detail: String, report: &dyn Fn(PollEvent)| {
-            if state != status || state != "polling" {
-                report(PollEvent::Status { state, detail });
-            }
-            status = state;
+        let mut state = LoopState {
+            offset,
+            started: Instant::now(),
+            backoff: BACKOFF_MIN,
+            status: "",
         };
         loop {
             if self.cancel.is_cancelled() {
                 return;
             }
-            let mut request = self
-                .bot
-                .get_updates()
-                .timeout(self.poll_timeout.as_secs() as u32)
-                .limit(100)
-                .allowed_updates(vec![
-                    AllowedUpdate::Message,
-                    AllowedUpdate::EditedMessage,
-                    AllowedUpdate::CallbackQuery,
-                ]);
-            if let Some(offset) = offset {
-                request = request.offset(offset as i32);
-            }
             let deadline =
                 self.poll_timeout + STUCK_GRACE.min(self.poll_timeout.max(Duration::from_secs(1)));
             let result = tokio::select! {
-                result = tokio::time::timeout(deadline, request.send()) => result,
+                result = tokio::time::timeout(deadline, self.request(state.offset).send()) => result,
                 _ = self.cancel.cancelled() => return,
             };
-            let updates = match result {
+            let wait = match result {
                 Err(_) => {
                     (self.report)(PollEvent::Ended(PollEnd::Stuck(deadline)));
                     return;
                 }
-                Ok(Ok(updates)) => updates,
-                Ok(Err(error)) => {
-                    let wait = match TelegramError::from(error) {
-                        TelegramError::Unauthorized => {
-                            (self.report)(PollEvent::Ended(PollEnd::Unauthorized));
-                            return;
-                        }
-                        TelegramError::Conflict => {
-                            set_status(
-                                "conflict",
-                                "another instance is polling this token; backing off".into(),
-                                self.report.as_ref(),
-                            );
-                            if started.elapsed() < self.wait_for_previous {
-                                Duration::from_secs(2)
-                            } else {
-                                // Longer than a poll, so the other poller's request completes first.
-                                let wait = self.poll_timeout + backoff;
-                                backoff = (backoff * 2).min(BACKOFF_MAX);
-                                wait
-                            }
-                        }
-                        TelegramError::RetryAfter(wait) => {
-                            set_status(
-                                "rate_limited",
-                                format!("Telegram asked to wait {} s", wait.as_secs()),
-                                self.report.as_ref(),
-                            );
-                            wait
-                        }
-                        other => {
-                            set_status("network_error", other.to_string(), self.report.as_ref());
-                            let wait = backoff;
-                            backoff = (backoff * 2).min(BACKOFF_MAX);
-                            wait
-                        }
-                    };
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.cancel.cancelled() => return,
+                Ok(Err(error)) => match self.wait_after(&mut state, TelegramError::from(error)) {
+                    Some(wait) => wait,
+                    None => return,
+                },
+                Ok(Ok(updates)) => {
+                    state.backoff = BACKOFF_MIN;
+                    (self.report)(PollEvent::Polled {
+                        at_ms: crate::clock::now_ms(),
+                    });
+                    state.set_status("polling", String::new(), self.report.as_ref());
+                    match self.store(&mut state, &updates).await {
+                        Some(wait) => wait,
+                        None => continue,
                     }
-                    continue;
                 }
             };
-            backoff = BACKOFF_MIN;
-            (self.report)(PollEvent::Polled {
-                at_ms: crate::clock::now_ms(),
-            });
-            set_status("polling", String::new(), self.report.as_ref());
-            if updates.is_empty() {
-                continue;
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.cancel.cancelled() => return,
             }
-            let batch: Vec<NewUpdate> = updates
-                .iter()
-                .map(|update| {
-                    let (kind, chat_id, user_id, sent_ms) = intake::summary(update);
-                    NewUpdate {
-                        update_id: update.id.0 as i64,
-                        kind: kind.to_string(),
-                        chat_id,
-                        thread_id: intake::topic(update),
-                        user_id,
-                        payload: serde_json::to_string(update).unwrap_or_else(|_| "{}".into()),
-                        sent_ms,
-                    }
-                })
-                .collect();
-            let next = batch
-                .iter()
-                .map(|update| update.update_id)
-                .max()
-                .map(|max| max + 1);
-            let (agent, now) = (self.agent.clone(), crate::clock::now_ms());
-            match self
-                .store
-                .write(move |conn| queries::store_batch(conn, bot_id, &agent, &batch, now))
-                .await
-            {
-                Ok(stored) => {
-                    offset = next.or(offset);
-                    if !stored.is_empty() {
-                        (self.report)(PollEvent::Stored(stored));
-                    }
+        }
+    }
+
+    /// The next `getUpdates` call, confirming everything below `offset`.
+    fn request(
+        &self,
+        offset: Option<i64>,
+    ) -> teloxide::requests::JsonRequest<teloxide::payloads::GetUpdates> {
+        let mut request = self
+            .bot
+            .get_updates()
+            .timeout(self.poll_timeout.as_secs() as u32)
+            .limit(100)
+            .allowed_updates(vec![
+                AllowedUpdate::Message,
+                AllowedUpdate::EditedMessage,
+                AllowedUpdate::CallbackQuery,
+            ]);
+        if let Some(offset) = offset {
+            request = request.offset(offset as i32);
+        }
+        request
+    }
+
+    /// How long to wait after a failed poll, with its status reported; `None` when polling must
+    /// end (the token was rejected).
+    fn wait_after(&self, state: &mut LoopState, error: TelegramError) -> Option<Duration> {
+        let report = self.report.as_ref();
+        let wait = match error {
+            TelegramError::Unauthorized => {
+                report(PollEvent::Ended(PollEnd::Unauthorized));
+                return None;
+            }
+            TelegramError::Conflict => {
+                state.set_status(
+                    "conflict",
+                    "another instance is polling this token; backing off".into(),
+                    report,
+                );
+                if state.started.elapsed() < self.wait_for_previous {
+                    Duration::from_secs(2)
+                } else {
+                    // Longer than a poll, so the other poller's request completes first.
+                    self.poll_timeout + state.next_backoff()
                 }
-                Err(error) => {
-                    // Not stored means not confirmed: keep the old offset, Telegram sends them again.
-                    set_status(
-                        "store_error",
-                        format!("could not store updates: {error}"),
-                        self.report.as_ref(),
-                    );
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = self.cancel.cancelled() => return,
-                    }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+            TelegramError::RetryAfter(wait) => {
+                state.set_status(
+                    "rate_limited",
+                    format!("Telegram asked to wait {} s", wait.as_secs()),
+                    report,
+                );
+                wait
+            }
+            other => {
+                state.set_status("network_error", other.to_string(), report);
+                state.next_backoff()
+            }
+        };
+        Some(wait)
+    }
+
+    /// Commits a batch with the offset after it, then hands the stored updates to the bot; when
+    /// the commit fails the offset stays (Telegram sends them again) and the wait before the next
+    /// poll is returned.
+    async fn store(&self, state: &mut LoopState, updates: &[Update]) -> Option<Duration> {
+        if updates.is_empty() {
+            return None;
+        }
+        let batch: Vec<NewUpdate> = updates
+            .iter()
+            .map(|update| {
+                let (kind, chat_id, user_id, sent_ms) = intake::summary(update);
+                NewUpdate {
+                    update_id: update.id.0 as i64,
+                    kind: kind.to_string(),
+                    chat_id,
+                    thread_id: intake::topic(update),
+                    user_id,
+                    payload: serde_json::to_string(update).unwrap_or_else(|_| "{}".into()),
+                    sent_ms,
                 }
+            })
+            .collect();
+        let next = batch
+            .iter()
+            .map(|update| update.update_id)
+            .max()
+            .map(|max| max + 1);
+        let (bot_id, agent, now) = (self.bot_id, self.agent.clone(), crate::clock::now_ms());
+        match self
+            .store
+            .write(move |conn| queries::store_batch(conn, bot_id, &agent, &batch, now))
+            .await
+        {
+            Ok(stored) => {
+                state.offset = next.or(state.offset);
+                if !stored.is_empty() {
+                    (self.report)(PollEvent::Stored(stored));
+                }
+                None
+            }
+            Err(error) => {
+                // Not stored means not confirmed: keep the old offset, Telegram sends them again.
+                state.set_status(
+                    "store_error",
+                    format!("could not store updates: {error}"),
+                    self.report.as_ref(),
+                );
+                Some(state.next_backoff())
             }
         }
     }

@@ -157,28 +157,7 @@ impl Actor for Session {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SessionMsg::Inbound(inbound) => {
-                state.handled += 1;
-                cancel_idle(state);
-                if inbound.context.is_some() {
-                    state.stateless.push_back(inbound);
-                } else {
-                    store_inbound(state, &inbound).await?;
-                    if holds_for_pause(state) {
-                        // The turn's answer for now (no run, nothing claimed); the real one
-                        // follows when the agent is resumed.
-                        deliver(
-                            state,
-                            None,
-                            OutEvent::Final {
-                                text: format!(
-                                    "{} is paused by the operator; your message is kept and will be answered when it resumes.",
-                                    state.runtime.spec.name
-                                ),
-                                outbox_id: None,
-                            },
-                        );
-                    }
-                }
+                on_inbound(state, inbound).await?;
                 advance(&myself, state).await?;
             }
             SessionMsg::Wake => {
@@ -198,31 +177,7 @@ impl Actor for Session {
                     notice(state, text);
                 }
             }
-            SessionMsg::Command(SessionCommand::New) => {
-                if let Some(active) = &state.active {
-                    active.cancel.cancel();
-                }
-                let (old, agent, chat) = (
-                    state.session_id,
-                    state.runtime.spec.name.clone(),
-                    state.chat.as_str().to_string(),
-                );
-                let now = crate::clock::now_ms();
-                let fresh = state
-                    .runtime
-                    .store
-                    .write(move |conn| {
-                        sessions::archive(conn, old, now)?;
-                        sessions::active_or_create(conn, &agent, &chat, now)
-                    })
-                    .await?;
-                state.session_id = fresh.id;
-                state.has_pending = false;
-                notice(
-                    state,
-                    "Started a new conversation. Earlier messages are kept in the history but no longer in context.",
-                );
-            }
+            SessionMsg::Command(SessionCommand::New) => start_new_conversation(state).await?,
             SessionMsg::Settings(settings) => {
                 let resumed = state.settings.paused && !settings.paused;
                 state.settings = settings;
@@ -421,6 +376,63 @@ async fn store_inbound(
     Ok(())
 }
 
+/// A message for this conversation: kept in memory when it carries its own context (the
+/// gateway's stateless requests), stored in the transcript otherwise; while the agent is paused
+/// the person is told that it is kept.
+async fn on_inbound(state: &mut SessionState, inbound: Inbound) -> Result<(), ActorProcessingErr> {
+    state.handled += 1;
+    cancel_idle(state);
+    if inbound.context.is_some() {
+        state.stateless.push_back(inbound);
+        return Ok(());
+    }
+    store_inbound(state, &inbound).await?;
+    if holds_for_pause(state) {
+        // The turn's answer for now (no run, nothing claimed); the real one follows when the
+        // agent is resumed.
+        deliver(
+            state,
+            None,
+            OutEvent::Final {
+                text: format!(
+                    "{} is paused by the operator; your message is kept and will be answered when it resumes.",
+                    state.runtime.spec.name
+                ),
+                outbox_id: None,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// `/new`: the active run is cancelled, the conversation archived and a fresh one started.
+async fn start_new_conversation(state: &mut SessionState) -> Result<(), ActorProcessingErr> {
+    if let Some(active) = &state.active {
+        active.cancel.cancel();
+    }
+    let (old, agent, chat) = (
+        state.session_id,
+        state.runtime.spec.name.clone(),
+        state.chat.as_str().to_string(),
+    );
+    let now = crate::clock::now_ms();
+    let fresh = state
+        .runtime
+        .store
+        .write(move |conn| {
+            sessions::archive(conn, old, now)?;
+            sessions::active_or_create(conn, &agent, &chat, now)
+        })
+        .await?;
+    state.session_id = fresh.id;
+    state.has_pending = false;
+    notice(
+        state,
+        "Started a new conversation. Earlier messages are kept in the history but no longer in context.",
+    );
+    Ok(())
+}
+
 /// Starts the next run if none is active: a resumed run first, then queued stateless requests,
 /// then the pending messages. With nothing to do, arms the idle timer.
 async fn advance(
@@ -439,92 +451,11 @@ async fn advance(
         return start_run(myself, state, run_id, None, true).await;
     }
     if let Some(inbound) = state.stateless.pop_front() {
-        let context: Vec<ChatMessage> = inbound
-            .context
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(role, text)| match role.as_str() {
-                "assistant" => ChatMessage::assistant(text),
-                "system" => ChatMessage::system(text),
-                _ => ChatMessage::user(text),
-            })
-            .chain(std::iter::once(ChatMessage::user(inbound.text.clone())))
-            .collect();
-        let (session_id, agent, chat, text, sender) = (
-            state.session_id,
-            state.runtime.spec.name.clone(),
-            state.chat.as_str().to_string(),
-            inbound.text.clone(),
-            inbound.sender.name.clone(),
-        );
-        let correlation = inbound.correlation.clone();
-        let stored_correlation = correlation.clone();
-        let trigger = trigger_of(&state.chat);
-        let now = crate::clock::now_ms();
-        let run_id = state
-            .runtime
-            .store
-            .write(move |conn| {
-                let run_id = runs::create(
-                    conn,
-                    session_id,
-                    &agent,
-                    &chat,
-                    trigger.as_str(),
-                    stored_correlation.as_deref(),
-                    now,
-                )?;
-                sessions::append(
-                    conn,
-                    session_id,
-                    &NewEvent {
-                        kind: EventKindRow::User,
-                        sender: Some(&sender),
-                        content: &text,
-                        data: None,
-                        run_id: Some(run_id),
-                        inbound_id: None,
-                    },
-                    now,
-                )?;
-                Ok(run_id)
-            })
-            .await?;
-        state.correlation = correlation;
+        let (run_id, context) = create_stateless_run(state, inbound).await?;
         return start_run(myself, state, run_id, Some(context), false).await;
     }
     if state.has_pending {
-        let (session_id, agent, chat) = (
-            state.session_id,
-            state.runtime.spec.name.clone(),
-            state.chat.as_str().to_string(),
-        );
-        let correlation = state.correlation.clone();
-        let trigger = trigger_of(&state.chat);
-        let now = crate::clock::now_ms();
-        let created = state
-            .runtime
-            .store
-            .write(move |conn| {
-                let pending = sessions::pending_user_events(conn, session_id)?;
-                if pending.is_empty() {
-                    return Ok(None);
-                }
-                let run_id = runs::create(
-                    conn,
-                    session_id,
-                    &agent,
-                    &chat,
-                    trigger.as_str(),
-                    correlation.as_deref(),
-                    now,
-                )?;
-                let ids: Vec<i64> = pending.iter().map(|event| event.id).collect();
-                sessions::claim_events(conn, &ids, run_id)?;
-                Ok(Some(run_id))
-            })
-            .await?;
+        let created = claim_pending(state).await?;
         state.has_pending = false;
         if let Some(run_id) = created {
             return start_run(myself, state, run_id, None, false).await;
@@ -535,6 +466,104 @@ async fn advance(
             Some(myself.send_after(state.runtime.limits.session_idle, || SessionMsg::IdleCheck));
     }
     Ok(())
+}
+
+/// A run for a stateless request (its conversation came with it): the run and the request's
+/// user message are stored; the context is the request's messages and its text.
+async fn create_stateless_run(
+    state: &mut SessionState,
+    inbound: Inbound,
+) -> Result<(i64, Vec<ChatMessage>), ActorProcessingErr> {
+    let context: Vec<ChatMessage> = inbound
+        .context
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(role, text)| match role.as_str() {
+            "assistant" => ChatMessage::assistant(text),
+            "system" => ChatMessage::system(text),
+            _ => ChatMessage::user(text),
+        })
+        .chain(std::iter::once(ChatMessage::user(inbound.text.clone())))
+        .collect();
+    let (session_id, agent, chat, text, sender) = (
+        state.session_id,
+        state.runtime.spec.name.clone(),
+        state.chat.as_str().to_string(),
+        inbound.text.clone(),
+        inbound.sender.name.clone(),
+    );
+    let correlation = inbound.correlation.clone();
+    let stored_correlation = correlation.clone();
+    let trigger = trigger_of(&state.chat);
+    let now = crate::clock::now_ms();
+    let run_id = state
+        .runtime
+        .store
+        .write(move |conn| {
+            let run_id = runs::create(
+                conn,
+                session_id,
+                &agent,
+                &chat,
+                trigger.as_str(),
+                stored_correlation.as_deref(),
+                now,
+            )?;
+            sessions::append(
+                conn,
+                session_id,
+                &NewEvent {
+                    kind: EventKindRow::User,
+                    sender: Some(&sender),
+                    content: &text,
+                    data: None,
+                    run_id: Some(run_id),
+                    inbound_id: None,
+                },
+                now,
+            )?;
+            Ok(run_id)
+        })
+        .await?;
+    state.correlation = correlation;
+    Ok((run_id, context))
+}
+
+/// A run that claims every pending user message of the conversation, in one transaction;
+/// `None` when nothing is pending.
+async fn claim_pending(state: &SessionState) -> Result<Option<i64>, ActorProcessingErr> {
+    let (session_id, agent, chat) = (
+        state.session_id,
+        state.runtime.spec.name.clone(),
+        state.chat.as_str().to_string(),
+    );
+    let correlation = state.correlation.clone();
+    let trigger = trigger_of(&state.chat);
+    let now = crate::clock::now_ms();
+    let created = state
+        .runtime
+        .store
+        .write(move |conn| {
+            let pending = sessions::pending_user_events(conn, session_id)?;
+            if pending.is_empty() {
+                return Ok(None);
+            }
+            let run_id = runs::create(
+                conn,
+                session_id,
+                &agent,
+                &chat,
+                trigger.as_str(),
+                correlation.as_deref(),
+                now,
+            )?;
+            let ids: Vec<i64> = pending.iter().map(|event| event.id).collect();
+            sessions::claim_events(conn, &ids, run_id)?;
+            Ok(Some(run_id))
+        })
+        .await?;
+    Ok(created)
 }
 
 fn trigger_of(chat: &ChatKey) -> Trigger {

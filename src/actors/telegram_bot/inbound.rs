@@ -5,44 +5,16 @@
 
 use super::*;
 
+/// What to do with one stored message: ignore it (stale, blocked, unknown sender), keep it as
+/// group context, handle a command, or hand it to the agent (after its files are fetched).
 pub(super) async fn on_message(
     myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: IncomingMessage,
 ) -> (UpdateStatus, Option<String>) {
-    let grace = state.args.config.stale_grace.0.as_millis() as i64;
-    if message.date_ms < state.args.boot_ms - grace
-        && !voice::still_being_heard(&message, update.received_ms, grace, crate::clock::now_ms())
-    {
-        tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
-        return (
-            UpdateStatus::Ignored,
-            Some("stale: sent long before the daemon started".into()),
-        );
-    }
-    match claim::standing(state, message.user_id).await {
-        claim::Standing::Allowed => {}
-        // Not a word, not even a pairing reply.
-        claim::Standing::Blocked => {
-            return (
-                UpdateStatus::Ignored,
-                Some("blocked by the operator: not answered".into()),
-            );
-        }
-        claim::Standing::Unknown => {
-            if message.private {
-                if let Some(("start", args)) = message
-                    .command
-                    .as_ref()
-                    .map(|(command, args)| (command.as_str(), args.as_str()))
-                {
-                    return claim::on_start(state, &message, args).await;
-                }
-                pairing_reply(state, &message).await;
-            }
-            return (UpdateStatus::Ignored, Some("unauthorized sender".into()));
-        }
+    if let Some(outcome) = screen(state, update, &message).await {
+        return outcome;
     }
     if !message.addressed {
         return (UpdateStatus::Context, None);
@@ -50,7 +22,6 @@ pub(super) async fn on_message(
     if let Some((command, args)) = message.command.clone() {
         return on_command(state, &message, &command, &args).await;
     }
-
     let inbound = Inbound {
         agent: state.args.spec.name.clone(),
         chat: message.chat(),
@@ -65,25 +36,87 @@ pub(super) async fn on_message(
         correlation: None,
     };
     if message.files.is_empty() {
-        // The group context is taken (marked used) only when the agent is there to get it.
-        let reachable = state
-            .args
-            .registry
-            .lookup(&crate::protocol::agent::name(&inbound.agent))
-            .is_some();
-        let mut inbound = inbound;
-        if reachable {
-            let frame = take_group_frame(
-                &state.args.store,
-                &state.args.spec.name,
-                state.bot_id,
-                &message,
-            )
-            .await;
-            inbound.text = format!("{frame}{}", inbound.text);
-        }
-        return forward(state, inbound);
+        return hand_over_text(state, &message, inbound).await;
     }
+    fetch_then_hand_over(myself, state, update, message, inbound)
+}
+
+/// Stops a message that must not be answered: sent long before the daemon started (unless a voice
+/// note of it is still being heard), from a blocked user, or from an unknown one (who gets one
+/// pairing reply in a private chat, or claims an unclaimed bot with `/start <code>`).
+async fn screen(
+    state: &mut TelegramBotState,
+    update: &StoredUpdate,
+    message: &IncomingMessage,
+) -> Option<(UpdateStatus, Option<String>)> {
+    let grace = state.args.config.stale_grace.0.as_millis() as i64;
+    if message.date_ms < state.args.boot_ms - grace
+        && !voice::still_being_heard(message, update.received_ms, grace, crate::clock::now_ms())
+    {
+        tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
+        return Some((
+            UpdateStatus::Ignored,
+            Some("stale: sent long before the daemon started".into()),
+        ));
+    }
+    match claim::standing(state, message.user_id).await {
+        claim::Standing::Allowed => None,
+        // Not a word, not even a pairing reply.
+        claim::Standing::Blocked => Some((
+            UpdateStatus::Ignored,
+            Some("blocked by the operator: not answered".into()),
+        )),
+        claim::Standing::Unknown => {
+            if message.private {
+                if let Some(("start", args)) = message
+                    .command
+                    .as_ref()
+                    .map(|(command, args)| (command.as_str(), args.as_str()))
+                {
+                    return Some(claim::on_start(state, message, args).await);
+                }
+                pairing_reply(state, message).await;
+            }
+            Some((UpdateStatus::Ignored, Some("unauthorized sender".into())))
+        }
+    }
+}
+
+/// Hands a message without files to the agent, with the group's conversation since the bot's last
+/// answer before it.
+async fn hand_over_text(
+    state: &mut TelegramBotState,
+    message: &IncomingMessage,
+    mut inbound: Inbound,
+) -> (UpdateStatus, Option<String>) {
+    // The group context is taken (marked used) only when the agent is there to get it.
+    let reachable = state
+        .args
+        .registry
+        .lookup(&crate::protocol::agent::name(&inbound.agent))
+        .is_some();
+    if reachable {
+        let frame = take_group_frame(
+            &state.args.store,
+            &state.args.spec.name,
+            state.bot_id,
+            message,
+        )
+        .await;
+        inbound.text = format!("{frame}{}", inbound.text);
+    }
+    forward(state, inbound)
+}
+
+/// Starts the task that fetches a message's files (and transcribes its voice notes) and then hands
+/// it over; the update stays pending meanwhile.
+fn fetch_then_hand_over(
+    myself: &ActorRef<BotMsg>,
+    state: &mut TelegramBotState,
+    update: &StoredUpdate,
+    message: IncomingMessage,
+    inbound: Inbound,
+) -> (UpdateStatus, Option<String>) {
     // One fetch per update at a time: a sweep while a slow transcription is still running must
     // not start a second one.
     let Some(in_flight) = InFlight::claim(&state.fetching, update.id) else {
@@ -169,54 +202,25 @@ struct Fetch {
 
 impl Fetch {
     async fn run(self, message: IncomingMessage, mut inbound: Inbound, _in_flight: InFlight) {
+        let Some(notice) = self.receive_files(&message, &mut inbound).await else {
+            return;
+        };
+        self.hand_over(&message, inbound, notice).await;
+    }
+
+    /// Downloads the message's files into the inbox and transcribes its voice notes, each noted
+    /// in the text; answers the notice for the person (a transcript's quote or a hint), or
+    /// `None` when a voice note is left for the sweep to retry.
+    async fn receive_files(
+        &self,
+        message: &IncomingMessage,
+        inbound: &mut Inbound,
+    ) -> Option<Option<String>> {
         let mut notes = Vec::new();
         let mut notice = None;
         for file in &message.files {
             if file.kind == crate::domain::AttachmentKind::Voice {
-                let step = voice::receive_voice(
-                    &self.bot,
-                    file,
-                    &self.inbox,
-                    self.update_id,
-                    self.received_ms,
-                    &self.voice,
-                )
-                .await;
-                let (attachment, outcome) = match step {
-                    voice::VoiceStep::Ready {
-                        attachment,
-                        outcome,
-                    } => (attachment, outcome),
-                    voice::VoiceStep::Retry(reason) => {
-                        tracing::warn!(update = self.update_id, %reason, "a voice note is not heard yet; the sweep retries");
-                        let (row_id, now) = (self.row_id, crate::clock::now_ms());
-                        let note = format!("{reason}; will retry");
-                        let _ = self
-                            .store
-                            .write(move |conn| {
-                                queries::set_status(
-                                    conn,
-                                    row_id,
-                                    UpdateStatus::Pending,
-                                    Some(&note),
-                                    now,
-                                )
-                            })
-                            .await;
-                        return;
-                    }
-                };
-                inbound.text = crate::voice::agent_text(
-                    &message.text,
-                    file.duration_secs,
-                    attachment
-                        .as_ref()
-                        .map(|attachment| attachment.path.as_path()),
-                    &outcome,
-                );
-                notice =
-                    crate::voice::user_notice(file.duration_secs, &outcome, self.echo_transcripts);
-                inbound.attachments.extend(attachment);
+                notice = Some(self.receive_voice(file, message, inbound).await?);
                 continue;
             }
             match download(&self.bot, file, &self.inbox, self.update_id).await {
@@ -238,8 +242,69 @@ impl Fetch {
                 .trim()
                 .to_string();
         }
-        // The agent not running (restarting): the sweep hands the update over later, and only
-        // then is the user told anything, so they hear it once.
+        Some(notice.flatten())
+    }
+
+    /// Saves and transcribes one voice note; the text the agent reads says what was heard. Answers
+    /// the person's notice, or `None` when the note must be retried (the update is left pending).
+    async fn receive_voice(
+        &self,
+        file: &intake::RemoteFile,
+        message: &IncomingMessage,
+        inbound: &mut Inbound,
+    ) -> Option<Option<String>> {
+        let step = voice::receive_voice(
+            &self.bot,
+            file,
+            &self.inbox,
+            self.update_id,
+            self.received_ms,
+            &self.voice,
+        )
+        .await;
+        let (attachment, outcome) = match step {
+            voice::VoiceStep::Ready {
+                attachment,
+                outcome,
+            } => (attachment, outcome),
+            voice::VoiceStep::Retry(reason) => {
+                tracing::warn!(update = self.update_id, %reason, "a voice note is not heard yet; the sweep retries");
+                let (row_id, now) = (self.row_id, crate::clock::now_ms());
+                let note = format!("{reason}; will retry");
+                let _ = self
+                    .store
+                    .write(move |conn| {
+                        queries::set_status(conn, row_id, UpdateStatus::Pending, Some(&note), now)
+                    })
+                    .await;
+                return None;
+            }
+        };
+        inbound.text = crate::voice::agent_text(
+            &message.text,
+            file.duration_secs,
+            attachment
+                .as_ref()
+                .map(|attachment| attachment.path.as_path()),
+            &outcome,
+        );
+        inbound.attachments.extend(attachment);
+        Some(crate::voice::user_notice(
+            file.duration_secs,
+            &outcome,
+            self.echo_transcripts,
+        ))
+    }
+
+    /// Hands the message to the agent (the person's notice queued first) and marks the update
+    /// dispatched. An agent that is not running gets it from the sweep later, and only then is
+    /// the person told anything, so they hear it once.
+    async fn hand_over(
+        &self,
+        message: &IncomingMessage,
+        mut inbound: Inbound,
+        notice: Option<String>,
+    ) {
         let Some(agent) = self
             .registry
             .lookup(&crate::protocol::agent::name(&inbound.agent))
@@ -256,7 +321,7 @@ impl Fetch {
         }
         // The group context is taken now, at the hand-over: a fetch left for a retry (or
         // cancelled) must leave it for the next attempt.
-        let frame = take_group_frame(&self.store, &inbound.agent, self.bot_id, &message).await;
+        let frame = take_group_frame(&self.store, &inbound.agent, self.bot_id, message).await;
         inbound.text = format!("{frame}{}", inbound.text);
         if agent.cast(AgentMsg::Inbound(inbound)).is_err() {
             return;

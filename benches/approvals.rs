@@ -6,12 +6,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clawvisor::actors::approval_desk::{
-    ApprovalDesk, ApprovalDeskArgs, ApprovalDeskMsg, ApprovalRequest, Decider, Decision,
-};
+use clawvisor::actors::approval_desk::{ApprovalDesk, ApprovalDeskArgs};
 use clawvisor::domain::ChatKey;
 use clawvisor::events::EventBus;
 use clawvisor::policy::RiskLevel;
+use clawvisor::protocol::approvals::{ApprovalDeskMsg, ApprovalRequest, Decider, Decision};
 use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions, Synchronous};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -44,6 +43,7 @@ fn expiry(c: &mut Criterion) {
     };
     let (lateness, rss_delta) = rt.block_on(async {
         let (desk, _) = Actor::spawn(None, ApprovalDesk, args).await.unwrap();
+        let desk = desk.get_derived::<ApprovalDeskMsg>();
 
         let before = support::rss_kib();
         let mut waiting = Vec::with_capacity(PENDING);
@@ -117,7 +117,10 @@ fn expiry(c: &mut Criterion) {
         approvers: BTreeMap::new(),
         studio: true,
     };
-    let desk = rt.block_on(async { Actor::spawn(None, ApprovalDesk, args).await.unwrap().0 });
+    let desk = rt.block_on(async {
+        let (desk, _) = Actor::spawn(None, ApprovalDesk, args).await.unwrap();
+        desk.get_derived::<ApprovalDeskMsg>()
+    });
     let mut next = 1_000_000i64;
     c.bench_function("approval_request_then_decision_round_trip", |b| {
         b.iter_custom(|iterations| {

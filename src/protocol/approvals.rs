@@ -116,6 +116,7 @@ impl DecideOutcome {
     }
 }
 
+/// What others may ask of the approval desk.
 pub enum ApprovalDeskMsg {
     Request(ApprovalRequest, RpcReplyPort<ApprovalVerdict>),
     Decide(String, Decision, Decider, RpcReplyPort<DecideOutcome>),
@@ -125,7 +126,6 @@ pub enum ApprovalDeskMsg {
         chat_id: i64,
         message_id: i32,
     },
-    ExpireDue,
     /// An agent's bot is online: requests carried over from before a restart are posted again.
     BotOnline {
         agent: String,

@@ -34,9 +34,7 @@ use serde_json::json;
 
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventBus, EventData, EventKind};
-pub use crate::protocol::approvals::{
-    ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, DecideOutcome, Decider, Decision,
-};
+use crate::protocol::approvals::{ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict};
 use crate::protocol::telegram::{ApprovalPrompt, Bot};
 use crate::registry::Registry;
 use crate::store::Store;
@@ -68,7 +66,7 @@ pub struct ApprovalDeskArgs {
 pub struct ApprovalDesk;
 
 /// The one pending expiry timer: fires `ExpireDue` at the earliest deadline.
-type ExpiryTimer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<ApprovalDeskMsg>>>;
+type ExpiryTimer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeskMsg>>>;
 
 pub struct DeskState {
     args: ApprovalDeskArgs,
@@ -80,8 +78,17 @@ pub struct DeskState {
     carried_over: HashSet<String>,
 }
 
+/// What makes the desk act: others' requests and its one expiry timer.
+pub enum DeskMsg {
+    Request(ApprovalDeskMsg),
+    /// The earliest pending request's deadline passed.
+    ExpireDue,
+}
+
+wraps_requests!(DeskMsg, ApprovalDeskMsg);
+
 impl Actor for ApprovalDesk {
-    type Msg = ApprovalDeskMsg;
+    type Msg = DeskMsg;
     type State = DeskState;
     type Arguments = ApprovalDeskArgs;
 
@@ -138,60 +145,73 @@ impl Actor for ApprovalDesk {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ApprovalDeskMsg::Request(request, reply) => {
-                on_request(&myself, state, request, reply).await?
-            }
-            ApprovalDeskMsg::Decide(id, decision, decider, reply) => {
-                let outcome = on_decide(state, &id, decision, &decider).await?;
-                let _ = reply.send(outcome);
-            }
-            ApprovalDeskMsg::Posted {
-                id,
-                chat_id,
-                message_id,
-            } => {
-                state
-                    .args
-                    .store
-                    .write(move |conn| queries::set_posted(conn, &id, chat_id, message_id as i64))
-                    .await?;
-            }
-            ApprovalDeskMsg::BotOnline { agent } => {
-                if state.carried_over.is_empty() {
-                    return Ok(());
-                }
-                let pending = state.args.store.read(queries::pending).await?;
-                let now = crate::clock::now_ms();
-                let mut reposted = 0;
-                for row in pending {
-                    if row.agent != agent || !state.carried_over.remove(&row.id) {
-                        continue;
-                    }
-                    if row.expires_ms > now {
-                        show(&state.args, &row, true).await;
-                        reposted += 1;
-                    }
-                }
-                if reposted > 0 {
-                    tracing::info!(%agent, reposted, "pending approvals posted again after a restart");
-                }
-            }
-            ApprovalDeskMsg::RevokeGrant { id, by, reply } => {
-                let _ = reply.send(rules::revoke_grant(state, id, by).await?);
-            }
-            ApprovalDeskMsg::AddRule { rule, by, reply } => {
-                let _ = reply.send(rules::add_rule(state, rule, by).await?);
-            }
-            ApprovalDeskMsg::DisableRule { id, by, reply } => {
-                let _ = reply.send(rules::disable_rule(state, id, by).await?);
-            }
-            ApprovalDeskMsg::ExpireDue => {
+            DeskMsg::Request(request) => on_message(&myself, state, request).await?,
+            DeskMsg::ExpireDue => {
                 state.timer = None;
                 expire_due(&myself, state).await?;
             }
         }
         Ok(())
     }
+}
+
+/// A request from outside: an approval to ask for or decide, a posted prompt, a bot back online,
+/// a grant or rule to change.
+async fn on_message(
+    myself: &ActorRef<DeskMsg>,
+    state: &mut DeskState,
+    request: ApprovalDeskMsg,
+) -> Result<(), ActorProcessingErr> {
+    match request {
+        ApprovalDeskMsg::Request(request, reply) => {
+            on_request(myself, state, request, reply).await?
+        }
+        ApprovalDeskMsg::Decide(id, decision, decider, reply) => {
+            let outcome = on_decide(state, &id, decision, &decider).await?;
+            let _ = reply.send(outcome);
+        }
+        ApprovalDeskMsg::Posted {
+            id,
+            chat_id,
+            message_id,
+        } => {
+            state
+                .args
+                .store
+                .write(move |conn| queries::set_posted(conn, &id, chat_id, message_id as i64))
+                .await?;
+        }
+        ApprovalDeskMsg::BotOnline { agent } => {
+            if state.carried_over.is_empty() {
+                return Ok(());
+            }
+            let pending = state.args.store.read(queries::pending).await?;
+            let now = crate::clock::now_ms();
+            let mut reposted = 0;
+            for row in pending {
+                if row.agent != agent || !state.carried_over.remove(&row.id) {
+                    continue;
+                }
+                if row.expires_ms > now {
+                    show(&state.args, &row, true).await;
+                    reposted += 1;
+                }
+            }
+            if reposted > 0 {
+                tracing::info!(%agent, reposted, "pending approvals posted again after a restart");
+            }
+        }
+        ApprovalDeskMsg::RevokeGrant { id, by, reply } => {
+            let _ = reply.send(rules::revoke_grant(state, id, by).await?);
+        }
+        ApprovalDeskMsg::AddRule { rule, by, reply } => {
+            let _ = reply.send(rules::add_rule(state, rule, by).await?);
+        }
+        ApprovalDeskMsg::DisableRule { id, by, reply } => {
+            let _ = reply.send(rules::disable_rule(state, id, by).await?);
+        }
+    }
+    Ok(())
 }
 
 fn nonce() -> String {
@@ -328,7 +348,7 @@ fn resolve_message(args: &ApprovalDeskArgs, row: &ApprovalRow, text: &str) {
     }
 }
 
-fn arm_timer(myself: &ActorRef<ApprovalDeskMsg>, state: &mut DeskState) {
+fn arm_timer(myself: &ActorRef<DeskMsg>, state: &mut DeskState) {
     let Some(Reverse((earliest, _))) = state.deadlines.peek() else {
         return;
     };
@@ -342,12 +362,12 @@ fn arm_timer(myself: &ActorRef<ApprovalDeskMsg>, state: &mut DeskState) {
         handle.abort();
     }
     let delay = Duration::from_millis((earliest - crate::clock::now_ms()).max(0) as u64);
-    let handle = myself.send_after(delay, || ApprovalDeskMsg::ExpireDue);
+    let handle = myself.send_after(delay, || DeskMsg::ExpireDue);
     state.timer = Some((earliest, handle));
 }
 
 async fn expire_due(
-    myself: &ActorRef<ApprovalDeskMsg>,
+    myself: &ActorRef<DeskMsg>,
     state: &mut DeskState,
 ) -> Result<(), ActorProcessingErr> {
     let now = crate::clock::now_ms();

@@ -7,14 +7,15 @@ use std::cmp::Reverse;
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
+use super::DeskMsg;
 use super::{DeskState, arm_timer, nonce, reachable, show};
 use crate::events::{EventData, EventKind};
-use crate::protocol::approvals::{ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict};
+use crate::protocol::approvals::{ApprovalRequest, ApprovalVerdict};
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
 
 /// Attaches to the request made before for the same call, or stores and shows a new one.
 pub(super) async fn on_request(
-    myself: &ActorRef<ApprovalDeskMsg>,
+    myself: &ActorRef<DeskMsg>,
     state: &mut DeskState,
     request: ApprovalRequest,
     reply: RpcReplyPort<ApprovalVerdict>,
@@ -153,7 +154,7 @@ fn deny_unreachable(state: &DeskState, row: ApprovalRow, reply: RpcReplyPort<App
 
 /// Waits for a decision until the request expires, and shows it to approvers and Studio.
 async fn wait_for_decision(
-    myself: &ActorRef<ApprovalDeskMsg>,
+    myself: &ActorRef<DeskMsg>,
     state: &mut DeskState,
     row: ApprovalRow,
     reply: RpcReplyPort<ApprovalVerdict>,

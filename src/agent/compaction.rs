@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::run::RunCtx;
-use crate::llm::{ChatMessage, ChatRequest, chat_with_fallback};
+use crate::llm::{ChatMessage, ChatRequest, FallbackOutcome, chat_with_fallback};
 use crate::store::StoreError;
 use crate::store::runs::{self, NewStep};
 use crate::store::sessions::{self, EventKindRow};
@@ -23,9 +23,29 @@ const KEEP_RECENT: usize = 6;
 /// Compacts the session's older events into its recap. Returns the new recap, or `None` when there
 /// was nothing worth compacting or the model could not be reached (the run goes on uncompacted).
 pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
+    let (recap, events) = recap_and_events(ctx).await?;
+    let Some(cut) = cut_point(&events) else {
+        return Ok(None);
+    };
+    let older = &events[..cut];
+    let Some(outcome) = summarise(ctx, summary_input(recap.as_deref(), older)).await else {
+        return Ok(None);
+    };
+    let summary = outcome.response.text.trim().to_string();
+    if summary.is_empty() {
+        return Ok(None);
+    }
+    store_recap(ctx, &outcome, &summary, older).await?;
+    remember_recap(ctx, &summary);
+    Ok(Some(summary))
+}
+
+/// The session's recap and every event after it.
+async fn recap_and_events(
+    ctx: &RunCtx,
+) -> Result<(Option<String>, Vec<sessions::EventRow>), StoreError> {
     let session_id = ctx.session_id;
-    let (recap, events) = ctx
-        .runtime
+    ctx.runtime
         .store
         .read(move |conn| {
             let session = sessions::get(conn, session_id)?
@@ -35,21 +55,27 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
                 sessions::events_after(conn, session_id, session.recap_upto, 10_000)?,
             ))
         })
-        .await?;
+        .await
+}
+
+/// Where the older events end: at the last user message at or before the last `KEEP_RECENT`
+/// events (`None`: nothing to compact).
+fn cut_point(events: &[sessions::EventRow]) -> Option<usize> {
     if events.len() <= KEEP_RECENT {
-        return Ok(None);
+        return None;
     }
     // The cut: the last user message at or before len - KEEP_RECENT.
     let limit = events.len() - KEEP_RECENT;
-    let Some(cut) = (1..=limit)
+    (1..=limit)
         .rev()
         .find(|&i| events[i].kind == EventKindRow::User)
-    else {
-        return Ok(None);
-    };
-    let older = &events[..cut];
+}
+
+/// The text the model summarises: the earlier summary, then the older events (notices left out,
+/// each event cut to 2,000 characters).
+fn summary_input(recap: Option<&str>, older: &[sessions::EventRow]) -> String {
     let mut transcript = String::new();
-    if let Some(recap) = &recap {
+    if let Some(recap) = recap {
         transcript.push_str(&format!("Earlier summary:\n{recap}\n\n"));
     }
     for event in older {
@@ -62,6 +88,12 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
         let content: String = event.content.chars().take(2_000).collect();
         transcript.push_str(&format!("{who}: {content}\n"));
     }
+    transcript
+}
+
+/// Asks the agent's model chain for the summary; a failure is recorded as an `error` step and
+/// gives `None`.
+async fn summarise(ctx: &RunCtx, transcript: String) -> Option<FallbackOutcome> {
     let request = ChatRequest {
         model: String::new(),
         messages: vec![
@@ -73,8 +105,8 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
         max_tokens: Some(600),
     };
     let chain = ctx.settings.model_chain(&ctx.runtime.spec);
-    let outcome = match chat_with_fallback(&ctx.runtime.providers, &chain, request, None).await {
-        Ok(outcome) => outcome,
+    match chat_with_fallback(&ctx.runtime.providers, &chain, request, None).await {
+        Ok(outcome) => Some(outcome),
         Err(error) => {
             ctx.record_step(NewStep {
                 kind: "error",
@@ -83,13 +115,20 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
                 ..NewStep::default()
             })
             .await;
-            return Ok(None);
+            None
         }
-    };
-    let summary = outcome.response.text.trim().to_string();
-    if summary.is_empty() {
-        return Ok(None);
     }
+}
+
+/// Stores the summary as the session's recap of `older`, with the `compaction` step and the
+/// call's cost, in one transaction.
+async fn store_recap(
+    ctx: &RunCtx,
+    outcome: &FallbackOutcome,
+    summary: &str,
+    older: &[sessions::EventRow],
+) -> Result<(), StoreError> {
+    let session_id = ctx.session_id;
     let upto = older.last().map(|event| event.id).unwrap_or(0);
     let usage = outcome.response.usage;
     let model = outcome.model.model.clone();
@@ -101,7 +140,7 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
         cost_usd: cost.usd,
         unpriced: cost.unpriced,
     };
-    let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.clone());
+    let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.to_string());
     let compacted = older.len();
     let now = crate::clock::now_ms();
     ctx.runtime
@@ -131,9 +170,7 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
             };
             runs::record_cost(conn, &site, &call)
         })
-        .await?;
-    remember_recap(ctx, &summary);
-    Ok(Some(summary))
+        .await
 }
 
 /// The recap becomes a memory of this conversation (class `session_recap`: recalled only in this

@@ -13,6 +13,7 @@
 //! or refusal — is redacted before it is recorded or returned, so that a tool printing a key (a
 //! file, a web page, an MCP server) never hands it to the model.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,26 +46,51 @@ pub struct CallResult {
 type BoxedCall<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutput)> + Send + 'a>>;
 
-/// A call cleared to run: its index, tool, parsed arguments and the approval that cleared it.
-type Planned = (usize, Arc<dyn Tool>, Value, String, Option<String>);
+/// A call cleared to run: its tool, parsed arguments and the approval that cleared it.
+#[derive(Clone)]
+struct Cleared {
+    tool: Arc<dyn Tool>,
+    args: Value,
+    /// `approval::action_hash` of the call, computed once when it is planned.
+    hash: String,
+    approval: Option<String>,
+}
 
+/// What becomes of one call: it runs, or the model is told why not.
 enum Plan {
-    Run {
-        tool: Arc<dyn Tool>,
-        args: Value,
-        /// `approval::action_hash` of the call, computed once when it is planned.
-        hash: String,
-        approval: Option<String>,
-    },
+    Run(Cleared),
     Refused(ToolOutput),
 }
 
+impl Plan {
+    /// Whether the call is cleared to run and only reads.
+    fn runs_read_only(&self) -> bool {
+        matches!(self, Plan::Run(cleared) if cleared.tool.effect() == Effect::ReadOnly)
+    }
+}
+
+/// Passes the calls of one model turn through the gate, runs the ones cleared, records the
+/// others' results, and returns every call's result in the model's order.
 pub async fn dispatch(
     ctx: &RunCtx,
     guard: &LoopGuard,
     limiter: &mut RateLimiter,
     calls: &[ToolCall],
 ) -> Result<Vec<CallResult>, StoreError> {
+    let plans = plan_calls(ctx, guard, limiter, calls).await;
+    let results = run_plans(ctx, calls, &plans).await;
+    record_results(ctx, &results).await?;
+    Ok(results)
+}
+
+/// Plans each call in the model's order: refused (a secret, malformed, the gate, the user) or
+/// cleared to run. Refusals are redacted.
+async fn plan_calls(
+    ctx: &RunCtx,
+    guard: &LoopGuard,
+    limiter: &mut RateLimiter,
+    calls: &[ToolCall],
+) -> Vec<Plan> {
     let mut plans = Vec::with_capacity(calls.len());
     for call in calls {
         let arguments = parse_arguments(call);
@@ -78,11 +104,17 @@ pub async fn dispatch(
             run => run,
         });
     }
+    plans
+}
 
+/// Runs the cleared calls — consecutive read-only ones together, the others one at a time in the
+/// model's order — and returns every call's result, refused ones included.
+async fn run_plans(ctx: &RunCtx, calls: &[ToolCall], plans: &[Plan]) -> Vec<CallResult> {
     let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
     let mut index = 0;
     while index < calls.len() {
-        match &plans[index] {
+        let plan = &plans[index];
+        match plan {
             Plan::Refused(output) => {
                 results[index] = Some(CallResult {
                     call: calls[index].clone(),
@@ -91,49 +123,12 @@ pub async fn dispatch(
                 });
                 index += 1;
             }
-            Plan::Run { tool, .. } if tool.effect() == Effect::ReadOnly => {
+            Plan::Run(_) if plan.runs_read_only() => {
                 // A run of consecutive read-only calls executes concurrently, bounded.
-                let mut end = index;
-                while end < calls.len()
-                    && matches!(&plans[end], Plan::Run { tool, .. } if tool.effect() == Effect::ReadOnly)
-                {
-                    end += 1;
-                }
-                let batch: Vec<Planned> = (index..end)
-                    .filter_map(|i| match &plans[i] {
-                        Plan::Run {
-                            tool,
-                            args,
-                            hash,
-                            approval,
-                        } => Some((
-                            i,
-                            tool.clone(),
-                            args.clone(),
-                            hash.clone(),
-                            approval.clone(),
-                        )),
-                        Plan::Refused(_) => None,
-                    })
-                    .collect();
-                // Boxed with an explicit type: a closure here trips the compiler's higher-ranked
-                // lifetime inference for `Send` futures.
-                let futures: Vec<BoxedCall<'_>> = batch
-                    .into_iter()
-                    .map(|(i, tool, args, hash, approval)| -> BoxedCall<'_> {
-                        Box::pin(async move {
-                            (
-                                i,
-                                execute(ctx, &calls[i], tool.as_ref(), args, &hash, approval).await,
-                            )
-                        })
-                    })
-                    .collect();
-                let outputs: Vec<(usize, ToolOutput)> = futures::stream::iter(futures)
-                    .buffered(ctx.runtime.limits.max_parallel_tools.max(1))
-                    .collect()
-                    .await;
-                for (i, output) in outputs {
+                let end = (index..calls.len())
+                    .find(|&end| !plans[end].runs_read_only())
+                    .unwrap_or(calls.len());
+                for (i, output) in execute_together(ctx, calls, plans, index..end).await {
                     results[i] = Some(CallResult {
                         call: calls[i].clone(),
                         output,
@@ -142,21 +137,8 @@ pub async fn dispatch(
                 }
                 index = end;
             }
-            Plan::Run {
-                tool,
-                args,
-                hash,
-                approval,
-            } => {
-                let output = execute(
-                    ctx,
-                    &calls[index],
-                    tool.as_ref(),
-                    args.clone(),
-                    hash,
-                    approval.clone(),
-                )
-                .await;
+            Plan::Run(cleared) => {
+                let output = execute(ctx, &calls[index], cleared.clone()).await;
                 results[index] = Some(CallResult {
                     call: calls[index].clone(),
                     output,
@@ -166,9 +148,35 @@ pub async fn dispatch(
             }
         }
     }
-    let results: Vec<CallResult> = results.into_iter().flatten().collect();
-    record_results(ctx, &results).await?;
-    Ok(results)
+    results.into_iter().flatten().collect()
+}
+
+/// Executes the cleared calls of `plans` in `range` concurrently, at most `max_parallel_tools` at
+/// a time; returns each output with its call's index.
+async fn execute_together(
+    ctx: &RunCtx,
+    calls: &[ToolCall],
+    plans: &[Plan],
+    range: Range<usize>,
+) -> Vec<(usize, ToolOutput)> {
+    let batch: Vec<(usize, Cleared)> = range
+        .filter_map(|i| match &plans[i] {
+            Plan::Run(cleared) => Some((i, cleared.clone())),
+            Plan::Refused(_) => None,
+        })
+        .collect();
+    // Boxed with an explicit type: a closure here trips the compiler's higher-ranked
+    // lifetime inference for `Send` futures.
+    let futures: Vec<BoxedCall<'_>> = batch
+        .into_iter()
+        .map(|(i, cleared)| -> BoxedCall<'_> {
+            Box::pin(async move { (i, execute(ctx, &calls[i], cleared).await) })
+        })
+        .collect();
+    futures::stream::iter(futures)
+        .buffered(ctx.runtime.limits.max_parallel_tools.max(1))
+        .collect()
+        .await
 }
 
 /// What the model is told when a call is refused for carrying a secret. It names no value.
@@ -261,6 +269,8 @@ pub fn redacted_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
         .collect()
 }
 
+/// Plans one call: finds its tool, checks its arguments, asks the gate (recording the decision)
+/// and, when the gate wants it, the user.
 async fn plan(
     ctx: &RunCtx,
     guard: &LoopGuard,
@@ -268,39 +278,119 @@ async fn plan(
     call: &ToolCall,
     arguments: Result<Value, serde_json::Error>,
 ) -> Plan {
-    let Some(tool) = ctx.settings.tool(&call.name) else {
-        if let Some(message) = ctx.unavailable_tool_message(&call.name) {
-            return Plan::Refused(ToolOutput::error(message));
-        }
-        let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
-        return Plan::Refused(ToolOutput::error(format!(
-            "There is no tool named `{}`. Available tools: {}.",
-            call.name,
-            if available.is_empty() {
-                "none".to_string()
-            } else {
-                available.join(", ")
-            }
-        )));
+    let tool = match find_tool(ctx, call) {
+        Ok(tool) => tool,
+        Err(refusal) => return Plan::Refused(refusal),
     };
-    let args: Value = match arguments {
-        Ok(value @ Value::Object(_)) => value,
-        Ok(_) => {
-            return Plan::Refused(ToolOutput::error(format!(
-                "The arguments of `{}` must be a JSON object matching its schema.",
-                call.name
-            )));
-        }
-        Err(error) => {
-            return Plan::Refused(ToolOutput::error(format!(
-                "The arguments of `{}` were not valid JSON ({error}); nothing was run. Call it again with a JSON object matching its schema.",
-                call.name
-            )));
-        }
+    let args = match object_arguments(call, arguments) {
+        Ok(args) => args,
+        Err(refusal) => return Plan::Refused(refusal),
     };
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
     let hash = approval::action_hash(&call.name, &args);
+    let policy = call_policy(ctx, &call.name, &action, &hash).await;
+    let rate_limited = rate_limit_reason(limiter);
+    let request = GateRequest {
+        tool: &call.name,
+        autonomy: policy.autonomy,
+        effect: tool.effect_for(&args, &ctx.tools),
+        assessment: &assessment,
+        rate_limited,
+        loop_guard: guard.check_call(call),
+        rule: policy.rule,
+        grant: policy.grant,
+    };
+    let envelope = gate::decide(&request);
+    ctx.record_step(NewStep {
+        kind: "decision",
+        name: Some(call.name.clone()),
+        detail: json!({
+            "call_id": call.id,
+            "action": action,
+            "envelope": envelope.to_json(),
+            "assessment": assessment.reasons,
+            "tightened_by_skills": policy.tightened_by,
+        }),
+        ..NewStep::default()
+    })
+    .await;
+    let cleared = Cleared {
+        tool,
+        args,
+        hash,
+        approval: None,
+    };
+    match envelope.decision {
+        Decision::Allow => Plan::Run(cleared),
+        Decision::Deny => Plan::Refused(ToolOutput::error(format!(
+            "Not run: {} (decided by {}). Do not retry this call; tell the user if it matters.",
+            envelope.reason, envelope.source
+        ))),
+        Decision::RequireApproval => ask_for_approval(ctx, call, cleared, &action, &envelope).await,
+    }
+}
+
+/// The call's tool, or the refusal that names the tools there are (or says why one is missing).
+fn find_tool(ctx: &RunCtx, call: &ToolCall) -> Result<Arc<dyn Tool>, ToolOutput> {
+    if let Some(tool) = ctx.settings.tool(&call.name) {
+        return Ok(tool);
+    }
+    if let Some(message) = ctx.unavailable_tool_message(&call.name) {
+        return Err(ToolOutput::error(message));
+    }
+    let available: Vec<&str> = ctx.settings.tools.iter().map(|tool| tool.name()).collect();
+    Err(ToolOutput::error(format!(
+        "There is no tool named `{}`. Available tools: {}.",
+        call.name,
+        if available.is_empty() {
+            "none".to_string()
+        } else {
+            available.join(", ")
+        }
+    )))
+}
+
+/// The call's arguments when they are a JSON object, or the refusal that tells the model why not.
+fn object_arguments(
+    call: &ToolCall,
+    arguments: Result<Value, serde_json::Error>,
+) -> Result<Value, ToolOutput> {
+    match arguments {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(ToolOutput::error(format!(
+            "The arguments of `{}` must be a JSON object matching its schema.",
+            call.name
+        ))),
+        Err(error) => Err(ToolOutput::error(format!(
+            "The arguments of `{}` were not valid JSON ({error}); nothing was run. Call it again with a JSON object matching its schema.",
+            call.name
+        ))),
+    }
+}
+
+/// Why the call may not run now because of the rate limit (`None`: a slot was taken).
+fn rate_limit_reason(limiter: &mut RateLimiter) -> Option<String> {
+    limiter.try_acquire(Instant::now()).err().map(|wait| {
+        format!(
+            "rate limit reached ({}); try again in {} s",
+            limiter.describe(),
+            wait.as_secs().max(1)
+        )
+    })
+}
+
+/// What the gate weighs for one call besides the call itself: the store's grant and rule, and
+/// the run's autonomy tightened by the skills it loaded (named in `tightened_by`).
+struct CallPolicy<'a> {
+    grant: Option<String>,
+    rule: Option<(String, Decision, String)>,
+    autonomy: crate::config::Autonomy,
+    tightened_by: Vec<&'a str>,
+}
+
+/// Looks up the policy for one call (see [`CallPolicy`]).
+async fn call_policy<'a>(ctx: &'a RunCtx, tool: &str, action: &str, hash: &str) -> CallPolicy<'a> {
     // A skill loaded in this run tightens it by its `risk` hint (never loosens). Only when the
     // agent has such a skill does the lookup also read which skills the run loaded.
     let could_tighten: Vec<(&str, crate::config::Autonomy)> = ctx
@@ -315,7 +405,7 @@ async fn plan(
         grant,
         rule,
         skills_loaded,
-    } = policy_lookup(ctx, &call.name, &action, &hash, skills_of_run).await;
+    } = policy_lookup(ctx, tool, action, hash, skills_of_run).await;
     let tightening: Vec<(&str, crate::config::Autonomy)> = could_tighten
         .into_iter()
         .filter(|(name, _)| skills_loaded.iter().any(|loaded| loaded == name))
@@ -325,75 +415,45 @@ async fn plan(
         .map(|(_, ceiling)| *ceiling)
         .fold(ctx.settings.autonomy, std::cmp::max);
     let tightened_by: Vec<&str> = tightening.iter().map(|(name, _)| *name).collect();
-    let rate_limited = limiter.try_acquire(Instant::now()).err().map(|wait| {
-        format!(
-            "rate limit reached ({}); try again in {} s",
-            limiter.describe(),
-            wait.as_secs().max(1)
-        )
-    });
-    let request = GateRequest {
-        tool: &call.name,
-        autonomy,
-        effect: tool.effect_for(&args, &ctx.tools),
-        assessment: &assessment,
-        rate_limited,
-        loop_guard: guard.check_call(call),
-        rule,
+    CallPolicy {
         grant,
+        rule,
+        autonomy,
+        tightened_by,
+    }
+}
+
+/// Asks the user about a call the gate holds for approval: cleared to run once approved (with a
+/// note of who approved it), refused when denied.
+async fn ask_for_approval(
+    ctx: &RunCtx,
+    call: &ToolCall,
+    cleared: Cleared,
+    action: &str,
+    envelope: &gate::DecisionEnvelope,
+) -> Plan {
+    let asked = approval::Asked {
+        action,
+        hash: &cleared.hash,
+        target: cleared.tool.target(&cleared.args),
     };
-    let envelope = gate::decide(&request);
-    ctx.record_step(NewStep {
-        kind: "decision",
-        name: Some(call.name.clone()),
-        detail: json!({
-            "call_id": call.id,
-            "action": action,
-            "envelope": envelope.to_json(),
-            "assessment": assessment.reasons,
-            "tightened_by_skills": tightened_by,
-        }),
-        ..NewStep::default()
-    })
-    .await;
-    match envelope.decision {
-        Decision::Allow => Plan::Run {
-            tool,
-            args,
-            hash,
-            approval: None,
-        },
-        Decision::Deny => Plan::Refused(ToolOutput::error(format!(
-            "Not run: {} (decided by {}). Do not retry this call; tell the user if it matters.",
-            envelope.reason, envelope.source
-        ))),
-        Decision::RequireApproval => {
-            let asked = approval::Asked {
-                action: &action,
-                hash: &hash,
-                target: tool.target(&args),
-            };
-            match approval::request(ctx, call, asked, &envelope).await {
-                ApprovalOutcome::Approved { id, by } => {
-                    ctx.record_step(NewStep {
-                        kind: "note",
-                        name: Some(call.name.clone()),
-                        detail: json!({"call_id": call.id, "approval": id, "approved_by": by}),
-                        ..NewStep::default()
-                    })
-                    .await;
-                    Plan::Run {
-                        tool,
-                        args,
-                        hash,
-                        approval: Some(id),
-                    }
-                }
-                ApprovalOutcome::Denied { reason } => Plan::Refused(ToolOutput::error(format!(
-                    "Not run: the user did not approve this action ({reason}). Do not retry it without new input from the user."
-                ))),
-            }
+    match approval::request(ctx, call, asked, envelope).await {
+        ApprovalOutcome::Approved { id, by } => {
+            ctx.record_step(NewStep {
+                kind: "note",
+                name: Some(call.name.clone()),
+                detail: json!({"call_id": call.id, "approval": id, "approved_by": by}),
+                ..NewStep::default()
+            })
+            .await;
+            Plan::Run(Cleared {
+                approval: Some(id),
+                ..cleared
+            })
         }
+        ApprovalOutcome::Denied { reason } => Plan::Refused(ToolOutput::error(format!(
+            "Not run: the user did not approve this action ({reason}). Do not retry it without new input from the user."
+        ))),
     }
 }
 
@@ -499,14 +559,9 @@ async fn policy_lookup(
     found.unwrap_or_default()
 }
 
-async fn execute(
-    ctx: &RunCtx,
-    call: &ToolCall,
-    tool: &dyn Tool,
-    args: Value,
-    hash: &str,
-    approval: Option<String>,
-) -> ToolOutput {
+/// Runs one cleared call under its timeout and the run's cancellation; records it (step, audit,
+/// transcript) and tells the channel; returns its output, redacted and truncated.
+async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> ToolOutput {
     ctx.deliver(OutEvent::Tool {
         name: call.name.clone(),
         status: "started".into(),
@@ -516,25 +571,53 @@ async fn execute(
     ctx.record_step(NewStep {
         kind: "tool_call",
         name: Some(call.name.clone()),
-        detail: json!({"call_id": call.id, "arguments": args}),
+        detail: json!({"call_id": call.id, "arguments": cleared.args}),
         ..NewStep::default()
     })
     .await;
     let started = Instant::now();
+    let result = call_tool(ctx, cleared.tool.as_ref(), cleared.args).await;
+    // Redacted before anything else sees it: the step, the transcript, the audit and the model.
+    let output = redacted_output(match result {
+        Ok(output) => output,
+        Err(error) => ToolOutput::error(error.to_string()),
+    });
+    let output = truncated(output, ctx.runtime.limits.tool_output_max_chars);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    record_execution(
+        ctx,
+        call,
+        &output,
+        &cleared.hash,
+        cleared.approval,
+        duration_ms,
+    )
+    .await;
+    ctx.deliver(OutEvent::Tool {
+        name: call.name.clone(),
+        status: if output.is_error {
+            "failed".into()
+        } else {
+            "done".into()
+        },
+    });
+    output
+}
+
+/// Calls the tool, bounded by its timeout (an hour at most) and cut short by the run's cancellation.
+async fn call_tool(ctx: &RunCtx, tool: &dyn Tool, args: Value) -> Result<ToolOutput, ToolError> {
     let timeout = tool.timeout().min(Duration::from_secs(3600));
-    let result = tokio::select! {
+    tokio::select! {
         result = tokio::time::timeout(timeout, tool.call(args, &ctx.tools)) => match result {
             Ok(result) => result,
             Err(_) => Err(ToolError::Timeout(timeout)),
         },
         _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-    };
-    // Redacted before anything else sees it: the step, the transcript, the audit and the model.
-    let mut output = redacted_output(match result {
-        Ok(output) => output,
-        Err(error) => ToolOutput::error(error.to_string()),
-    });
-    let limit = ctx.runtime.limits.tool_output_max_chars;
+    }
+}
+
+/// `output` cut to `limit` characters, with a note of how many were left out.
+fn truncated(mut output: ToolOutput, limit: usize) -> ToolOutput {
     let length = output.text.chars().count();
     if length > limit {
         let kept: String = output.text.chars().take(limit).collect();
@@ -543,7 +626,19 @@ async fn execute(
             length - limit
         );
     }
-    let duration_ms = started.elapsed().as_millis() as u64;
+    output
+}
+
+/// Records an executed call's result — its step, audit row and transcript event in one
+/// transaction — then announces the audit row and the step.
+async fn record_execution(
+    ctx: &RunCtx,
+    call: &ToolCall,
+    output: &ToolOutput,
+    hash: &str,
+    approval: Option<String>,
+    duration_ms: u64,
+) {
     // The result's step and its transcript event land together, right away: after a crash the
     // resumed run knows exactly which calls finished.
     let step = NewStep {
@@ -594,15 +689,6 @@ async fn execute(
         }
         Err(error) => tracing::warn!(run_id, %error, "could not record a tool result"),
     }
-    ctx.deliver(OutEvent::Tool {
-        name: call.name.clone(),
-        status: if output.is_error {
-            "failed".into()
-        } else {
-            "done".into()
-        },
-    });
-    output
 }
 
 async fn record_results(ctx: &RunCtx, results: &[CallResult]) -> Result<(), StoreError> {

@@ -9,24 +9,22 @@
 //! The final answer, the run's end and the reply's outbox row are written in one transaction;
 //! only then is the reply handed to the channel.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction;
-use super::composer::compose;
 use super::dispatch;
 use super::loop_guard::{GuardStop, LoopGuard};
-use super::transcript::{self, estimate_tokens, message_tokens};
+use super::transcript::{self, message_tokens};
 use super::{AgentRuntime, AgentSettings};
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventData, EventKind};
-use crate::llm::{ChatMessage, ChatRequest, StreamDelta, chat_with_fallback};
+use crate::llm::{ChatMessage, ChatResponse, ToolCall};
 use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
-use crate::store::approvals::ApprovalStatus;
 use crate::store::outbox;
 use crate::store::runs::{self, NewStep, RunStatus};
 use crate::store::sessions::{self, EventKindRow, NewEvent};
@@ -35,9 +33,13 @@ use crate::tool::ToolContext;
 mod budget;
 mod layers;
 mod mcp_wait;
+mod model;
+mod resume;
 mod spoken;
+mod streaming;
 
-use spoken::{answer_is_spoken, spoken_to};
+use model::ModelSetup;
+use spoken::spoken_to;
 
 /// What started the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +152,13 @@ enum Ending {
     Stopped(RunStatus, String),
 }
 
+impl Ending {
+    /// The ending of a run stopped by `/stop`.
+    fn cancelled() -> Ending {
+        Ending::Stopped(RunStatus::Cancelled, "Stopped.".into())
+    }
+}
+
 pub async fn execute(request: RunRequest) -> RunReport {
     let runtime = request.runtime.clone();
     let zone = super::zone::zone_for_run(&runtime, request.session_id, &request.chat).await;
@@ -203,50 +212,68 @@ pub async fn execute(request: RunRequest) -> RunReport {
     finish(&ctx, ending, limiter).await
 }
 
+/// Takes the run from its conversation to its ending: it does not start when the agent is paused
+/// or over budget; otherwise it waits for the MCP servers, opens the conversation and takes turns
+/// with the model.
 async fn drive(
     ctx: &mut RunCtx,
     limiter: &mut RateLimiter,
     context: Option<Vec<ChatMessage>>,
     resume: bool,
 ) -> Result<Ending, StoreError> {
-    if ctx.settings.paused {
-        return Ok(Ending::Stopped(
-            RunStatus::Cancelled,
-            format!(
-                "{} is paused by the operator, so nothing was run; try again when it is resumed.",
-                ctx.runtime.spec.name
-            ),
-        ));
-    }
-    if !resume && let Some(ending) = budget::check(ctx, budget::When::BeforeRun).await? {
+    if let Some(ending) = refusal_to_start(ctx, resume).await? {
         return Ok(ending);
     }
     // Before anything uses the tools (a resumed run's waiting calls included).
     mcp_wait::wait_for_servers(ctx).await;
     let ctx: &RunCtx = ctx;
-    let spec = &ctx.runtime.spec;
+    let guard = LoopGuard::new(ctx.settings.autonomy);
+    let (recap, conversation) = open_conversation(ctx, &guard, limiter, context, resume).await?;
+    let turns = Turns {
+        ctx,
+        limiter,
+        guard,
+        model: ModelSetup::for_run(ctx).await,
+        recap,
+        conversation,
+        model_calls: 0,
+    };
+    turns.run().await
+}
 
+/// Why the run does not start at all: its agent is paused, or (a new run only) a budget is spent.
+async fn refusal_to_start(ctx: &RunCtx, resume: bool) -> Result<Option<Ending>, StoreError> {
+    if ctx.settings.paused {
+        return Ok(Some(Ending::Stopped(
+            RunStatus::Cancelled,
+            format!(
+                "{} is paused by the operator, so nothing was run; try again when it is resumed.",
+                ctx.runtime.spec.name
+            ),
+        )));
+    }
+    if resume {
+        return Ok(None);
+    }
+    budget::check(ctx, budget::When::BeforeRun).await
+}
+
+/// The recap and conversation the run starts from: the caller's, or the stored one — taken up
+/// again after a restart, and compacted when it has grown too long.
+async fn open_conversation(
+    ctx: &RunCtx,
+    guard: &LoopGuard,
+    limiter: &mut RateLimiter,
+    context: Option<Vec<ChatMessage>>,
+    resume: bool,
+) -> Result<(Option<String>, Vec<ChatMessage>), StoreError> {
     let stateless = context.is_some();
     let (mut recap, mut conversation) = match context {
         Some(messages) => (None, messages),
         None => load_conversation(ctx).await?,
     };
-    let mut guard = LoopGuard::new(ctx.settings.autonomy);
     if resume {
-        let waiting = close_interrupted_calls(ctx).await?;
-        if !waiting.is_empty() {
-            // Calls that were waiting for a decision go through the gate again and find their
-            // stored approval: they run once it is granted, or are reported denied.
-            dispatch::dispatch(ctx, &guard, limiter, &waiting).await?;
-        }
-        (recap, conversation) = load_conversation(ctx).await?;
-        ctx.record_step(NewStep {
-            kind: "note",
-            name: Some("resume".into()),
-            detail: json!({"reason": "the daemon restarted while this run was open"}),
-            ..NewStep::default()
-        })
-        .await;
+        (recap, conversation) = resume::resume_run(ctx, guard, limiter).await?;
     }
     if !stateless
         && should_compact(ctx, &conversation)
@@ -259,122 +286,67 @@ async fn drive(
         );
         (recap, conversation) = load_conversation(ctx).await?;
     }
+    Ok((recap, conversation))
+}
 
-    let tool_specs: Vec<_> = ctx.settings.tools.iter().map(|tool| tool.spec()).collect();
-    let reserved = tool_specs
-        .iter()
-        .map(|spec| estimate_tokens(&spec.description) + estimate_tokens(&spec.parameters.to_string()) + 8)
-        .sum::<usize>()
-        // Room for the answer: a quarter of the budget, at most a thousand tokens.
-        + (spec.context_tokens as usize / 4).min(1_000);
-    let chain = ctx.settings.model_chain(spec);
-    // A spoken answer is not shown as streamed text first.
-    let streaming = matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local)
-        && !answer_is_spoken(ctx).await;
-    let mut model_calls = 0_u32;
-    loop {
-        if ctx.cancel.is_cancelled() {
-            return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
+/// The state of a run's turns with the model: the conversation so far and what each turn needs.
+struct Turns<'a> {
+    ctx: &'a RunCtx,
+    limiter: &'a mut RateLimiter,
+    guard: LoopGuard,
+    model: ModelSetup,
+    recap: Option<String>,
+    conversation: Vec<ChatMessage>,
+    model_calls: u32,
+}
+
+impl Turns<'_> {
+    /// Takes turns — prepare, call the model, record its request for tools, dispatch them — until
+    /// the model answers without tools or something stops the run.
+    async fn run(mut self) -> Result<Ending, StoreError> {
+        loop {
+            if let ControlFlow::Break(ending) = self.prepare_turn().await? {
+                return Ok(ending);
+            }
+            let asked = self
+                .model
+                .ask(self.ctx, self.recap.as_deref(), &self.conversation);
+            let response = match asked.await? {
+                ControlFlow::Continue(response) => response,
+                ControlFlow::Break(ending) => return Ok(ending),
+            };
+            if response.tool_calls.is_empty() {
+                return Ok(final_answer(response));
+            }
+            self.record_tool_request(&response).await?;
+            if let ControlFlow::Break(ending) = self.dispatch_tools(&response.tool_calls).await? {
+                return Ok(ending);
+            }
+        }
+    }
+
+    /// The checks before a model call: `/stop`, the budgets (from the second call on) and the
+    /// loop guard's turn limit.
+    async fn prepare_turn(&mut self) -> Result<ControlFlow<Ending>, StoreError> {
+        if self.ctx.cancel.is_cancelled() {
+            return Ok(ControlFlow::Break(Ending::cancelled()));
         }
         // A run that used up a budget stops at its next model call, not only the next run.
-        if model_calls > 0
-            && let Some(ending) = budget::check(ctx, budget::When::MidRun).await?
+        if self.model_calls > 0
+            && let Some(ending) = budget::check(self.ctx, budget::When::MidRun).await?
         {
-            return Ok(ending);
+            return Ok(ControlFlow::Break(ending));
         }
-        model_calls += 1;
-        if let Err(stop) = guard.before_turn() {
-            return Ok(guard_stop(ctx, stop).await);
+        self.model_calls += 1;
+        if let Err(stop) = self.guard.before_turn() {
+            return Ok(ControlFlow::Break(guard_stop(self.ctx, stop).await));
         }
-        let layers = layers::layers(ctx, recap.as_deref(), &conversation).await;
-        let composed = compose(
-            &layers,
-            &conversation,
-            spec.context_tokens as usize,
-            reserved,
-        );
-        let request = ChatRequest {
-            model: String::new(),
-            messages: composed.messages,
-            tools: tool_specs.clone(),
-            temperature: None,
-            max_tokens: None,
-        };
-        let started = Instant::now();
-        let (stream_tx, forwarder) = if streaming {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            (
-                Some(tx),
-                Some(tokio::spawn(forward_partials(ctx_outbound(ctx), rx))),
-            )
-        } else {
-            (None, None)
-        };
-        let call = chat_with_fallback(&ctx.runtime.providers, &chain, request, stream_tx.as_ref());
-        let result = tokio::select! {
-            result = call => result,
-            _ = ctx.cancel.cancelled() => {
-                drop(stream_tx);
-                if let Some(forwarder) = forwarder { forwarder.abort(); }
-                return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
-            }
-        };
-        drop(stream_tx);
-        if let Some(forwarder) = forwarder {
-            let _ = forwarder.await;
-        }
-        let duration_ms = started.elapsed().as_millis() as u64;
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                let text = crate::secrets::redact(&error.to_string()).into_owned();
-                ctx.record_step(NewStep {
-                    kind: "error",
-                    name: Some("llm".into()),
-                    detail: json!({"error": text, "models": chain.iter().map(|m| format!("{}/{}", m.provider, m.model)).collect::<Vec<_>>()}),
-                    duration_ms: Some(duration_ms),
-                    ..NewStep::default()
-                })
-                .await;
-                return Ok(Ending::Stopped(
-                    RunStatus::Failed,
-                    format!(
-                        "I could not reach the model right now ({text}). Your message is saved; please try again later."
-                    ),
-                ));
-            }
-        };
-        for (model, error) in &outcome.failed {
-            ctx.record_step(NewStep {
-                kind: "error",
-                name: Some(format!("{}/{}", model.provider, model.model)),
-                detail: json!({"error": crate::secrets::redact(&error.to_string()), "fallback": true}),
-                ..NewStep::default()
-            })
-            .await;
-        }
-        record_model_call(
-            ctx,
-            &outcome,
-            composed.estimated_tokens,
-            composed.dropped_layers.clone(),
-            duration_ms,
-        )
-        .await?;
-        let response = outcome.response;
-        if response.tool_calls.is_empty() {
-            let text = response.text.trim().to_string();
-            if text.is_empty() {
-                return Ok(Ending::Answer(match response.finish {
-                    crate::llm::FinishReason::Length => {
-                        "(The answer was cut off by the model's length limit.)".into()
-                    }
-                    _ => "(The model returned an empty answer.)".into(),
-                }));
-            }
-            return Ok(Ending::Answer(text));
-        }
+        Ok(ControlFlow::Continue(()))
+    }
 
+    /// Stores the model's request for tools in the transcript and adds it to the conversation.
+    async fn record_tool_request(&mut self, response: &ChatResponse) -> Result<(), StoreError> {
+        let ctx = self.ctx;
         // Store the request for tools before any of them runs (secrets in it redacted; the
         // dispatcher refuses the calls that carry one).
         let recorded_calls = dispatch::redacted_calls(&response.tool_calls);
@@ -401,14 +373,23 @@ async fn drive(
                 )
             })
             .await?;
-        conversation.push(assistant);
-        let results = dispatch::dispatch(ctx, &guard, limiter, &response.tool_calls).await?;
+        self.conversation.push(assistant);
+        Ok(())
+    }
+
+    /// Runs the requested calls and adds their results to the conversation; stops the run when it
+    /// was cancelled meanwhile or the loop guard says so.
+    async fn dispatch_tools(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> Result<ControlFlow<Ending>, StoreError> {
+        let results = dispatch::dispatch(self.ctx, &self.guard, self.limiter, calls).await?;
         let failed = results
             .iter()
             .filter(|result| result.output.is_error)
             .count();
         for result in &results {
-            conversation.push(ChatMessage::tool_result(
+            self.conversation.push(ChatMessage::tool_result(
                 &result.call,
                 transcript::wrap_tool_output(
                     &result.call.name,
@@ -417,13 +398,28 @@ async fn drive(
                 ),
             ));
         }
-        if ctx.cancel.is_cancelled() {
-            return Ok(Ending::Stopped(RunStatus::Cancelled, "Stopped.".into()));
+        if self.ctx.cancel.is_cancelled() {
+            return Ok(ControlFlow::Break(Ending::cancelled()));
         }
-        if let Err(stop) = guard.after_calls(&response.tool_calls, failed) {
-            return Ok(guard_stop(ctx, stop).await);
+        if let Err(stop) = self.guard.after_calls(calls, failed) {
+            return Ok(ControlFlow::Break(guard_stop(self.ctx, stop).await));
         }
+        Ok(ControlFlow::Continue(()))
     }
+}
+
+/// The run's answer from a response without tool calls (a note in its place when it is empty).
+fn final_answer(response: ChatResponse) -> Ending {
+    let text = response.text.trim().to_string();
+    if !text.is_empty() {
+        return Ending::Answer(text);
+    }
+    Ending::Answer(match response.finish {
+        crate::llm::FinishReason::Length => {
+            "(The answer was cut off by the model's length limit.)".into()
+        }
+        _ => "(The model returned an empty answer.)".into(),
+    })
 }
 
 async fn guard_stop(ctx: &RunCtx, stop: GuardStop) -> Ending {
@@ -464,190 +460,6 @@ pub async fn load_conversation(
             Ok((session.recap, messages))
         })
         .await
-}
-
-/// After a restart: calls this run asked for whose results were never recorded get a result that
-/// says so. They are not run again — they may have had effects before the crash. The exception are
-/// calls that were waiting for (or had just received) an approval: they never started, so they are
-/// returned to be dispatched again, which re-attaches them to their stored approval.
-async fn close_interrupted_calls(ctx: &RunCtx) -> Result<Vec<crate::llm::ToolCall>, StoreError> {
-    let (session_id, run_id) = (ctx.session_id, ctx.run_id);
-    ctx.runtime
-        .store
-        .write(move |conn| {
-            let events = sessions::run_events(conn, run_id)?;
-            let mut open: Vec<crate::llm::ToolCall> = Vec::new();
-            for event in &events {
-                match event.kind {
-                    EventKindRow::Assistant => open.extend(transcript::parse_tool_calls(event.data.as_deref())),
-                    EventKindRow::ToolResult => {
-                        let data: serde_json::Value =
-                            event.data.as_deref().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
-                        open.retain(|call| Some(call.id.as_str()) != data["call_id"].as_str());
-                    }
-                    _ => {}
-                }
-            }
-            let now = crate::clock::now_ms();
-            let mut waiting = Vec::new();
-            for call in &open {
-                let approval = crate::store::approvals::for_call(conn, run_id, &call.id)?;
-                if approval.is_some_and(|row| {
-                    matches!(row.status, ApprovalStatus::Pending | ApprovalStatus::Approved)
-                }) {
-                    waiting.push(call.clone());
-                    continue;
-                }
-                let data = transcript::tool_result_data(call, true);
-                sessions::append(
-                    conn,
-                    session_id,
-                    &NewEvent {
-                        kind: EventKindRow::ToolResult,
-                        sender: None,
-                        content: "This call was interrupted by a restart of the daemon and was not run again, \
-                                  because it may already have taken effect. Check before repeating it.",
-                        data: Some(&data),
-                        run_id: Some(run_id),
-                        inbound_id: None,
-                    },
-                    now,
-                )?;
-            }
-            Ok(waiting)
-        })
-        .await
-}
-
-async fn record_model_call(
-    ctx: &RunCtx,
-    outcome: &crate::llm::FallbackOutcome,
-    prompt_tokens: usize,
-    dropped_layers: Vec<&'static str>,
-    duration_ms: u64,
-) -> Result<(), StoreError> {
-    let usage = outcome.response.usage;
-    let model = outcome.model.model.clone();
-    let provider = outcome.model.provider.clone();
-    let cost = ctx.runtime.prices.cost(&provider, &model, &usage);
-    let call = runs::CallUsage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cost_usd: cost.usd,
-        unpriced: cost.unpriced,
-    };
-    let step = NewStep {
-        kind: "llm",
-        name: Some(format!("{provider}/{model}")),
-        detail: json!({
-            "prompt_tokens_estimated": prompt_tokens,
-            "dropped_layers": dropped_layers,
-            "finish": format!("{:?}", outcome.response.finish),
-            "tool_calls": outcome.response.tool_calls.iter().map(|call| &call.name).collect::<Vec<_>>(),
-            "unpriced": cost.unpriced,
-        }),
-        tokens_in: Some(usage.input_tokens),
-        tokens_out: Some(usage.output_tokens),
-        cost_usd: Some(cost.usd),
-        duration_ms: Some(duration_ms),
-    };
-    let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
-    let now = crate::clock::now_ms();
-    ctx.runtime
-        .store
-        .write(move |conn| {
-            runs::add_step(conn, run_id, &step, now)?;
-            runs::add_usage(conn, run_id, &model, &call)?;
-            let site = runs::CallSite {
-                at_ms: now,
-                agent: &agent,
-                provider: &provider,
-                model: &model,
-                run_id: Some(run_id),
-            };
-            runs::record_cost(conn, &site, &call)
-        })
-        .await?;
-    ctx.runtime.events.publish_data(
-        EventKind::CostRecorded,
-        &format!("run:{}", ctx.run_id),
-        &format!(
-            "{} {}+{} tokens {}",
-            outcome.model.model,
-            usage.input_tokens,
-            usage.output_tokens,
-            if cost.unpriced {
-                "unpriced".to_string()
-            } else {
-                format!("${:.5}", cost.usd)
-            }
-        ),
-        EventData::CostRecorded {
-            agent: ctx.agent().to_string(),
-            model: outcome.model.model.clone(),
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            cost_usd: cost.usd,
-        },
-    );
-    Ok(())
-}
-
-/// Where streamed partial answers go.
-struct PartialSink {
-    registry: crate::registry::Registry,
-    template: Outbound,
-}
-
-fn ctx_outbound(ctx: &RunCtx) -> PartialSink {
-    PartialSink {
-        registry: ctx.runtime.registry.clone(),
-        template: Outbound {
-            agent: ctx.agent().to_string(),
-            chat: ctx.chat.clone(),
-            run_id: Some(ctx.run_id),
-            correlation: ctx.correlation.clone(),
-            event: OutEvent::Working,
-        },
-    }
-}
-
-/// Forwards the streamed text to the channel, at most every 150 ms (channels pace their own edits).
-async fn forward_partials(
-    sink: PartialSink,
-    mut deltas: tokio::sync::mpsc::UnboundedReceiver<StreamDelta>,
-) {
-    const EVERY: Duration = Duration::from_millis(150);
-    let mut text = String::new();
-    let mut last_sent = Instant::now() - EVERY;
-    let mut dirty = false;
-    let send = |text: &str| {
-        let mut outbound = sink.template.clone();
-        outbound.event = OutEvent::Partial {
-            text: text.to_string(),
-        };
-        crate::channels::deliver(&sink.registry, outbound);
-    };
-    while let Some(delta) = deltas.recv().await {
-        match delta {
-            StreamDelta::Text(piece) => {
-                text.push_str(&piece);
-                dirty = true;
-            }
-            StreamDelta::Reset => {
-                text.clear();
-                dirty = false;
-            }
-        }
-        if dirty && last_sent.elapsed() >= EVERY {
-            send(&text);
-            last_sent = Instant::now();
-            dirty = false;
-        }
-    }
-    if dirty && !text.is_empty() {
-        send(&text);
-    }
 }
 
 /// Writes the run's end, the answer and (for Telegram) its outbox row in one transaction, then

@@ -35,7 +35,7 @@ use super::stream::{EDIT_SPACING, Stream, StreamSettings};
 use super::upload;
 use crate::events::{EventBus, EventKind};
 use crate::store::Store;
-use crate::store::outbox;
+use crate::store::outbox::{self, OutboxFile, OutboxRow};
 use crate::store::telegram as updates;
 
 const TYPING_EVERY: Duration = Duration::from_millis(4500);
@@ -199,6 +199,8 @@ impl ChatWorker {
         last.ok_or_else(|| TelegramError::Other("an approval prompt with no text".into()))
     }
 
+    /// Delivers a final answer (or a queued reply): a file, a spoken reply, or text whose first
+    /// part replaces the run's streamed message; then records the outbox row's outcome.
     async fn deliver_final(
         &self,
         run_id: Option<i64>,
@@ -207,80 +209,102 @@ impl ChatWorker {
         outbox_id: Option<i64>,
     ) {
         // The outbox row is the truth: a row already delivered is not sent again.
-        let mut row = None;
-        if let Some(id) = outbox_id {
-            match self
-                .store
-                .read(move |conn| outbox::outbox_get(conn, id))
-                .await
-            {
-                Ok(None) => return,
-                Ok(Some(found)) if found.attempts >= MAX_ATTEMPTS => return,
-                Ok(Some(found)) => row = Some(found),
-                // Not knowing whether the row is a file or a spoken reply, sending it as text
-                // would be wrong; the outbox sweep tries it again.
-                Err(error) => {
-                    tracing::warn!(outbox_id = id, %error, "could not read a queued reply; the sweep retries it");
-                    return;
-                }
+        let row = match outbox_id {
+            Some(id) => match self.queued_row(id).await {
+                Some(found) => Some(found),
+                None => return,
+            },
+            None => None,
+        };
+        if let (Some(row), Some(id)) = (row.as_ref(), outbox_id) {
+            // A file (`send_file`) is an upload of its own, in its place among the chat's replies.
+            if let Some(file) = row.file.as_ref() {
+                self.deliver_file_row(id, row, file, text).await;
+                return;
+            }
+            let has_stream = streamed.as_ref().is_some_and(|s| s.message_id().is_some());
+            if row.speak && !has_stream && self.speak_reply(id, row, text).await {
+                return;
             }
         }
-        // A file (`send_file`) is an upload of its own, in its place among the chat's replies.
-        if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
-            && let Some(file) = row.file.as_ref()
-        {
-            let result = self.send_file_row(row).await;
-            let shown = format!("[{} {}] {text}", file.kind, file.name);
-            let done = self.finish_delivery(id, result.clone(), &shown, 1).await;
-            self.file_row_done(row, &result, done).await;
+        let (result, parts) = self.send_text_reply(run_id, streamed.as_ref(), text).await;
+        let Some(id) = outbox_id else {
+            if let Err(error) = result {
+                tracing::warn!(chat = self.chat_id, %error, "could not send a reply");
+            }
             return;
-        }
-        let has_stream = streamed.as_ref().is_some_and(|s| s.message_id().is_some());
-        if let (Some(row), Some(id)) = (row.as_ref(), outbox_id)
-            && row.speak
-            && !has_stream
+        };
+        self.finish_delivery(id, result, text, parts).await;
+    }
+
+    /// The outbox row `id` while it is still to be sent; `None` when it was delivered, ran out of
+    /// attempts, or could not be read.
+    async fn queued_row(&self, id: i64) -> Option<OutboxRow> {
+        match self
+            .store
+            .read(move |conn| outbox::outbox_get(conn, id))
+            .await
         {
-            match self.send_spoken(row).await {
-                upload::Spoken::Alone => {
-                    self.finish_delivery(id, Ok(()), text, 1).await;
-                    return;
-                }
-                // Voice sent; the text follows for what a voice cannot carry. The voice is
-                // recorded first, so a retry of the text does not speak it again.
-                upload::Spoken::WithText => {
-                    let recorded = self
-                        .store
-                        .write(move |conn| outbox::mark_voice_sent(conn, id))
-                        .await;
-                    if let Err(error) = recorded {
-                        tracing::warn!(outbox_id = id, %error, "could not record a spoken reply's voice as sent");
-                    }
-                }
-                // No voice: the text goes instead of it.
-                upload::Spoken::Failed => {}
+            Ok(None) => None,
+            Ok(Some(found)) if found.attempts >= MAX_ATTEMPTS => None,
+            Ok(Some(found)) => Some(found),
+            // Not knowing whether the row is a file or a spoken reply, sending it as text
+            // would be wrong; the outbox sweep tries it again.
+            Err(error) => {
+                tracing::warn!(outbox_id = id, %error, "could not read a queued reply; the sweep retries it");
+                None
             }
         }
+    }
+
+    /// Uploads `file`, the file of outbox row `id`, and records the outcome.
+    async fn deliver_file_row(&self, id: i64, row: &OutboxRow, file: &OutboxFile, text: &str) {
+        let result = self.send_file_row(row).await;
+        let shown = format!("[{} {}] {text}", file.kind, file.name);
+        let done = self.finish_delivery(id, result.clone(), &shown, 1).await;
+        self.file_row_done(row, &result, done).await;
+    }
+
+    /// Speaks outbox row `id` as a voice message. True when the voice says it all and the row is
+    /// finished; false when its text is still to be sent.
+    async fn speak_reply(&self, id: i64, row: &OutboxRow, text: &str) -> bool {
+        match self.send_spoken(row).await {
+            upload::Spoken::Alone => {
+                self.finish_delivery(id, Ok(()), text, 1).await;
+                true
+            }
+            // Voice sent; the text follows for what a voice cannot carry. The voice is
+            // recorded first, so a retry of the text does not speak it again.
+            upload::Spoken::WithText => {
+                let recorded = self
+                    .store
+                    .write(move |conn| outbox::mark_voice_sent(conn, id))
+                    .await;
+                if let Err(error) = recorded {
+                    tracing::warn!(outbox_id = id, %error, "could not record a spoken reply's voice as sent");
+                }
+                false
+            }
+            // No voice: the text goes instead of it.
+            upload::Spoken::Failed => false,
+        }
+    }
+
+    /// Sends `text` as HTML messages, the first one as an edit of the run's streamed message when
+    /// there is one; the first failure ends it. Returns the outcome and the number of parts.
+    async fn send_text_reply(
+        &self,
+        run_id: Option<i64>,
+        streamed: Option<&Stream>,
+        text: &str,
+    ) -> (Result<(), TelegramError>, usize) {
         let html = format::markdown_to_html(text);
         let chunks = format::split_html(&html, MESSAGE_LIMIT);
-        if let Some(current) = streamed.as_ref().filter(|s| s.message_id().is_some()) {
+        if let Some(current) = streamed.filter(|s| s.message_id().is_some()) {
             // The final edit respects the same spacing as the streamed ones.
             tokio::time::sleep_until(current.last_shown + EDIT_SPACING).await;
         }
-        // A run that streamed before a restart: its message id is in the database. (A run shown
-        // only as drafts has none: its answer is a new message.)
-        let mut streamed_id = streamed.as_ref().and_then(|s| s.message_id());
-        if streamed_id.is_none()
-            && let Some(run_id) = run_id
-        {
-            let chat_id = self.chat_id;
-            streamed_id = self
-                .store
-                .read(move |conn| updates::stream_message(conn, run_id, chat_id))
-                .await
-                .ok()
-                .flatten()
-                .map(|id| MessageId(id as i32));
-        }
+        let streamed_id = self.streamed_message_id(run_id, streamed).await;
         let mut result = Ok(());
         for (index, chunk) in chunks.iter().enumerate() {
             let sent = match (index, streamed_id) {
@@ -292,13 +316,30 @@ impl ChatWorker {
                 break;
             }
         }
-        let Some(id) = outbox_id else {
-            if let Err(error) = result {
-                tracing::warn!(chat = self.chat_id, %error, "could not send a reply");
-            }
-            return;
-        };
-        self.finish_delivery(id, result, text, chunks.len()).await;
+        (result, chunks.len())
+    }
+
+    /// The message a run's answer replaces: the one it is streaming into, else the one recorded
+    /// for it in the database.
+    async fn streamed_message_id(
+        &self,
+        run_id: Option<i64>,
+        streamed: Option<&Stream>,
+    ) -> Option<MessageId> {
+        // A run that streamed before a restart: its message id is in the database. (A run shown
+        // only as drafts has none: its answer is a new message.)
+        let streamed_id = streamed.and_then(|s| s.message_id());
+        if streamed_id.is_some() {
+            return streamed_id;
+        }
+        let run_id = run_id?;
+        let chat_id = self.chat_id;
+        self.store
+            .read(move |conn| updates::stream_message(conn, run_id, chat_id))
+            .await
+            .ok()
+            .flatten()
+            .map(|id| MessageId(id as i32))
     }
 
     /// Records the outcome of delivering outbox row `id` (delivered, failed for good, or failed

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::multipart::Field;
 use axum::extract::{DefaultBodyLimit, Multipart, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -180,63 +181,16 @@ fn openai_error(status: StatusCode, message: &str, kind: &str) -> Response {
         .into_response()
 }
 
+/// Answers one transcription request: the next fault if one is set, else the transcript; every
+/// well-formed request is recorded.
 async fn transcribe(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
-    mut form: Multipart,
+    form: Multipart,
 ) -> Response {
-    let mut file: Option<(Vec<u8>, String, String)> = None;
-    let mut model = None;
-    let mut response_format = None;
-    loop {
-        let field = match form.next_field().await {
-            Ok(Some(field)) => field,
-            Ok(None) => break,
-            Err(error) => {
-                return openai_error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("malformed multipart body: {error}"),
-                    "invalid_request_error",
-                );
-            }
-        };
-        let name = field.name().unwrap_or_default().to_string();
-        let file_name = field.file_name().map(str::to_string);
-        let content_type = field.content_type().unwrap_or_default().to_string();
-        let bytes = match field.bytes().await {
-            Ok(bytes) => bytes.to_vec(),
-            Err(error) => {
-                return openai_error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("malformed multipart field `{name}`: {error}"),
-                    "invalid_request_error",
-                );
-            }
-        };
-        match name.as_str() {
-            "file" => match file_name {
-                Some(file_name) => file = Some((bytes, file_name, content_type)),
-                None => {
-                    return openai_error(
-                        StatusCode::BAD_REQUEST,
-                        "the `file` part must carry a filename",
-                        "invalid_request_error",
-                    );
-                }
-            },
-            "model" => model = Some(String::from_utf8_lossy(&bytes).into_owned()),
-            "response_format" => {
-                response_format = Some(String::from_utf8_lossy(&bytes).into_owned())
-            }
-            _ => {}
-        }
-    }
-    let (Some((file_bytes, file_name, content_type)), Some(model)) = (file, model) else {
-        return openai_error(
-            StatusCode::BAD_REQUEST,
-            "you must provide a `file` and a `model`",
-            "invalid_request_error",
-        );
+    let upload = match read_upload(form).await {
+        Ok(upload) => upload,
+        Err(response) => return response,
     };
     let authorization = headers
         .get(header::AUTHORIZATION)
@@ -246,58 +200,17 @@ async fn transcribe(
     let response = {
         let mut state = shared.lock();
         let fault = (!state.faults.is_empty()).then(|| state.faults.remove(0));
-        let (status, response) = match fault {
-            Some(TranscriptionFault::ServerError) => (
-                500,
-                openai_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "The server had an error while processing your request.",
-                    "server_error",
-                ),
-            ),
-            Some(TranscriptionFault::Unreadable) => (
-                400,
-                openai_error(
-                    StatusCode::BAD_REQUEST,
-                    "Audio file might be corrupted or unsupported",
-                    "invalid_request_error",
-                ),
-            ),
-            Some(TranscriptionFault::EchoAuthorization) => (
-                401,
-                openai_error(
-                    StatusCode::UNAUTHORIZED,
-                    &format!(
-                        "Incorrect API key provided: {}",
-                        authorization.as_deref().unwrap_or("(none)")
-                    ),
-                    "invalid_request_error",
-                ),
-            ),
-            Some(TranscriptionFault::Stall(duration)) => {
-                stall = Some(duration);
-                let text = state
-                    .by_audio
-                    .get(&file_bytes)
-                    .cloned()
-                    .unwrap_or_else(|| state.default_text.clone());
-                (200, axum::Json(json!({"text": text})).into_response())
-            }
-            None => {
-                let text = state
-                    .by_audio
-                    .get(&file_bytes)
-                    .cloned()
-                    .unwrap_or_else(|| state.default_text.clone());
-                (200, axum::Json(json!({"text": text})).into_response())
-            }
-        };
+        if let Some(TranscriptionFault::Stall(duration)) = fault {
+            stall = Some(duration);
+        }
+        let (status, response) =
+            answer(&state, fault, &upload.file_bytes, authorization.as_deref());
         state.requests.push(TranscriptionRequest {
-            file_bytes,
-            file_name,
-            content_type,
-            model,
-            response_format,
+            file_bytes: upload.file_bytes,
+            file_name: upload.file_name,
+            content_type: upload.content_type,
+            model: upload.model,
+            response_format: upload.response_format,
             authorization,
             status,
         });
@@ -308,4 +221,140 @@ async fn transcribe(
         tokio::time::sleep(stall).await;
     }
     response
+}
+
+/// What the fake reads from a transcription request's form.
+struct Upload {
+    file_bytes: Vec<u8>,
+    file_name: String,
+    content_type: String,
+    model: String,
+    response_format: Option<String>,
+}
+
+/// Reads the multipart form; a malformed form, a `file` part without a file name, or a missing
+/// `file` or `model` is answered 400 as OpenAI does.
+async fn read_upload(mut form: Multipart) -> Result<Upload, Response> {
+    let mut file: Option<(Vec<u8>, String, String)> = None;
+    let mut model = None;
+    let mut response_format = None;
+    loop {
+        let field = match form.next_field().await {
+            Ok(Some(field)) => read_field(field).await?,
+            Ok(None) => break,
+            Err(error) => {
+                return Err(openai_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("malformed multipart body: {error}"),
+                    "invalid_request_error",
+                ));
+            }
+        };
+        match field.name.as_str() {
+            "file" => match field.file_name {
+                Some(file_name) => file = Some((field.bytes, file_name, field.content_type)),
+                None => {
+                    return Err(openai_error(
+                        StatusCode::BAD_REQUEST,
+                        "the `file` part must carry a filename",
+                        "invalid_request_error",
+                    ));
+                }
+            },
+            "model" => model = Some(String::from_utf8_lossy(&field.bytes).into_owned()),
+            "response_format" => {
+                response_format = Some(String::from_utf8_lossy(&field.bytes).into_owned())
+            }
+            _ => {}
+        }
+    }
+    let (Some((file_bytes, file_name, content_type)), Some(model)) = (file, model) else {
+        return Err(openai_error(
+            StatusCode::BAD_REQUEST,
+            "you must provide a `file` and a `model`",
+            "invalid_request_error",
+        ));
+    };
+    Ok(Upload {
+        file_bytes,
+        file_name,
+        content_type,
+        model,
+        response_format,
+    })
+}
+
+/// One part of a multipart form, read whole.
+struct FormField {
+    name: String,
+    file_name: Option<String>,
+    content_type: String,
+    bytes: Vec<u8>,
+}
+
+/// Reads one part of the form; a part whose body cannot be read is answered 400.
+async fn read_field(field: Field<'_>) -> Result<FormField, Response> {
+    let name = field.name().unwrap_or_default().to_string();
+    let file_name = field.file_name().map(str::to_string);
+    let content_type = field.content_type().unwrap_or_default().to_string();
+    match field.bytes().await {
+        Ok(bytes) => Ok(FormField {
+            name,
+            file_name,
+            content_type,
+            bytes: bytes.to_vec(),
+        }),
+        Err(error) => Err(openai_error(
+            StatusCode::BAD_REQUEST,
+            &format!("malformed multipart field `{name}`: {error}"),
+            "invalid_request_error",
+        )),
+    }
+}
+
+/// The status and answer for a request with `file_bytes` under `fault`: the fault's error, or
+/// the transcript (a stall answers with it too, late).
+fn answer(
+    state: &FakeState,
+    fault: Option<TranscriptionFault>,
+    file_bytes: &[u8],
+    authorization: Option<&str>,
+) -> (u16, Response) {
+    match fault {
+        Some(TranscriptionFault::ServerError) => (
+            500,
+            openai_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The server had an error while processing your request.",
+                "server_error",
+            ),
+        ),
+        Some(TranscriptionFault::Unreadable) => (
+            400,
+            openai_error(
+                StatusCode::BAD_REQUEST,
+                "Audio file might be corrupted or unsupported",
+                "invalid_request_error",
+            ),
+        ),
+        Some(TranscriptionFault::EchoAuthorization) => (
+            401,
+            openai_error(
+                StatusCode::UNAUTHORIZED,
+                &format!(
+                    "Incorrect API key provided: {}",
+                    authorization.unwrap_or("(none)")
+                ),
+                "invalid_request_error",
+            ),
+        ),
+        Some(TranscriptionFault::Stall(_)) | None => {
+            let text = state
+                .by_audio
+                .get(file_bytes)
+                .cloned()
+                .unwrap_or_else(|| state.default_text.clone());
+            (200, axum::Json(json!({"text": text})).into_response())
+        }
+    }
 }

@@ -146,6 +146,8 @@ impl Tool for ReadFileTool {
     }
 }
 
+/// Reads `path` as text from `offset` on, at most `max_bytes` of it; a PDF as its extracted text,
+/// another binary file as a line naming its kind.
 fn read_text(
     workspace: &Workspace,
     path: &str,
@@ -154,7 +156,45 @@ fn read_text(
 ) -> Result<ToolOutput, ToolError> {
     let resolved = workspace.resolve(path, Purpose::Read)?;
     let shown = workspace.display(&resolved);
-    let mut file = match workspace.open_read(&resolved) {
+    let failed = |error: io::Error| ToolError::Failed(format!("`{shown}`: {error}"));
+    let (mut file, size) = open_regular_file(workspace, &resolved, &shown)?;
+    // PDFs are told by their first bytes (whatever the offset asked for), and read as their text;
+    // their `offset` counts that text, which can be longer than the file, so the file's size
+    // bounds it only after this.
+    let mut head = Vec::new();
+    (&mut file)
+        .take(1024)
+        .read_to_end(&mut head)
+        .map_err(failed)?;
+    if documents::looks_like_pdf(&shown, &head)
+        && let Some(output) = documents::read_pdf(&mut file, &shown, size, offset, max_bytes)?
+    {
+        return Ok(output);
+    }
+    if offset > size {
+        return Err(ToolError::InvalidArguments(format!(
+            "read_file: `offset` {offset} is past the end of `{shown}` ({size} bytes)"
+        )));
+    }
+    let (bytes, truncated) = read_window(&mut file, offset, max_bytes).map_err(failed)?;
+    let sniffed = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
+    if sniffed.contains(&0) {
+        let kind = documents::binary_kind(&shown, &head);
+        return Ok(ToolOutput::ok(format!(
+            "`{shown}` is a binary file ({kind}, {size} bytes); read_file can't read it as text (it reads text files and extracts the text of PDFs)"
+        )));
+    }
+    Ok(text_output(bytes, offset, size, truncated))
+}
+
+/// Opens `resolved` for reading and returns it with its size; a missing file, a directory and
+/// anything that is not a regular file are explained instead.
+fn open_regular_file(
+    workspace: &Workspace,
+    resolved: &Path,
+    shown: &str,
+) -> Result<(File, u64), ToolError> {
+    let file = match workspace.open_read(resolved) {
         Ok(file) => file,
         Err(error) if error.io_kind() == Some(io::ErrorKind::NotFound) => {
             return Err(ToolError::Failed(format!(
@@ -176,33 +216,18 @@ fn read_text(
             "`{shown}` is not a regular file (a FIFO, socket or device); read_file only reads files"
         )));
     }
-    let size = metadata.len();
-    // PDFs are told by their first bytes (whatever the offset asked for), and read as their text;
-    // their `offset` counts that text, which can be longer than the file, so the file's size
-    // bounds it only after this.
-    let mut head = Vec::new();
-    (&mut file)
-        .take(1024)
-        .read_to_end(&mut head)
-        .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
-    if documents::looks_like_pdf(&shown, &head)
-        && let Some(output) = documents::read_pdf(&mut file, &shown, size, offset, max_bytes)?
-    {
-        return Ok(output);
-    }
-    if offset > size {
-        return Err(ToolError::InvalidArguments(format!(
-            "read_file: `offset` {offset} is past the end of `{shown}` ({size} bytes)"
-        )));
-    }
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
+    Ok((file, metadata.len()))
+}
+
+/// Reads at most `max_bytes` from `offset` on, never ending inside a character; true when the
+/// file goes on after what was read.
+fn read_window(file: &mut File, offset: u64, max_bytes: u64) -> io::Result<(Vec<u8>, bool)> {
+    file.seek(SeekFrom::Start(offset))?;
     // Read one byte more than allowed to learn whether the file goes on (it may have grown since
     // the size was taken).
     let mut bytes = Vec::new();
     file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| ToolError::Failed(format!("`{shown}`: {error}")))?;
+        .read_to_end(&mut bytes)?;
     let truncated = bytes.len() as u64 > max_bytes;
     if truncated {
         bytes.truncate(max_bytes as usize);
@@ -210,14 +235,13 @@ fn read_text(
         let incomplete = incomplete_utf8_suffix(&bytes);
         bytes.truncate(bytes.len() - incomplete);
     }
+    Ok((bytes, truncated))
+}
+
+/// The text read from `offset` on, followed by notes on invalid UTF-8 and on where to continue;
+/// a line saying so when there was nothing to read.
+fn text_output(bytes: Vec<u8>, offset: u64, size: u64, truncated: bool) -> ToolOutput {
     let end = offset + bytes.len() as u64;
-    let sniffed = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
-    if sniffed.contains(&0) {
-        let kind = documents::binary_kind(&shown, &head);
-        return Ok(ToolOutput::ok(format!(
-            "`{shown}` is a binary file ({kind}, {size} bytes); read_file can't read it as text (it reads text files and extracts the text of PDFs)"
-        )));
-    }
     let mut notes = Vec::new();
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
@@ -241,14 +265,14 @@ fn read_text(
         } else {
             format!("(nothing after offset {offset}; the file has {size} bytes)")
         };
-        return Ok(ToolOutput::ok(what));
+        return ToolOutput::ok(what);
     }
     let mut output = text;
     for note in notes {
         output.push_str("\n\n");
         output.push_str(&note);
     }
-    Ok(ToolOutput::ok(output))
+    ToolOutput::ok(output)
 }
 
 /// The length of an incomplete UTF-8 sequence at the end of `bytes` (0 to 3).

@@ -26,9 +26,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION};
+use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -40,6 +40,10 @@ use crate::tool::{
     Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings,
     truncate_on_char_boundary,
 };
+
+mod html_text;
+
+pub use html_text::html_to_text;
 
 /// Redirects followed before giving up.
 pub const MAX_REDIRECTS: usize = 5;
@@ -276,133 +280,229 @@ impl WebFetchTool {
         .await
     }
 
+    /// GETs `url` (following checked redirects), reads its body up to the limit and returns a
+    /// summary of the response with its text.
     async fn fetch(&self, url: Url, settings: &ToolSettings) -> Result<ToolOutput, ToolError> {
         let policy = AddressPolicy::from_settings(settings);
         let client = self.client(policy).await?;
         let original = url.clone();
-        let mut url = url;
-        let mut redirects = 0;
-        let mut response = loop {
-            let response = client
-                .get(url.clone())
-                .header(
-                    reqwest::header::ACCEPT,
-                    "text/html,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5",
-                )
-                .send()
-                .await
-                .map_err(|error| request_error(error, &url))?;
-            let location = response
-                .status()
-                .is_redirection()
-                .then(|| response.headers().get(LOCATION))
-                .flatten();
-            let Some(location) = location else {
-                break response;
-            };
-            let location = location.to_str().map_err(|_| {
-                ToolError::Failed(format!(
-                    "{} redirected with a Location header that is not text",
-                    shown_url(&url)
-                ))
-            })?;
-            let next = url.join(location).map_err(|error| {
-                ToolError::Failed(format!(
-                    "{} redirected to an invalid URL ({error})",
-                    shown_url(&url)
-                ))
-            })?;
-            redirects += 1;
-            if redirects > MAX_REDIRECTS {
-                return Err(ToolError::Refused(
-                    FetchRefusal::TooManyRedirects {
-                        url: shown_url(&next),
-                    }
-                    .to_string(),
-                ));
-            }
-            check_url(&next, policy).map_err(|refusal| {
-                ToolError::Refused(format!(
-                    "{} redirected to {}: {refusal}",
-                    shown_url(&url),
-                    shown_url(&next)
-                ))
-            })?;
-            url = next;
-        };
-
-        let status = response.status();
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or("")
-            .to_string();
+        let reached = follow_redirects(client, url, policy).await?;
+        let status = reached.response.status();
+        let content_type = content_type_of(&reached.response);
         let max_bytes = usize::try_from(settings.web_fetch_max_bytes).unwrap_or(usize::MAX);
-        let mut body = Vec::new();
-        let mut body_truncated = false;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| request_error(error, &url))?
-        {
-            let room = max_bytes - body.len();
-            if chunk.len() > room {
-                body.extend_from_slice(&chunk[..room]);
-                body_truncated = true;
-                break;
-            }
-            body.extend_from_slice(&chunk);
-        }
-        // Dropping the response here closes the connection if the body was cut short.
-        drop(response);
+        let body = read_body(reached.response, &reached.url, max_bytes).await?;
+        let summary = ResponseSummary {
+            original: &original,
+            url: &reached.url,
+            redirects: reached.redirects,
+            status,
+            content_type: &content_type,
+            body_cut_at: body.truncated.then_some(max_bytes),
+        };
+        let lines = summary.lines();
+        let text = reduce_to_text(content_type, body.bytes).await?;
+        Ok(tool_output(lines, &text, status))
+    }
+}
 
-        let content_type_for_text = content_type.clone();
-        let mut lines = vec![format!("URL: {}", shown_url(&url))];
-        if url != original {
-            lines.push(format!(
-                "Redirected from: {} ({redirects} redirect{})",
-                shown_url(&original),
-                if redirects == 1 { "" } else { "s" }
+/// The response that ended a chain of redirects, the URL it came from and how many redirects
+/// led there.
+struct Reached {
+    response: reqwest::Response,
+    url: Url,
+    redirects: usize,
+}
+
+/// Sends the GET for `url` and follows redirects by hand (at most [`MAX_REDIRECTS`]), checking
+/// every target with [`check_url`] before it is requested.
+async fn follow_redirects(
+    client: &reqwest::Client,
+    url: Url,
+    policy: AddressPolicy,
+) -> Result<Reached, ToolError> {
+    let mut url = url;
+    let mut redirects = 0;
+    loop {
+        let response = send_get(client, &url).await?;
+        let Some(location) = redirect_location(&response) else {
+            return Ok(Reached {
+                response,
+                url,
+                redirects,
+            });
+        };
+        let next = redirect_target(&url, location)?;
+        redirects += 1;
+        if redirects > MAX_REDIRECTS {
+            return Err(ToolError::Refused(
+                FetchRefusal::TooManyRedirects {
+                    url: shown_url(&next),
+                }
+                .to_string(),
             ));
         }
-        lines.push(format!("Status: {status}"));
+        check_url(&next, policy).map_err(|refusal| {
+            ToolError::Refused(format!(
+                "{} redirected to {}: {refusal}",
+                shown_url(&url),
+                shown_url(&next)
+            ))
+        })?;
+        url = next;
+    }
+}
+
+/// Sends one GET for `url`, asking for text first.
+async fn send_get(client: &reqwest::Client, url: &Url) -> Result<reqwest::Response, ToolError> {
+    client
+        .get(url.clone())
+        .header(
+            reqwest::header::ACCEPT,
+            "text/html,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5",
+        )
+        .send()
+        .await
+        .map_err(|error| request_error(error, url))
+}
+
+/// The `Location` header of a redirect response; `None` when the response is not a redirect
+/// (or a redirect without a target), so it is the answer.
+fn redirect_location(response: &reqwest::Response) -> Option<&HeaderValue> {
+    response
+        .status()
+        .is_redirection()
+        .then(|| response.headers().get(LOCATION))
+        .flatten()
+}
+
+/// The absolute URL a redirect from `url` points to.
+fn redirect_target(url: &Url, location: &HeaderValue) -> Result<Url, ToolError> {
+    let location = location.to_str().map_err(|_| {
+        ToolError::Failed(format!(
+            "{} redirected with a Location header that is not text",
+            shown_url(url)
+        ))
+    })?;
+    url.join(location).map_err(|error| {
+        ToolError::Failed(format!(
+            "{} redirected to an invalid URL ({error})",
+            shown_url(url)
+        ))
+    })
+}
+
+/// The response's `Content-Type` header as text (empty when missing or not text).
+fn content_type_of(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A response body, read up to a limit.
+struct Body {
+    bytes: Vec<u8>,
+    /// The body went on past the limit and was cut there.
+    truncated: bool,
+}
+
+/// Streams the body of `response`, stopping at `max_bytes`.
+async fn read_body(
+    mut response: reqwest::Response,
+    url: &Url,
+    max_bytes: usize,
+) -> Result<Body, ToolError> {
+    let mut bytes = Vec::new();
+    let mut truncated = false;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| request_error(error, url))?
+    {
+        let room = max_bytes - bytes.len();
+        if chunk.len() > room {
+            bytes.extend_from_slice(&chunk[..room]);
+            truncated = true;
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    // Dropping the response here closes the connection if the body was cut short.
+    drop(response);
+    Ok(Body { bytes, truncated })
+}
+
+/// What the output says about the response before its text.
+struct ResponseSummary<'a> {
+    original: &'a Url,
+    url: &'a Url,
+    redirects: usize,
+    status: StatusCode,
+    content_type: &'a str,
+    /// The limit the body was cut at, when it was.
+    body_cut_at: Option<usize>,
+}
+
+impl ResponseSummary<'_> {
+    /// The summary's lines: the URL, where it was redirected from, the status, the content type
+    /// and whether the body was cut.
+    fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("URL: {}", shown_url(self.url))];
+        if self.url != self.original {
+            lines.push(format!(
+                "Redirected from: {} ({} redirect{})",
+                shown_url(self.original),
+                self.redirects,
+                if self.redirects == 1 { "" } else { "s" }
+            ));
+        }
+        lines.push(format!("Status: {}", self.status));
         lines.push(format!(
             "Content-Type: {}",
-            if content_type.is_empty() {
+            if self.content_type.is_empty() {
                 "(none)"
             } else {
-                &content_type
+                self.content_type
             }
         ));
-        if body_truncated {
+        if let Some(max_bytes) = self.body_cut_at {
             lines.push(format!(
                 "[the body was cut at {max_bytes} bytes (web_fetch_max_bytes)]"
             ));
         }
-        // Reducing a large page takes milliseconds of CPU (about 1 ms per 100 KB): not on an
-        // async worker.
-        let text = tokio::task::spawn_blocking(move || body_text(&content_type_for_text, &body))
-            .await
-            .map_err(|error| {
-                ToolError::Failed(format!("reducing the page to text failed: {error}"))
-            })?;
-        let (kept, text_truncated) = truncate_on_char_boundary(&text, MAX_RETURNED_TEXT_BYTES);
-        let mut output = lines.join("\n");
-        output.push_str("\n\n");
-        output.push_str(kept);
-        if text_truncated {
-            output.push_str(&format!(
-                "\n\n[text truncated: showing {} of {} bytes]",
-                kept.len(),
-                text.len()
-            ));
-        }
-        if status.is_client_error() || status.is_server_error() {
-            Ok(ToolOutput::error(output))
-        } else {
-            Ok(ToolOutput::ok(output))
-        }
+        lines
+    }
+}
+
+/// The body as text for the model ([`body_text`]), computed on the blocking pool.
+async fn reduce_to_text(content_type: String, body: Vec<u8>) -> Result<String, ToolError> {
+    // Reducing a large page takes milliseconds of CPU (about 1 ms per 100 KB): not on an
+    // async worker.
+    tokio::task::spawn_blocking(move || body_text(&content_type, &body))
+        .await
+        .map_err(|error| ToolError::Failed(format!("reducing the page to text failed: {error}")))
+}
+
+/// The tool's output: the summary lines, then the text (cut at [`MAX_RETURNED_TEXT_BYTES`]); an
+/// error output when the server answered with a client or server error.
+fn tool_output(lines: Vec<String>, text: &str, status: StatusCode) -> ToolOutput {
+    let (kept, text_truncated) = truncate_on_char_boundary(text, MAX_RETURNED_TEXT_BYTES);
+    let mut output = lines.join("\n");
+    output.push_str("\n\n");
+    output.push_str(kept);
+    if text_truncated {
+        output.push_str(&format!(
+            "\n\n[text truncated: showing {} of {} bytes]",
+            kept.len(),
+            text.len()
+        ));
+    }
+    if status.is_client_error() || status.is_server_error() {
+        ToolOutput::error(output)
+    } else {
+        ToolOutput::ok(output)
     }
 }
 
@@ -446,212 +546,6 @@ fn body_text(content_type: &str, body: &[u8]) -> String {
             body.len()
         )
     }
-}
-
-/// Tags after which a line break belongs in the text.
-const BLOCK_TAGS: &[&str] = &[
-    "address",
-    "article",
-    "aside",
-    "blockquote",
-    "br",
-    "dd",
-    "div",
-    "dl",
-    "dt",
-    "fieldset",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "header",
-    "hr",
-    "li",
-    "main",
-    "nav",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "table",
-    "title",
-    "tr",
-    "ul",
-];
-/// Elements whose content is not text for a reader.
-const SKIPPED_ELEMENTS: &[&str] = &["script", "style", "noscript", "template", "svg", "head"];
-
-/// Reduces HTML to readable text: drops comments, scripts, styles and tags, turns block elements
-/// into line breaks, decodes common entities and collapses whitespace. Deliberately simple (no DOM);
-/// never panics on malformed input. The `<title>` is kept as the first line.
-pub fn html_to_text(html: &str) -> String {
-    // ASCII lowercasing keeps every byte offset, so positions found in `lower` index `html`.
-    let lower = html.to_ascii_lowercase();
-    let mut raw = String::with_capacity(html.len() / 2);
-    if let Some(title) = element_text(html, &lower, "title") {
-        raw.push_str(&title);
-        raw.push('\n');
-    }
-    let mut position = 0;
-    while position < html.len() {
-        let Some(offset) = lower[position..].find('<') else {
-            decode_entities_into(&mut raw, &html[position..]);
-            break;
-        };
-        decode_entities_into(&mut raw, &html[position..position + offset]);
-        position += offset;
-        let rest = &lower[position..];
-        if rest.starts_with("<!--") {
-            position = match rest.find("-->") {
-                Some(end) => position + end + 3,
-                None => html.len(),
-            };
-            continue;
-        }
-        let name = tag_name(rest);
-        let closing = rest.starts_with("</");
-        if !closing && SKIPPED_ELEMENTS.contains(&name) {
-            position = end_of_skipped_element(&lower, position, name);
-            continue;
-        }
-        let Some(close) = rest.find('>') else {
-            // An unterminated tag at the end: drop it.
-            break;
-        };
-        if BLOCK_TAGS.contains(&name) {
-            raw.push('\n');
-        } else if matches!(name, "td" | "th") {
-            raw.push(' ');
-        }
-        position += close + 1;
-    }
-    collapse_whitespace(&raw)
-}
-
-/// The position just after the end tag of the element `name` that starts at `position`, or the
-/// end of the document. `</head>` may be omitted in HTML, so a head also ends where `<body` starts.
-fn end_of_skipped_element(lower: &str, position: usize, name: &str) -> usize {
-    let rest = &lower[position..];
-    let end_tag = rest.find(&format!("</{name}")).map(|end| {
-        let after = position + end;
-        match lower[after..].find('>') {
-            Some(close) => after + close + 1,
-            None => lower.len(),
-        }
-    });
-    let body_start = (name == "head")
-        .then(|| rest.find("<body").map(|start| position + start))
-        .flatten();
-    match (end_tag, body_start) {
-        (Some(end), Some(body)) => end.min(body),
-        (Some(end), None) => end,
-        (None, Some(body)) => body,
-        (None, None) => lower.len(),
-    }
-}
-
-/// The text inside the first `<name>…</name>`, decoded and collapsed.
-fn element_text(html: &str, lower: &str, name: &str) -> Option<String> {
-    let open = lower.find(&format!("<{name}"))?;
-    let start = open + lower[open..].find('>')? + 1;
-    let end = start + lower[start..].find(&format!("</{name}"))?;
-    let text = collapse_whitespace(&decode_entities(&html[start..end]));
-    (!text.is_empty()).then_some(text)
-}
-
-/// The lowercase tag name at the start of `tag` (`<div class=…>` → `div`, `</p>` → `p`).
-fn tag_name(tag: &str) -> &str {
-    let body = tag.trim_start_matches('<').trim_start_matches('/');
-    let end = body
-        .find(|character: char| !character.is_ascii_alphanumeric())
-        .unwrap_or(body.len());
-    &body[..end]
-}
-
-fn decode_entities(text: &str) -> String {
-    let mut decoded = String::with_capacity(text.len());
-    decode_entities_into(&mut decoded, text);
-    decoded
-}
-
-/// Appends `text` to `decoded` with character references replaced.
-fn decode_entities_into(decoded: &mut String, text: &str) {
-    let mut rest = text;
-    while let Some(ampersand) = rest.find('&') {
-        decoded.push_str(&rest[..ampersand]);
-        rest = &rest[ampersand..];
-        // Entities are short; `;` is ASCII, so its index is a character boundary.
-        let entity_end = rest.bytes().take(12).position(|byte| byte == b';');
-        let replacement = entity_end.and_then(|end| decode_entity(&rest[1..end]));
-        match (replacement, entity_end) {
-            (Some(character), Some(end)) => {
-                decoded.push(character);
-                rest = &rest[end + 1..];
-            }
-            _ => {
-                decoded.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    decoded.push_str(rest);
-}
-
-fn decode_entity(entity: &str) -> Option<char> {
-    if let Some(number) = entity.strip_prefix('#') {
-        let code = match number.strip_prefix(['x', 'X']) {
-            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
-            None => number.parse().ok()?,
-        };
-        return char::from_u32(code);
-    }
-    Some(match entity {
-        "amp" => '&',
-        "lt" => '<',
-        "gt" => '>',
-        "quot" => '"',
-        "apos" => '\'',
-        "nbsp" => ' ',
-        "mdash" => '—',
-        "ndash" => '–',
-        "hellip" => '…',
-        "copy" => '©',
-        "laquo" => '«',
-        "raquo" => '»',
-        "rsquo" => '’',
-        "lsquo" => '‘',
-        "rdquo" => '”',
-        "ldquo" => '“',
-        _ => return None,
-    })
-}
-
-/// One space between words, one line per block, no blank lines (block tags open and close with
-/// a line break, so blank lines would carry no information).
-fn collapse_whitespace(text: &str) -> String {
-    let mut output = String::with_capacity(text.len());
-    for line in text.lines() {
-        let mut words = line.split_whitespace().peekable();
-        if words.peek().is_none() {
-            continue;
-        }
-        if !output.is_empty() {
-            output.push('\n');
-        }
-        for (index, word) in words.enumerate() {
-            if index > 0 {
-                output.push(' ');
-            }
-            output.push_str(word);
-        }
-    }
-    output
 }
 
 /// A URL for messages: secrets redacted.

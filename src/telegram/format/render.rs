@@ -122,102 +122,18 @@ impl Renderer {
 
     fn start(&mut self, tag: Tag<'_>) {
         let closer = match tag {
-            Tag::Paragraph | Tag::HtmlBlock => {
-                self.block_break();
-                self.at_block_start = true;
-                ""
-            }
-            Tag::Heading { .. } => {
-                self.block_break();
-                self.out.push_str("<b>");
-                self.at_block_start = true;
-                "</b>"
-            }
-            Tag::BlockQuote(_) => {
-                self.block_break();
-                self.blockquote_depth += 1;
-                self.at_block_start = true;
-                if self.blockquote_depth == 1 {
-                    self.out.push_str("<blockquote>");
-                    "</blockquote>"
-                } else {
-                    ""
-                }
-            }
-            Tag::CodeBlock(kind) => {
-                self.block_break();
-                self.at_block_start = true;
-                let language = match kind {
-                    CodeBlockKind::Fenced(info) => code_language(&info),
-                    CodeBlockKind::Indented => None,
-                };
-                match language {
-                    Some(language) => {
-                        self.out.push_str("<pre><code class=\"language-");
-                        self.out.push_str(&language);
-                        self.out.push_str("\">");
-                        "</code></pre>"
-                    }
-                    None => {
-                        self.out.push_str("<pre>");
-                        "</pre>"
-                    }
-                }
-            }
-            Tag::List(first_number) => {
-                self.block_break();
-                self.lists.push(first_number);
-                self.at_block_start = true;
-                ""
-            }
-            Tag::Item => {
-                if !self.out.is_empty() && !self.out.ends_with('\n') && !self.at_block_start {
-                    self.out.push('\n');
-                }
-                let depth = self.lists.len().saturating_sub(1);
-                for _ in 0..depth {
-                    self.out.push_str("  ");
-                }
-                match self.lists.last_mut() {
-                    Some(Some(number)) => {
-                        self.out.push_str(&format!("{number}. "));
-                        *number += 1;
-                    }
-                    _ => self.out.push_str("• "),
-                }
-                self.at_block_start = true;
-                ""
-            }
-            Tag::Emphasis => {
-                self.out.push_str("<i>");
-                "</i>"
-            }
-            Tag::Strong => {
-                self.out.push_str("<b>");
-                "</b>"
-            }
-            Tag::Strikethrough => {
-                self.out.push_str("<s>");
-                "</s>"
-            }
-            Tag::Subscript => {
-                self.out.push('~');
-                "~"
-            }
-            Tag::Superscript => {
-                self.out.push('^');
-                "^"
-            }
-            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
-                if is_allowed_link(&dest_url) {
-                    self.out.push_str("<a href=\"");
-                    push_escaped_attribute(&mut self.out, &dest_url);
-                    self.out.push_str("\">");
-                    "</a>"
-                } else {
-                    ""
-                }
-            }
+            Tag::Paragraph | Tag::HtmlBlock => self.open_block("", ""),
+            Tag::Heading { .. } => self.open_block("<b>", "</b>"),
+            Tag::BlockQuote(_) => self.start_blockquote(),
+            Tag::CodeBlock(kind) => self.start_code_block(kind),
+            Tag::List(first_number) => self.start_list(first_number),
+            Tag::Item => self.start_item(),
+            Tag::Emphasis => self.open_inline("<i>", "</i>"),
+            Tag::Strong => self.open_inline("<b>", "</b>"),
+            Tag::Strikethrough => self.open_inline("<s>", "</s>"),
+            Tag::Subscript => self.open_inline("~", "~"),
+            Tag::Superscript => self.open_inline("^", "^"),
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.start_link(&dest_url),
             // Not enabled in the options: their content is kept as text.
             Tag::FootnoteDefinition(_)
             | Tag::DefinitionList
@@ -233,6 +149,97 @@ impl Renderer {
             }
         };
         self.closers.push(closer);
+    }
+
+    /// Starts a block that opens with `opener`; returns the text that closes it.
+    fn open_block(&mut self, opener: &str, closer: &'static str) -> &'static str {
+        self.block_break();
+        self.out.push_str(opener);
+        self.at_block_start = true;
+        closer
+    }
+
+    /// Opens an inline element with `opener`; returns the text that closes it.
+    fn open_inline(&mut self, opener: &str, closer: &'static str) -> &'static str {
+        self.out.push_str(opener);
+        closer
+    }
+
+    /// Starts a blockquote; only the outermost one becomes a tag.
+    fn start_blockquote(&mut self) -> &'static str {
+        self.block_break();
+        self.blockquote_depth += 1;
+        self.at_block_start = true;
+        if self.blockquote_depth == 1 {
+            self.out.push_str("<blockquote>");
+            "</blockquote>"
+        } else {
+            ""
+        }
+    }
+
+    /// Starts a code block, with its language when the fence names a plain one.
+    fn start_code_block(&mut self, kind: CodeBlockKind<'_>) -> &'static str {
+        self.block_break();
+        self.at_block_start = true;
+        let language = match kind {
+            CodeBlockKind::Fenced(info) => code_language(&info),
+            CodeBlockKind::Indented => None,
+        };
+        match language {
+            Some(language) => {
+                self.out.push_str("<pre><code class=\"language-");
+                self.out.push_str(&language);
+                self.out.push_str("\">");
+                "</code></pre>"
+            }
+            None => {
+                self.out.push_str("<pre>");
+                "</pre>"
+            }
+        }
+    }
+
+    /// Starts a list, numbered from `first_number` or bulleted (`None`).
+    fn start_list(&mut self, first_number: Option<u64>) -> &'static str {
+        self.block_break();
+        self.lists.push(first_number);
+        self.at_block_start = true;
+        ""
+    }
+
+    /// Starts a list item on its own line, indented by the list's depth, with its `•` or `N.`
+    /// marker.
+    fn start_item(&mut self) -> &'static str {
+        if !self.out.is_empty() && !self.out.ends_with('\n') && !self.at_block_start {
+            self.out.push('\n');
+        }
+        let depth = self.lists.len().saturating_sub(1);
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+        match self.lists.last_mut() {
+            Some(Some(number)) => {
+                self.out.push_str(&format!("{number}. "));
+                *number += 1;
+            }
+            _ => self.out.push_str("• "),
+        }
+        self.at_block_start = true;
+        ""
+    }
+
+    /// Opens a link (or an image, shown as a link) when Telegram can open its target; otherwise
+    /// its text stays plain.
+    fn start_link(&mut self, dest_url: &str) -> &'static str {
+        if is_allowed_link(dest_url) {
+            self.out.push_str("<a href=\"");
+            push_escaped_attribute(&mut self.out, dest_url);
+            self.out.push_str("\">");
+            "</a>"
+        } else {
+            ""
+        }
     }
 
     fn end(&mut self, tag: TagEnd) {

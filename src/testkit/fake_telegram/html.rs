@@ -175,167 +175,28 @@ impl Parser {
         begin: usize,
         stack: &mut Vec<OpenTag>,
     ) -> Result<usize, String> {
-        let bytes = source.as_bytes();
-        let unclosed = || format!("Unclosed start tag at byte offset {begin}");
-        let mut index = begin + 1;
-        let name_start = index;
-        while index < bytes.len() && !is_space(bytes[index]) && bytes[index] != b'>' {
-            index += 1;
-        }
-        if index >= bytes.len() {
-            return Err(unclosed());
-        }
-        let name = source[name_start..index].to_ascii_lowercase();
+        let mut scanner = TagScanner {
+            source,
+            bytes: source.as_bytes(),
+            begin,
+            index: begin + 1,
+        };
+        let name = scanner.tag_name()?;
         if !SUPPORTED_TAGS.contains(&name.as_str()) {
             return Err(format!(
                 "Unsupported start tag \"{name}\" at byte offset {begin}"
             ));
         }
-        let mut argument = String::new();
-        let mut span_class_ok = false;
-        let mut expandable = false;
-        loop {
-            while index < bytes.len() && is_space(bytes[index]) {
-                index += 1;
-            }
-            if index >= bytes.len() {
-                return Err(unclosed());
-            }
-            if bytes[index] == b'>' {
-                index += 1;
-                break;
-            }
-            let attribute_start = index;
-            while index < bytes.len()
-                && !is_space(bytes[index])
-                && bytes[index] != b'='
-                && bytes[index] != b'>'
-            {
-                index += 1;
-            }
-            let attribute = source[attribute_start..index].to_ascii_lowercase();
-            if attribute.is_empty() {
-                return Err(format!(
-                    "Empty attribute name in the tag \"{name}\" at byte offset {begin}"
-                ));
-            }
-            while index < bytes.len() && is_space(bytes[index]) {
-                index += 1;
-            }
-            if index >= bytes.len() {
-                return Err(unclosed());
-            }
-            if bytes[index] != b'=' {
-                // `<blockquote expandable>` is the one attribute Telegram takes without a value.
-                if name == "blockquote" && attribute == "expandable" {
-                    expandable = true;
-                    continue;
-                }
-                return Err(format!(
-                    "Expected equal sign in declaration of an attribute of the tag \"{name}\" at byte offset {begin}"
-                ));
-            }
-            index += 1;
-            while index < bytes.len() && is_space(bytes[index]) {
-                index += 1;
-            }
-            if index >= bytes.len() {
-                return Err(unclosed());
-            }
-            let mut value = String::new();
-            let quote = bytes[index];
-            if quote == b'"' || quote == b'\'' {
-                index += 1;
-                while index < bytes.len() && bytes[index] != quote {
-                    if bytes[index] == b'&'
-                        && let Some((decoded, consumed)) = decode_reference(&source[index..])
-                    {
-                        value.push(decoded);
-                        index += consumed;
-                        continue;
-                    }
-                    // Copy one whole character; `index` is always on a character boundary
-                    // because it only ever advances by whole characters or ASCII bytes.
-                    let Some(character) = source[index..].chars().next() else {
-                        break;
-                    };
-                    value.push(character);
-                    index += character.len_utf8();
-                }
-                if index >= bytes.len() {
-                    return Err(unclosed());
-                }
-                index += 1;
-            } else {
-                let token_start = index;
-                while index < bytes.len()
-                    && (bytes[index].is_ascii_alphanumeric()
-                        || bytes[index] == b'.'
-                        || bytes[index] == b'-')
-                {
-                    index += 1;
-                }
-                value = source[token_start..index].to_ascii_lowercase();
-                if index >= bytes.len() {
-                    return Err(unclosed());
-                }
-                if !is_space(bytes[index]) && bytes[index] != b'>' {
-                    return Err(format!(
-                        "Unexpected end of name token at byte offset {index}"
-                    ));
-                }
-            }
-            match (name.as_str(), attribute.as_str()) {
-                ("a", "href") => argument = value,
-                ("code", "class") => {
-                    if let Some(language) = value.strip_prefix("language-") {
-                        argument = language.to_string();
-                    }
-                }
-                ("span", "class") => span_class_ok = value == "tg-spoiler",
-                ("tg-emoji", "emoji-id") => argument = value,
-                _ => {}
-            }
-        }
-        if name == "span" && !span_class_ok {
-            return Err(format!(
-                "Tag \"span\" must have class \"tg-spoiler\" at byte offset {begin}"
-            ));
-        }
-        if name == "tg-emoji" && argument.is_empty() {
-            return Err(format!(
-                "Tag \"tg-emoji\" must have attribute \"emoji-id\" at byte offset {begin}"
-            ));
-        }
-        if let Some(parent) = stack.last() {
-            if parent.name == "code" {
-                return Err(format!(
-                    "Can't use tag \"{name}\" inside a \"code\" entity at byte offset {begin}"
-                ));
-            }
-            if parent.name == "pre" && name != "code" {
-                return Err(format!(
-                    "Can't use tag \"{name}\" inside a \"pre\" entity at byte offset {begin}"
-                ));
-            }
-        }
-        if name == "blockquote" && stack.iter().any(|open| open.name == "blockquote") {
-            return Err(format!(
-                "Blockquote entities can't be nested, at byte offset {begin}"
-            ));
-        }
-        if name == "pre" && stack.iter().any(|open| open.name == "pre") {
-            return Err(format!(
-                "Pre entities can't be nested, at byte offset {begin}"
-            ));
-        }
+        let attributes = scanner.attributes(&name)?;
+        attributes.check_required(&name, begin)?;
+        check_nesting(&name, stack, begin)?;
         stack.push(OpenTag {
             name,
             start: self.utf16_len,
-            argument,
-            expandable,
+            argument: attributes.argument,
+            expandable: attributes.expandable,
         });
-        Ok(index)
+        Ok(scanner.index)
     }
 
     /// Parses `</name>` starting at `begin`; returns the index after `>`.
@@ -426,6 +287,228 @@ impl Parser {
         self.entities.push(entity);
         Ok(index)
     }
+}
+
+/// Reads one start tag from `index` on, the way Telegram's parser does; `begin` is where its `<`
+/// is, for the error messages.
+struct TagScanner<'a> {
+    source: &'a str,
+    bytes: &'a [u8],
+    begin: usize,
+    index: usize,
+}
+
+impl TagScanner<'_> {
+    /// The error for a tag the source ends inside of.
+    fn unclosed(&self) -> String {
+        format!("Unclosed start tag at byte offset {}", self.begin)
+    }
+
+    /// Skips whitespace; an error when the source ends first.
+    fn skip_spaces(&mut self) -> Result<(), String> {
+        while self.index < self.bytes.len() && is_space(self.bytes[self.index]) {
+            self.index += 1;
+        }
+        if self.index >= self.bytes.len() {
+            return Err(self.unclosed());
+        }
+        Ok(())
+    }
+
+    /// The tag's name (lowercase), which ends at whitespace or `>`.
+    fn tag_name(&mut self) -> Result<String, String> {
+        let name_start = self.index;
+        while self.index < self.bytes.len()
+            && !is_space(self.bytes[self.index])
+            && self.bytes[self.index] != b'>'
+        {
+            self.index += 1;
+        }
+        if self.index >= self.bytes.len() {
+            return Err(self.unclosed());
+        }
+        Ok(self.source[name_start..self.index].to_ascii_lowercase())
+    }
+
+    /// Reads the attributes of the tag `name` up to and including its `>`.
+    fn attributes(&mut self, name: &str) -> Result<TagAttributes, String> {
+        let mut attributes = TagAttributes::default();
+        loop {
+            self.skip_spaces()?;
+            if self.bytes[self.index] == b'>' {
+                self.index += 1;
+                return Ok(attributes);
+            }
+            let attribute = self.attribute_name(name)?;
+            self.skip_spaces()?;
+            if self.bytes[self.index] != b'=' {
+                // `<blockquote expandable>` is the one attribute Telegram takes without a value.
+                if name == "blockquote" && attribute == "expandable" {
+                    attributes.expandable = true;
+                    continue;
+                }
+                return Err(format!(
+                    "Expected equal sign in declaration of an attribute of the tag \"{name}\" at byte offset {}",
+                    self.begin
+                ));
+            }
+            self.index += 1;
+            self.skip_spaces()?;
+            let value = self.attribute_value()?;
+            attributes.take(name, &attribute, value);
+        }
+    }
+
+    /// An attribute's name (lowercase), which ends at whitespace, `=` or `>`.
+    fn attribute_name(&mut self, name: &str) -> Result<String, String> {
+        let attribute_start = self.index;
+        while self.index < self.bytes.len()
+            && !is_space(self.bytes[self.index])
+            && self.bytes[self.index] != b'='
+            && self.bytes[self.index] != b'>'
+        {
+            self.index += 1;
+        }
+        let attribute = self.source[attribute_start..self.index].to_ascii_lowercase();
+        if attribute.is_empty() {
+            return Err(format!(
+                "Empty attribute name in the tag \"{name}\" at byte offset {}",
+                self.begin
+            ));
+        }
+        Ok(attribute)
+    }
+
+    /// An attribute's value: quoted (with character references decoded) or a bare name token.
+    fn attribute_value(&mut self) -> Result<String, String> {
+        let quote = self.bytes[self.index];
+        if quote == b'"' || quote == b'\'' {
+            self.quoted_value(quote)
+        } else {
+            self.token_value()
+        }
+    }
+
+    /// The value between the `quote` at `index` and the next one, references decoded.
+    fn quoted_value(&mut self, quote: u8) -> Result<String, String> {
+        let mut value = String::new();
+        self.index += 1;
+        while self.index < self.bytes.len() && self.bytes[self.index] != quote {
+            if self.bytes[self.index] == b'&'
+                && let Some((decoded, consumed)) = decode_reference(&self.source[self.index..])
+            {
+                value.push(decoded);
+                self.index += consumed;
+                continue;
+            }
+            // Copy one whole character; `index` is always on a character boundary
+            // because it only ever advances by whole characters or ASCII bytes.
+            let Some(character) = self.source[self.index..].chars().next() else {
+                break;
+            };
+            value.push(character);
+            self.index += character.len_utf8();
+        }
+        if self.index >= self.bytes.len() {
+            return Err(self.unclosed());
+        }
+        self.index += 1;
+        Ok(value)
+    }
+
+    /// An unquoted value (lowercase): letters, digits, `.` and `-`, ended by whitespace or `>`.
+    fn token_value(&mut self) -> Result<String, String> {
+        let token_start = self.index;
+        while self.index < self.bytes.len()
+            && (self.bytes[self.index].is_ascii_alphanumeric()
+                || self.bytes[self.index] == b'.'
+                || self.bytes[self.index] == b'-')
+        {
+            self.index += 1;
+        }
+        let value = self.source[token_start..self.index].to_ascii_lowercase();
+        if self.index >= self.bytes.len() {
+            return Err(self.unclosed());
+        }
+        if !is_space(self.bytes[self.index]) && self.bytes[self.index] != b'>' {
+            return Err(format!(
+                "Unexpected end of name token at byte offset {}",
+                self.index
+            ));
+        }
+        Ok(value)
+    }
+}
+
+/// What a start tag's attributes say, as far as Telegram reads them.
+#[derive(Default)]
+struct TagAttributes {
+    /// `href` for `a`, the language for `code`, the emoji id for `tg-emoji`.
+    argument: String,
+    /// A `span` has `class="tg-spoiler"`.
+    span_class_ok: bool,
+    /// A `blockquote` has `expandable`.
+    expandable: bool,
+}
+
+impl TagAttributes {
+    /// Takes in one attribute of the tag `name`; attributes Telegram ignores are ignored.
+    fn take(&mut self, name: &str, attribute: &str, value: String) {
+        match (name, attribute) {
+            ("a", "href") => self.argument = value,
+            ("code", "class") => {
+                if let Some(language) = value.strip_prefix("language-") {
+                    self.argument = language.to_string();
+                }
+            }
+            ("span", "class") => self.span_class_ok = value == "tg-spoiler",
+            ("tg-emoji", "emoji-id") => self.argument = value,
+            _ => {}
+        }
+    }
+
+    /// Refuses a `span` that is not a spoiler and a `tg-emoji` without its id.
+    fn check_required(&self, name: &str, begin: usize) -> Result<(), String> {
+        if name == "span" && !self.span_class_ok {
+            return Err(format!(
+                "Tag \"span\" must have class \"tg-spoiler\" at byte offset {begin}"
+            ));
+        }
+        if name == "tg-emoji" && self.argument.is_empty() {
+            return Err(format!(
+                "Tag \"tg-emoji\" must have attribute \"emoji-id\" at byte offset {begin}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses the tag `name` where it may not open: inside `code`, inside `pre` (unless it is
+/// `code`), or inside another blockquote or pre.
+fn check_nesting(name: &str, stack: &[OpenTag], begin: usize) -> Result<(), String> {
+    if let Some(parent) = stack.last() {
+        if parent.name == "code" {
+            return Err(format!(
+                "Can't use tag \"{name}\" inside a \"code\" entity at byte offset {begin}"
+            ));
+        }
+        if parent.name == "pre" && name != "code" {
+            return Err(format!(
+                "Can't use tag \"{name}\" inside a \"pre\" entity at byte offset {begin}"
+            ));
+        }
+    }
+    if name == "blockquote" && stack.iter().any(|open| open.name == "blockquote") {
+        return Err(format!(
+            "Blockquote entities can't be nested, at byte offset {begin}"
+        ));
+    }
+    if name == "pre" && stack.iter().any(|open| open.name == "pre") {
+        return Err(format!(
+            "Pre entities can't be nested, at byte offset {begin}"
+        ));
+    }
+    Ok(())
 }
 
 /// What Telegram accepts as a link target, completed the way Telegram completes it.

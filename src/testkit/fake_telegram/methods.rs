@@ -13,7 +13,7 @@ use super::state::{
     BotState, CallbackState, Directory, FileHandle, SentRecord, World, media_json, unix_now,
     without_reply,
 };
-use super::wire::{Params, Reply};
+use super::wire::{Params, Reply, UploadedFile};
 use super::{
     AttachmentKind, BotCommandRecord, CallbackAnswer, ChatActionRecord, MAX_CAPTION_UTF16,
     MAX_MESSAGE_UTF16, SentAttachment, SentButton, SentEdit, SentMessage,
@@ -357,6 +357,8 @@ fn send_message(
     Ok(record_sent(state, directory, record, started))
 }
 
+/// `sendDocument`, `sendPhoto` and `sendVoice`: a file (uploaded, or named by file id or URL)
+/// with an optional caption.
 fn send_media(
     state: &mut BotState,
     directory: &mut Directory,
@@ -384,68 +386,7 @@ fn send_media(
     let markup = parse_markup(params)?;
     let reply_to = reply_target(state, chat_id, params)?;
     let thread_id = thread_param(directory, chat_id, params)?;
-    let (handle, attachment) = if let Some(upload) = params.file(field) {
-        if upload.bytes.is_empty() {
-            return Err(Reply::bad_request("Bad Request: file must be non-empty"));
-        }
-        if kind == AttachmentKind::Photo && !decodable_image(&upload.bytes) {
-            return Err(Reply::bad_request("Bad Request: IMAGE_PROCESS_FAILED"));
-        }
-        let handle = state.store_file(
-            directory,
-            kind,
-            upload.file_name.clone(),
-            upload.bytes.clone(),
-        );
-        let attachment = SentAttachment {
-            kind,
-            file_name: upload.file_name.clone(),
-            bytes: upload.bytes.clone(),
-        };
-        (handle, attachment)
-    } else {
-        let Some(reference) = params
-            .string(field)
-            .filter(|reference| !reference.is_empty())
-        else {
-            return Err(Reply::bad_request(format!(
-                "Bad Request: there is no {field} in the request"
-            )));
-        };
-        match state.files.get(&reference) {
-            Some(known) => (
-                FileHandle {
-                    file_id: reference.clone(),
-                    unique_id: known.unique_id.clone(),
-                    path: known.path.clone(),
-                    file_name: known.file_name.clone(),
-                    size: known.bytes.len(),
-                },
-                SentAttachment {
-                    kind,
-                    file_name: known.file_name.clone(),
-                    bytes: known.bytes.clone(),
-                },
-            ),
-            None if reference.starts_with("http://") || reference.starts_with("https://") => {
-                let file_name = reference.rsplit('/').next().map(str::to_string);
-                let handle = state.store_file(directory, kind, file_name.clone(), Vec::new());
-                (
-                    handle,
-                    SentAttachment {
-                        kind,
-                        file_name,
-                        bytes: Vec::new(),
-                    },
-                )
-            }
-            None => {
-                return Err(Reply::bad_request(
-                    "Bad Request: wrong file identifier/HTTP URL specified",
-                ));
-            }
-        }
-    };
+    let (handle, attachment) = media_attachment(state, directory, params, field, kind)?;
     let message_id = state.allocate_message_id(chat_id);
     let record = SentRecord {
         message: SentMessage {
@@ -472,6 +413,97 @@ fn send_media(
         edit_date: None,
     };
     Ok(record_sent(state, directory, record, started))
+}
+
+/// The file a media send carries, from the upload in `field` or else the file id or URL that
+/// `field` names.
+fn media_attachment(
+    state: &mut BotState,
+    directory: &mut Directory,
+    params: &Params,
+    field: &str,
+    kind: AttachmentKind,
+) -> Result<(FileHandle, SentAttachment), Reply> {
+    if let Some(upload) = params.file(field) {
+        return uploaded_attachment(state, directory, upload, kind);
+    }
+    let Some(reference) = params
+        .string(field)
+        .filter(|reference| !reference.is_empty())
+    else {
+        return Err(Reply::bad_request(format!(
+            "Bad Request: there is no {field} in the request"
+        )));
+    };
+    referenced_attachment(state, directory, reference, kind)
+}
+
+/// Stores an uploaded file; an empty one, or a photo Telegram could not decode, is refused.
+fn uploaded_attachment(
+    state: &mut BotState,
+    directory: &mut Directory,
+    upload: &UploadedFile,
+    kind: AttachmentKind,
+) -> Result<(FileHandle, SentAttachment), Reply> {
+    if upload.bytes.is_empty() {
+        return Err(Reply::bad_request("Bad Request: file must be non-empty"));
+    }
+    if kind == AttachmentKind::Photo && !decodable_image(&upload.bytes) {
+        return Err(Reply::bad_request("Bad Request: IMAGE_PROCESS_FAILED"));
+    }
+    let handle = state.store_file(
+        directory,
+        kind,
+        upload.file_name.clone(),
+        upload.bytes.clone(),
+    );
+    let attachment = SentAttachment {
+        kind,
+        file_name: upload.file_name.clone(),
+        bytes: upload.bytes.clone(),
+    };
+    Ok((handle, attachment))
+}
+
+/// The file named by `reference`: a file id the fake knows, or an HTTP URL (stored empty, as the
+/// fake does not download it).
+fn referenced_attachment(
+    state: &mut BotState,
+    directory: &mut Directory,
+    reference: String,
+    kind: AttachmentKind,
+) -> Result<(FileHandle, SentAttachment), Reply> {
+    match state.files.get(&reference) {
+        Some(known) => Ok((
+            FileHandle {
+                file_id: reference.clone(),
+                unique_id: known.unique_id.clone(),
+                path: known.path.clone(),
+                file_name: known.file_name.clone(),
+                size: known.bytes.len(),
+            },
+            SentAttachment {
+                kind,
+                file_name: known.file_name.clone(),
+                bytes: known.bytes.clone(),
+            },
+        )),
+        None if reference.starts_with("http://") || reference.starts_with("https://") => {
+            let file_name = reference.rsplit('/').next().map(str::to_string);
+            let handle = state.store_file(directory, kind, file_name.clone(), Vec::new());
+            Ok((
+                handle,
+                SentAttachment {
+                    kind,
+                    file_name,
+                    bytes: Vec::new(),
+                },
+            ))
+        }
+        None => Err(Reply::bad_request(
+            "Bad Request: wrong file identifier/HTTP URL specified",
+        )),
+    }
 }
 
 /// Whether Telegram could decode an uploaded photo, judged by its header: a JPEG start, a PNG

@@ -3,7 +3,8 @@
 
 use serde_json::json;
 
-use super::MemoryState;
+use super::{MemoryArgs, MemoryState};
+use crate::events::{EventData, EventKind};
 use crate::protocol::memory::{Governance, SENSITIVITIES};
 use crate::store::memory::{self as queries};
 
@@ -83,4 +84,20 @@ pub(super) async fn govern(
         Governance::Reclassify(_) => {}
     }
     Ok(())
+}
+
+/// A governance operation went through: audit announcement and `memory_changed` for Studio.
+pub(super) fn announce_governed(args: &MemoryArgs, id: i64, name: &str) {
+    let subject = format!("memory:{id}");
+    let action = format!("memory.{name}");
+    crate::audit::announce(&args.events, &action, &subject);
+    args.events.publish_data(
+        EventKind::MemoryChanged,
+        &subject,
+        &action,
+        EventData::MemoryChanged {
+            id,
+            change: name.to_string(),
+        },
+    );
 }

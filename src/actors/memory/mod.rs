@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use governance::govern;
+use governance::{announce_governed, govern};
 use retrieval::search;
 use saving::{announce_saved, save_embedded, save_full_text, validate};
 use upkeep::{dump, rebuild};
@@ -361,22 +361,6 @@ async fn start_search(
             let _ = reply.send(result.map_err(MemoryError::from));
         }
     }
-}
-
-/// A governance operation went through: audit announcement and `memory_changed` for Studio.
-fn announce_governed(args: &MemoryArgs, id: i64, name: &str) {
-    let subject = format!("memory:{id}");
-    let action = format!("memory.{name}");
-    crate::audit::announce(&args.events, &action, &subject);
-    args.events.publish_data(
-        EventKind::MemoryChanged,
-        &subject,
-        &action,
-        EventData::MemoryChanged {
-            id,
-            change: name.to_string(),
-        },
-    );
 }
 
 /// The figures `stats` answers: facts by class, the mode, the index's size.

@@ -40,7 +40,7 @@ use retrieval::search;
 use saving::{announce_saved, save_embedded, save_full_text, validate};
 use upkeep::{dump, rebuild};
 
-use crate::events::{EventBus, EventData, EventKind};
+use crate::events::EventBus;
 use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
 use crate::memory::index::{IndexParams, LoadOutcome, VectorIndex, Watermark};
 use crate::protocol::memory::{

@@ -7,11 +7,15 @@
 //! and the mapping of "not running" / "no answer" into that error. This is the shape of mini-redis's
 //! `Db` handle and of "Actors with Tokio": callers use methods, never `ActorRef`s or `call_t!`.
 //!
-//! Layers: `domain` ← `protocol` ← `agent`, `tools`, `studio`, `cli` ← `actors` ← `daemon`.
+//! Rank 3 (`ARCHITECTURE.md`, "Ranks"): above the capabilities its messages carry (`store`, `tool`,
+//! `jobs`, ...), below everything that sends them (`agent`, `tools`, `studio`, ... and `actors`).
 //! **Architecture Invariant:** only `actors/` (and `daemon.rs`, which spawns the tree) import
 //! `crate::actors`; everything else reaches a service through its handle here (`tests/tidy.rs`).
-//! **Architecture Invariant:** a message enum is the closed list of what can make its actor act;
-//! variants marked internal are sent by the actor (or its tasks) to itself.
+//! **Architecture Invariant:** a message enum here is the closed list of what others may ask of
+//! its service. What only the actor and its tasks send it (connection results, poll events, timer
+//! ticks, supervision commands) is in the actor's own enum, which wraps this one; a lookup hands
+//! out a mailbox that takes this one only (`registry`). No file here imports the module that
+//! implements its service.
 
 pub mod agent;
 pub mod approvals;

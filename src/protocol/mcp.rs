@@ -1,7 +1,7 @@
 //! The MCP service: one link per configured server under a supervisor. Agents' MCP tools call a
 //! link; Studio and `doctor` read the servers' health; `/readyz` and every run ask whether the
 //! servers have published their tools yet. Served by `actors/mcp_supervisor.rs` and
-//! `actors/mcp_link.rs`.
+//! `actors/mcp_link/`.
 //!
 //! "Published" means more than "the link is up": every agent allowed to use the server has
 //! confirmed that its tool set holds the server's tools (the link asks each agent after handing

@@ -6,21 +6,23 @@
 use super::*;
 
 /// What to do with one stored message: ignore it (stale, blocked, unknown sender), keep it as
-/// group context, handle a command, or hand it to the agent (after its files are fetched).
+/// group context, handle a command, or hand it to the agent (after its files are fetched). The
+/// status to record with the batch, or `None` when a fetch task owns the update's status (its
+/// writes must not be overwritten by the batch's, which commits later).
 pub(super) async fn on_message(
     myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: IncomingMessage,
-) -> (UpdateStatus, Option<String>) {
+) -> Option<(UpdateStatus, Option<String>)> {
     if let Some(outcome) = screen(state, update, &message).await {
-        return outcome;
+        return Some(outcome);
     }
     if !message.addressed {
-        return (UpdateStatus::Context, None);
+        return Some((UpdateStatus::Context, None));
     }
     if let Some((command, args)) = message.command.clone() {
-        return on_command(state, &message, &command, &args).await;
+        return Some(on_command(state, &message, &command, &args).await);
     }
     let inbound = Inbound {
         agent: state.args.spec.name.clone(),
@@ -36,9 +38,10 @@ pub(super) async fn on_message(
         correlation: None,
     };
     if message.files.is_empty() {
-        return hand_over_text(state, &message, inbound).await;
+        return Some(hand_over_text(state, &message, inbound).await);
     }
-    fetch_then_hand_over(myself, state, update, message, inbound)
+    fetch_then_hand_over(myself, state, update, message, inbound).await;
+    None
 }
 
 /// Stops a message that must not be answered: sent long before the daemon started (unless a voice
@@ -109,22 +112,39 @@ async fn hand_over_text(
 }
 
 /// Starts the task that fetches a message's files (and transcribes its voice notes) and then hands
-/// it over; the update stays pending meanwhile.
-fn fetch_then_hand_over(
+/// it over; the update is recorded pending first, so that the task's own status (dispatched, or
+/// a reason to retry) is always the later write.
+async fn fetch_then_hand_over(
     myself: &ActorRef<BotMsg>,
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: IncomingMessage,
     inbound: Inbound,
-) -> (UpdateStatus, Option<String>) {
+) {
     // One fetch per update at a time: a sweep while a slow transcription is still running must
-    // not start a second one.
+    // not start a second one (nor touch the status that fetch owns).
     let Some(in_flight) = InFlight::claim(&state.fetching, update.id) else {
-        return (
-            UpdateStatus::Pending,
-            Some("attachments still being fetched".into()),
-        );
+        return;
     };
+    let (row_id, now) = (update.id, crate::clock::now_ms());
+    let recorded = state
+        .args
+        .store
+        .write(move |conn| {
+            queries::set_status(
+                conn,
+                row_id,
+                UpdateStatus::Pending,
+                Some("downloading attachments"),
+                now,
+            )
+        })
+        .await;
+    if let Err(error) = recorded {
+        // The sweep hands the update over again; nothing is fetched twice at once meanwhile.
+        tracing::warn!(update = update.update_id, %error, "could not record an update as pending; the sweep retries it");
+        return;
+    }
     // Files are downloaded (and voice notes transcribed) in a task; the update is dispatched when
     // they are in the workspace.
     let fetch = Fetch {
@@ -149,10 +169,6 @@ fn fetch_then_hand_over(
             _ = cancel.cancelled() => {}
         }
     });
-    (
-        UpdateStatus::Pending,
-        Some("downloading attachments".into()),
-    )
 }
 
 /// Update rows whose attachments are being fetched; an entry leaves when its task ends (even by

@@ -525,8 +525,9 @@ async fn dispatch(
                 statuses.push((update.id, UpdateStatus::Processed, Some("callback".into())));
             }
             Intake::Message(message) => {
-                let (status, note) = on_message(myself, state, &update, message).await;
-                statuses.push((update.id, status, note));
+                if let Some((status, note)) = on_message(myself, state, &update, message).await {
+                    statuses.push((update.id, status, note));
+                }
             }
         }
     }

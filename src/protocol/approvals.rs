@@ -1,6 +1,6 @@
 //! The approvals service: a run asks for a human decision; approvers (Telegram, Studio, the
 //! terminal) decide; the operator administers grants and policy rules. Served by
-//! `actors/approval_desk.rs`.
+//! `actors/approval_desk/`.
 
 use std::time::Duration;
 

@@ -1,13 +1,14 @@
 //! The MCP service: one link per configured server under a supervisor. Agents' MCP tools call a
 //! link; Studio and `doctor` read the servers' health; `/readyz` and every run ask whether the
 //! servers have published their tools yet. Served by `actors/mcp_supervisor.rs` and
-//! `actors/mcp_link.rs`.
+//! `actors/mcp_link/`.
 //!
 //! "Published" means more than "the link is up": every agent allowed to use the server has
 //! confirmed that its tool set holds the server's tools (the link asks each agent after handing
 //! them over). A server holds readiness back while it is *pending*: enabled, not yet published,
 //! and not failed visibly (a failure leaves its reason in the health, Studio's MCP page and the
-//! log, so readiness never waits for ever on a broken server).
+//! log, so readiness never waits for ever on a broken server). Meanwhile `/readyz` answers 503
+//! naming it, and a run of one of its agents waits for it (`agent/run/mcp_wait.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! The memory service: saves, searches and governs memories (facts and notes with an optional
-//! embedding). Served by `actors/memory.rs`, the one owner of the vector index.
+//! embedding). Served by `actors/memory/`, the one owner of the vector index.
 
 use std::time::Duration;
 

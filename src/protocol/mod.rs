@@ -1,13 +1,21 @@
 //! Service protocols: how the rest of the daemon talks to each service actor.
 //!
 //! One file per service (approvals, memory, scheduler, handoff, telegram bot, agent, MCP, events,
-//! the local channel). Each holds the service's message enum with its request and reply types, its
-//! typed name (a [`ServiceName`] pairs the registered name with the message type at compile time),
-//! its error enum, and a cloneable handle whose methods own the lookup, the service's one timeout
-//! and the mapping of "not running" / "no answer" into that error. This is the shape of mini-redis's
-//! `Db` handle and of "Actors with Tokio": callers use methods, never `ActorRef`s or `call_t!`.
+//! the local channel, reload). Each holds the service's message enum with its request and reply
+//! types, its typed name (a [`ServiceName`] pairs the registered name with the message type at
+//! compile time), its error enum, and a cloneable handle whose methods own the lookup, the
+//! service's one timeout and the mapping of "not running" / "no answer" into that error. This is
+//! the shape of mini-redis's `Db` handle and of "Actors with Tokio": callers use methods, never
+//! `ActorRef`s or `call_t!`.
+//! The handles are `agent::Agent`, `approvals::Approvals`, `events::Events`, `handoff::Handoffs`,
+//! `local::LocalChannel`, `mcp::Mcp` (and `mcp::Link` for one server), `memory::Memory`,
+//! `reload::Reloader`, `scheduler::Scheduler` and `telegram::Bot`; a lookup that finds nothing
+//! or a call that gets no answer is a [`CallError`] inside the service's own error enum.
 //!
-//! Layers: `domain` ← `protocol` ← `agent`, `tools`, `studio`, `cli` ← `actors` ← `daemon`.
+//! Layers (the ranks of `tests/tidy.rs`): `domain`, `config`, `store`, `policy`, `schedule`,
+//! `llm`, `voice`, `supervision` (plain types, pure logic and capabilities, no actors) ←
+//! `protocol` ← `agent`, `tools`, `mcp`, `telegram`, `people`, `studio` ← `actors` ← `daemon` ←
+//! `testkit`, `cli`.
 //! **Architecture Invariant:** only `actors/` (and `daemon.rs`, which spawns the tree) import
 //! `crate::actors`; everything else reaches a service through its handle here (`tests/tidy.rs`).
 //! **Architecture Invariant:** a message enum is the closed list of what can make its actor act;

@@ -9,7 +9,9 @@
 //! the log never claims something that did not happen, nor misses something that did. Triggers
 //! refuse UPDATE and DELETE; editing the file by other means breaks the chain, and [`verify`] names
 //! the first row that does not follow. Once committed, the writer [`announce`]s the row on the
-//! event bus so live views refresh.
+//! event bus (`audit_appended`) so live views refresh: a dedicated kind rather than the kinds that
+//! usually accompany an audited action, so that Studio's Audit page neither misses a new audited
+//! action nor re-verifies the chain on every run step.
 //!
 //! Two anchors outside the table make cutting or rewriting the chain detectable:
 //! - the key: without it nobody can compute a valid row, so rewriting the chain (editing rows and
@@ -28,6 +30,10 @@
 //! state *before* the upgrade; from the upgrade on it is pinned — the head written at keying holds
 //! its last hash, and the first keyed row's MAC covers that hash as its `prev_hash`, so rewriting
 //! any old row afterwards is detected like rewriting a keyed one.
+//!
+//! Every boot checks the chain's tail and its anchors ([`boot_check`]): a keyed log without its
+//! key (nothing could be audited) refuses the boot; a broken tail or a missing head is a warning.
+//! The whole chain is `clawvisor audit verify` ([`verify_report`]); [`export_jsonl`] exports it.
 //!
 //! Limits: the key and the head protect against whoever can change the database but not the
 //! files beside it (a tool with SQL access, a restored or edited copy). Whoever can replace

@@ -1,12 +1,29 @@
 //! Boots the supervision tree, waits for shutdown, and stops the tree in order.
 //!
 //! [`run`] is what `clawvisor serve` calls; it takes the shutdown future as a parameter so tests
-//! pass their own. [`start`] returns a [`Daemon`] handle for in-process tests and `clawvisor chat`.
+//! pass their own. [`start`] and [`start_with`] (with a `domain::StartOptions`: `chat` runs
+//! without Studio, bots or the scheduler; tests choose) return a [`Daemon`] handle. Booting
+//! opens the store (creating the data directory, migrating), records the boot, builds each
+//! agent's runtime (`actors::plans`), spawns the root and probes the model providers in the
+//! background.
+//!
+//! The boot record: every boot writes a `daemon_boots` row (its kind, `serve` or `local`, and its
+//! process id) and a clean stop records its `stopped_ms`; a boot without one was unclean (said at
+//! the next boot). Operator commands ask it whether a daemon runs (`store::running_boot`). Every
+//! boot also checks the audit chain's tail and anchors, and refuses to start without a usable key.
 //!
 //! Shutdown runs in one direction: the root stops its children in reverse start order — Studio and
 //! the channels first (no new input), then agents (runs finish or checkpoint within
 //! `[shutdown] timeout`), the scheduler and approvals (pending approvals stay pending in the DB),
 //! the event history, and the store last.
+//!
+//! Exit codes (`clawvisor serve`): 0 after a clean stop; 78 (`EX_CONFIG`, [`EXIT_CONFIG`]) for a
+//! configuration error, a database newer than the binary, or a data directory that cannot be
+//! created or cannot hold the Studio token — restarting cannot fix these, and the systemd unit
+//! (`deploy/clawvisor.service`) does not restart on 78; 1 for anything else, including the root's
+//! exhausted restart budget and an unusable audit key (the unit has `Restart=always` for every
+//! exit but 78, so a stray signal cannot leave the daemon down). SIGHUP is a reload, never an
+//! exit; its listener is stopped as soon as shutdown begins, and a SIGHUP during boot is ignored.
 
 use std::future::Future;
 use std::net::SocketAddr;

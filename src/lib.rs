@@ -1,6 +1,21 @@
 //! clawvisor: a local-first daemon that hosts personal AI agents on a supervision tree.
 //!
 //! Start at `ARCHITECTURE.md` for the map; `daemon::run` is where the tree is booted.
+//!
+//! One process, one tokio runtime, one supervision tree of ractor actors, one SQLite file. Each
+//! module's `//!` header says what it is for, how it works and what must stay true of it; the
+//! measured figures are in `BENCHMARKS.md`.
+//!
+//! The daemon never panics on input; an `unwrap` or `expect` in non-test code says why it cannot
+//! fail. `tests/fuzz.rs` checks it at each input surface (config loading, stored Telegram
+//! updates, the shell classifier, schedules, zone names, Markdown → Telegram HTML, the Studio
+//! API, …) from a committed corpus (`tests/fuzz_corpus/`) plus generated cases, with properties
+//! beyond "no panic".
+//!
+//! `tests/tidy.rs` checks the tree's shape: every top-level module has a rank and imports only
+//! its own rank or lower; only `actors/` and `daemon.rs` name `crate::actors`; no non-test source
+//! file under `src/` passes 800 lines (exceptions would be listed there with their reason; there
+//! are none); at most five non-test functions pass 100 lines, each saying why in its doc comment.
 
 pub mod actors;
 pub mod agent;

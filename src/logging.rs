@@ -1,7 +1,8 @@
 //! Tracing setup: a `RUST_LOG`-style filter, text or JSON lines on stderr, secrets redacted.
 //!
 //! Every formatted line passes through [`crate::secrets::redact`] before it is written, so a token
-//! that slips into an error message (Telegram puts it in URLs) never reaches the journal.
+//! that slips into an error message (Telegram puts it in URLs) never reaches the journal. A panic
+//! is logged as one line (through the same redactor), with its location and thread.
 
 use std::io::{IsTerminal, Write};
 

@@ -1,5 +1,6 @@
-//! The `clawvisor` binary: set how the process uses memory, parse the command line and hand over
-//! to the library.
+//! The `clawvisor` binary: set how the process uses memory (glibc's malloc arenas capped at two,
+//! unless `MALLOC_ARENA_MAX` says otherwise), parse the command line and hand over to the library
+//! (`cli::main`).
 //!
 //! The memory setting lives here, not in the library, because it must come before any thread
 //! exists and because it belongs to the daemon's process, not to the tests and benches that link

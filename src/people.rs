@@ -3,15 +3,20 @@
 //! revoke, block, unblock) both call these functions, so every change is stored with its audit
 //! row in one transaction, then announced (`audit_appended` and `people_changed`).
 //!
+//! Who may talk: the agent file's `allow_users` and `approvers`, then the stored owner and paired
+//! people (`telegram_users`). A blocked person's updates are stored as ignored, with a note.
+//!
 //! Claiming: an agent whose bot has no `allow_users`, no `approvers` and no owner yet gets a
-//! one-time claim code (24 h; renewed by the bot when it expired); the first person to send
-//! `/start <code>` to the bot in a private chat becomes its owner — they talk to the agent and
-//! approve, as an approver in the file would. Wrong codes are limited per person (5 in 10
-//! minutes, then none is checked until the window passed). The code is never written to the audit
-//! log or an event: it grants ownership.
+//! one-time claim code (`bot_claims`, 24 h; renewed by the bot's sweep when it expired), written
+//! to the log at info level when the bot comes online and shown on Studio's People page; the
+//! first person to send `/start <code>` to the bot in a private chat becomes its owner — they
+//! talk to the agent and approve, as an approver in the file would. Wrong codes are limited per
+//! person (5 in 10 minutes, then none is checked until the window passed).
 //!
 //! Architecture Invariant: a blocked person is never answered (not even a pairing reply); a
 //! person named in the agent file is managed there, never here.
+//! Architecture Invariant: the claim code never reaches the audit log or an event (it grants
+//! ownership).
 
 use crate::audit;
 use crate::events::{EventBus, EventData, EventKind};

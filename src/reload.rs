@@ -5,15 +5,24 @@
 //! with (the daemon scrubbed its secret variables at start, so their boot values are put back),
 //! [`validate`] refuses what boot would only hint at but a running daemon cannot fix (a new bot
 //! whose token variable is not set, a provider the running daemon does not have, two bots on one
-//! token), [`effective`] keeps the running settings that need a restart, and [`plan`] lists the
-//! agents, bots and services to add, remove or restart. `actors/reloader.rs` applies the plan.
+//! token), [`effective`] keeps the running settings that need a restart, [`needs_restart`] names
+//! them (every key but the agent files, `[agents]` and `[[mcp.servers]]`), and [`plan`] lists the
+//! agents, bots and services to add, remove or restart. [`Unapplied`] is what a reload could not
+//! apply, for the next one to do again. `actors/reloader.rs` applies the plan.
+//!
+//! Secrets are read at start. A variable set later is read at a reload only if the process
+//! environment has it, and is then not scrubbed (the report warns); every boot-time secret stays
+//! in the running configuration until the restart, even if the new files no longer name it
+//! ([`effective`]).
 //!
 //! Invariants:
 //! - A refused reload changes nothing: validation runs on the whole set of files before anything
 //!   is stopped or started.
 //! - A setting that needs a restart is applied nowhere until the restart (new agents are built
 //!   with the running settings), and the report names it (`studio.bind`).
-//! - An agent or bot whose definition did not change is not in the plan, so it is not touched.
+//! - An agent or bot whose definition (and token) did not change is not in the plan, so it is not
+//!   touched; a restarted bot keeps its offset (`bot_offsets`, by bot id), and a replaced agent's
+//!   open runs resume at its next start (durable in SQLite).
 
 use std::collections::{BTreeMap, BTreeSet};
 

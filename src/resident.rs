@@ -16,8 +16,8 @@
 //!
 //! `trim_heap` hands the allocator's free pages back (glibc's `malloc_trim`).
 //!
-//! `serve` calls both once boot is over and then every few hours (`cli/serve.rs`). Elsewhere than
-//! Linux they do nothing.
+//! `serve` calls both [`RELEASE_AFTER_START`] (20 s) after start and then every
+//! [`RELEASE_EVERY`] (6 h) (`cli/serve.rs`). Elsewhere than Linux they do nothing.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -12,11 +12,16 @@
 //! a query string while the operator sees `***`). A bot token also appears inside Telegram URLs
 //! (`/bot<TOKEN>/getMe`), so matching by value is the only way to be sure.
 //!
-//! [`protect_daemon_process`] is what `serve` and `chat` do before anything else runs: the process
-//! becomes non-dumpable (another process of the same user — a shell command an agent runs — can no
-//! longer read `/proc/<pid>/environ` or its memory, and no core dump is written), and the secret
-//! variables are removed from the environment and overwritten in the original environment block,
-//! which is what `/proc/<pid>/environ` and `ps eww` show (`unsetenv` alone leaves it untouched).
+//! [`protect_daemon_process`] is what `serve` and `chat` do before any other thread starts: the
+//! process becomes non-dumpable (another process of the same user — a shell command an agent runs
+//! — can no longer read `/proc/<pid>/environ` or its memory, and no core dump is written), and the
+//! secret variables are removed from the environment and overwritten in the original environment
+//! block, which is what `/proc/<pid>/environ` and `ps eww` show (`unsetenv` alone leaves it
+//! untouched).
+//!
+//! Architecture Invariant: `agent::dispatch` refuses any tool call whose arguments carry a
+//! registered secret (before the gate, recorded and audited) and redacts every tool output and
+//! recorded call before the model, the transcript or Studio sees it.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock, RwLock};

@@ -1,22 +1,32 @@
 //! Skills: capability packs in the `SKILL.md` format (a folder per skill; YAML front matter with
 //! at least `name` and `description`, then Markdown instructions; other files beside it).
 //!
-//! Discovery has three levels: bundled (`skills/` beside the config file), installed
-//! (`<data dir>/skills/`), and the agent's own workspace `skills/`. An installed skill replaces a
-//! bundled one of the same name (both are the operator's). A workspace skill never replaces either:
-//! the workspace is writable by the agent (its tools, a web page it was told to save), so a
-//! same-named workspace skill would silently swap instructions the operator chose for ones nobody
-//! reviewed. It is kept in the catalogue as *shadowed*, unavailable with the reason, and a new
-//! workspace skill under a fresh name needs a human decision anyway (writes into the workspace
-//! `skills/` are L2 for the classifier).
+//! Discovery has three levels ([`levels`]): bundled (`skills/` beside the config file, else the
+//! ones built into the binary from `config/skills/`, written to `<data dir>/bundled-skills`),
+//! installed (`<data dir>/skills/`), and the agent's own workspace `skills/`. An installed skill
+//! replaces a bundled one of the same name (both are the operator's). A workspace skill never
+//! replaces either: the workspace is writable by the agent (its tools, a web page it was told to
+//! save), so a same-named workspace skill would silently swap instructions the operator chose for
+//! ones nobody reviewed. It is kept in the catalogue as *shadowed*, unavailable with the reason,
+//! and a new workspace skill under a fresh name needs a human decision anyway (writes into the
+//! workspace `skills/` are L2 for the classifier).
 //! Our front-matter extensions are optional: `tools` (required tools), `mcp` (required MCP
 //! servers), `risk` (a hint that can only tighten), `agents` (who may use it), `requires`
 //! (`env` variables, `bins` on PATH). Unknown keys are kept and shown, never errors, so skills
 //! written for other runtimes load.
 //!
-//! A skill never grants anything: one that needs a tool the agent lacks, an MCP server that is not
-//! configured, or a missing variable or binary is *unavailable* for that agent, with the reason.
-//! An invalid skill never breaks an agent: it is listed with what to fix.
+//! An agent's enabled skills that it can use are listed by name and description in the prompt;
+//! `use_skill` loads one's instructions (`tools/skill.rs`). Enablement is the agent file's
+//! `skills` list with the operator's Studio toggles over it, owned by the Agent actor. Runs record
+//! which skills they loaded (their `use_skill` calls), shown in Studio's runs view.
+//!
+//! Architecture Invariant: a skill grants nothing: one that needs a tool the agent lacks, an MCP
+//! server not configured, or a missing variable or binary is *unavailable* for that agent, with
+//! the reason (logged at boot; `clawvisor skills list`). An invalid skill never breaks an agent:
+//! it is listed with what to fix.
+//! Architecture Invariant: a skill's `risk` hint only tightens: once a run loaded a skill
+//! (`use_skill`), its policy decisions use the stricter of the agent's autonomy and the skill's
+//! (`medium` → `require_approval`, `high` → `supervised`); the decision step names the skill.
 //!
 //! Architecture Invariant: `skills` reads files and knows nothing about actors or the store.
 

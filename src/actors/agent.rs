@@ -2,11 +2,20 @@
 //! demand), owns the agent's runtime settings (autonomy, model, paused, tools) and pushes every
 //! change to its sessions, then announces it as `agent_changed` (settings, skill toggles, tools).
 //!
+//! Skills: the enabled set is the agent file's `skills` list with the operator's Studio toggles
+//! (`agent_skill_toggles`) over it. This actor owns it: a toggle is stored, `use_skill` is
+//! rebuilt and the new skill set is pushed to the sessions with the other settings (applied from
+//! their next turn, kept across restarts).
+//!
 //! Invariants:
 //! - One session per chat; a session is stopped for idleness only when every message routed to it
 //!   has been handled (routed count == handled count), so a stop never drops a message in flight.
 //! - At start, sessions with unfinished work in the database (pending messages, open runs) are
 //!   started, so nothing waits for a new message to be resumed.
+//! - A paused agent never drops what a person said: the message is stored (unclaimed), the chat
+//!   is told it is kept, and when the operator resumes the agent it wakes every conversation with
+//!   pending messages (`resume_unfinished`, the same path as at boot). Scheduled, handoff and
+//!   gateway requests get a run that says the agent is paused.
 //!
 //! Restart policy: permanent, under the AgentSupervisor. Sessions are transient children.
 

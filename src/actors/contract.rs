@@ -8,19 +8,23 @@
 //! REJECT: reason); a rejection goes back to the delegate as feedback; the third rejection fails
 //! the contract.
 //!
-//! Ownership: the delegate's output only ever reaches this actor (`channels::deliver` routes
-//! `handoff:` chats here), never the user. The outcome goes to the owner exactly once: to the
-//! owner's run when it is still waiting (the `handoff_task` call), otherwise into the owner's
-//! conversation as a pending message, stored together with `delivered_ms` in one transaction, and
-//! the owner agent is woken to answer it.
+//! Architecture Invariant: the owner owns the answer: a delegate's output reaches only its
+//! contract (`channels::deliver` routes `handoff:` chats to this actor), never the user, and the
+//! result enters the owner's run as data.
+//! Architecture Invariant: a contract's outcome reaches the owner exactly once: to the waiting
+//! `handoff_task` call, or — when nobody waits any more (the run ended, or the daemon restarted)
+//! — into the owner's conversation as a pending message written in the same transaction as
+//! `delivered_ms`, after which the owner is woken to answer it. (Known window: a crash after the
+//! waiting call was answered but before its tool result was recorded loses that one delivery.)
 //!
 //! Restart: the actor reloads its row. A contract created but not yet sent is sent; one in
 //! progress whose delegate has nothing pending takes the delegate's last answer (it finished while
 //! the daemon was down) or sends the subtask again (it never arrived); an ended one not yet
 //! delivered is delivered.
 //!
-//! Background job: the deadline timer (owner: this actor; `send_after`; recomputed from
-//! `deadline_ms` at start; expiring an ended contract is a no-op).
+//! Background job: the deadline timer (owner: this actor; table `handoff_contracts`; `send_after`;
+//! cancelled when the contract ends or the actor stops; recomputed from `deadline_ms` at start;
+//! expiring an ended contract is a no-op).
 //!
 //! Every stored change is announced as `handoff_changed` once committed (Studio's Handoffs page).
 //!

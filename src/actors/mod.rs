@@ -1,7 +1,16 @@
 //! Actors: one file per actor kind, plus the shared restart policy (`supervise`).
 //!
 //! Each file follows the same order: `//!` doc (responsibility, invariants, restart policy),
-//! `Msg` enum, `Args`, the behaviour struct, its state, `impl Actor`.
+//! `Msg` enum, `Args`, the behaviour struct, its state, `impl Actor`. An actor that outgrew one
+//! file is a folder (`approval_desk/`, `mcp_link/`, `memory/`, `scheduler/`, `telegram_bot/`)
+//! whose `mod.rs` keeps that order and whose other files are its named steps.
+//!
+//! Beside the actors: `supervise.rs`, the supervisors' children table (`Children`, `ChildSpec`)
+//! driving the one pure restart policy of `crate::supervision`; `supervisor.rs`, a generic
+//! one-for-one supervisor over a list that a reload may change (`Add`, `Remove`, `Replace`,
+//! `SetSpec`); `root.rs`, the root's children; `context.rs`, what they are built from
+//! (`RootContext`); `specs.rs`, each child as a spec; `plans.rs`, the agents' runtimes built from
+//! the files; `reloader.rs`, the reload.
 //!
 //! A service's actor takes its protocol's public messages (`protocol/<service>.rs`) wrapped in the
 //! `Request` variant of an enum of its own, whose other variants are what only the actor and its
@@ -9,7 +18,9 @@
 //! registers it with a mailbox that takes the public messages only.
 //!
 //! Architecture Invariant: actors hold only `ActorRef`s (or registered names) of each other, never
-//! another actor's state. Long I/O runs in spawned tasks that report back by message.
+//! another actor's state or shared mutable state (`AgentRuntime` is shared but immutable; settings
+//! changes are pushed to sessions by message). Long I/O runs in spawned tasks that report back by
+//! message.
 
 /// Implements the conversions between an actor's own message enum and the protocol enum it wraps
 /// in its `Request` variant, which its public mailbox needs (`Registry::publish`): a request

@@ -6,18 +6,25 @@
 //! only then changes anything, in this order: bots to remove or restart stop (no new input, and no
 //! bot keeps running an old definition beside its new agent), agents to remove stop as at
 //! shutdown, the services holding a slice of the agent files (approvals, memory, scheduler,
-//! handoffs) restart when their slice changed, changed agents are replaced and new ones start, the
-//! MCP links are given the new server list and agents, and the new and restarted bots start. A
-//! bot keeps its `getUpdates` offset across a restart (it is stored by bot id); an agent's
-//! in-flight runs are durable in SQLite and resumed by its next start, as after a crash. Last, the
-//! root is given the new specs of the agent, MCP and channel supervisors and of the reloader
-//! (`SupervisorMsg::SetSpec`), so that a restart of any of them keeps what this reload applied.
-//! Every report is logged, published (`config_reloaded`), audited (`config.reload`, or
-//! `config.reload_partial` / `config.reload_refused`) and returned.
+//! handoffs) are replaced when their slice changed (`SupervisorMsg::Replace`; they recover from the
+//! database as after a crash), changed agents are replaced and new ones start
+//! (`AgentSupervisorMsg::Add` / `Remove`), the MCP supervisor is given the new server list and
+//! agents (`McpReload`: only links whose entry changed restart; a link whose agents alone changed
+//! is retargeted without reconnecting), and the new and restarted bots start (`Add` on the channel
+//! supervisor). A bot keeps its `getUpdates` offset across a restart (it is stored by bot id); an
+//! agent's in-flight runs are durable in SQLite and resumed by its next start, as after a crash.
+//! Last, the root is given the new specs of the agent, MCP and channel supervisors and of the
+//! reloader (`SupervisorMsg::SetSpec`: stored, not restarted), so that a restart of any of them
+//! keeps what this reload applied, and Studio's views of the files (`StudioViews`: agents,
+//! people, zones, budgets, the ids `/readyz` waits for) are replaced.
+//!
+//! The report (added, removed and restarted per kind, MCP servers also retargeted, settings that
+//! need a restart, warnings, or the refusal) is logged, published (`config_reloaded`), audited
+//! (`config.reload`, or `config.reload_partial` / `config.reload_refused`) and returned.
 //!
 //! A step that fails (its supervisor is not running or does not answer) is a warning in the
-//! report, which is then `partial`, and is remembered: the next reload does it again even if the
-//! files have not changed since.
+//! report, which is then `partial` (`ok: false`), and is remembered (`reload::Unapplied`): the
+//! next reload does it again even if the files have not changed since.
 //!
 //! Its state is the running configuration; it is the only one that changes it after boot.
 //! Restart policy: permanent under the root. After a crash it starts from the configuration of

@@ -2,7 +2,10 @@
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
 //! Store, Events, ApprovalDesk, Memory, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
-//! HandoffSupervisor, ChannelSupervisor, Reloader, Backup (when scheduled), Studio.
+//! HandoffSupervisor, ChannelSupervisor, Reloader, Backup (when scheduled), Studio. The
+//! ChannelSupervisor is a generic [`Supervisor`] whose bots start `[telegram] boot_stagger`
+//! apart; a bot that exhausts its budget is degraded instead of escalating
+//! (`specs::channel_supervisor`).
 //!
 //! The children's specs are built from a [`RootContext`] (`context.rs`) by `specs.rs`, at boot
 //! and by the reloader for the children a reload changes (the services holding a slice of the

@@ -9,8 +9,9 @@
 //!
 //! Recovery (`post_start`): open runs of this session are resumed from their last recorded step,
 //! then pending messages get a run. A session with nothing to do asks its agent to stop it after
-//! `session_idle`; the agent only does so when no message is in flight (a counter of routed vs.
-//! handled messages), so stopping never loses one.
+//! `[sessions] idle_stop` (10 min by default; any message cancels the timer); the agent only does
+//! so when no message is in flight (a counter of routed vs. handled messages), so stopping never
+//! loses one.
 //!
 //! Restart policy: transient (restarted by its Agent when it fails; state comes back from SQLite).
 //! Its Run children are temporary: a failed run is recorded and reported, never retried blindly.

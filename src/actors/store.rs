@@ -6,8 +6,8 @@
 //! dead writer and fails the actor, so the supervisor restarts it. `post_stop` lets the writer
 //! commit everything queued, then stops it: the store is the last child of the root to stop.
 //!
-//! Background job: WAL checkpoint every `checkpoint_every` (owner: this actor; cancelled with it;
-//! idempotent).
+//! Background job: WAL checkpoint every `checkpoint_every` (60 s; owner: this actor; cancelled with
+//! it; resumes with the actor; idempotent).
 //!
 //! Restart policy: permanent.
 

@@ -8,8 +8,12 @@
 //! degraded, or whether the supervisor must escalate to its own parent.
 //!
 //! Invariants:
-//! - A restart is always scheduled with `send_after`, never slept inside a handler, so the
-//!   supervisor's mailbox stays responsive while a child waits for its backoff.
+//! - Every supervisor overrides `handle_supervisor_evt` and keeps its children in [`Children`],
+//!   except a Session over its temporary Run (a run is never restarted; its failure is recorded
+//!   and reported).
+//! - A restart is always scheduled with `send_after` (or cast at once when the backoff is zero),
+//!   never slept inside a handler, so the supervisor's mailbox stays responsive while a child
+//!   waits for its backoff.
 //! - A child whose `pre_start` fails produces no supervision event in ractor; [`Children::start`]
 //!   treats that spawn error exactly like a crash, so both paths share the same budget.
 //! - A child stopped on purpose (removal, shutdown) is never restarted.

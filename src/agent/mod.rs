@@ -3,7 +3,13 @@
 //! `run::execute` takes one run from its input messages to its final answer: it composes the
 //! prompt (`composer`), calls the model through the fallback chain, passes every tool call through
 //! the policy gate and the dispatcher (`dispatch`), guards against loops (`loop_guard`), compacts
-//! long conversations (`compaction`) and records every step in `runs` / `run_steps`.
+//! long conversations (`compaction`) and records every step in `runs` / `run_steps`. Beside it:
+//! `zone` (the run's time zone), `transcript` (stored events ⇄ messages, tool output wrapped as
+//! data), `approval` (waiting for a human decision) and `recall` (the prompt's memory layer).
+//!
+//! [`AgentRuntime`] is what every run of an agent shares (immutable; a reload builds a new one);
+//! [`AgentSettings`] is what changes at run time (the operator's edits, MCP tools coming and
+//! going), pushed by the agent actor to its sessions by message.
 //!
 //! Architecture Invariant: `agent` knows nothing about Telegram or HTTP; it talks to channels only
 //! through `channels::deliver` with plain `Outbound` values.

@@ -2,7 +2,7 @@
 //!
 //! The memory actor answers (this agent's memories, its direct reports' and the platform's,
 //! ranked for the query; private ones only in their own chat; `secret` ones never). The layer is
-//! absent when memory is off, has nothing relevant, or does not answer quickly: a slow memory
+//! absent when memory is off, has nothing relevant, or does not answer within 3 s: a slow memory
 //! never holds up an answer.
 
 use crate::domain::ChatKey;

@@ -1,5 +1,15 @@
 //! One run: from the session's pending messages to a final answer (or a recorded reason why not).
 //!
+//! [`execute`] decides the run's zone (`agent::zone`) and then drives it: a paused agent or a
+//! spent daily budget (`run/budget.rs`) stops it before anything runs; the run waits for its MCP
+//! servers (`run/mcp_wait.rs`), opens its conversation (a resumed one through `run/resume.rs`;
+//! compacted when too long) and then takes turns: prepare the turn (the budget again before each
+//! further model call, the prompt's layers from `run/layers.rs`), call the model through the
+//! fallback chain (`run/model.rs`, streamed by `run/streaming.rs` unless the answer is to be
+//! spoken, `run/spoken.rs`), record the request for tools, and pass every call through the gate
+//! and the dispatcher (`agent::dispatch`), with the loop guard watching — until a final answer,
+//! a stop or a failure.
+//!
 //! Durability: the run row exists before the first model call; every model call, decision, tool
 //! call and result is recorded as it happens; an assistant message that asks for tools is stored
 //! before any of them runs. A run interrupted by a crash is therefore resumed from its last

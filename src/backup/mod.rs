@@ -9,7 +9,8 @@
 //! What an archive holds (and nothing else, so that a restore can refuse any other path):
 //! - `clawvisor.db`: a snapshot taken with SQLite's online backup API in one step on its own
 //!   read-only connection, i.e. inside one read transaction, which WAL lets run beside the
-//!   daemon's writer; the snapshot is every transaction committed before it started;
+//!   daemon's writer; the snapshot is every transaction committed before it started (the copy's
+//!   journal mode is DELETE, so it is one file);
 //! - `audit.head` (read *before* the snapshot, so it never names rows the snapshot lacks: a head
 //!   that lags the table is what `audit verify` accepts after a crash) and `audit.key` (the
 //!   chain's MAC key: without it the restored chain cannot be verified, so an archive is as
@@ -22,8 +23,9 @@
 //!
 //! Not in an archive: `studio.token` (a credential, made again at boot), `bundled-skills/`
 //! (written from the binary at boot), the `backups` directory, and bot tokens and API keys, which
-//! live in the environment, never in the data directory. Symbolic links and special files are
-//! skipped and named in the report.
+//! live in the environment, never in the data directory. A workspace an agent file places outside
+//! the data directory is not archived either. Symbolic links and special files are skipped and
+//! named in the report.
 //!
 //! Invariants: an archive appears under its final name only complete (written to `<file>.partial`,
 //! fsynced, renamed); a restore verifies the whole archive (every checksum, no missing or extra

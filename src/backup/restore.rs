@@ -2,9 +2,24 @@
 //! [`restore`] verifies, extracts beside the target (checking every byte again), checks the
 //! database, and renames the result into place.
 //!
+//! Verifying checks the gzip stream (its CRC), that every entry is a regular file at a path under
+//! the format's roots with no `..` or absolute part, that no entry is duplicated, missing or extra,
+//! every size and SHA-256 against the manifest, a format version equal to this binary's and a
+//! schema version not newer.
+//!
+//! Restoring refuses a data directory with an open boot (`daemon_boots`, `serve` or `chat`) whose
+//! live process holds the database, or whose database it cannot read to tell
+//! (`store::running_daemon`), and a non-empty one without `--force` (which moves it aside, never
+//! deletes it). It extracts into a scratch directory beside the target (hashing again), runs
+//! `PRAGMA integrity_check`, the schema check and `audit verify` there, and only then renames it
+//! into place; a chain that does not verify refuses unless `--accept-broken-audit`. Restored files
+//! keep their mode masked to 0755 (scripts stay executable); run as root, the tree gets the
+//! previous data directory's owner (otherwise a warning says to chown it).
+//!
 //! A restore never leaves the operator without a data directory: it refuses before anything is
 //! moved when the archive, the database or (unless accepted) the audit chain fails, and when the
-//! final rename fails the old directory is named back and the extracted copy kept.
+//! final rename fails the old directory is named back and the extracted copy kept, its path in
+//! the error.
 
 use std::collections::BTreeMap;
 use std::fs;

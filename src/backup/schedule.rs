@@ -1,5 +1,10 @@
 //! Scheduled backups: when (`every <duration>` or a crontab line, in the daemon's zone), where
-//! archives go, how many are kept, and one scheduled run (back up, prune, record).
+//! archives go (`dir`, relative to the data directory), how many are kept (`keep`), and one
+//! scheduled run: first remove what killed backups left there (`.clawvisor-backup-*` scratch
+//! directories, `*.partial`; only when no running backup holds their `flock` and they are over a
+//! minute old), then archive `clawvisor-<UTC stamp>.tar.gz`, prune beyond `keep`, and record the
+//! run in `backups`. Pruning touches only names in exactly that stamp format: archives made by
+//! hand into the same directory are never pruned.
 //!
 //! An interval is anchored at midnight of 2000-01-01 in the daemon's zone, so the next run is a
 //! pure function of the time and the config: the actor that runs backups and Studio, which shows

@@ -10,11 +10,14 @@
 //! Deciding: `daemon_boots` holds a row per boot with its process id, and a clean stop records
 //! `stopped_ms`. A boot without a stop whose process is alive and has the database open means a
 //! daemon runs (`store::running_boot`; only a `serve` boot counts: `clawvisor chat` records a
-//! `local` one, runs no Studio and no scheduler, and the files are worked on beside it); otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or
-//! is now another program) it is stopped. While it runs, the command calls Studio at the
-//! configured address (`studio.bind`, or `--studio-bind`) with the local token
-//! (`<data_dir>/studio.token`, `studio::access::local_token`). A running daemon whose Studio does
-//! not answer is an error that says so, never a reason to write behind its back.
+//! `local` one, runs no Studio and no scheduler, and the files are worked on beside it);
+//! otherwise (no database, clean stops, or a crashed daemon's row whose process is gone or is now
+//! another program) it is stopped. While it runs, the command calls Studio at the configured
+//! address (`studio.bind`, or `--studio-bind`) with the local token (`<data_dir>/studio.token`,
+//! `studio::access::local_token`).
+//!
+//! Architecture Invariant: no command writes a job behind a running daemon's back: a running
+//! daemon whose API cannot be reached is an error that says so, never a fallback to the database.
 
 use std::time::Duration;
 

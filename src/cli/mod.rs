@@ -1,9 +1,12 @@
-//! The command line: `clawvisor serve | doctor | migrate | config check | ...`.
+//! The command line: `clawvisor serve | chat | doctor | migrate | config check | backup | restore
+//! | reload | jobs | mcp | ...`.
 //!
-//! Every command loads the same layered config (a configuration error exits with code 78 and a
-//! message naming the file, key and what is expected), then does its work, in its own file per
-//! subcommand (`doctor.rs`, `migrate.rs`, ...). Only this module (and its children) and
-//! `main.rs` print to stdout.
+//! This module holds the clap types and the dispatch. Every command loads the same layered config
+//! (a configuration error exits with code 78 and a message naming the file, key and what is
+//! expected), sets up logging, then does its work, in its own file per subcommand (`doctor.rs`,
+//! `migrate.rs`, ...). Commands that change what a running daemon holds in memory (`jobs`,
+//! `mcp call`, `reload`) decide in one place, `daemon_link.rs`, whether to go through its API or
+//! work on the files. Only this module (and its children) and `main.rs` print to stdout.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,4 +1,11 @@
-//! `clawvisor serve`: runs the daemon until SIGINT/SIGTERM; SIGHUP reloads the files.
+//! `clawvisor serve`: runs the daemon until SIGINT/SIGTERM; SIGHUP reloads the files. Its exit
+//! code is the daemon's (`daemon`: 0, 78 or 1).
+//!
+//! Background job: the release of the binary's unused pages and the heap's free pages
+//! (`resident`), 20 s after start and then every 6 h (owner: `serve`; no table; the task is
+//! aborted when the daemon stops and runs again after the next start; it gives up, with one log
+//! line, where the release is not possible; idempotent: only read-only, never-written mappings of
+//! the executable are unmapped, and they fault back unchanged).
 
 use std::process::ExitCode;
 

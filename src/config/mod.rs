@@ -10,11 +10,16 @@
 //! the environment or flags are relative to the working directory.
 //!
 //! The settings of each `[section]` are here unless a section is large enough for its own file
-//! (`mcp`, `providers`; agent files in `agent`); `layers` merges the layers and `validate` checks
-//! what types cannot.
+//! (`mcp`, `providers`, `backup`, `web_search`; agent files in `agent`); `layers` merges the
+//! layers as TOML tables and deserializes them once (`serde_path_to_error` names the key of any
+//! bad value), `validate` checks what types cannot, `duration` reads durations, and `timezone`
+//! decides the daemon's zone ([`LoadedConfig::timezone`]).
 //!
-//! Architecture Invariant: only `config` reads configuration files and `CLAWVISOR_*` variables;
-//! every actor receives its own slice of the validated config in its `Args`.
+//! The secrets the config names (API keys, bot tokens, the Studio token) are read from the
+//! environment once, at load, into [`LoadedConfig::secrets`] and registered for redaction.
+//!
+//! Architecture Invariant: only `config` reads configuration files, `CLAWVISOR_*` variables and
+//! `TZ`; every actor receives its own slice of the validated config in its `Args`.
 
 mod agent;
 mod backup;

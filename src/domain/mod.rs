@@ -1,4 +1,7 @@
-//! Plain types shared by every part of the daemon: chats, senders, inbound and outbound messages.
+//! Plain types shared by every part of the daemon: chats ([`ChatKey`], whose kind names the
+//! channel), senders, inbound and outbound messages ([`Inbound`], [`Outbound`]), and which parts
+//! of the tree a start runs ([`StartOptions`]: everything for `serve`; no Studio, bots or
+//! scheduler for `chat` and `eval`).
 //!
 //! Architecture Invariant: `domain` does no I/O and knows no crate beyond serde_json and std.
 //! Messages that cross the Channel ↔ Agent boundary are these plain values (ids and strings), so

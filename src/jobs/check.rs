@@ -1,5 +1,11 @@
 //! Checking a job: shared by the scheduler and `clawvisor jobs add` on a stopped daemon, so that a
 //! job is the same whoever stores it.
+//!
+//! [`NewJob::into_row`] checks every field: the schedule ([`check_schedule`]: kind, expression in
+//! the job's zone, missed-run policy, a first fire after now, fires at least `[scheduler]
+//! min_interval` apart), the texts and the target chat. Every job stores its zone (the schedule
+//! tools give the run's, `agent::zone`, so a time without an offset means the person's local
+//! time). The per-agent job limit ([`check_job_limit`]) is the caller's to check.
 
 use std::time::Duration;
 

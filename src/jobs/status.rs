@@ -1,5 +1,9 @@
 //! Pausing, resuming and cancelling: shared by the scheduler and `clawvisor jobs pause | resume |
 //! rm` on a stopped daemon, so that a job changes the same way whoever changes it.
+//!
+//! [`StatusChange::decide`] says what a change does to a job; [`StatusTransition::write`] writes
+//! it in the caller's transaction: a paused or cancelled job's queued fires end as skipped, and a
+//! one-shot resumed after its time is recorded as missed, never silently dropped.
 
 use crate::schedule::ScheduleSpec;
 use crate::store::schedules::{self as queries, JobRow, JobRunStatus, JobStatus, NewJobRun};

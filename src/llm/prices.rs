@@ -4,8 +4,9 @@
 //! Without a price every call used to cost $0, so `daily_budget_usd` silently never tripped for
 //! most models. Now a model is either priced (from `[pricing]` or the built-in table), free (its
 //! provider says `free = true`, or it is an OpenRouter `:free` variant), or *unpriced*: its calls
-//! are still recorded with their tokens (which count against `daily_token_budget`), marked
-//! unpriced, and reported at boot, by `doctor` and on Studio's Costs page.
+//! are still recorded with their tokens (which count against `daily_token_budget`) at $0, marked
+//! unpriced (`cost_events.unpriced`, `runs.unpriced`), and reported once at boot, by `doctor` and
+//! on Studio's Costs page.
 //!
 //! The matching rule (documented in `config/prices.toml` too), first match wins, `[pricing]`
 //! searched with the whole rule before the built-in table:

@@ -1,5 +1,6 @@
 //! `Provider`: one configured model endpoint and the call machinery around it — the HTTP request,
-//! the per-call and idle timeouts, streaming over SSE, and retries with backoff.
+//! the per-call and idle timeouts, streaming over SSE, and retries with backoff (a `Retry-After`
+//! is honoured up to a limit; one asking for longer fails the call at once so the chain moves on).
 //!
 //! Invariants:
 //! - A streamed answer is complete only when the protocol's end marker arrived; anything else

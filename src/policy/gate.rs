@@ -1,12 +1,16 @@
 //! The policy gate: the one function every tool call passes through before it may run.
 //!
 //! It combines, in order: the rate limiter (per chat), the loop guard's verdict on this call, the
-//! risk assessment (L3 is blocked in every mode), and the agent's autonomy mode. The answer is a
-//! [`DecisionEnvelope`] — decision, reason, source, next step — recorded with the run and shown in
-//! Studio. Stored policy rules and scoped grants join the same function (see `decide`'s inputs).
+//! risk assessment (L3 is blocked in every mode), the stored policy rules (a denying rule wins,
+//! an asking one turns an allow into an ask: rules only tighten), the agent's autonomy mode, and
+//! last a scoped grant, which turns an ask into an allow. The answer is a [`DecisionEnvelope`] —
+//! decision, reason, source, next step — recorded with the run and shown in Studio.
 //!
 //! Architecture Invariant: no tool runs without an envelope from `decide` that says `Allow`, or a
-//! recorded approval of an envelope that said `RequireApproval`.
+//! recorded and consumed approval of an envelope that said `RequireApproval`.
+//! Architecture Invariant: a scoped grant covers exactly the action a human approved — the tool
+//! and its canonical arguments, by hash (`grants.action_hash`) — in that chat, never "the same
+//! program" or "the same tool".
 
 use super::Effect;
 use crate::config::Autonomy;

@@ -8,6 +8,11 @@
 //! Levels: L0 runs automatically, L1 runs and notifies the operator, L2 waits for an approval,
 //! L3 is blocked. Policy rules may tighten a level, never loosen an L3.
 //!
+//! The decision on a call is [`gate::decide`], the one function every tool call passes through
+//! (with the per-chat [`rate_limit`]); what a tool does to the world is its [`Effect`], which a
+//! tool may make depend on a call's arguments (`Tool::effect_for`: its own chat, its own memory
+//! are reads).
+//!
 //! **Architecture Invariant:** `policy` knows nothing about actors, the store, Telegram or HTTP; it
 //! reads no file and no environment variable. The same input always gives the same assessment.
 

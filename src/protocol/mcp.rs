@@ -7,7 +7,8 @@
 //! confirmed that its tool set holds the server's tools (the link asks each agent after handing
 //! them over). A server holds readiness back while it is *pending*: enabled, not yet published,
 //! and not failed visibly (a failure leaves its reason in the health, Studio's MCP page and the
-//! log, so readiness never waits for ever on a broken server).
+//! log, so readiness never waits for ever on a broken server). Meanwhile `/readyz` answers 503
+//! naming it, and a run of one of its agents waits for it (`agent/run/mcp_wait.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,11 +1,16 @@
 //! Service protocols: how the rest of the daemon talks to each service actor.
 //!
 //! One file per service (approvals, memory, scheduler, handoff, telegram bot, agent, MCP, events,
-//! the local channel). Each holds the service's message enum with its request and reply types, its
-//! typed name (a [`ServiceName`] pairs the registered name with the message type at compile time),
-//! its error enum, and a cloneable handle whose methods own the lookup, the service's one timeout
-//! and the mapping of "not running" / "no answer" into that error. This is the shape of mini-redis's
-//! `Db` handle and of "Actors with Tokio": callers use methods, never `ActorRef`s or `call_t!`.
+//! the local channel, reload). Each holds the service's message enum with its request and reply
+//! types, its typed name (a [`ServiceName`] pairs the registered name with the message type at
+//! compile time), its error enum, and a cloneable handle whose methods own the lookup, the
+//! service's one timeout and the mapping of "not running" / "no answer" into that error. This is
+//! the shape of mini-redis's `Db` handle and of "Actors with Tokio": callers use methods, never
+//! `ActorRef`s or `call_t!`.
+//! The handles are `agent::Agent`, `approvals::Approvals`, `events::Events`, `handoff::Handoffs`,
+//! `local::LocalChannel`, `mcp::Mcp` (and `mcp::Link` for one server), `memory::Memory`,
+//! `reload::Reloader`, `scheduler::Scheduler` and `telegram::Bot`; a lookup that finds nothing
+//! or a call that gets no answer is a [`CallError`] inside the service's own error enum.
 //!
 //! Rank 3 (`ARCHITECTURE.md`, "Ranks"): above the capabilities its messages carry (`store`, `tool`,
 //! `jobs`, ...), below everything that sends them (`agent`, `tools`, `studio`, ... and `actors`).

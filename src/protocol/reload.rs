@@ -4,7 +4,8 @@
 //!
 //! One reload runs at a time (the actor's mailbox orders them); each answers with a
 //! [`ReloadReport`]: what was added, removed or restarted, which settings need a restart, or why
-//! nothing changed.
+//! nothing changed. Callers wait [`TIMEOUT`] (120 s) for it; Studio's route then answers 504
+//! ("outcome unknown"), and `clawvisor reload` and Studio's page wait 150 s, past that.
 
 use std::time::Duration;
 

@@ -11,7 +11,8 @@
 //! - **A HOME outside the workspace** ([`ShellHome`]): a fresh private directory per call, removed
 //!   after it, holding the XDG directories and `TMPDIR`. The agent can write its workspace, so a
 //!   HOME there would let one harmless-looking `write_file` (`.gitconfig`, `.config/git/config`, a
-//!   Python `.pth`, `.bashrc`) turn the next `git status` into code execution.
+//!   Python `.pth`, `.bashrc`) turn the next `git status` into code execution. git reads no
+//!   global or system config (`GIT_CONFIG_GLOBAL=/dev/null`, `GIT_CONFIG_NOSYSTEM=1`).
 //! - **Landlock** ([`landlock_rules`]): the kernel confines the shell and everything it starts to
 //!   read and execute the system directories, read and write the workspace and the call's HOME,
 //!   and nothing else: not the data directory (database, other agents' workspaces), not the
@@ -21,6 +22,9 @@
 //!
 //! [`protections`] says which of these are active on this machine; `clawvisor doctor`, the boot
 //! log and Studio's overview show it.
+//!
+//! Architecture Invariant: a protected path is never granted, even inside a granted system
+//! directory (it is granted around, `landlock_rules`).
 
 pub mod landlock_rules;
 

@@ -1,8 +1,16 @@
 //! Queries for `memory_facts` and its full-text index `memory_fts`.
 //!
-//! The read model is enforced here: every query that an agent's tools or prompt use takes the set
-//! of owners the agent may read ([`Scope`]) and the chat it is in, and filters in SQL. A fact of
-//! class `restricted` or `session_recap` is visible only in the chat where it was learned.
+//! Architecture Invariant: the read model is enforced here, in SQL: an agent reads its own, its
+//! direct reports' (`reports_to`) and the platform's memories. Every query that an agent's tools
+//! or prompt use takes the set of owners the agent may read ([`Scope`]) and the chat it is in,
+//! and filters in SQL. A fact of
+//! class `restricted` or `session_recap` is visible only in the chat where it was learned. Vector
+//! hits, which know only their owner, are filtered by the same SQL ([`visible_ids`]) before
+//! anyone sees them.
+//!
+//! Deviation from the design: facts and semantic chunks are one table (`memory_facts`; a recap is
+//! a row of class `session_recap`, a note one of class `durable`) with an optional embedding, so
+//! that one full-text index, one read model and one governance path serve both.
 
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 

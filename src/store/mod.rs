@@ -6,6 +6,15 @@
 //! alone) and answers every job only after `COMMIT` returned. Reads run on a small pool of
 //! read-only connections on tokio's blocking pool (WAL lets them run beside the writer).
 //!
+//! Files: the writer thread (`writer.rs`), migrations (`migrate.rs`), and one query module per
+//! area: `events` (runtime events, boots), `sessions`, `runs` (runs, steps, costs, agent
+//! settings), `outbox` (replies awaiting delivery), `telegram`, `people` (owner, paired and
+//! blocked people, claim codes), `approvals`, `schedules`, `memory`, `handoff`, `mcp`, `studio`
+//! and `timezones` (each person's chosen zone, daemon-wide). A row's status (and an approval's
+//! risk level) is an enum stored as its exact word (`stored_text.rs`). [`running_boot`] (and
+//! [`running_daemon`], its process id) is the one answer to "does a daemon run on this
+//! database?" for `jobs`, `mcp`, `reload` and `restore`.
+//!
 //! Architecture Invariant: `store` knows nothing about Telegram, HTTP or actors. The query
 //! modules take a `&Connection` and plain domain values; callers compose them inside one
 //! `write` closure when several rows must change together.

@@ -1,5 +1,12 @@
-//! Queries for `bot_offsets`, `inbound_updates`, `telegram_users` and `pairing_codes` (the people
-//! themselves, claims and blocks: `store::people`).
+//! Queries for `bot_offsets`, `inbound_updates`, `telegram_users`, `pairing_codes` and
+//! `telegram_streams` (the people themselves, claims and blocks: `store::people`).
+//!
+//! A batch of updates and the bot's next offset are committed in one transaction
+//! ([`store_batch`]), before the poller confirms them to Telegram; updates are unique on (bot,
+//! update id). A stored update keeps its forum topic (`inbound_updates.thread_id`), so a group's
+//! unaddressed messages are context only for an answer in the same topic. The message a streamed
+//! answer is edited into is kept in `telegram_streams`, so that a reply delivered after a crash
+//! edits it instead of appearing twice.
 
 use rusqlite::{Connection, OptionalExtension, params};
 

@@ -11,6 +11,7 @@
 //!   stream included):
 //!   - a browser session: the `clawvisor_session` cookie, set by `/login?token=...` from a one-time
 //!     link (`clawvisor studio-link`, or printed at boot when the daemon runs in a terminal);
+//!     only the SHA-256 of links and cookies is stored (`store::studio`);
 //!   - a client with an access token (`Authorization: Bearer <token>`, constant-time compared):
 //!     the local token in `<data_dir>/studio.token` ([`super::token_file`], what commands on the
 //!     server use), or the one configured with `[studio] token_env`;

@@ -4,8 +4,9 @@
 //! server's live link (`clawvisor mcp call`).
 //!
 //! The operator is trusted, so an operator's call passes no policy gate; it is audited as the
-//! operator's (`mcp.tool_called`, with its arguments and outcome). What the tool answers is
-//! untrusted text: it is returned as a string, never interpreted.
+//! operator's (`mcp.tool_called`, with its arguments and outcome, secrets redacted and the
+//! arguments cut short). What the tool answers is untrusted text: it is returned as a string,
+//! never interpreted.
 
 use std::time::Instant;
 

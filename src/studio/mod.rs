@@ -1,9 +1,30 @@
 //! Studio: the web console, its JSON API, and the health endpoints, served by axum.
 //!
-//! [`router`] lists every route. Handlers read through the [`Store`] (read-only connections) and
-//! act through actors by message; none holds another actor's state.
+//! [`router`] lists every route. The API is declared once, in the `api!` table: the router is
+//! built from it and `/api/v1/openapi.json` is generated from it (`assets.rs`), so they cannot
+//! drift. Handlers read through the [`Store`] (read-only connections) and act through actors by
+//! message; none holds another actor's state. One file per concept: `overview` (overview, live
+//! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions, transcripts,
+//! Studio chat), `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
+//! `handoffs`, `timezones`, `people`, `audit`, `costs`, `backups`, `reload`, `live` (runtime
+//! events as SSE), `gateway` (the OpenAI-compatible endpoint), `error` (the one error shape),
+//! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
+//! route) with `token_file`, and `views` (Studio's views of the files).
 //!
-//! Architecture Invariant: only `studio` speaks JSON to browsers.
+//! The console (repository folder `studio/`: `index.html`, `app.css`, `app.js`, `pages/*.js`) is
+//! plain HTML, CSS and ES modules with no build step, embedded with rust-embed. `app.js` owns the
+//! hash router, the API client (CSRF header, error messages) and one `EventSource` on
+//! `/api/v1/events`; each page module renders itself and names the event kinds that refresh it
+//! (debounced, without losing form input; `ctx.accept(kind, event)` skips events about something
+//! else). Changes go to the owning actor by message; reads go to the store. So that no page needs
+//! a manual refresh, every change a page shows is announced on the bus by its owner once stored:
+//! `agent_changed` (Agent: settings, skill toggles, tools), `policy_changed` (ApprovalDesk: grant
+//! revoked, rule added or disabled), `people_changed` (`people`), `memory_changed` (Memory),
+//! `handoff_changed` (HandoffSupervisor, Contract), and `audit_appended` from every writer of the
+//! audit log (`audit::announce`, after the commit).
+//!
+//! Architecture Invariant: only `studio` speaks JSON to browsers; a page never shows a server
+//! string as HTML.
 
 pub mod access;
 pub mod agents;

@@ -3,6 +3,11 @@
 //! The tree comes from the `Events` actor's snapshot (the latest lifecycle event of each actor);
 //! a node's parent follows from its name (`agent:x` under `agents`, `session:x:..` under
 //! `agent:x`, ...). Figures come from the store with one read each.
+//!
+//! In `/metrics`, `clawvisor_bot_poll_lag_seconds` is the time since a bot's last completed
+//! `getUpdates` (told by the bot to the Events actor on every poll, kept in memory, never stored);
+//! `clawvisor_bot_last_update_age_seconds` (the time since the newest update) keeps its name but
+//! is not a lag.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -5,13 +5,13 @@
 //! chat, where short bursts are tolerated; at most 20 messages per minute in one group; about 30
 //! messages per second for the whole bot. Modelled here as:
 //!
-//! - per chat, a token bucket of [`Limits::per_chat_burst`] messages refilling at one per
-//!   [`Limits::per_chat_interval`] (the generic cell rate algorithm, on exact durations). A chat
-//!   that had no message in the last interval always has a token: a reply after a quiet second
-//!   is never held. Sends and edits take from the same bucket;
-//! - per group (negative chat id), at most [`Limits::per_group_per_minute`] in any 60 s;
-//! - per bot, at most [`Limits::per_bot_per_second`] in any [`BOT_WINDOW`] (a little over a
-//!   second, for requests that bunch up on the way), drafts included.
+//! - per chat, a token bucket of [`Limits::per_chat_burst`] (3) messages refilling at one per
+//!   [`Limits::per_chat_interval`] (1 s; the generic cell rate algorithm, on exact durations). A
+//!   chat that had no message in the last interval always has a token: a reply after a quiet
+//!   second is never held. Sends and edits take from the same bucket;
+//! - per group (negative chat id), at most [`Limits::per_group_per_minute`] (19) in any 60 s;
+//! - per bot, at most [`Limits::per_bot_per_second`] (25) in any [`BOT_WINDOW`] (1.1 s, a little
+//!   over a second, for requests that bunch up on the way), drafts included.
 //!
 //! Drafts (`sendMessageDraft`) do not post a message and take no chat token, only the bot-wide
 //! one, and only while the bot has half its per-second budget to spare

@@ -1,6 +1,8 @@
-//! The Telegram channel's edge: the Bot API client, the long-poll loop, reading updates, the
-//! per-chat send workers and message formatting. The actor that ties them together is
-//! `actors::telegram_bot`.
+//! The Telegram channel's edge: the Bot API client (`client`), the long-poll loop (`poller`),
+//! reading updates (`intake`), the per-conversation send workers (`sender`), how an answer is
+//! shown while written (`stream`), file and voice uploads (`upload`), the flood-limit governor
+//! (`governor`), message formatting (`format`), pairing codes (`pairing`) and approval prompts
+//! (`approval`). The actor that ties them together is `actors::telegram_bot`.
 //!
 //! Architecture Invariant: only `telegram` (and the bot actor) know teloxide types; the rest of the
 //! daemon sees chat keys, user ids and strings.

@@ -3,8 +3,9 @@
 //!
 //! Invariant: the offset sent to `getUpdates` — which confirms everything below it to Telegram —
 //! is only ever advanced after the batch below it and that offset are committed in one
-//! transaction. A crash at any point loses nothing (Telegram resends the unconfirmed batch) and
-//! duplicates nothing (updates are unique on (bot, update_id)).
+//! transaction (`store::telegram::store_batch`). A crash at any point loses nothing (Telegram
+//! resends the unconfirmed batch) and duplicates nothing (updates are unique on (bot,
+//! update_id)).
 //!
 //! Liveness is judged by completed `getUpdates` calls only: a call that does not answer within the
 //! long-poll timeout plus a grace period ends the loop as `Stuck`, and the bot actor is restarted.

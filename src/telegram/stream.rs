@@ -14,7 +14,9 @@
 //! - in groups, or when the Bot API refuses drafts, as a message sent once and edited as it
 //!   grows, at most every [`EDIT_SPACING`], the final text being its last edit. A refusal (any
 //!   4xx answer, such as 404 "Not Found" from a Bot API that does not know the method) is
-//!   remembered for the bot ([`DraftSupport`]), so its other chats do not ask again.
+//!   remembered for the bot ([`DraftSupport`]), so its other chats do not ask again. The edited
+//!   message is stored (`telegram_streams`), so that a reply delivered after a crash edits it
+//!   instead of appearing twice.
 //!
 //! teloxide 0.17 has no `sendMessageDraft`: it is sent as a raw JSON request through the bot's
 //! own client ([`SendMessageDraft`]), so it shares its connection pool and its error mapping

@@ -4,15 +4,20 @@
 //! A file row is delivered by the chat's worker in its place among the chat's other replies,
 //! from the daemon's spool copy (`store::outbox::spool_dir`), with its caption formatted like a
 //! message and its forum topic (`message_thread_id`) taken from the row's chat key. It is marked
-//! delivered only after Telegram accepted it. A file Telegram refuses (too big, not an image it
-//! can read) is not tried again: a photo it cannot take is sent once more as a document, and if
-//! that fails too the row is recorded as failed and the chat told in one sentence. The spool copy
-//! is deleted once the row is done.
+//! delivered only after Telegram accepted it. An upload is paced by the governor like a message
+//! and goes through its own HTTP client, without the long poll's timeout and with a time limit
+//! that grows with the file's size; when its forum topic is gone it goes into the chat's General.
+//! A server error (5xx) or a lost connection is tried again (twice). A file Telegram refuses with
+//! a 4xx (too big, not an image it can read) is not tried again: a photo it cannot take is sent
+//! once more as a document, and if that fails too the row is recorded as failed and the chat told
+//! in one sentence. The spool copy is deleted once the row is done.
 //!
 //! Spoken replies (rows marked `speak`): the text is synthesized when it is delivered and sent
 //! as a voice message. The written text follows the voice when a voice cannot carry it well —
 //! longer than [`SPOKEN_ALONE_MAX_CHARS`], or holding code or links — and replaces it when
-//! synthesis fails (logged): the answer is never lost to a speech error.
+//! synthesis fails (logged): the answer is never lost to a speech error. When the text follows,
+//! the voice is recorded as sent first (`outbox::mark_voice_sent`), so a retry of the text does
+//! not speak again.
 
 use std::time::Duration;
 

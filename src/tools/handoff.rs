@@ -2,6 +2,12 @@
 //! `handoff_status`, `handoff_cancel`, and `spawn_subagent` (a child run of the same agent for an
 //! independent piece of work). The delegate: `handoff_progress` and `handoff_return`.
 //!
+//! `spawn_subagent` is a contract whose delegate is the agent itself, at most
+//! [`SUBAGENT_CONCURRENCY`] (4) at once per agent. A contract may list the only tools its
+//! delegate may use (`handoff_task`'s `tools`): in that conversation the dispatcher's policy
+//! lookup turns the list into a deny rule (source `contract:<id>`), so the gate refuses the
+//! others and records why. The result enters the owner's run as data (a tool result).
+//!
 //! Delegating changes nothing outside the daemon by itself (the delegate's own tools pass its own
 //! policy gate), so these are reads for the gate (L0). A delegate — any run in a `handoff:`
 //! conversation — cannot delegate or spawn sub-agents (no recursion).

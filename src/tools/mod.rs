@@ -2,7 +2,13 @@
 //! list_dir, confined by `workspace`), `documents`, `web_fetch`, `web_search`, `shell`, `time`,
 //! `memory`, `schedule`, `handoff`, `message`, `send_file` and `skill`. [`builtin_tools`] lists the
 //! shared ones; [`tools_for_agent`] builds one agent's set. The contract they implement (the
-//! `Tool` trait, its context, output and argument checks) is `crate::tool`.
+//! `Tool` trait, its context, output and argument checks) is `crate::tool`. An agent gets the
+//! tools its file lists; `web_search` exists only with a `[web_search]` backend; `send_message`
+//! (which knows the agent's people), `spawn_subagent` and `use_skill` (present when the agent has
+//! skills enabled) are built per agent; MCP tools arrive later from their links.
+//!
+//! Architecture Invariant: every file a tool touches is reached through `Workspace::open_*` (no
+//! symlink followed at open time); no process started by `shell` outlives its call.
 
 pub mod documents;
 pub mod files;

@@ -1,5 +1,6 @@
-//! `send_file`: a workspace file to the run's own Telegram chat — a photo as a photo, anything
-//! else as a document (or an OGG/Opus file as a voice message when asked).
+//! `send_file`: a workspace file to the run's own Telegram chat (in a forum, its topic) — a photo
+//! (JPEG, PNG or WebP, by content) as a photo, anything else as a document (or an OGG/Opus file
+//! as a voice message when asked).
 //!
 //! The file is read through `Workspace::open_read` (confined, no symlink followed) and copied
 //! into the daemon's spool (`store::outbox::spool_dir`, inside the data directory) before its

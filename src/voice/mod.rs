@@ -8,9 +8,17 @@
 //! [`VoiceOutcome`] what the agent reads ([`agent_text`]) and the one sentence the user gets
 //! ([`user_notice`]); the wording lives here so that it is written once and tested without a bot.
 //!
+//! The transcription provider is the one `[transcription] provider` names, else the first
+//! `[providers.NAME]` by name with a `transcription_model`.
+//!
 //! The agent reads a transcribed note as `[voice note, 0:07] <transcript>` followed by
 //! `[audio saved to inbox/<file>]` (a caption, if any, comes first); a note it cannot hear says so
-//! in brackets, with where the audio is and that the user was told.
+//! in brackets, with where the audio is and that the user was told. The user gets at most one
+//! sentence, sent by the bot before the agent gets the message: the setup hint, that the note is
+//! too long, too big to download or unreadable, that the service failed, or (with
+//! `echo_transcripts`) the quote `🎙 "…"` of what was understood, at most [`QUOTE_MAX_CHARS`]
+//! characters of it. Whether a reply is spoken back is `speech`'s ([`speech::reply_is_spoken`]:
+//! the agent's `voice_replies` and the answered messages' voice-note attachments).
 //!
 //! Architecture Invariant: `voice` knows nothing about Telegram or actors; transcription errors
 //! never carry the key or the URL (see `transcribe`).

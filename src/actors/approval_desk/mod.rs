@@ -16,8 +16,9 @@
 //! Telegram one when its bot says it is online (`BotOnline`), since bots start after this actor. Runs
 //! waiting on them are resumed by their sessions and re-attach with `Request` (same run + call).
 //!
-//! Background job: the expiry timer (owner: this actor; one `send_after` for the earliest deadline;
-//! on restart recomputed from the table; expiring twice is a no-op).
+//! Background job: the expiry timer (owner: this actor; table `approvals`; one `send_after` for the
+//! earliest deadline; cancelled with the actor; on restart recomputed from `expires_ms`; expiring
+//! twice is a no-op).
 //!
 //! Restart policy: permanent.
 

@@ -8,18 +8,23 @@
 //! Saving: the text is embedded (in a spawned task: the mailbox stays responsive), then the five
 //! nearest memories of the same owner decide (surprise gating): below the threshold it is a near
 //! duplicate, not saved, and the skip is logged naming the memory it duplicates. Without an
-//! embeddings provider, memory works in full-text mode and an exact duplicate is not saved.
+//! embeddings provider, memory works in full-text mode (`doctor`, `clawvisor memory stats` and
+//! Studio say so) and an exact duplicate is not saved.
 //!
 //! Searching: FTS5 (BM25) and, with embeddings, the index (re-ranked by the surprise each memory
 //! had when saved) are merged by reciprocal rank fusion. The read model is enforced in the store's
 //! queries: an agent reads its own memories, its direct reports' and the platform's, and private
 //! ones (`restricted`, `session_recap`) only in the chat they came from.
 //!
-//! Governance (archive, restore, redact, purge, reclassify) writes its audit row in the same
-//! transaction and removes what must go from the index at once.
+//! Governance: archive, restore, redact, purge, reclassify (`governance.rs`).
 //!
-//! Background job: the maintenance tick (owner: this actor; every 5 min; dumps a changed index and
-//! rebuilds it when tombstones pile up; cancelled with the actor; idempotent).
+//! Architecture Invariant: a memory is stored only after its vector was validated
+//! (`memory::embeddings`); governance changes carry their audit row in the same transaction and
+//! leave the index at once.
+//!
+//! Background job: the maintenance tick (owner: this actor; every 5 min; reads `memory_facts`;
+//! dumps a changed index and rebuilds it when tombstones pile up; cancelled with the actor, which
+//! dumps the index at stop; idempotent).
 //!
 //! Restart policy: permanent. A restart reloads the index from its dump or SQLite.
 

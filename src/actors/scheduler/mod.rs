@@ -14,9 +14,17 @@
 //! 2. Dispatch: the row becomes `running` (committed), then the agent gets an `Inbound` for chat
 //!    `sched:<job>` whose text starts with the fire's own marker `[Scheduled run <row> of task`.
 //! 3. The run's final answer comes back as `Deliver`; the row's end, the job's outcome and (for a
-//!    Telegram target) the reply's outbox row are written in one transaction, then the answer is
-//!    handed to the channel. A failed run is queued again after `[scheduler] retry_backoff`;
-//!    after the last retry the job is marked failing and its chat is told.
+//!    Telegram target: a chat key, so a job made in a forum topic answers in that topic) the
+//!    reply's outbox row are written in one transaction, then the answer is handed to the
+//!    channel. A failed run is queued again after `[scheduler] retry_backoff` (30 s, 1 min,
+//!    5 min); after the last retry the job is marked failing and its chat is told.
+//!
+//! Every job stores its zone; previews, reminders, missed-run notices and Studio show fire times
+//! in it. Checks and pause / resume / cancel transitions are `crate::jobs`', shared with
+//! `clawvisor jobs` on a stopped daemon (which writes the row with its audit row; this actor
+//! loads it at its next boot). The operator's changes are audited (`job.created`, `job.paused`,
+//! `job.resumed`, `job.cancelled`): by Studio's routes once this actor stored them, by the CLI in
+//! the change's transaction.
 //!
 //! Invariants:
 //! - A job never runs twice at once: at most one `running` row per job (a unique index), and a

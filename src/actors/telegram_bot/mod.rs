@@ -8,13 +8,30 @@
 //! as context for its next answer; commands are handled here; everything else goes to the agent
 //! (`agent:<name>`) — the bot that received an update decides the agent, never a guess.
 //!
+//! In a forum supergroup, a message Telegram marks `is_topic_message` belongs to its topic's own
+//! conversation, `tg:<chat>/<thread>` (General, and reply chains in ordinary groups, stay
+//! `tg:<chat>`); commands such as `/new` and `/stop` act on that conversation only. A message
+//! with files is handed to the agent from a task once they are in the workspace's `inbox/`; a
+//! voice note is transcribed there first (`voice.rs`), and a transient failure of its download or
+//! transcription leaves the update pending for the sweep.
+//!
+//! Every completed poll is told to the Events actor (`Events::bot_polled`, kept in memory, never
+//! stored), which is what `/metrics`' `clawvisor_bot_poll_lag_seconds` measures.
+//!
 //! Outbound: `Deliver(Outbound)` goes to a per-conversation worker (`telegram::sender`: one per
 //! chat, or per forum topic of a chat) that paces sends and edits and confirms delivery in the
 //! outbox. The bot's one governor paces per Telegram chat, so a forum's topics share its limits.
 //!
 //! Background jobs (owner: this actor, cancelled with it through a drop guard — also when it
-//! fails): the poll loop; the sweep every 30 s, which re-dispatches stored updates that never
-//! reached a session and re-delivers replies still in the outbox (both idempotent).
+//! fails):
+//! - the poll loop (`inbound_updates`, `bot_offsets`; on restart it resumes from the stored
+//!   offset; idempotent: updates are unique on their id);
+//! - the sweep, at start and every 30 s, which re-dispatches stored updates that never reached a
+//!   session and re-delivers replies still in the outbox (idempotent: the session dedupes, the
+//!   outbox row is checked before sending), and renews an expired claim code;
+//! - the per-conversation send workers (`outbox`, `<data dir>/outbox-files/`), which also end
+//!   after 2 minutes idle; undelivered rows are re-sent by the sweep, and at start spool copies
+//!   older than an hour that no pending row needs are removed.
 //!
 //! Restart policy: transient under the ChannelSupervisor with backoff and a budget; exhausted →
 //! degraded and retried later. A rejected token (401) stops the bot normally with a clear event:

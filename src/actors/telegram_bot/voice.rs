@@ -8,7 +8,8 @@
 //! transcribing afresh — the session's uniqueness on the update id makes a second hand-over a
 //! no-op) until [`RETRY_WINDOW`] after it arrived, after which the failure is told like any other.
 //! Downloads failing for now (network, Telegram's 5xx) are retried the same way. A restart does
-//! not end the retries: the next incarnation's stale check spares such notes.
+//! not end the retries: the next incarnation's stale check spares such notes. In a group, the
+//! earlier messages are taken as the note's context only at the hand-over, so a retry keeps them.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! A run's MCP servers, before it lists its tools: right after a boot or a reload a server may
 //! still be starting, and a run that went ahead without its tools would have the model told
 //! "There is no tool named `time__get_current_time`". So the run waits — bounded by
-//! `[mcp] startup_wait`, and cut short by `/stop` — until every server that gives its agent tools
-//! is published (the agent holds its tools) or has failed visibly; the MCP supervisor answers as
-//! soon as that is so, without polling.
+//! `[mcp] startup_wait` (20 s by default), and cut short by `/stop` — until every server that
+//! gives its agent tools is published (the agent holds its tools) or has failed visibly; the MCP
+//! supervisor answers as soon as that is so, without polling.
 //!
 //! The run's tools are a snapshot its session took when it started the run; when a server's
 //! tools arrived (or left) since, the run takes the agent's current set instead. "Published"

@@ -113,7 +113,10 @@
 //!
 //! The module is split by concept: `scenario` (the file format and its checks), `placeholders`
 //! (`{{now+5s}}` and friends), `runner` (a throwaway daemon driven turn by turn), `judge` (what
-//! the turn brought about against what it expects) and `report` (the `clawvisor eval` command).
+//! the turn brought about against what it expects), `services` (the fakes a scenario asks for:
+//! Bot API, transcription, speech, search), `telegram` (turns as updates to the fake Bot API,
+//! forum topics by name, what the bot sent as what was heard) and `report` (the `clawvisor eval`
+//! command). The repository's scenarios are in `evals/`, one promise each.
 
 mod judge;
 mod placeholders;

@@ -1,7 +1,8 @@
 //! A provider's cheap health check: list its models (`GET /models`), the one request every
 //! OpenAI-compatible server, Anthropic and Gemini answer without spending tokens. `doctor` and
-//! Studio's overview show the outcome, and the daemon logs it once at boot, so that a wrong key or
-//! address shows before the first message fails.
+//! Studio's overview show the outcome, and the daemon runs it once at boot in the background (a
+//! log line per provider, and a warning event when one fails), so that a wrong key or address
+//! shows before the first message fails.
 //!
 //! The outcome names the provider, the key's variable and what to do; never the key, and of the
 //! address only scheme, host and port (a path or query may hold a key).

@@ -45,6 +45,10 @@
 //! (`sh -c`, `python -c`, `perl -e`, `node -e`, …) or a program read from standard input (`curl … |
 //! sh`, `python3 <<EOF`, a bare `bash`). Running a named script is L2.
 //!
+//! Files: `lexer` and `syntax` (reading the command as bash does), `expansions`, `builtins`,
+//! `options`, `tables` (the command tables), the per-command rules in `git`, `interpreters`,
+//! `wrappers`, `files`, `text_tools` and `system`, and `patterns`.
+//!
 
 mod builtins;
 mod expansions;

@@ -15,6 +15,15 @@
 //! Delivery of a final answer is confirmed in the outbox (and the answered updates are marked
 //! processed) only after Telegram accepted every part. A worker checks the outbox row before
 //! sending, so a reply queued twice (live and by the sweep) is sent once.
+//!
+//! A reply is formatted (`format::markdown_to_html`; plain text when Telegram rejects the
+//! entities) and split within Telegram's limit (`format::split_html`). A row with a file is an
+//! upload of its own, in its place among the chat's replies (`upload`); a row marked `speak` is
+//! synthesized and sent as a voice message (`upload::send_spoken`), its text following when the
+//! voice cannot carry it well; the voice is recorded as sent first (`outbox::mark_voice_sent`), so
+//! a retry of the text does not speak again, and a failed synthesis sends the text instead. A
+//! worker ends after 2 minutes with nothing to do (`IDLE_EXIT`); the bot starts a new one for the
+//! next message.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -266,6 +266,10 @@ impl SchedulerState {
 }
 
 /// What makes the scheduler act: others' requests and its one timer.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "requests are almost every message; boxing them to shrink the timer's would cost an allocation each"
+)]
 pub enum SchedulerEvent {
     Request(SchedulerMsg),
     /// The timer fired.

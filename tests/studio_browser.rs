@@ -30,8 +30,11 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Installs Debian's Chromium and ChromeDriver when they are missing (as root only).
+/// Installs Debian's Chromium and ChromeDriver when they are missing (as root only). The tests of
+/// this file run in parallel and apt holds a lock: one installs, the others wait for it.
 fn ensure_chromium() {
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|poison| poison.into_inner());
     if std::path::Path::new(CHROMIUM).exists() && std::path::Path::new(CHROMEDRIVER).exists() {
         return;
     }

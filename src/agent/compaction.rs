@@ -133,13 +133,7 @@ async fn store_recap(
     let usage = outcome.response.usage;
     let model = outcome.model.model.clone();
     let provider = outcome.model.provider.clone();
-    let cost = ctx.runtime.prices.cost(&provider, &model, &usage);
-    let call = runs::CallUsage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cost_usd: cost.usd,
-        unpriced: cost.unpriced,
-    };
+    let call = super::run::priced_usage(&ctx.runtime, outcome);
     let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.to_string());
     let compacted = older.len();
     let now = crate::clock::now_ms();
@@ -156,7 +150,7 @@ async fn store_recap(
                     detail: json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len(), "unpriced": call.unpriced}),
                     tokens_in: Some(usage.input_tokens),
                     tokens_out: Some(usage.output_tokens),
-                    cost_usd: Some(cost.usd),
+                    cost_usd: Some(call.cost_usd),
                     duration_ms: None,
                 },
                 now,

@@ -49,6 +49,23 @@ mod spoken;
 mod streaming;
 
 use model::ModelSetup;
+
+/// A model call's usage priced for the agent: what a run's model step and a compaction record.
+pub(super) fn priced_usage(
+    runtime: &AgentRuntime,
+    outcome: &crate::llm::FallbackOutcome,
+) -> runs::CallUsage {
+    let usage = outcome.response.usage;
+    let cost = runtime
+        .prices
+        .cost(&outcome.model.provider, &outcome.model.model, &usage);
+    runs::CallUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cost_usd: cost.usd,
+        unpriced: cost.unpriced,
+    }
+}
 use spoken::spoken_to;
 
 /// What started the run.

@@ -169,13 +169,7 @@ async fn record_model_call(
     let usage = outcome.response.usage;
     let model = outcome.model.model.clone();
     let provider = outcome.model.provider.clone();
-    let cost = ctx.runtime.prices.cost(&provider, &model, &usage);
-    let call = runs::CallUsage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cost_usd: cost.usd,
-        unpriced: cost.unpriced,
-    };
+    let call = super::priced_usage(&ctx.runtime, outcome);
     let step = NewStep {
         kind: "llm",
         name: Some(format!("{provider}/{model}")),
@@ -184,11 +178,11 @@ async fn record_model_call(
             "dropped_layers": dropped_layers,
             "finish": format!("{:?}", outcome.response.finish),
             "tool_calls": outcome.response.tool_calls.iter().map(|call| &call.name).collect::<Vec<_>>(),
-            "unpriced": cost.unpriced,
+            "unpriced": call.unpriced,
         }),
         tokens_in: Some(usage.input_tokens),
         tokens_out: Some(usage.output_tokens),
-        cost_usd: Some(cost.usd),
+        cost_usd: Some(call.cost_usd),
         duration_ms: Some(duration_ms),
     };
     let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
@@ -216,10 +210,10 @@ async fn record_model_call(
             outcome.model.model,
             usage.input_tokens,
             usage.output_tokens,
-            if cost.unpriced {
+            if call.unpriced {
                 "unpriced".to_string()
             } else {
-                format!("${:.5}", cost.usd)
+                format!("${:.5}", call.cost_usd)
             }
         ),
         EventData::CostRecorded {
@@ -227,7 +221,7 @@ async fn record_model_call(
             model: outcome.model.model.clone(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
-            cost_usd: cost.usd,
+            cost_usd: call.cost_usd,
         },
     );
     Ok(())

@@ -364,6 +364,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         people: context.views.people.clone(),
         bill: context.views.bill.clone(),
         ready_ids: context.views.ready.clone(),
+        files: context.views.files.clone(),
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,
         )),

@@ -63,6 +63,17 @@ pub enum VoiceReplies {
     Always,
 }
 
+impl VoiceReplies {
+    /// The word the agent file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VoiceReplies::Never => "never",
+            VoiceReplies::WhenSpokenTo => "when_spoken_to",
+            VoiceReplies::Always => "always",
+        }
+    }
+}
+
 /// A model to try when the previous one in the chain fails.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -377,21 +388,27 @@ fn defined<'a>(names: impl Iterator<Item = &'a String>) -> String {
 
 /// Reads every `*.toml` in `dir` (sorted by file name).
 pub fn load_agents(dir: &Path, config: &Config) -> Result<Vec<AgentSpec>, ConfigError> {
+    load_agents_with(dir, config, &super::edit::Overlay::default())
+}
+
+/// Like [`load_agents`], reading the files `overlay` holds from it (an edit being validated).
+pub fn load_agents_with(
+    dir: &Path,
+    config: &Config,
+    overlay: &super::edit::Overlay,
+) -> Result<Vec<AgentSpec>, ConfigError> {
     let origin = dir.display().to_string();
-    let entries = std::fs::read_dir(dir).map_err(|error| ConfigError::File {
-        origin: origin.clone(),
-        message: format!("cannot read the agents directory: {error}"),
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
-        .collect();
-    files.sort();
+    let files = overlay
+        .agent_files(dir)
+        .map_err(|error| ConfigError::File {
+            origin: origin.clone(),
+            message: format!("cannot read the agents directory: {error}"),
+        })?;
     let mut agents = Vec::new();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for file in files {
         let origin = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|error| ConfigError::File {
+        let text = overlay.read(&file).map_err(|error| ConfigError::File {
             origin: origin.clone(),
             message: format!("cannot read: {error}"),
         })?;

@@ -307,11 +307,12 @@ pub(super) fn load(
     overrides: &Overrides,
     env: &BTreeMap<String, String>,
     cwd: &Path,
+    overlay: &super::edit::Overlay,
 ) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
 
     // 1. Which file: flag > CLAWVISOR_CONFIG > config/clawvisor.toml > built-in defaults.
-    let (source, text) = read_config_file(overrides, env, cwd)?;
+    let (source, text) = read_config_file(overrides, env, cwd, overlay)?;
 
     // 2. The file alone: types, unknown keys, named by file and line.
     let file = FileLayer::parse(source, &text, cwd)?;
@@ -340,8 +341,13 @@ pub(super) fn load(
     }
 
     // 5. Agents.
-    let (agents, agents_source) =
-        load_agent_specs(&config, &file.origin, agents_dir_explicit, &mut warnings)?;
+    let (agents, agents_source) = load_agent_specs(
+        &config,
+        &file.origin,
+        agents_dir_explicit,
+        overlay,
+        &mut warnings,
+    )?;
     agent::validate_agents(&agents, &config)?;
 
     let secrets = read_secrets(&config, &agents, env);
@@ -365,6 +371,7 @@ fn read_config_file(
     overrides: &Overrides,
     env: &BTreeMap<String, String>,
     cwd: &Path,
+    overlay: &super::edit::Overlay,
 ) -> Result<(ConfigSource, String), ConfigError> {
     let explicit = overrides
         .config
@@ -373,7 +380,7 @@ fn read_config_file(
     Ok(match explicit {
         Some(path) => {
             let path = resolve(cwd, &path);
-            let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::File {
+            let text = overlay.read(&path).map_err(|error| ConfigError::File {
                 origin: path.display().to_string(),
                 message: format!("cannot read the config file: {error}"),
             })?;
@@ -381,7 +388,7 @@ fn read_config_file(
         }
         None => {
             let path = cwd.join(DEFAULT_CONFIG_PATH);
-            match std::fs::read_to_string(&path) {
+            match overlay.read(&path) {
                 Ok(text) => (ConfigSource::File(path), text),
                 Err(_) => (ConfigSource::BuiltIn, super::SHIPPED_CONFIG.to_string()),
             }
@@ -469,10 +476,11 @@ fn load_agent_specs(
     config: &Config,
     origin: &str,
     agents_dir_explicit: bool,
+    overlay: &super::edit::Overlay,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<agent::AgentSpec>, Option<PathBuf>), ConfigError> {
     if config.agents.dir.is_dir() {
-        let agents = agent::load_agents(&config.agents.dir, config)?;
+        let agents = agent::load_agents_with(&config.agents.dir, config, overlay)?;
         Ok((agents, Some(config.agents.dir.clone())))
     } else if agents_dir_explicit {
         Err(ConfigError::key(

@@ -24,6 +24,7 @@
 mod agent;
 mod backup;
 mod duration;
+pub mod edit;
 mod layers;
 mod mcp;
 mod providers;
@@ -536,8 +537,18 @@ pub fn load_with_env(
     overrides: &Overrides,
     env: BTreeMap<String, String>,
 ) -> Result<LoadedConfig, ConfigError> {
+    load_with_overlay(overrides, env, &edit::Overlay::default())
+}
+
+/// Like [`load_with_env`], reading the files `overlay` holds from it: how an edit of the files
+/// is validated whole before it is written.
+pub fn load_with_overlay(
+    overrides: &Overrides,
+    env: BTreeMap<String, String>,
+    overlay: &edit::Overlay,
+) -> Result<LoadedConfig, ConfigError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    layers::load(overrides, &env, &cwd)
+    layers::load(overrides, &env, &cwd, overlay)
 }
 
 /// Loads with an explicit environment and working directory.
@@ -546,7 +557,7 @@ pub fn load_in(
     env: BTreeMap<String, String>,
     cwd: &Path,
 ) -> Result<LoadedConfig, ConfigError> {
-    layers::load(overrides, &env, cwd)
+    layers::load(overrides, &env, cwd, &edit::Overlay::default())
 }
 
 /// Parses one config file's text alone (for tests and `config check` of a single file).

@@ -14,6 +14,17 @@ pub enum ProviderKind {
     Gemini,
 }
 
+impl ProviderKind {
+    /// The word the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {

@@ -13,6 +13,7 @@ use ractor::RpcReplyPort;
 use serde::{Deserialize, Serialize};
 
 use super::{CallError, ServiceName};
+use crate::config::edit::Setting;
 use crate::registry::Registry;
 
 /// Where the reloader is registered.
@@ -30,6 +31,58 @@ pub enum ReloadMsg {
     Reload {
         trigger: String,
         reply: RpcReplyPort<ReloadReport>,
+    },
+    /// Change the files (Studio's agent editor and setup wizard): validated whole like a reload
+    /// before anything is written, written atomically, audited as `by`'s, then applied by a
+    /// reload.
+    Edit {
+        edit: FileEdit,
+        by: String,
+        reply: RpcReplyPort<EditOutcome>,
+    },
+}
+
+/// A change to the files an operator also edits by hand.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileEdit {
+    /// A new agent file, `<agents dir>/<name>.toml`.
+    CreateAgent {
+        name: String,
+        settings: Vec<(String, Setting)>,
+    },
+    /// Keys of an existing agent's file set or taken out; the rest of the file stays.
+    UpdateAgent {
+        name: String,
+        settings: Vec<(String, Setting)>,
+    },
+    /// A new agent with `from`'s settings (and no bot: one bot serves one agent).
+    DuplicateAgent { from: String, name: String },
+    /// The agent's file removed; with `remove_data`, its workspace too (transcripts, runs and
+    /// the audit log stay).
+    DeleteAgent { name: String, remove_data: bool },
+    /// `[providers.<name>]` of the daemon's config set (added or changed).
+    SetProvider {
+        name: String,
+        kind: String,
+        base_url: String,
+        api_key_env: String,
+        free: bool,
+    },
+}
+
+/// What became of a [`FileEdit`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum EditOutcome {
+    /// Written, then applied: the file and the reload's report.
+    Applied { path: String, report: ReloadReport },
+    /// Refused before anything was written; the text names the file and the key to fix.
+    Refused(String),
+    /// Valid, but the file cannot be written (read-only files or directory): the text to put
+    /// there by hand, and why it could not be written.
+    NotWritable {
+        path: String,
+        reason: String,
+        text: Option<String>,
     },
 }
 
@@ -159,6 +212,15 @@ impl Reloader {
         Self {
             registry: registry.clone(),
         }
+    }
+
+    /// Changes the files as `edit` says, as `by`, and applies them (see [`ReloadMsg::Edit`]).
+    pub async fn edit(&self, edit: FileEdit, by: &str) -> Result<EditOutcome, CallError> {
+        let by = by.to_string();
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
+            ReloadMsg::Edit { edit, by, reply }
+        })
+        .await
     }
 
     /// Re-reads the files and applies them; the report says what happened.

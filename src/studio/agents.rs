@@ -18,9 +18,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState, json_body};
-use crate::config::Autonomy;
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender};
-use crate::protocol::agent::{Agent, AgentError, AgentView, SettingsChange, SkillView};
+use crate::protocol::agent::{Agent, AgentError, AgentView, SkillView};
 use crate::protocol::local::LocalChannel;
 use crate::store::sessions::{self, SessionRow};
 
@@ -50,7 +49,7 @@ pub async fn view(state: &StudioState, name: &str) -> Result<AgentView, ApiError
         .map_err(|error| api_error(name, error))
 }
 
-fn agent_json(view: &AgentView) -> Value {
+pub(super) fn agent_json(view: &AgentView) -> Value {
     json!({
         "name": view.name, "reachable": true, "description": view.description, "provider": view.provider,
         "model": view.model, "autonomy": view.autonomy.as_str(), "paused": view.paused,
@@ -120,63 +119,6 @@ pub async fn detail(
         .await?;
     body["sessions"] = rows.iter().map(session_json).collect();
     Ok(Json(body))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SettingsBody {
-    autonomy: Option<String>,
-    model: Option<String>,
-    paused: Option<bool>,
-}
-
-/// `PATCH /api/v1/agents/{name}` with any of `autonomy`, `model`, `paused`: stored and applied
-/// to the agent's sessions at once.
-pub async fn update(
-    State(state): State<StudioState>,
-    Path(name): Path<String>,
-    body: Result<Json<SettingsBody>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let body = json_body(body)?;
-    let autonomy = match body.autonomy.as_deref() {
-        None => None,
-        Some(text) => Some(Autonomy::parse(text).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "unknown autonomy `{text}` (one of: trust_first, require_approval, supervised)"
-            ))
-        })?),
-    };
-    let change = SettingsChange {
-        autonomy,
-        model: body.model,
-        paused: body.paused,
-    };
-    let view = agent(&state, &name)?
-        .update_settings(change)
-        .await
-        .map_err(|error| api_error(&name, error))?;
-    Ok(Json(agent_json(&view)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SkillToggle {
-    enabled: bool,
-}
-
-/// `PATCH /api/v1/agents/{name}/skills/{skill}` with `{"enabled": bool}`: stored and applied to
-/// the agent's next turns at once (the prompt's skill list and `use_skill`).
-pub async fn toggle_skill(
-    State(state): State<StudioState>,
-    Path((name, skill)): Path<(String, String)>,
-    body: Result<Json<SkillToggle>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let body = json_body(body)?;
-    let view = agent(&state, &name)?
-        .set_skill(&skill, body.enabled)
-        .await
-        .map_err(|error| api_error(&name, error))?;
-    Ok(Json(agent_json(&view)))
 }
 
 /// `GET /api/v1/skills`: the catalogue across agents. Each skill carries its catalogue entry

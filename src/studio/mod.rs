@@ -27,6 +27,7 @@
 //! string as HTML.
 
 pub mod access;
+pub mod agent_files;
 pub mod agents;
 pub mod approvals;
 pub mod assets;
@@ -91,6 +92,8 @@ pub struct StudioState {
     /// configured bot, as the last reload left them. (MCP servers are asked of the MCP
     /// supervisor, whose set follows reloads.)
     pub ready_ids: Live<Vec<String>>,
+    /// Where the config and agent files are, and what they define (the agent editor's source).
+    pub files: Live<views::FileView>,
 }
 
 impl StudioState {
@@ -163,8 +166,12 @@ api! {
     get "/api/v1/events" => live::events, "Runtime events as Server-Sent Events";
     get "/api/v1/agents" => agents::list, "Every agent with its runtime settings";
     get "/api/v1/agents/{name}" => agents::detail, "One agent and its sessions";
-    patch "/api/v1/agents/{name}" => agents::update, "Changes autonomy, model or paused (stored, applied live)";
-    patch "/api/v1/agents/{name}/skills/{skill}" => agents::toggle_skill, "Turns a skill on or off for the agent (stored, applied live)";
+    post "/api/v1/agents" => agent_files::create, "Creates an agent: writes its file (validated first) and starts it";
+    patch "/api/v1/agents/{name}" => agent_files::update, "Changes the agent's file (instructions, model, tools, autonomy, budgets, zone, skills, voice, bot) and applies it; `paused` is runtime state";
+    get "/api/v1/agents/{name}/file" => agent_files::file, "The agent's definition as its file says it, the file's path and text, and whether Studio can write it";
+    post "/api/v1/agents/{name}/duplicate" => agent_files::duplicate, "A new agent with this one's settings (without its bot)";
+    delete "/api/v1/agents/{name}" => agent_files::delete, "Deletes the agent's file and stops it; `data=keep|remove` says what happens to its workspace";
+    patch "/api/v1/agents/{name}/skills/{skill}" => agent_files::toggle_skill, "Turns a skill on or off: the agent file's `skills` list, applied by a reload";
     get "/api/v1/skills" => agents::skills, "The skills catalogue with each agent's enablement and availability";
     post "/api/v1/agents/{name}/chat" => agents::chat, "Talks to the agent; the answer streams as Server-Sent Events";
     get "/api/v1/sessions" => agents::list_sessions, "Sessions, newest first";

@@ -1,8 +1,11 @@
-//! Studio's views of the config and agent files: the agents, time zones, people, the bill and the
-//! bots `/readyz` waits for. Built at boot, replaced as a whole by a reload, shared by every clone
+//! Studio's views of the config and agent files: the agents, time zones, people, the bill, the
+//! bots `/readyz` waits for, and where the files are that its editors change. Built at boot, replaced as a whole by a reload, shared by every clone
 //! of the Studio state.
 
-use crate::config::LoadedConfig;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::config::{AgentSpec, ConfigSource, LoadedConfig};
 use crate::domain::StartOptions;
 use crate::llm::prices::Prices;
 use crate::protocol::telegram;
@@ -17,6 +20,51 @@ pub struct StudioViews {
     pub people: Live<Vec<super::people::FilePeople>>,
     pub bill: Live<super::costs::Bill>,
     pub ready: Live<Vec<String>>,
+    pub files: Live<FileView>,
+}
+
+/// Where the files are that Studio's editors change, and what they define.
+#[derive(Debug, Clone, Default)]
+pub struct FileView {
+    /// The daemon's config file (`None`: it runs on the built-in defaults).
+    pub config_file: Option<PathBuf>,
+    /// The agents' directory (`None`: the built-in example agent runs).
+    pub agents_dir: Option<PathBuf>,
+    /// Each agent's definition as the files say (name → spec).
+    pub agents: BTreeMap<String, AgentSpec>,
+    /// The names of the model providers, with their kind.
+    pub providers: BTreeMap<String, String>,
+    /// The daemon's time zone (the default of new schedules and agents).
+    pub timezone: String,
+}
+
+impl FileView {
+    fn new(loaded: &LoadedConfig) -> Self {
+        Self {
+            config_file: match &loaded.source {
+                ConfigSource::File(path) => Some(path.clone()),
+                ConfigSource::BuiltIn => None,
+            },
+            agents_dir: loaded.agents_source.clone(),
+            agents: loaded
+                .agents
+                .iter()
+                .map(|spec| (spec.name.clone(), spec.clone()))
+                .collect(),
+            providers: loaded
+                .config
+                .providers
+                .iter()
+                .map(|(name, provider)| (name.clone(), provider.kind.as_str().to_string()))
+                .collect(),
+            timezone: loaded.timezone.zone.name().to_string(),
+        }
+    }
+
+    /// The file that defines `agent`, when there is one to edit.
+    pub fn agent_file(&self, agent: &str) -> Option<PathBuf> {
+        crate::config::edit::find_agent_file(self.agents_dir.as_deref()?, agent)
+    }
 }
 
 impl StudioViews {
@@ -30,6 +78,7 @@ impl StudioViews {
             people: Live::new(super::people::FilePeople::from_specs(&loaded.agents)),
             bill: Live::new(super::costs::Bill::new(prices, &loaded.agents)),
             ready: Live::new(ready_ids(loaded, options)),
+            files: Live::new(FileView::new(loaded)),
         }
     }
 
@@ -45,6 +94,7 @@ impl StudioViews {
         self.bill
             .set(super::costs::Bill::new(prices, &loaded.agents));
         self.ready.set(ready_ids(loaded, options));
+        self.files.set(FileView::new(loaded));
     }
 }
 

@@ -26,10 +26,16 @@
 //! report, which is then `partial` (`ok: false`), and is remembered (`reload::Unapplied`): the
 //! next reload does it again even if the files have not changed since.
 //!
+//! Studio's edits of the files (`ReloadMsg::Edit`, `edit.rs`) come here too: validated whole
+//! with the new text in place before anything is written, written atomically, audited, then
+//! applied by a reload like any other.
+//!
 //! Its state is the running configuration; it is the only one that changes it after boot.
 //! Restart policy: permanent under the root. After a crash it starts from the configuration of
 //! the last reload (its spec is replaced after each one); what that reload could not apply is
 //! forgotten then, and applied by the next reload only if the files differ.
+
+mod edit;
 
 use std::sync::Arc;
 
@@ -83,6 +89,10 @@ impl Actor for ReloaderActor {
                 let report = reload(state).await;
                 tell(&state.context, &trigger, &report).await;
                 let _ = reply.send(report);
+            }
+            ReloadMsg::Edit { edit, by, reply } => {
+                let outcome = edit::edit(state, edit, &by).await;
+                let _ = reply.send(outcome);
             }
         }
         Ok(())

@@ -125,9 +125,11 @@ pub async fn start_reloadable(
     options: StartOptions,
     overrides: crate::config::Overrides,
 ) -> Result<Daemon, DaemonError> {
-    let loaded = Arc::new(loaded);
+    let mut loaded = loaded;
     let store = open_store(&loaded.config).await?;
     let boot = record_boot(&store, options).await?;
+    move_studio_settings_into_files(&mut loaded, &store).await;
+    let loaded = Arc::new(loaded);
     let studio_token = studio_token(&loaded.config, options).await?;
     let registry = Registry::new();
     let events = EventBus::new();
@@ -197,6 +199,110 @@ async fn open_store(config: &crate::config::Config) -> Result<Store, DaemonError
         .await
         .map_err(|_| DaemonError::Boot("opening the database panicked".into()))??;
     Ok(store)
+}
+
+/// Autonomy, model and skill toggles that earlier versions kept in the database when they were
+/// set in Studio (and that silently beat the agent's file) move into the agent's file, once:
+/// the file is edited with its comments kept, the database forgets them, and the move is
+/// audited. An agent whose file cannot be written keeps them (the warning says where to put
+/// them), so nothing the operator chose is lost.
+async fn move_studio_settings_into_files(loaded: &mut LoadedConfig, store: &Store) {
+    use crate::config::edit::{self, Setting};
+    let Some(dir) = loaded.agents_source.clone() else {
+        return;
+    };
+    for spec in &mut loaded.agents {
+        let name = spec.name.clone();
+        let stored = store
+            .read(move |conn| {
+                Ok((
+                    crate::store::runs::settings(conn, &name)?,
+                    crate::store::studio::skill_toggles(conn, &name)?,
+                ))
+            })
+            .await;
+        let Ok((row, toggles)) = stored else {
+            continue;
+        };
+        if row.autonomy.is_none() && row.model.is_none() && toggles.is_empty() {
+            continue;
+        }
+        let mut settings = Vec::new();
+        if let Some(autonomy) = row
+            .autonomy
+            .as_deref()
+            .and_then(crate::config::Autonomy::parse)
+        {
+            settings.push((
+                "autonomy".to_string(),
+                Setting::Text(autonomy.as_str().into()),
+            ));
+        }
+        if let Some(model) = &row.model {
+            settings.push(("model".to_string(), Setting::Text(model.clone())));
+        }
+        let skills = crate::skills::enabled_names(&spec.skills, &toggles);
+        if !toggles.is_empty() {
+            settings.push(("skills".to_string(), Setting::Texts(skills.clone())));
+        }
+        let written = edit::find_agent_file(&dir, &spec.name)
+            .ok_or_else(|| "its file was not found".to_string())
+            .and_then(|path| {
+                let text = std::fs::read_to_string(&path).map_err(|error| error.to_string())?;
+                let text = edit::edit_agent(&text, &settings).map_err(|error| error.to_string())?;
+                edit::write_atomically(&path, &text).map_err(|error| error.to_string())?;
+                Ok(path)
+            });
+        let path = match written {
+            Ok(path) => path,
+            Err(error) => {
+                tracing::warn!(agent = %spec.name, "Settings made in Studio could not move into the agent's file ({error}); they still apply. Set them in the file by hand: {settings:?}");
+                continue;
+            }
+        };
+        if let Some(autonomy) = row
+            .autonomy
+            .as_deref()
+            .and_then(crate::config::Autonomy::parse)
+        {
+            spec.autonomy = autonomy;
+        }
+        if let Some(model) = row.model.clone() {
+            spec.model = model;
+        }
+        spec.skills = skills;
+        let (name, paused, now) = (spec.name.clone(), row.paused, crate::clock::now_ms());
+        let details = serde_json::json!({"file": path.display().to_string(), "autonomy": row.autonomy, "model": row.model, "skill_toggles": toggles.len()});
+        let subject = format!("agent:{name}");
+        let audited = subject.clone();
+        let moved = store
+            .write(move |conn| {
+                let kept = crate::store::runs::SettingsRow {
+                    autonomy: None,
+                    model: None,
+                    paused,
+                };
+                crate::store::runs::save_settings(conn, &name, &kept, now)?;
+                crate::store::studio::clear_skill_toggles(conn, &name)?;
+                crate::audit::append(
+                    conn,
+                    "daemon",
+                    "agent.settings_moved_to_file",
+                    &audited,
+                    &details,
+                )?;
+                Ok(())
+            })
+            .await;
+        match moved {
+            Ok(()) => {
+                tracing::info!(agent = %spec.name, file = %path.display(), "Settings made in Studio now live in the agent's file, the one place an agent is defined.")
+            }
+            Err(error) => {
+                tracing::warn!(agent = %spec.name, %error, "the settings were written into the agent's file but the database kept its copy")
+            }
+        }
+    }
 }
 
 /// This boot as recorded: its row's id, when it started, and what the audit check found.

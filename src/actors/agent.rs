@@ -34,10 +34,10 @@ use crate::config::Autonomy;
 use crate::domain::ChatKey;
 use crate::events::{EventData, EventKind};
 use crate::protocol::agent::AgentError;
-use crate::protocol::agent::{AgentMsg, AgentView, SettingsChange, SkillView};
+use crate::protocol::agent::{AgentMsg, AgentView, SkillView};
 use crate::registry::ServiceName;
 use crate::skills;
-use crate::store::runs::{self, SettingsRow};
+use crate::store::runs;
 use crate::store::sessions;
 use crate::tool::Tool;
 
@@ -235,28 +235,9 @@ async fn on_request(
             }
         }
         AgentMsg::SetTools(source, tools) => set_tools(state, source, tools),
-        AgentMsg::SetSkill {
-            skill,
-            enabled,
-            reply,
-        } => {
-            let result = set_skill(state, skill.clone(), enabled).await;
-            if result.is_ok() {
-                push_settings(state);
-                let verb = if enabled { "enabled" } else { "disabled" };
-                announce(state, &format!("skill {skill} {verb}"), |agent| {
-                    EventData::AgentSkillToggled {
-                        agent,
-                        skill,
-                        enabled,
-                    }
-                });
-            }
-            let _ = reply.send(result.map(|()| view(state)));
-        }
-        AgentMsg::UpdateSettings(change, reply) => {
+        AgentMsg::SetPaused(paused, reply) => {
             let was_paused = state.settings.paused;
-            let result = update_settings(state, change).await;
+            let result = set_paused(state, paused).await;
             if result.is_ok() {
                 push_settings(state);
                 announce_settings(state);
@@ -383,48 +364,6 @@ fn rebuild_tools(state: &mut AgentState) {
     state.settings.tools = Arc::new(all);
 }
 
-async fn set_skill(state: &mut AgentState, skill: String, enabled: bool) -> Result<(), AgentError> {
-    let Some(entry) = state
-        .runtime
-        .skill_catalogue
-        .iter()
-        .find(|entry| entry.entry.name == skill)
-    else {
-        return Err(AgentError::NoSkill(skill));
-    };
-    if enabled && let Err(reason) = &entry.available {
-        return Err(AgentError::Refused(format!(
-            "`{skill}` cannot be enabled: {reason}"
-        )));
-    }
-    let (agent, name, now) = (
-        state.runtime.spec.name.clone(),
-        skill.clone(),
-        crate::clock::now_ms(),
-    );
-    state
-        .runtime
-        .store
-        .write(move |conn| {
-            crate::store::studio::set_skill_toggle(conn, &agent, &name, enabled, now)
-        })
-        .await
-        .map_err(|error| AgentError::Refused(error.to_string()))?;
-    state.enabled_skills.retain(|other| *other != skill);
-    if enabled {
-        state.enabled_skills.push(skill);
-    }
-    let skill_set = Arc::new(skills::usable(
-        &state.runtime.skill_catalogue,
-        &state.enabled_skills,
-    ));
-    state.base_tools =
-        crate::tools::with_skills(&state.base_tools, &state.runtime.spec, &skill_set);
-    state.settings.skills = skill_set;
-    rebuild_tools(state);
-    Ok(())
-}
-
 /// Starts (or wakes) the session of every conversation with unfinished work in the database:
 /// pending messages or open runs. At start, and when the agent is resumed after a pause.
 async fn resume_unfinished(
@@ -485,42 +424,20 @@ fn push_settings(state: &AgentState) {
     }
 }
 
-async fn update_settings(state: &mut AgentState, change: SettingsChange) -> Result<(), String> {
-    if let Some(model) = &change.model
-        && model.trim().is_empty()
-    {
-        return Err("model must not be empty".into());
-    }
-    let mut next = state.settings.clone();
-    if let Some(autonomy) = change.autonomy {
-        next.autonomy = autonomy;
-    }
-    if let Some(model) = change.model {
-        next.model = model.trim().to_string();
-    }
-    if let Some(paused) = change.paused {
-        next.paused = paused;
-    }
-    let spec = &state.runtime.spec;
-    let row = SettingsRow {
-        autonomy: (next.autonomy != spec.autonomy).then(|| next.autonomy.as_str().to_string()),
-        model: (next.model != spec.model).then(|| next.model.clone()),
-        paused: next.paused,
-    };
-    let name = spec.name.clone();
+/// Stores the paused state (the row keeps any override a migration could not move into the
+/// file), audited as the operator's.
+async fn set_paused(state: &mut AgentState, paused: bool) -> Result<(), String> {
+    let name = state.runtime.spec.name.clone();
     let now = crate::clock::now_ms();
-    // Who may do what without asking is policy: the change is audited with the settings row.
-    let details = json!({
-        "autonomy": {"from": state.settings.autonomy.as_str(), "to": next.autonomy.as_str()},
-        "model": {"from": state.settings.model, "to": next.model},
-        "paused": {"from": state.settings.paused, "to": next.paused},
-    });
+    let details = json!({"paused": {"from": state.settings.paused, "to": paused}});
     let subject = format!("agent:{name}");
     let audited_subject = subject.clone();
     state
         .runtime
         .store
         .write(move |conn| {
+            let mut row = runs::settings(conn, &name)?;
+            row.paused = paused;
             runs::save_settings(conn, &name, &row, now)?;
             crate::audit::append(
                 conn,
@@ -534,7 +451,7 @@ async fn update_settings(state: &mut AgentState, change: SettingsChange) -> Resu
         .await
         .map_err(|error| error.to_string())?;
     crate::audit::announce(&state.runtime.events, "agent.settings_changed", &subject);
-    state.settings = next;
+    state.settings.paused = paused;
     Ok(())
 }
 

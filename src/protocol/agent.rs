@@ -35,24 +35,12 @@ pub enum AgentMsg {
     Wake(ChatKey),
     /// Tools published by a source (an MCP link, the memory service); an empty list withdraws them.
     SetTools(String, Vec<Arc<dyn Tool>>),
-    UpdateSettings(SettingsChange, RpcReplyPort<Result<AgentView, AgentError>>),
-    /// The operator turns a skill on or off for this agent (stored, applied at once).
-    SetSkill {
-        skill: String,
-        enabled: bool,
-        reply: RpcReplyPort<Result<AgentView, AgentError>>,
-    },
+    /// The operator pauses or resumes the agent: its runtime state (stored, applied at once).
+    /// What the agent is (model, autonomy, skills, ...) is its file, changed by the reloader.
+    SetPaused(bool, RpcReplyPort<Result<AgentView, AgentError>>),
     View(RpcReplyPort<AgentView>),
     /// The tools its runs get now (a run that waited for MCP servers takes the fresh set).
     Tools(RpcReplyPort<Arc<Vec<Arc<dyn Tool>>>>),
-}
-
-/// An operator's change to runtime settings (each `None` leaves the setting as it is).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SettingsChange {
-    pub autonomy: Option<Autonomy>,
-    pub model: Option<String>,
-    pub paused: Option<bool>,
 }
 
 /// What Studio shows about an agent.
@@ -159,23 +147,11 @@ impl Agent {
         Ok(super::ask(&self.registry, &self.name, Some(TIMEOUT), AgentMsg::Tools).await?)
     }
 
-    /// Applies an operator's change to the runtime settings (stored, pushed to the sessions).
-    pub async fn update_settings(&self, change: SettingsChange) -> Result<AgentView, AgentError> {
+    /// Pauses or resumes the agent (stored, pushed to the sessions; a resumed agent answers
+    /// what was kept while it was paused).
+    pub async fn set_paused(&self, paused: bool) -> Result<AgentView, AgentError> {
         super::ask(&self.registry, &self.name, Some(TIMEOUT), |reply| {
-            AgentMsg::UpdateSettings(change, reply)
-        })
-        .await?
-    }
-
-    /// Turns a skill on or off for this agent (stored, applied from the next turn).
-    pub async fn set_skill(&self, skill: &str, enabled: bool) -> Result<AgentView, AgentError> {
-        let skill = skill.to_string();
-        super::ask(&self.registry, &self.name, Some(TIMEOUT), |reply| {
-            AgentMsg::SetSkill {
-                skill,
-                enabled,
-                reply,
-            }
+            AgentMsg::SetPaused(paused, reply)
         })
         .await?
     }

@@ -133,6 +133,15 @@ pub fn set_skill_toggle(
     Ok(())
 }
 
+/// Forgets an agent's skill toggles (they moved into its file).
+pub fn clear_skill_toggles(conn: &Connection, agent: &str) -> Result<()> {
+    conn.execute(
+        "DELETE FROM agent_skill_toggles WHERE agent = ?1",
+        params![agent],
+    )?;
+    Ok(())
+}
+
 /// Spending summed over a group: tokens and dollars.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostLine {

@@ -19,7 +19,7 @@ use super::{ApiError, StudioState, json_body};
 use crate::config::Autonomy;
 use crate::config::edit::Setting;
 use crate::protocol::CallError;
-use crate::protocol::agent::{Agent, SettingsChange};
+use crate::protocol::agent::Agent;
 use crate::protocol::reload::{EditOutcome, FileEdit, Reloader};
 
 /// Who Studio's edits are audited as.
@@ -104,6 +104,16 @@ impl AgentBody {
             .is_some_and(|model| model.trim().is_empty())
         {
             return Err(ApiError::bad_request("model must not be empty"));
+        }
+        if let Some(unknown) = self
+            .tools
+            .iter()
+            .flatten()
+            .find(|tool| !crate::tools::is_known_tool(tool))
+        {
+            return Err(ApiError::bad_request(format!(
+                "`tools`: there is no tool `{unknown}` (the Agents page lists the tools an agent can have)"
+            )));
         }
         text("description", &self.description, false);
         text("provider", &self.provider, false);
@@ -257,12 +267,8 @@ async fn update_agent(
         change = apply(state, edit).await?;
     }
     if let Some(paused) = body.paused {
-        let pause = SettingsChange {
-            paused: Some(paused),
-            ..SettingsChange::default()
-        };
         Agent::new(&state.registry, name)
-            .update_settings(pause)
+            .set_paused(paused)
             .await
             .map_err(|error| ApiError::bad_request(error.to_string()).into_response())?;
     }

@@ -9,7 +9,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::domain::StartOptions;
 use crate::domain::{ChatKey, OutEvent, Outbound};
-use crate::protocol::agent::{Agent, AgentError, SettingsChange};
+use crate::protocol::agent::{Agent, AgentError};
 use crate::protocol::approvals::{Approvals, DecideOutcome, Decider, Decision};
 use crate::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use crate::testkit::scripted_llm::{Script, ScriptedLlm};
@@ -304,16 +304,35 @@ async fn tools_ready(
     Ok(())
 }
 
+/// A scenario's settings, as the operator would make them: the autonomy in the agent's file (by
+/// the reloader, as Studio does), the pause on the running agent.
 async fn apply_settings(harness: &Harness, agent: &str, settings: &Settings) -> Result<(), String> {
-    let change = SettingsChange {
-        autonomy: settings.autonomy,
-        model: None,
-        paused: settings.paused,
+    let registry = &harness.daemon().registry;
+    if let Some(autonomy) = settings.autonomy {
+        let edit = crate::protocol::reload::FileEdit::UpdateAgent {
+            name: agent.to_string(),
+            settings: vec![(
+                "autonomy".into(),
+                crate::config::edit::Setting::Text(autonomy.as_str().into()),
+            )],
+        };
+        match crate::protocol::reload::Reloader::new(registry)
+            .edit(edit, "eval")
+            .await
+        {
+            Ok(crate::protocol::reload::EditOutcome::Applied { .. }) => {}
+            Ok(other) => {
+                return Err(format!(
+                    "the autonomy of {agent} was not changed: {other:?}"
+                ));
+            }
+            Err(error) => return Err(format!("the reloader did not answer: {error}")),
+        }
+    }
+    let Some(paused) = settings.paused else {
+        return Ok(());
     };
-    match Agent::new(&harness.daemon().registry, agent)
-        .update_settings(change)
-        .await
-    {
+    match Agent::new(registry, agent).set_paused(paused).await {
         Ok(_) => Ok(()),
         Err(AgentError::Unavailable(error)) => Err(format!(
             "the settings change did not reach {agent}: {error}"

@@ -74,7 +74,10 @@ pub enum FileEdit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EditOutcome {
     /// Written, then applied: the file and the reload's report.
-    Applied { path: String, report: ReloadReport },
+    Applied {
+        path: String,
+        report: Box<ReloadReport>,
+    },
     /// Refused before anything was written; the text names the file and the key to fix.
     Refused(String),
     /// Valid, but the file cannot be written (read-only files or directory): the text to put

@@ -58,7 +58,7 @@ pub(super) async fn edit(state: &mut ReloaderState, edit: FileEdit, by: &str) ->
     }
     EditOutcome::Applied {
         path: change.path.display().to_string(),
-        report,
+        report: Box::new(report),
     }
 }
 

@@ -31,7 +31,7 @@ use crate::secrets::Secret;
 
 /// The settings read live at a reload: the agent files (and where they are), the MCP servers.
 /// Every other key of the config file needs a restart.
-const LIVE_SECTIONS: &[&str] = &["agents"];
+const LIVE_SECTIONS: &[&str] = &["agents", "providers"];
 /// In `[mcp]`, only the server list is applied live.
 const LIVE_MCP_KEYS: &[&str] = &["servers"];
 
@@ -99,28 +99,12 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
                 None => {}
             }
         }
-        if touched {
-            let providers = std::iter::once(spec.provider.as_str()).chain(
-                spec.fallback
-                    .iter()
-                    .map(|fallback| fallback.provider.as_str()),
-            );
-            for provider in providers {
-                if !running.config.providers.contains_key(provider) {
-                    return Err(format!(
-                        "agent `{}` uses provider `{provider}`, which the running daemon does not have; \
-                         new providers apply at the next restart",
-                        spec.name
-                    ));
-                }
-            }
-        }
     }
     Ok(())
 }
 
 /// The configuration to run with after the reload: the running settings, with the new agent
-/// files, agents directory and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
+/// files, agents directory, model providers and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
 ///
 /// Its secrets are the running ones plus those the new files name: the running settings (a
 /// provider's or the embeddings' key, voice, web search) still need the variables they were
@@ -130,6 +114,7 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
 pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
     let mut config = running.config.clone();
     config.agents = new.config.agents.clone();
+    config.providers = new.config.providers.clone();
     config.mcp.servers = new.config.mcp.servers.clone();
     let mut secrets = new.secrets;
     for (var, secret) in &running.secrets {
@@ -194,16 +179,26 @@ pub struct Plan {
     pub bots_restarted: Vec<String>,
     /// The MCP server list or the agents that may use a server changed.
     pub mcp_changed: bool,
+    /// A model provider was added, removed or changed (its entry or its key): the providers
+    /// are built again, and the agents that use a changed one restart with them.
+    pub providers_changed: bool,
 }
 
 /// Compares the running agents and bots with the new ones. `channels`: whether this daemon runs
 /// bots at all (`chat` beside a running daemon does not).
 pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan {
     let mut plan = Plan::default();
+    let changed_providers = changed_providers(running, new);
+    plan.providers_changed = !changed_providers.is_empty();
     for spec in &new.agents {
+        let uses_changed = std::iter::once(&spec.provider)
+            .chain(spec.fallback.iter().map(|fallback| &fallback.provider))
+            .any(|provider| changed_providers.contains(provider));
         match running.agent(&spec.name) {
             None => plan.agents_added.push(spec.name.clone()),
-            Some(before) if before != spec => plan.agents_changed.push(spec.name.clone()),
+            Some(before) if before != spec || uses_changed => {
+                plan.agents_changed.push(spec.name.clone())
+            }
             Some(_) => {}
         }
     }
@@ -230,6 +225,26 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
     plan.mcp_changed =
         running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
     plan
+}
+
+/// The providers whose entry or key differs between two reads (added and removed ones too).
+fn changed_providers(running: &LoadedConfig, new: &LoadedConfig) -> BTreeSet<String> {
+    let key = |loaded: &LoadedConfig, env: &str| {
+        loaded.secret(env).map(|secret| secret.expose().to_string())
+    };
+    let (before, after) = (&running.config.providers, &new.config.providers);
+    before
+        .keys()
+        .chain(after.keys())
+        .filter(|name| {
+            let (old, fresh) = (before.get(*name), after.get(*name));
+            old != fresh
+                || old.is_some_and(|provider| {
+                    key(running, &provider.api_key_env) != key(new, &provider.api_key_env)
+                })
+        })
+        .cloned()
+        .collect()
 }
 
 /// What a reload could not apply (its supervisor did not answer, or was not running), so that

@@ -354,7 +354,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             config.studio_addr(),
             &config.studio.public_url,
         )),
-        providers: context.providers.clone(),
+        providers: context.views.providers.clone(),
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),

@@ -100,7 +100,7 @@ pub struct TelegramSpec {
 }
 
 fn default_api_url() -> String {
-    "https://api.telegram.org".to_string()
+    super::DEFAULT_TELEGRAM_API.to_string()
 }
 
 /// One agent, as written in its file.

@@ -57,6 +57,8 @@ pub const SHIPPED_AGENT: &str = include_str!("../../actors/assistant.toml");
 
 /// Where the config file used for a run lives: its path, or the built-in defaults.
 pub const DEFAULT_CONFIG_PATH: &str = "config/clawvisor.toml";
+/// The Bot API's address unless an agent's `[telegram] api_url` names another.
+pub const DEFAULT_TELEGRAM_API: &str = "https://api.telegram.org";
 /// The database's file name in the data directory.
 pub const DATABASE_FILE: &str = "clawvisor.db";
 

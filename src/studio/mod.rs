@@ -43,6 +43,7 @@ pub mod mcp;
 pub mod memory;
 pub mod overview;
 pub mod people;
+pub mod providers;
 pub mod reload;
 pub mod runs;
 pub mod schedules;
@@ -56,7 +57,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::{Json, Router};
 
 pub use error::ApiError;
@@ -80,8 +81,9 @@ pub struct StudioState {
     pub started_ms: i64,
     /// The daemon's and the agents' time zones and the agents' people (Time zones card).
     pub timezones: Live<timezones::Directory>,
-    /// The configured model providers, for the Overview's provider checks.
-    pub providers: Arc<crate::llm::Providers>,
+    /// The configured model providers, for the Overview's provider checks (replaced by a reload
+    /// that changes one).
+    pub providers: Live<crate::llm::Providers>,
     /// The Telegram people each agent's file names (People page).
     pub people: Live<Vec<people::FilePeople>>,
     /// The agents' budgets and the unpriced models in use (Costs page).
@@ -127,12 +129,22 @@ impl<T> Live<T> {
             .clone()
     }
 
+    /// A view of a value shared already.
+    pub fn from_arc(value: Arc<T>) -> Self {
+        Live(Arc::new(std::sync::RwLock::new(value)))
+    }
+
     /// Replaces the value for every later reader.
     pub fn set(&self, value: T) {
+        self.set_arc(Arc::new(value));
+    }
+
+    /// Replaces the value with one shared already.
+    pub fn set_arc(&self, value: Arc<T>) {
         *self
             .0
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(value);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
     }
 }
 
@@ -162,6 +174,11 @@ api! {
     post "/api/v1/session/logout" => access::logout, "Ends the browser session";
     get "/api/v1/overview" => overview::overview, "Health, the supervision tree, bots, pending approvals, today's runs and cost";
     get "/api/v1/providers" => overview::providers, "Every model provider asked for its model list: does it answer and accept its key?";
+    get "/api/v1/providers/{name}/models" => providers::models, "A provider's models, asked now (the model picker)";
+    post "/api/v1/providers/check" => providers::check, "Tries a provider before it is saved: does it answer, does it take the key, which models";
+    put "/api/v1/providers/{name}" => providers::set, "Writes a provider into the daemon's config (validated first) and applies it";
+    post "/api/v1/telegram/check" => providers::check_token, "Asks Telegram whose bot token this is (the bot's @name); the token is not stored";
+    get "/api/v1/qr.svg" => providers::qr, "A QR code of `text` (an SVG image), e.g. a new bot's claim link";
     get "/api/v1/tree" => overview::tree_view, "The supervision tree: every actor's status, restarts and last error";
     get "/api/v1/events" => live::events, "Runtime events as Server-Sent Events";
     get "/api/v1/agents" => agents::list, "Every agent with its runtime settings";

@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::config::{AgentSpec, ConfigSource, LoadedConfig};
 use crate::domain::StartOptions;
+use crate::llm::Providers;
 use crate::llm::prices::Prices;
 use crate::protocol::telegram;
 
@@ -21,6 +23,8 @@ pub struct StudioViews {
     pub bill: Live<super::costs::Bill>,
     pub ready: Live<Vec<String>>,
     pub files: Live<FileView>,
+    /// The model providers as the daemon runs them (replaced when a reload changes one).
+    pub providers: Live<Providers>,
 }
 
 /// Where the files are that Studio's editors change, and what they define.
@@ -68,7 +72,12 @@ impl FileView {
 }
 
 impl StudioViews {
-    pub fn new(loaded: &LoadedConfig, prices: &Prices, options: StartOptions) -> Self {
+    pub fn new(
+        loaded: &LoadedConfig,
+        prices: &Prices,
+        providers: &Arc<Providers>,
+        options: StartOptions,
+    ) -> Self {
         Self {
             agents: Live::new(agent_entries(loaded)),
             timezones: Live::new(super::timezones::Directory::new(
@@ -79,11 +88,18 @@ impl StudioViews {
             bill: Live::new(super::costs::Bill::new(prices, &loaded.agents)),
             ready: Live::new(ready_ids(loaded, options)),
             files: Live::new(FileView::new(loaded)),
+            providers: Live::from_arc(providers.clone()),
         }
     }
 
     /// Replaces every view with what `loaded` says (after a reload).
-    pub fn refresh(&self, loaded: &LoadedConfig, prices: &Prices, options: StartOptions) {
+    pub fn refresh(
+        &self,
+        loaded: &LoadedConfig,
+        prices: &Prices,
+        providers: &Arc<Providers>,
+        options: StartOptions,
+    ) {
         self.agents.set(agent_entries(loaded));
         self.timezones.set(super::timezones::Directory::new(
             &loaded.timezone,
@@ -95,6 +111,7 @@ impl StudioViews {
             .set(super::costs::Bill::new(prices, &loaded.agents));
         self.ready.set(ready_ids(loaded, options));
         self.files.set(FileView::new(loaded));
+        self.providers.set_arc(providers.clone());
     }
 }
 

@@ -133,6 +133,13 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
     plan.retry(&state.unapplied, &new, channels);
     let before = state.context.clone();
     state.context.loaded = new.clone();
+    if plan.providers_changed {
+        // The agents that use a changed provider are in the plan: they start with these.
+        state.context.providers = Arc::new(crate::llm::Providers::from_config_with_secrets(
+            &new.config,
+            &new.secrets,
+        ));
+    }
     let mut step = Step {
         report: &mut report,
         unapplied: Unapplied::default(),
@@ -152,10 +159,12 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
         report.ok = false;
         report.partial = true;
     }
-    state
-        .context
-        .views
-        .refresh(&new, &state.context.prices, state.context.options);
+    state.context.views.refresh(
+        &new,
+        &state.context.prices,
+        &state.context.providers,
+        state.context.options,
+    );
     report
 }
 

@@ -24,6 +24,43 @@ pub struct ProbeOutcome {
     pub ok: bool,
     /// One sentence for the operator.
     pub detail: String,
+    /// The model ids the provider listed (empty when it lists none or did not answer).
+    pub models: Vec<String>,
+}
+
+/// The model ids of a model-list answer: `data[].id` (OpenAI-compatible servers, Anthropic) or
+/// `models[].name` without its `models/` prefix (Gemini); sorted, at most 500.
+fn model_ids(body: &serde_json::Value) -> Vec<String> {
+    let listed = body
+        .get("data")
+        .and_then(serde_json::Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|model| model.get("id"))
+                .collect::<Vec<_>>()
+        })
+        .or_else(|| {
+            body.get("models")
+                .and_then(serde_json::Value::as_array)
+                .map(|models| {
+                    models
+                        .iter()
+                        .filter_map(|model| model.get("name"))
+                        .collect()
+                })
+        })
+        .unwrap_or_default();
+    let mut ids: Vec<String> = listed
+        .iter()
+        .filter_map(|id| id.as_str())
+        .map(|id| id.strip_prefix("models/").unwrap_or(id).to_string())
+        .filter(|id| !id.is_empty() && id.len() <= 200)
+        .take(500)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 impl Provider {
@@ -47,6 +84,7 @@ impl Provider {
             provider: self.name.clone(),
             ok,
             detail,
+            models: Vec::new(),
         };
         let key_env = match &self.key {
             ApiKey::Missing { env } => {
@@ -99,7 +137,20 @@ impl Provider {
             None => "no key is configured (api_key_env is empty) and".to_string(),
         };
         match response.status() {
-            status if status.is_success() => outcome(true, format!("{host} answered")),
+            status if status.is_success() => {
+                let models = match response.json::<serde_json::Value>().await {
+                    Ok(body) => model_ids(&body),
+                    Err(_) => Vec::new(),
+                };
+                let detail = match models.len() {
+                    0 => format!("{host} answered"),
+                    count => format!("{host} answered with {count} models"),
+                };
+                ProbeOutcome {
+                    models,
+                    ..outcome(true, detail)
+                }
+            }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => outcome(
                 false,
                 format!(

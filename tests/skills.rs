@@ -469,8 +469,11 @@ async fn studio_toggles_skills_live_and_they_persist() {
     );
     assert_eq!(find("runner")["available"], false, "{catalogue}");
 
-    // The toggles survive a restart.
+    // The toggles survive a restart (they are in the agent's file now, which the restart reads
+    // as it is: the harness writes no agent files this time).
     let dir = harness.stop().await;
+    let mut options = options;
+    options.agents = Vec::new();
     let harness = Harness::start_in(dir, options).await.unwrap();
     let reply = harness
         .ask("ada", &ChatKey::cli("s2"), "shout again")

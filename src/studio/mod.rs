@@ -49,6 +49,7 @@ pub mod runs;
 pub mod schedules;
 pub mod timezones;
 pub mod token_file;
+pub mod tool_catalogue;
 pub mod views;
 
 use std::sync::Arc;
@@ -185,6 +186,7 @@ api! {
     get "/api/v1/agents/{name}" => agents::detail, "One agent and its sessions";
     post "/api/v1/agents" => agent_files::create, "Creates an agent: writes its file (validated first) and starts it";
     patch "/api/v1/agents/{name}" => agent_files::update, "Changes the agent's file (instructions, model, tools, autonomy, budgets, zone, skills, voice, bot) and applies it; `paused` is runtime state";
+    get "/api/v1/tools" => tool_catalogue::list, "The tools an agent can have, in plain words with how careful the daemon is with each, and presets";
     get "/api/v1/agents/{name}/file" => agent_files::file, "The agent's definition as its file says it, the file's path and text, and whether Studio can write it";
     post "/api/v1/agents/{name}/duplicate" => agent_files::duplicate, "A new agent with this one's settings (without its bot)";
     delete "/api/v1/agents/{name}" => agent_files::delete, "Deletes the agent's file and stops it; `data=keep|remove` says what happens to its workspace";

@@ -468,45 +468,44 @@ pub async fn serve(
     overrides: crate::config::Overrides,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let public_url = loaded.config.studio.public_url.clone();
-    let studio = loaded.config.studio_addr();
+    start_serving(loaded, overrides).await?.wait(shutdown).await
+}
+
+/// A daemon started for `clawvisor serve`: the full tree, and a reload on every SIGHUP. The
+/// command tells the operator where Studio is between [`start_serving`] and [`Serving::wait`].
+pub struct Serving {
+    pub daemon: Daemon,
+    hangups: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts the full tree and the SIGHUP listener; a reload reads the files with `overrides`.
+pub async fn start_serving(
+    loaded: LoadedConfig,
+    overrides: crate::config::Overrides,
+) -> Result<Serving, DaemonError> {
     let daemon = start_reloadable(loaded, StartOptions::serve(), overrides).await?;
     let hangups = reload_on_hangup(&daemon.registry);
-    // Once shutdown begins, a SIGHUP must not start a reload into a tree that is stopping.
-    let hangups_abort = hangups.as_ref().map(tokio::task::JoinHandle::abort_handle);
-    let shutdown = async move {
-        shutdown.await;
-        if let Some(hangups) = hangups_abort {
+    Ok(Serving { daemon, hangups })
+}
+
+impl Serving {
+    /// Runs until `shutdown` resolves (then stops gracefully) or the tree fails.
+    pub async fn wait(self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+        let Serving { daemon, hangups } = self;
+        // Once shutdown begins, a SIGHUP must not start a reload into a tree that is stopping.
+        let hangups_abort = hangups.as_ref().map(tokio::task::JoinHandle::abort_handle);
+        let shutdown = async move {
+            shutdown.await;
+            if let Some(hangups) = hangups_abort {
+                hangups.abort();
+            }
+        };
+        let result = daemon.wait(shutdown).await;
+        if let Some(hangups) = hangups {
             hangups.abort();
         }
-    };
-    // A one-time login link for Studio, printed (never logged) once Studio listens — only to a
-    // terminal: under a service manager stdout goes to the journal, where a link would outlive
-    // the boot and be readable by whoever reads the logs.
-    if let Some(addr) = daemon.studio_addr(Duration::from_secs(10)).await {
-        let base = crate::studio::access::base_url(&public_url, addr);
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            match crate::studio::access::login_link(&daemon.store, &base, "boot").await {
-                Ok(link) => println!(
-                    "Studio: open {link} to log in (works once, for 15 minutes; `clawvisor studio-link` makes another)"
-                ),
-                Err(error) => tracing::warn!(%error, "could not create a Studio login link"),
-            }
-        } else {
-            tracing::info!(
-                "Studio is at {base}: run `clawvisor studio-link` on the server to get a login link"
-            );
-        }
-    } else if studio.port() != 0 {
-        tracing::warn!(
-            "Studio is not listening yet; `clawvisor studio-link` prints a login link later"
-        );
+        result
     }
-    let result = daemon.wait(shutdown).await;
-    if let Some(hangups) = hangups {
-        hangups.abort();
-    }
-    result
 }
 
 /// Reloads the files on every SIGHUP (`systemctl reload`), one reload after another; the report

@@ -466,10 +466,11 @@ fn the_shipped_files_are_valid_and_document_every_default_key() {
 fn with_no_config_at_all_the_built_in_defaults_and_agent_are_used() {
     let empty = tempfile::tempdir().unwrap();
     let loaded = config::load_in(&Overrides::default(), BTreeMap::new(), empty.path()).unwrap();
-    assert_eq!(
-        loaded.config.data_dir,
-        empty.path().join("config").join("../data")
-    );
+    // The same setup as the files `clawvisor init` would write there, by canonical paths.
+    let real = std::fs::canonicalize(empty.path()).unwrap();
+    assert_eq!(loaded.config.data_dir, real.join("data"));
+    assert_eq!(loaded.config.agents.dir, real.join("actors"));
+    assert!(!empty.path().join("config").exists());
     assert_eq!(loaded.source, ConfigSource::BuiltIn);
     assert_eq!(loaded.agents.len(), 1);
     assert!(loaded.agents_source.is_none());

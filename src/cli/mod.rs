@@ -1,7 +1,9 @@
-//! The command line: `clawvisor serve | chat | doctor | migrate | config check | backup | restore
-//! | reload | jobs | mcp | ...`.
+//! The command line: `clawvisor init | serve | chat | doctor | migrate | config check | backup |
+//! restore | reload | jobs | mcp | ...`.
 //!
-//! This module holds the clap types and the dispatch. Every command loads the same layered config
+//! This module holds the clap types and the dispatch. `init` runs before any config is loaded (it
+//! writes one), and a `serve` that would find no config file writes the same files first
+//! (`init.rs`). Every other command loads the same layered config
 //! (a configuration error exits with code 78 and a message naming the file, key and what is
 //! expected), sets up logging, then does its work, in its own file per subcommand (`doctor.rs`,
 //! `migrate.rs`, ...). Commands that change what a running daemon holds in memory (`jobs`,
@@ -26,6 +28,7 @@ mod daemon_link;
 mod doctor;
 #[cfg(feature = "testkit")]
 pub mod eval;
+mod init;
 mod jobs;
 mod mcp;
 mod memory;
@@ -42,10 +45,12 @@ mod studio_link;
     about = "A supervised home-server daemon for personal AI agents"
 )]
 pub struct Cli {
-    /// Config file (default: config/clawvisor.toml if present, else built-in defaults).
+    /// Config file (default: clawvisor.toml, else config/clawvisor.toml, in the current
+    /// directory; else built-in defaults, and `serve` writes the files of `init` first).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Data directory for the database, workspaces and indexes (default: ./data).
+    /// Data directory for the database, workspaces and indexes (default: data/ next to the
+    /// config).
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Directory of agent files (default: actors/ next to the config).
@@ -72,7 +77,14 @@ pub enum CliLogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon until SIGINT/SIGTERM (SIGHUP reloads the files).
+    /// Write a commented clawvisor.toml, an example agent in actors/ and the data directory
+    /// (never overwriting a file), and say how to start.
+    Init {
+        /// Where (default: the current directory; created if needed).
+        dir: Option<PathBuf>,
+    },
+    /// Run the daemon until SIGINT/SIGTERM (SIGHUP reloads the files); with no config file at
+    /// all, first write the files `init` writes, in the current directory.
     Serve,
     /// Check the config, the database and every external dependency, and say what to fix.
     Doctor,
@@ -285,6 +297,13 @@ impl Cli {
 /// Entry point used by `main`.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Init { dir } = &cli.command {
+        return init::run(dir.clone(), &cli.overrides());
+    }
+    let first_run = match cli.command {
+        Command::Serve => init::before_first_serve(&cli.overrides()),
+        _ => None,
+    };
     let loaded = match crate::config::load(&cli.overrides()) {
         Ok(loaded) => loaded,
         Err(error) => return config_error(&error),
@@ -311,7 +330,7 @@ pub fn main() -> ExitCode {
         }
     };
     let overrides = cli.overrides();
-    runtime.block_on(run_command(cli.command, loaded, overrides))
+    runtime.block_on(run_command(cli.command, loaded, overrides, first_run))
 }
 
 fn config_error(error: &ConfigError) -> ExitCode {
@@ -319,9 +338,16 @@ fn config_error(error: &ConfigError) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-async fn run_command(command: Command, loaded: LoadedConfig, overrides: Overrides) -> ExitCode {
+async fn run_command(
+    command: Command,
+    loaded: LoadedConfig,
+    overrides: Overrides,
+    first_run: Option<init::Written>,
+) -> ExitCode {
     match command {
-        Command::Serve => serve::run(loaded, overrides).await,
+        // `main` runs it before loading a config; the same here.
+        Command::Init { dir } => init::run(dir, &overrides),
+        Command::Serve => serve::run(loaded, overrides, first_run).await,
         Command::Reload => reload::run(&loaded).await,
         Command::Doctor => doctor::run(&loaded).await,
         Command::Chat { agent } => chat::run(loaded, &agent).await,

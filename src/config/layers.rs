@@ -8,8 +8,8 @@ use toml::{Table, Value};
 
 use super::validate::validate;
 use super::{
-    Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, LoadedConfig, Overrides, SHIPPED_AGENT,
-    agent, resolve,
+    CONFIG_FILE, Config, ConfigError, ConfigSource, LoadedConfig, Overrides, SHIPPED_AGENT, agent,
+    resolve, starter,
 };
 
 const ENV_PREFIX: &str = "CLAWVISOR_";
@@ -262,13 +262,13 @@ impl FileLayer {
     fn parse(source: ConfigSource, text: &str, cwd: &Path) -> Result<FileLayer, ConfigError> {
         let origin = source.to_string();
         // Paths written in a file are relative to its directory. The built-in file stands for
-        // `config/clawvisor.toml` in the working directory.
+        // the `clawvisor.toml` that `clawvisor init` would write in the working directory.
         let dir = match &source {
             ConfigSource::File(path) => path
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|| cwd.to_path_buf()),
-            ConfigSource::BuiltIn => cwd.join("config"),
+            ConfigSource::BuiltIn => cwd.to_path_buf(),
         };
         let (file_config, table) = parse_config_text(text, &origin)?;
         validate(&file_config, &origin)?;
@@ -311,8 +311,9 @@ pub(super) fn load(
 ) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
 
-    // 1. Which file: flag > CLAWVISOR_CONFIG > config/clawvisor.toml > built-in defaults.
-    let (source, text) = read_config_file(overrides, env, cwd, overlay)?;
+    // 1. Which file: flag > CLAWVISOR_CONFIG > clawvisor.toml > config/clawvisor.toml > built-in
+    // defaults.
+    let (source, text) = read_config_file(overrides, env, cwd, overlay, &mut warnings)?;
 
     // 2. The file alone: types, unknown keys, named by file and line.
     let file = FileLayer::parse(source, &text, cwd)?;
@@ -365,34 +366,28 @@ pub(super) fn load(
     })
 }
 
-/// Reads the file named by the flag or `CLAWVISOR_CONFIG`, else `config/clawvisor.toml` if there
-/// is one, else takes the built-in defaults.
+/// Reads the file the lookup finds (`starter::config_file_in`), else takes the built-in defaults
+/// (the starter config, read from the working directory).
 fn read_config_file(
     overrides: &Overrides,
     env: &BTreeMap<String, String>,
     cwd: &Path,
     overlay: &super::edit::Overlay,
+    warnings: &mut Vec<String>,
 ) -> Result<(ConfigSource, String), ConfigError> {
-    let explicit = overrides
-        .config
-        .clone()
-        .or_else(|| env.get("CLAWVISOR_CONFIG").map(PathBuf::from));
-    Ok(match explicit {
+    let explicit = overrides.config.is_some() || env.contains_key("CLAWVISOR_CONFIG");
+    if !explicit {
+        warnings.extend(starter::shadowed_config_warning(cwd));
+    }
+    Ok(match starter::config_file_in(overrides, env, cwd) {
         Some(path) => {
-            let path = resolve(cwd, &path);
             let text = overlay.read(&path).map_err(|error| ConfigError::File {
                 origin: path.display().to_string(),
                 message: format!("cannot read the config file: {error}"),
             })?;
             (ConfigSource::File(path), text)
         }
-        None => {
-            let path = cwd.join(DEFAULT_CONFIG_PATH);
-            match overlay.read(&path) {
-                Ok(text) => (ConfigSource::File(path), text),
-                Err(_) => (ConfigSource::BuiltIn, super::SHIPPED_CONFIG.to_string()),
-            }
-        }
+        None => (ConfigSource::BuiltIn, starter::starter_config()),
     })
 }
 
@@ -578,10 +573,14 @@ fn next_steps(
     secrets: &BTreeMap<String, crate::secrets::Secret>,
 ) -> Vec<String> {
     let mut hints = Vec::new();
+    let config_file = match source {
+        ConfigSource::File(path) => path.display().to_string(),
+        ConfigSource::BuiltIn => CONFIG_FILE.to_string(),
+    };
     if *source == ConfigSource::BuiltIn {
         hints.push(format!(
-            "no config file found: running on built-in defaults. Copy the shipped {DEFAULT_CONFIG_PATH} \
-             next to your data and adjust it (every key is documented there)"
+            "no config file found: running on built-in defaults. `clawvisor init` writes a \
+             {CONFIG_FILE} to adjust (every key is documented there) and an example agent"
         ));
     }
     for spec in agents {
@@ -591,8 +590,8 @@ fn next_steps(
         {
             hints.push(format!(
                 "agent `{}` uses provider `{}`, which reads its API key from {} (not set): set it, \
-                 or point the agent at a local model (see [providers] in {DEFAULT_CONFIG_PATH})",
-                spec.name, spec.provider, provider.api_key_env
+                 or point the agent at a local model (see [providers] in {})",
+                spec.name, spec.provider, provider.api_key_env, config_file
             ));
         }
         match &spec.telegram {

@@ -1,4 +1,4 @@
-//! Configuration: defaults < `config/clawvisor.toml` < `CLAWVISOR_*` environment < command-line flags.
+//! Configuration: defaults < `clawvisor.toml` < `CLAWVISOR_*` environment < command-line flags.
 //!
 //! Loading is one function, [`load`], that returns a validated [`LoadedConfig`] (the daemon's
 //! settings plus every agent definition from `actors/*.toml`) or a [`ConfigError`] whose text names
@@ -6,8 +6,14 @@
 //! files; unknown `CLAWVISOR_*` variables are reported as warnings (the environment is shared with
 //! other programs, and agent files name their own `CLAWVISOR_...` token variables).
 //!
+//! Which file: `--config`, `CLAWVISOR_CONFIG`, `clawvisor.toml` in the working directory (what
+//! `clawvisor init` writes), `config/clawvisor.toml` there (the repository's layout), else the
+//! built-in defaults (`starter`).
+//!
 //! Paths written in a config file are relative to that file's directory; paths from defaults,
-//! the environment or flags are relative to the working directory.
+//! the environment or flags are relative to the working directory. Every path the config holds
+//! is absolute and canonical (symbolic links and `..` resolved as far as the path exists), so
+//! what the daemon prints is where the files are.
 //!
 //! The settings of each `[section]` are here unless a section is large enough for its own file
 //! (`mcp`, `providers`, `backup`, `web_search`; agent files in `agent`); `layers` merges the
@@ -28,6 +34,7 @@ pub mod edit;
 mod layers;
 mod mcp;
 mod providers;
+mod starter;
 mod timezone;
 mod validate;
 mod web_search;
@@ -45,18 +52,21 @@ pub use backup::BackupConfig;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
+pub use starter::{
+    CONFIG_FILE, REPOSITORY_CONFIG_PATH, STARTER_ACTORS_DIR, STARTER_AGENT_FILE, STARTER_DATA_DIR,
+    config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
+};
 pub use timezone::{DaemonTimezone, system_timezone};
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
 use crate::supervision::RestartPolicy;
 
-/// The config file shipped in the repository; also the built-in defaults when no file exists.
+/// The config file shipped in the repository (`starter_config` is the built-in defaults and what
+/// `clawvisor init` writes).
 pub const SHIPPED_CONFIG: &str = include_str!("../../config/clawvisor.toml");
-/// The default agent shipped in the repository; used when no agents directory exists.
+/// The default agent shipped in the repository; used when no agents directory exists, and
+/// written by `clawvisor init`.
 pub const SHIPPED_AGENT: &str = include_str!("../../actors/assistant.toml");
-
-/// Where the config file used for a run lives: its path, or the built-in defaults.
-pub const DEFAULT_CONFIG_PATH: &str = "config/clawvisor.toml";
 /// The Bot API's address unless an agent's `[telegram] api_url` names another.
 pub const DEFAULT_TELEGRAM_API: &str = "https://api.telegram.org";
 /// The database's file name in the data directory.
@@ -566,11 +576,93 @@ pub fn load_in(
 pub fn parse_file(text: &str, origin: &str) -> Result<Config, ConfigError> {
     layers::parse_config_text(text, origin).map(|(config, _)| config)
 }
-/// A path from a layer, resolved against `base` when relative.
+/// A path from a layer, resolved against `base` when relative, made [`canonical`].
 pub(crate) fn resolve(base: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() {
-        path.to_path_buf()
+        canonical(path)
     } else {
-        base.join(path)
+        canonical(&base.join(path))
+    }
+}
+
+/// `path` without `.` and `..`, its directories canonicalized as far as they exist (symbolic
+/// links resolved) and the rest read lexically: `/srv/cv/config/../data` is `/srv/cv/data`
+/// whether or not `config/` or `data/` exist yet. The last name is kept as written, so a data
+/// directory or config file that is a symbolic link stays one (and a config file's relative
+/// paths stay relative to the link's directory).
+pub fn canonical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    match (path.components().next_back(), path.parent()) {
+        (Some(Component::Normal(name)), Some(parent)) => canonical_dir(parent).join(name),
+        _ => canonical_dir(path),
+    }
+}
+
+/// `path` with its longest existing prefix canonicalized and the rest read lexically.
+fn canonical_dir(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let components: Vec<Component<'_>> = path.components().collect();
+    let (mut out, rest) = (1..=components.len())
+        .rev()
+        .find_map(|len| {
+            let prefix: PathBuf = components[..len].iter().collect();
+            std::fs::canonicalize(&prefix)
+                .ok()
+                .map(|real| (real, &components[len..]))
+        })
+        .unwrap_or((PathBuf::new(), &components[..]));
+    for component in rest {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // At the root `..` stays at the root; past the start of a relative path it is kept.
+                let last = out.components().next_back();
+                match last {
+                    Some(Component::Normal(_)) => {
+                        out.pop();
+                    }
+                    Some(Component::RootDir | Component::Prefix(_)) => {}
+                    _ => out.push(".."),
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_paths_resolve_dot_dot_whether_or_not_the_folders_exist() {
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let real = std::fs::canonicalize(root.path()).expect("it exists");
+        assert_eq!(
+            canonical(&root.path().join("config/../data")),
+            real.join("data")
+        );
+        assert_eq!(canonical(&root.path().join("./a/./b/..")), real.join("a"));
+        std::fs::create_dir(root.path().join("config")).expect("config/");
+        assert_eq!(
+            canonical(&root.path().join("config/../data")),
+            real.join("data")
+        );
+        // A link is followed before its `..` is read, as the kernel would.
+        std::fs::create_dir_all(root.path().join("elsewhere/deep")).expect("made");
+        std::os::unix::fs::symlink(root.path().join("elsewhere/deep"), root.path().join("link"))
+            .expect("linked");
+        assert_eq!(
+            canonical(&root.path().join("link/../data")),
+            real.join("elsewhere/data")
+        );
+        // The last name stays as written: a data directory that is a link stays one.
+        assert_eq!(canonical(&root.path().join("./link")), real.join("link"));
+        assert_eq!(canonical(Path::new("/../x")), PathBuf::from("/x"));
+        assert_eq!(
+            resolve(root.path(), Path::new("../data")),
+            canonical(&real.join("../data"))
+        );
     }
 }

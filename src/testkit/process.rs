@@ -46,13 +46,20 @@ impl DaemonProcess {
             .args(["--log-format", "json", "serve"])
             .env("RUST_LOG", "info")
             // The daemon's zone is the test's choice (`env` may set another), never the machine's.
-            .env("TZ", "UTC")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("TZ", "UTC");
         for (key, value) in env {
             command.env(key, value);
         }
+        Self::spawn(command)
+    }
+
+    /// Starts `command` (a `serve` the caller built: arguments, working directory,
+    /// environment), reading its stdout and stderr, and waits until it is up.
+    pub fn spawn(mut command: Command) -> Result<DaemonProcess, String> {
+        let binary = command.get_program().to_string_lossy().into_owned();
         let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|error| format!("cannot start {binary}: {error}"))?;
         let stderr = child.stderr.take().ok_or("no stderr")?;

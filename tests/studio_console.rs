@@ -423,6 +423,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/policy/rules",
         // tests/cli_ops.rs: `clawvisor mcp call` against the MCP test server through a daemon.
         "/api/v1/mcp/{server}/tools/{tool}/call",
+        // tests/schedules_memory_api.rs: a job's choices, edit and run now; adding and editing
+        // a memory.
+        "/api/v1/schedules/choices",
+        "/api/v1/schedules/{id}",
+        "/api/v1/schedules/{id}/run",
+        "/api/v1/memory",
+        "/api/v1/memory/{id}",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(

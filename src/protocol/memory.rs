@@ -34,7 +34,7 @@ pub struct SaveRequest {
     pub owner: String,
     pub class: String,
     pub sensitivity: String,
-    /// `user_said`, `agent_saved`, `imported`, `recap`.
+    /// `user_said`, `agent_saved`, `imported`, `recap`, `operator`.
     pub source: String,
     pub chat: Option<String>,
     pub text: String,
@@ -128,6 +128,22 @@ pub enum MemoryMsg {
         by: String,
         reply: RpcReplyPort<Result<(), MemoryError>>,
     },
+    /// A save by the operator (`by`): checked and gated like any save, and audited
+    /// (`memory.added`) in the transaction that stores it.
+    Add {
+        request: SaveRequest,
+        by: String,
+        reply: RpcReplyPort<Result<SaveOutcome, MemoryError>>,
+    },
+    /// The operator (`by`) replaces memory `id`'s text: its origin (owner, class, source, chat,
+    /// run, message) stays, the text is embedded again, the edit is audited (`memory.edited`)
+    /// in the same transaction and the index updated. Answers the memory as it now is.
+    Edit {
+        id: i64,
+        text: String,
+        by: String,
+        reply: RpcReplyPort<Result<FactRow, MemoryError>>,
+    },
     /// The owners an agent may read (the read model), for queries made outside this actor.
     ReadableOwners(String, RpcReplyPort<Vec<String>>),
     Stats(RpcReplyPort<MemoryStats>),
@@ -199,6 +215,30 @@ impl Memory {
             MemoryMsg::Govern {
                 id,
                 operation,
+                by,
+                reply,
+            }
+        })
+        .await?
+    }
+
+    /// A save by the operator `by`, audited (`memory.added`).
+    pub async fn add(&self, request: SaveRequest, by: &str) -> Result<SaveOutcome, MemoryError> {
+        let by = by.to_string();
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
+            MemoryMsg::Add { request, by, reply }
+        })
+        .await?
+    }
+
+    /// The operator `by` replaces memory `id`'s text (origin kept, audited `memory.edited`);
+    /// the memory as it now is.
+    pub async fn edit(&self, id: i64, text: &str, by: &str) -> Result<FactRow, MemoryError> {
+        let (text, by) = (text.to_string(), by.to_string());
+        super::ask(&self.registry, &NAME, Some(TIMEOUT), |reply| {
+            MemoryMsg::Edit {
+                id,
+                text,
                 by,
                 reply,
             }

@@ -50,6 +50,14 @@ pub enum SchedulerMsg {
         id: i64,
         reply: RpcReplyPort<Result<JobView, SchedulerError>>,
     },
+    /// Fires job `id` now, once, besides its schedule: recorded (trigger `manual`) before its
+    /// message is sent, like a timer's fire; refused while the job runs or waits to run, and for
+    /// a paused or finished job. Answers the job and the fire's history row.
+    RunNow {
+        scope: JobScope,
+        id: i64,
+        reply: RpcReplyPort<Result<(JobView, JobRunRow), SchedulerError>>,
+    },
     /// Figures for tests, benchmarks and Studio.
     Stats(RpcReplyPort<SchedulerStats>),
 }
@@ -82,6 +90,9 @@ pub enum SchedulerError {
     /// The request was refused; the text says why (a bad expression, a bad target, ...).
     #[error("{0}")]
     Refused(String),
+    /// The job is running or about to (a job never runs twice at once); the text says so.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl From<String> for SchedulerError {
@@ -181,6 +192,16 @@ impl Scheduler {
 
     pub async fn cancel(&self, scope: JobScope, id: i64) -> Result<JobView, SchedulerError> {
         self.ask(|reply| SchedulerMsg::Cancel { scope, id, reply })
+            .await
+    }
+
+    /// Fires job `id` now, once (trigger `manual`); the job and the fire's history row.
+    pub async fn run_now(
+        &self,
+        scope: JobScope,
+        id: i64,
+    ) -> Result<(JobView, JobRunRow), SchedulerError> {
+        self.ask(|reply| SchedulerMsg::RunNow { scope, id, reply })
             .await
     }
 

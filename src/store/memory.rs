@@ -1,4 +1,5 @@
-//! Queries for `memory_facts` and its full-text index `memory_fts`.
+//! Queries for `memory_facts` and its full-text index `memory_fts` (FTS5 with the Porter stemmer:
+//! "plants" finds "plant" and "planting").
 //!
 //! Architecture Invariant: the read model is enforced here, in SQL: an agent reads its own, its
 //! direct reports' (`reports_to`) and the platform's memories. Every query that an agent's tools
@@ -41,6 +42,10 @@ pub struct FactRow {
     pub redacted_ms: Option<i64>,
     pub surprise: Option<f32>,
     pub embedded: bool,
+    /// When the operator last changed the text (`None`: as it was saved).
+    pub edited_ms: Option<i64>,
+    /// Who last changed the text.
+    pub edited_by: Option<String>,
 }
 
 /// A fact to store.
@@ -60,7 +65,7 @@ pub struct NewFact {
 }
 
 const COLUMNS: &str = "id, owner, class, sensitivity, source, chat, text, run_id, message_id, created_ms, \
-    updated_ms, archived_ms, redacted_ms, surprise, embedding IS NOT NULL";
+    updated_ms, archived_ms, redacted_ms, surprise, embedding IS NOT NULL, edited_ms, edited_by";
 
 fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {
     Ok(FactRow {
@@ -79,6 +84,8 @@ fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {
         redacted_ms: row.get(12)?,
         surprise: row.get::<_, Option<f64>>(13)?.map(|value| value as f32),
         embedded: row.get(14)?,
+        edited_ms: row.get(15)?,
+        edited_by: row.get(16)?,
     })
 }
 
@@ -345,6 +352,33 @@ pub fn set_archived(conn: &Connection, id: i64, archived: bool, now_ms: i64) -> 
         "UPDATE memory_facts SET archived_ms = NULL, updated_ms = ?2 WHERE id = ?1 AND archived_ms IS NOT NULL AND redacted_ms IS NULL"
     };
     Ok(conn.execute(sql, params![id, now_ms])? == 1)
+}
+
+/// The operator's edit of a memory's text: the new text and its embedding (`None`: none, the
+/// old one no longer matches), who edited it and when. Everything else — owner, class, source,
+/// chat, run and message (its lineage), created_ms — stays. The FTS row follows by trigger.
+/// `false` when there is no such memory or it was redacted.
+pub fn edit_text(
+    conn: &Connection,
+    id: i64,
+    text: &str,
+    embedding: Option<(&[f32], &str)>,
+    by: &str,
+    now_ms: i64,
+) -> Result<bool> {
+    let (blob, model, dimension) = match embedding {
+        Some((vector, model)) => (
+            Some(encode_vector(vector)),
+            Some(model),
+            Some(vector.len() as i64),
+        ),
+        None => (None, None, None),
+    };
+    Ok(conn.execute(
+        "UPDATE memory_facts SET text = ?2, embedding = ?3, embedding_model = ?4, dimension = ?5,
+             updated_ms = ?6, edited_ms = ?6, edited_by = ?7 WHERE id = ?1 AND redacted_ms IS NULL",
+        params![id, text, blob, model, dimension, now_ms, by],
+    )? == 1)
 }
 
 /// Replaces the text and drops the embedding; the FTS row follows by trigger.

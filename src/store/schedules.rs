@@ -6,7 +6,9 @@
 //! that did not (missed, skipped) — nothing is dropped without a row saying so.
 //!
 //! These functions know nothing about schedules or actors: times are plain milliseconds, the
-//! policy and the expression are stored as the text the scheduler reads back.
+//! policy and the expression are stored as the text the scheduler reads back. Where a job's
+//! answers can go is read here too ([`delivery_chats`]: an agent's Telegram conversations, named
+//! from their stored updates).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -356,6 +358,145 @@ pub fn delivered_prompt(
         .optional()?)
 }
 
+/// The newest `per_job` history rows of each of `job_ids` that stand for a run (records of fire
+/// times not run included), newest first within each job (Studio's list of jobs).
+pub fn latest_runs(conn: &Connection, job_ids: &[i64], per_job: u32) -> Result<Vec<JobRunRow>> {
+    if job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Integers only: nothing to escape.
+    let list = job_ids
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut statement = conn.prepare(&format!(
+        "SELECT {RUN_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY id DESC) \
+         AS newest FROM job_runs WHERE job_id IN ({list})) WHERE newest <= ?1 ORDER BY job_id, id DESC"
+    ))?;
+    let rows = statement.query_map(params![per_job], run_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// A Telegram conversation an agent has a session in: where a job's answers can go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryChat {
+    /// The conversation's chat key (`tg:42`, `tg:-100123/7` for a forum topic).
+    pub chat: String,
+    /// `private`, `group`, `supergroup` or `channel`, as its newest stored message says.
+    pub chat_type: Option<String>,
+    /// A group's title, or the person of a private chat (first and last name).
+    pub title: Option<String>,
+    /// The forum topic's name, when the conversation is a topic whose name was seen.
+    pub topic: Option<String>,
+    /// When the conversation last changed.
+    pub updated_ms: i64,
+}
+
+/// The Telegram conversations `agent` has sessions in, the most recent first (at most
+/// `limit`), named from the updates stored for them (a group's title, a person's name, a forum
+/// topic's name from its creation or last rename).
+pub fn delivery_chats(conn: &Connection, agent: &str, limit: u32) -> Result<Vec<DeliveryChat>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT chat, MAX(updated_ms) FROM sessions WHERE agent = ?1 AND chat LIKE 'tg:%' \
+         GROUP BY chat ORDER BY MAX(updated_ms) DESC LIMIT ?2",
+    )?;
+    let sessions = statement
+        .query_map(params![agent, limit], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut chats = Vec::with_capacity(sessions.len());
+    for (chat, updated_ms) in sessions {
+        if let Some(found) = delivery_chat(conn, agent, &chat, updated_ms)? {
+            chats.push(found);
+        }
+    }
+    Ok(chats)
+}
+
+/// Telegram chat `chat` (`tg:<chat>[/<thread>]`) of `agent`, named from the updates stored for
+/// it; `None` when the key is not a Telegram chat's. `updated_ms` is carried as given.
+pub fn delivery_chat(
+    conn: &Connection,
+    agent: &str,
+    chat: &str,
+    updated_ms: i64,
+) -> Result<Option<DeliveryChat>> {
+    let (chat_id, thread_id) = split_telegram_chat(chat);
+    let Some(chat_id) = chat_id.filter(|_| chat.starts_with("tg:")) else {
+        return Ok(None);
+    };
+    let (chat_type, title) = chat_name(conn, agent, chat_id)?.unwrap_or((None, None));
+    let topic = match thread_id {
+        Some(thread_id) => topic_name(conn, agent, chat_id, thread_id)?,
+        None => None,
+    };
+    Ok(Some(DeliveryChat {
+        chat: chat.to_string(),
+        chat_type,
+        title,
+        topic,
+        updated_ms,
+    }))
+}
+
+/// `tg:<chat>[/<thread>]` read as numbers (`None` where a part is not one).
+fn split_telegram_chat(chat: &str) -> (Option<i64>, Option<i64>) {
+    let rest = chat.strip_prefix("tg:").unwrap_or(chat);
+    let (chat_id, thread) = match rest.split_once('/') {
+        Some((chat_id, thread)) => (chat_id, Some(thread)),
+        None => (rest, None),
+    };
+    (
+        chat_id.parse().ok(),
+        thread.and_then(|thread| thread.parse().ok()),
+    )
+}
+
+/// The type and name of chat `chat_id` in the newest message stored for `agent`.
+fn chat_name(
+    conn: &Connection,
+    agent: &str,
+    chat_id: i64,
+) -> Result<Option<(Option<String>, Option<String>)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT json_extract(payload, '$.message.chat.type'), \
+             COALESCE(json_extract(payload, '$.message.chat.title'), \
+             trim(COALESCE(json_extract(payload, '$.message.chat.first_name'), '') || ' ' || \
+             COALESCE(json_extract(payload, '$.message.chat.last_name'), ''))) \
+             FROM inbound_updates WHERE agent = ?1 AND chat_id = ?2 \
+             AND json_extract(payload, '$.message.chat.id') IS NOT NULL ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![agent, chat_id], |row| {
+            let title: Option<String> = row.get(1)?;
+            Ok((row.get(0)?, title.filter(|title| !title.is_empty())))
+        })
+        .optional()?)
+}
+
+/// The name of forum topic `thread_id` of `chat_id`: its last rename, else its creation (as a
+/// service message, or quoted by a message in the topic).
+fn topic_name(
+    conn: &Connection,
+    agent: &str,
+    chat_id: i64,
+    thread_id: i64,
+) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT name FROM (SELECT id, COALESCE(json_extract(payload, '$.message.forum_topic_edited.name'), \
+             json_extract(payload, '$.message.forum_topic_created.name'), \
+             json_extract(payload, '$.message.reply_to_message.forum_topic_created.name')) AS name \
+             FROM inbound_updates WHERE agent = ?1 AND chat_id = ?2 \
+             AND json_extract(payload, '$.message.message_thread_id') = ?3) \
+             WHERE name IS NOT NULL ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![agent, chat_id, thread_id], |row| row.get(0))
+        .optional()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,5 +611,104 @@ mod tests {
         assert!(list_jobs(&conn, Some("ada"), false, 10).unwrap().is_empty());
         assert_eq!(list_jobs(&conn, None, true, 10).unwrap().len(), 2);
         assert_eq!(jobs_to_load(&conn).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn delivery_chats_are_named_from_their_stored_updates() {
+        let conn = conn();
+        let session =
+            "INSERT INTO sessions (agent, chat, created_ms, updated_ms) VALUES (?1, ?2, 0, ?3)";
+        for (chat, at) in [
+            ("tg:42", 30),
+            ("tg:-100777/7", 20),
+            ("tg:-5", 10),
+            ("cli:me", 40),
+        ] {
+            conn.execute(session, params!["ada", chat, at]).unwrap();
+        }
+        conn.execute(session, params!["bob", "tg:99", 50]).unwrap();
+        let update = "INSERT INTO inbound_updates (bot_id, agent, update_id, kind, chat_id, payload, \
+                      received_ms) VALUES (1, 'ada', ?1, 'message', ?2, ?3, 0)";
+        let updates = [
+            (
+                1,
+                42,
+                r#"{"message": {"chat": {"id": 42, "type": "private", "first_name": "Olivia", "last_name": "Okafor"}}}"#,
+            ),
+            (
+                2,
+                -100777,
+                r#"{"message": {"chat": {"id": -100777, "type": "supergroup", "title": "Home"}, "message_thread_id": 7, "forum_topic_created": {"name": "Shopping"}}}"#,
+            ),
+            (
+                3,
+                -100777,
+                r#"{"message": {"chat": {"id": -100777, "type": "supergroup", "title": "Home"}, "message_thread_id": 7, "forum_topic_edited": {"name": "Groceries"}}}"#,
+            ),
+            (
+                4,
+                -100777,
+                r#"{"message": {"chat": {"id": -100777, "type": "supergroup", "title": "Home"}, "message_thread_id": 9, "forum_topic_created": {"name": "Other"}}}"#,
+            ),
+        ];
+        for (update_id, chat_id, payload) in updates {
+            conn.execute(update, params![update_id, chat_id, payload])
+                .unwrap();
+        }
+        let chats = delivery_chats(&conn, "ada", 10).unwrap();
+        let seen: Vec<(&str, Option<&str>, Option<&str>)> = chats
+            .iter()
+            .map(|chat| {
+                (
+                    chat.chat.as_str(),
+                    chat.title.as_deref(),
+                    chat.topic.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("tg:42", Some("Olivia Okafor"), None),
+                ("tg:-100777/7", Some("Home"), Some("Groceries")),
+                ("tg:-5", None, None),
+            ],
+            "newest first, local chats and other agents' left out, the topic's last name"
+        );
+        assert_eq!(chats[0].chat_type.as_deref(), Some("private"));
+    }
+
+    #[test]
+    fn the_latest_runs_of_each_job_come_newest_first() {
+        let conn = conn();
+        let first = insert_job(&conn, &job("ada"), 5).unwrap();
+        let second = insert_job(&conn, &job("ada"), 5).unwrap();
+        for fire_ms in [1_000, 2_000, 3_000] {
+            for job_id in [first, second] {
+                let run = NewJobRun {
+                    job_id,
+                    fire_ms,
+                    attempt: 1,
+                    trigger: "scheduled",
+                    status: JobRunStatus::Queued,
+                    due_ms: fire_ms,
+                    missed_count: None,
+                    detail: None,
+                };
+                insert_run(&conn, &run, fire_ms).unwrap();
+            }
+        }
+        let latest = latest_runs(&conn, &[first, second], 2).unwrap();
+        let seen: Vec<(i64, i64)> = latest.iter().map(|run| (run.job_id, run.fire_ms)).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (first, 3_000),
+                (first, 2_000),
+                (second, 3_000),
+                (second, 2_000)
+            ]
+        );
+        assert!(latest_runs(&conn, &[], 2).unwrap().is_empty());
     }
 }

@@ -1,7 +1,9 @@
 //! Memory review and governance: `/api/v1/memory...`.
 //!
-//! The operator sees every owner's memories (archived and redacted included), searches them,
-//! and governs them through the memory service, which writes the audit row with each change.
+//! The operator sees every owner's memories (archived and redacted included), searches them
+//! (full text stems words: "plants" finds "plant"), adds memories and edits their text, and
+//! governs them — all through the memory service, which writes the audit row with each change
+//! (`memory.added`, `memory.edited`, `memory.archive`, ...) and announces `memory_changed`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -9,9 +11,11 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
-use super::StudioState;
-use crate::protocol::memory::{Governance, Memory, MemoryError, SearchRequest};
+use super::{ApiError, StudioState, json_body};
+use crate::protocol::memory::{
+    Governance, Memory, MemoryError, PLATFORM, SENSITIVITIES, SaveOutcome, SaveRequest,
+    SearchRequest,
+};
 use crate::store::memory::{self as queries, FactRow};
 
 const OPERATOR: &str = "operator (studio)";
@@ -35,6 +39,7 @@ fn fact_json(fact: &FactRow) -> Value {
         "created_ms": fact.created_ms, "updated_ms": fact.updated_ms,
         "archived_ms": fact.archived_ms, "redacted_ms": fact.redacted_ms,
         "surprise": fact.surprise, "embedded": fact.embedded,
+        "edited_ms": fact.edited_ms, "edited_by": fact.edited_by,
     })
 }
 
@@ -140,4 +145,110 @@ pub async fn govern(
         .await
         .map_err(|error| api_error(error, ApiError::not_found))?;
     Ok((StatusCode::OK, Json(json!({"id": id, "done": name}))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddBody {
+    /// An agent's name, or `platform` (every agent reads it).
+    owner: String,
+    text: String,
+    /// `normal` (default), `personal` or `secret`.
+    #[serde(default)]
+    sensitivity: Option<String>,
+}
+
+/// `POST /api/v1/memory`: the operator adds a memory (201 with its id; 409 when the owner
+/// already remembers the same thing, naming that memory). Kept like any save (class `durable`,
+/// source `operator`, embedded when there is a provider) and audited as `memory.added`.
+pub async fn add(
+    State(state): State<StudioState>,
+    body: Result<Json<AddBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = json_body(body)?;
+    let owner = body.owner.trim().to_string();
+    let agents = state.agents.get();
+    if owner != PLATFORM && !agents.iter().any(|agent| agent.name == owner) {
+        let mut known: Vec<&str> = agents.iter().map(|agent| agent.name.as_str()).collect();
+        known.push(PLATFORM);
+        return Err(ApiError::bad_request(format!(
+            "`owner`: no agent is named `{owner}` (one of: {})",
+            known.join(", ")
+        )));
+    }
+    let sensitivity = body
+        .sensitivity
+        .map(|sensitivity| sensitivity.trim().to_string())
+        .filter(|sensitivity| !sensitivity.is_empty())
+        .unwrap_or_else(|| "normal".to_string());
+    if !SENSITIVITIES.contains(&sensitivity.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "`sensitivity`: `{sensitivity}` is not one of {}",
+            SENSITIVITIES.join(", ")
+        )));
+    }
+    let request = SaveRequest {
+        owner,
+        class: "durable".to_string(),
+        sensitivity,
+        source: "operator".to_string(),
+        chat: None,
+        text: body.text,
+        run_id: None,
+        message_id: None,
+    };
+    let outcome = memory(&state)
+        .add(request, OPERATOR)
+        .await
+        .map_err(|error| {
+            api_error(error, |reason| {
+                ApiError::bad_request(format!("`text`: {reason}"))
+            })
+        })?;
+    match outcome {
+        SaveOutcome::Saved { id, .. } => {
+            let fact = state.store.read(move |conn| queries::get(conn, id)).await?;
+            let body = fact
+                .as_ref()
+                .map(fact_json)
+                .unwrap_or_else(|| json!({"id": id}));
+            Ok((StatusCode::CREATED, Json(body)))
+        }
+        SaveOutcome::Duplicate { of, .. } => Err(ApiError::conflict(format!(
+            "`text`: this is already remembered as memory #{of}; edit that one instead"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditBody {
+    text: String,
+}
+
+/// `PATCH /api/v1/memory/{id}`: the operator replaces a memory's text. Its origin (owner, class,
+/// source, chat, run) stays; the edit is audited as `memory.edited` and the memory re-indexed.
+pub async fn edit(
+    State(state): State<StudioState>,
+    Path(id): Path<i64>,
+    body: Result<Json<EditBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = json_body(body)?;
+    if state
+        .store
+        .read(move |conn| queries::get(conn, id))
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found(format!("there is no memory #{id}")));
+    }
+    let fact = memory(&state)
+        .edit(id, &body.text, OPERATOR)
+        .await
+        .map_err(|error| {
+            api_error(error, |reason| {
+                ApiError::bad_request(format!("`text`: {reason}"))
+            })
+        })?;
+    Ok(Json(fact_json(&fact)))
 }

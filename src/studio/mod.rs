@@ -217,6 +217,11 @@ api! {
     post "/api/v1/schedules/{id}/pause" => schedules::pause, "Pauses a job";
     post "/api/v1/schedules/{id}/resume" => schedules::resume, "Resumes a job";
     delete "/api/v1/schedules/{id}" => schedules::cancel, "Cancels a job";
+    get "/api/v1/schedules/choices" => schedules::choices, "What a new job of an agent can be: where its answers can go (its chats and people by name, the owner's private chat by default), its time zone, the missed-run policy `run_once`";
+    patch "/api/v1/schedules/{id}" => schedules::update, "Changes a job's name, prompt, schedule, time zone, missed-run policy or target (only the fields given)";
+    post "/api/v1/schedules/{id}/run" => schedules::run_now, "Runs a job now, once, besides its schedule (recorded with trigger `manual`; 409 while it runs)";
+    post "/api/v1/memory" => memory::add, "Adds a memory as the operator (audited)";
+    patch "/api/v1/memory/{id}" => memory::edit, "Edits a memory's text as the operator: its origin kept, the edit audited, the index updated";
     get "/api/v1/memory" => memory::review, "Memories, newest first";
     get "/api/v1/memory/stats" => memory::stats, "Memory counts and search mode";
     get "/api/v1/memory/search" => memory::search, "Searches memories";

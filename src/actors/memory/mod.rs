@@ -16,7 +16,10 @@
 //! queries: an agent reads its own memories, its direct reports' and the platform's, and private
 //! ones (`restricted`, `session_recap`) only in the chat they came from.
 //!
-//! Governance: archive, restore, redact, purge, reclassify (`governance.rs`).
+//! Governance: archive, restore, redact, purge, reclassify (`governance.rs`). The operator also
+//! adds memories (`Add`: a save audited as `memory.added`) and edits them (`Edit`,
+//! `editing.rs`: the text replaced, its origin kept, audited as `memory.edited`, re-embedded and
+//! re-indexed); both are announced as `memory_changed`.
 //!
 //! Architecture Invariant: a memory is stored only after its vector was validated
 //! (`memory::embeddings`); governance changes carry their audit row in the same transaction and
@@ -28,6 +31,7 @@
 //!
 //! Restart policy: permanent. A restart reloads the index from its dump or SQLite.
 
+mod editing;
 mod governance;
 mod retrieval;
 mod saving;
@@ -40,6 +44,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use editing::{Edit, announce_edited, apply_edit, check_edit};
 use governance::{announce_governed, govern};
 use retrieval::search;
 use saving::{announce_saved, save_embedded, save_full_text, validate};
@@ -53,7 +58,7 @@ use crate::protocol::memory::{
     SearchResult,
 };
 use crate::store::Store;
-use crate::store::memory::{self as queries};
+use crate::store::memory::{self as queries, FactRow};
 
 /// Neighbours consulted by the surprise gate.
 pub(super) const GATE_NEIGHBOURS: usize = 5;
@@ -65,11 +70,19 @@ const MAINTAIN_EVERY: Duration = Duration::from_secs(300);
 /// maintenance timer.
 pub enum MemoryEvent {
     Request(MemoryMsg),
-    /// The embedding of a save arrived (from the spawned task).
+    /// The embedding of a save arrived (from the spawned task); with who saved it, for a save
+    /// by the operator (audited).
     SaveEmbedded(
         SaveRequest,
+        Option<String>,
         Result<Vec<f32>, String>,
         RpcReplyPort<Result<SaveOutcome, MemoryError>>,
+    ),
+    /// The embedding of an edited memory's new text arrived (from the spawned task).
+    EditEmbedded(
+        Edit,
+        Result<Vec<f32>, String>,
+        RpcReplyPort<Result<FactRow, MemoryError>>,
     ),
     SearchEmbedded(
         SearchRequest,
@@ -217,15 +230,26 @@ impl Actor for MemoryActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             MemoryEvent::Request(request) => on_request(&myself, state, request).await,
-            MemoryEvent::SaveEmbedded(request, vector, reply) => {
+            MemoryEvent::SaveEmbedded(request, by, vector, reply) => {
+                let audited = by.is_some();
                 let outcome = match vector {
-                    Ok(vector) => save_embedded(state, request, vector).await,
+                    Ok(vector) => save_embedded(state, request, vector, by).await,
                     Err(error) => Err(format!(
                         "the memory was not saved: the embeddings provider failed ({error})"
                     )),
                 };
-                announce_saved(&state.args, &outcome);
+                announce_saved(&state.args, &outcome, audited);
                 let _ = reply.send(outcome.map_err(MemoryError::from));
+            }
+            MemoryEvent::EditEmbedded(edit, vector, reply) => {
+                let result = match vector {
+                    Ok(vector) => apply_edit(state, edit, Some(vector)).await,
+                    Err(error) => Err(format!(
+                        "the memory was not changed: the embeddings provider failed ({error})"
+                    )),
+                };
+                announce_edited(&state.args, &result);
+                let _ = reply.send(result.map_err(MemoryError::from));
             }
             MemoryEvent::SearchEmbedded(request, vector, reply) => {
                 let result = match vector {
@@ -265,7 +289,16 @@ impl Actor for MemoryActor {
 /// A request from outside: save, search, govern, or a question about the memory.
 async fn on_request(myself: &ActorRef<MemoryEvent>, state: &mut MemoryState, request: MemoryMsg) {
     match request {
-        MemoryMsg::Save(request, reply) => start_save(myself, state, request, reply).await,
+        MemoryMsg::Save(request, reply) => start_save(myself, state, request, None, reply).await,
+        MemoryMsg::Add { request, by, reply } => {
+            start_save(myself, state, request, Some(by), reply).await
+        }
+        MemoryMsg::Edit {
+            id,
+            text,
+            by,
+            reply,
+        } => start_edit(myself, state, id, text, by, reply).await,
         MemoryMsg::Search(request, reply) => start_search(myself, state, request, reply).await,
         MemoryMsg::Govern {
             id,
@@ -299,12 +332,13 @@ async fn on_request(myself: &ActorRef<MemoryEvent>, state: &mut MemoryState, req
     }
 }
 
-/// Saves a memory: embedded first by a task when there is a provider (the answer comes back as
-/// `SaveEmbedded`), full text only otherwise.
+/// Saves a memory (audited when `by`, the operator, saves it): embedded first by a task when
+/// there is a provider (the answer comes back as `SaveEmbedded`), full text only otherwise.
 async fn start_save(
     myself: &ActorRef<MemoryEvent>,
     state: &mut MemoryState,
     request: SaveRequest,
+    by: Option<String>,
     reply: RpcReplyPort<Result<SaveOutcome, MemoryError>>,
 ) {
     let request = match validate(request) {
@@ -314,9 +348,10 @@ async fn start_save(
             return;
         }
     };
+    let audited = by.is_some();
     let Some(client) = state.client.clone() else {
-        let outcome = save_full_text(state, request).await;
-        announce_saved(&state.args, &outcome);
+        let outcome = save_full_text(state, request, by).await;
+        announce_saved(&state.args, &outcome, audited);
         let _ = reply.send(outcome.map_err(MemoryError::from));
         return;
     };
@@ -326,7 +361,40 @@ async fn start_save(
             .embed_one(&request.text)
             .await
             .map_err(|error| error.to_string());
-        let _ = myself.cast(MemoryEvent::SaveEmbedded(request, vector, reply));
+        let _ = myself.cast(MemoryEvent::SaveEmbedded(request, by, vector, reply));
+    });
+}
+
+/// Edits a memory's text: checked against what is stored, then embedded first by a task when
+/// there is a provider (the answer comes back as `EditEmbedded`), stored as it is otherwise.
+async fn start_edit(
+    myself: &ActorRef<MemoryEvent>,
+    state: &mut MemoryState,
+    id: i64,
+    text: String,
+    by: String,
+    reply: RpcReplyPort<Result<FactRow, MemoryError>>,
+) {
+    let edit = match check_edit(state, id, &text, by).await {
+        Ok(edit) => edit,
+        Err(error) => {
+            let _ = reply.send(Err(MemoryError::from(error)));
+            return;
+        }
+    };
+    let Some(client) = state.client.clone() else {
+        let result = apply_edit(state, edit, None).await;
+        announce_edited(&state.args, &result);
+        let _ = reply.send(result.map_err(MemoryError::from));
+        return;
+    };
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        let vector = client
+            .embed_one(&edit.text)
+            .await
+            .map_err(|error| error.to_string());
+        let _ = myself.cast(MemoryEvent::EditEmbedded(edit, vector, reply));
     });
 }
 

@@ -1,5 +1,10 @@
 //! Saving a memory: checks, the surprise gate (with embeddings) or the exact-duplicate check
-//! (full text), the row and its index entry, and what is said about it.
+//! (full text), the row and its index entry, and what is said about it. A save by the operator
+//! (`MemoryMsg::Add`) carries who made it: its audit row (`memory.added`) is written in the
+//! transaction that stores the memory.
+
+use rusqlite::Connection;
+use serde_json::json;
 
 use super::{GATE_NEIGHBOURS, MemoryArgs, MemoryState};
 use crate::events::{EventData, EventKind};
@@ -10,19 +15,7 @@ use crate::store::memory::{self as queries, NewFact};
 
 /// Checks a save before anything is stored; the error names what to fix.
 pub(super) fn validate(mut request: SaveRequest) -> Result<SaveRequest, String> {
-    request.text = request.text.trim().to_string();
-    if request.text.is_empty() {
-        return Err("nothing to save: the text is empty".into());
-    }
-    let length = request.text.chars().count();
-    if length > MAX_TEXT_CHARS {
-        return Err(format!(
-            "the text is {length} characters long; memories hold at most {MAX_TEXT_CHARS}: save a summary"
-        ));
-    }
-    if request.text.contains('\0') {
-        return Err("the text contains a NUL character".into());
-    }
+    request.text = check_text(&request.text)?;
     if !CLASSES.contains(&request.class.as_str()) {
         return Err(format!(
             "unknown class `{}` (one of: {})",
@@ -38,6 +31,24 @@ pub(super) fn validate(mut request: SaveRequest) -> Result<SaveRequest, String> 
         ));
     }
     Ok(request)
+}
+
+/// A memory's text, trimmed, or why it cannot be stored (empty, too long, a NUL character).
+pub(super) fn check_text(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("nothing to save: the text is empty".into());
+    }
+    let length = text.chars().count();
+    if length > MAX_TEXT_CHARS {
+        return Err(format!(
+            "the text is {length} characters long; memories hold at most {MAX_TEXT_CHARS}: save a summary"
+        ));
+    }
+    if text.contains('\0') {
+        return Err("the text contains a NUL character".into());
+    }
+    Ok(text.to_string())
 }
 
 pub(super) fn new_fact(
@@ -59,9 +70,29 @@ pub(super) fn new_fact(
     }
 }
 
+/// Stores `fact` and, for a save by the operator (`by`), its audit row; the new id.
+fn insert_audited(
+    conn: &Connection,
+    fact: &NewFact,
+    by: Option<&str>,
+) -> crate::store::Result<i64> {
+    let id = queries::insert(conn, fact, crate::clock::now_ms())?;
+    if let Some(by) = by {
+        crate::audit::append(
+            conn,
+            by,
+            "memory.added",
+            &format!("memory:{id}"),
+            &json!({"owner": fact.owner, "class": fact.class, "sensitivity": fact.sensitivity}),
+        )?;
+    }
+    Ok(id)
+}
+
 pub(super) async fn save_full_text(
     state: &mut MemoryState,
     request: SaveRequest,
+    by: Option<String>,
 ) -> Result<SaveOutcome, String> {
     let fact = new_fact(&request, None, None);
     state
@@ -74,7 +105,7 @@ pub(super) async fn save_full_text(
                     similarity: None,
                 });
             }
-            let id = queries::insert(conn, &fact, crate::clock::now_ms())?;
+            let id = insert_audited(conn, &fact, by.as_deref())?;
             Ok(SaveOutcome::Saved { id, surprise: None })
         })
         .await
@@ -86,6 +117,7 @@ pub(super) async fn save_embedded(
     state: &mut MemoryState,
     request: SaveRequest,
     vector: Vec<f32>,
+    by: Option<String>,
 ) -> Result<SaveOutcome, String> {
     if state.index.is_none() {
         let index = VectorIndex::new(vector.len(), IndexParams::default())
@@ -125,7 +157,7 @@ pub(super) async fn save_embedded(
     let id = state
         .args
         .store
-        .write(move |conn| queries::insert(conn, &fact, crate::clock::now_ms()))
+        .write(move |conn| insert_audited(conn, &fact, by.as_deref()))
         .await
         .map_err(|error| format!("the memory was not saved: {error}"))?;
     if let Err(error) = index.insert(id, &request.owner, &normalized) {
@@ -141,9 +173,17 @@ pub(super) async fn save_embedded(
     Ok(outcome)
 }
 
-/// `memory_changed` for a memory that was saved (a skipped duplicate changes nothing).
-pub(super) fn announce_saved(args: &MemoryArgs, outcome: &Result<SaveOutcome, String>) {
+/// `memory_changed` for a memory that was saved (a skipped duplicate changes nothing), and the
+/// audit row's announcement for a save by the operator (`audited`).
+pub(super) fn announce_saved(
+    args: &MemoryArgs,
+    outcome: &Result<SaveOutcome, String>,
+    audited: bool,
+) {
     if let Ok(SaveOutcome::Saved { id, .. }) = outcome {
+        if audited {
+            crate::audit::announce(&args.events, "memory.added", &format!("memory:{id}"));
+        }
         args.events.publish_data(
             EventKind::MemoryChanged,
             &format!("memory:{id}"),

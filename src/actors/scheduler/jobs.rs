@@ -1,5 +1,5 @@
 //! Managing jobs: create, list, get, update, pause, resume, cancel — validated here, stored,
-//! and re-armed on the timer.
+//! re-armed on the timer, and announced (`schedule_outcome`) so open pages refresh.
 
 use super::*;
 use crate::jobs::check::{check_job_limit, check_schedule, check_target, check_text};
@@ -239,6 +239,16 @@ pub(super) async fn update(
     job.row = next;
     let view = job.view(now);
     reschedule(state, id);
+    state.args.events.publish_data(
+        EventKind::ScheduleOutcome,
+        &format!("job:{id}"),
+        &format!("task #{id} updated: {}", view.schedule),
+        EventData::JobChanged {
+            job_id: id,
+            agent: view.agent.clone(),
+            outcome: "updated".to_string(),
+        },
+    );
     Ok(view)
 }
 

@@ -20,11 +20,12 @@
 //!    5 min); after the last retry the job is marked failing and its chat is told.
 //!
 //! Every job stores its zone; previews, reminders, missed-run notices and Studio show fire times
-//! in it. Checks and pause / resume / cancel transitions are `crate::jobs`', shared with
-//! `clawvisor jobs` on a stopped daemon (which writes the row with its audit row; this actor
-//! loads it at its next boot). The operator's changes are audited (`job.created`, `job.paused`,
-//! `job.resumed`, `job.cancelled`): by Studio's routes once this actor stored them, by the CLI in
-//! the change's transaction.
+//! in it. Run now (the operator's `RunNow`, `manual.rs`) records a fire with trigger `manual`
+//! and dispatches it like any other. Checks and pause / resume / cancel transitions are
+//! `crate::jobs`', shared with `clawvisor jobs` on a stopped daemon (which writes the row with
+//! its audit row; this actor loads it at its next boot). The operator's changes are audited
+//! (`job.created`, `job.updated`, `job.paused`, `job.resumed`, `job.run_now`, `job.cancelled`):
+//! by Studio's routes once this actor stored them, by the CLI in the change's transaction.
 //!
 //! Invariants:
 //! - A job never runs twice at once: at most one `running` row per job (a unique index), and a
@@ -52,6 +53,7 @@
 mod finish;
 mod fire;
 mod jobs;
+mod manual;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -436,6 +438,10 @@ async fn on_request(
             let result = cancel(myself, state, &scope, id).await;
             let _ = reply.send(result);
         }
+        SchedulerMsg::RunNow { scope, id, reply } => {
+            let result = run_now(state, &scope, id).await;
+            let _ = reply.send(result);
+        }
         SchedulerMsg::Stats(reply) => {
             let _ = reply.send(stats(state));
         }
@@ -537,6 +543,7 @@ async fn on_tick(state: &mut SchedulerState) -> Result<(), ActorProcessingErr> {
 use finish::*;
 use fire::*;
 use jobs::*;
+use manual::*;
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,8 @@
 //!
 //! Every boot checks the chain's tail and its anchors ([`boot_check`]): a keyed log without its
 //! key (nothing could be audited) refuses the boot; a broken tail or a missing head is a warning.
-//! The whole chain is `clawvisor audit verify` ([`verify_report`]); [`export_jsonl`] exports it.
+//! The whole chain is `clawvisor audit verify` ([`verify_report`]); [`export_jsonl`] exports it;
+//! [`query`] reads it filtered (by actor, action, agent, subject and time) for Studio.
 //!
 //! Limits: the key and the head protect against whoever can change the database but not the
 //! files beside it (a tool with SQL access, a restored or edited copy). Whoever can replace
@@ -41,6 +42,7 @@
 //! head (`clawvisor audit verify` prints it) elsewhere if that matters.
 
 mod anchors;
+pub mod query;
 
 use std::path::{Path, PathBuf};
 

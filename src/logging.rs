@@ -1,13 +1,19 @@
-//! Tracing setup: a `RUST_LOG`-style filter, text or JSON lines on stderr, secrets redacted.
+//! Tracing setup: a `RUST_LOG`-style filter, text or JSON lines on stderr, secrets redacted, and
+//! the most recent lines kept in memory for Studio ([`recent`]).
 //!
 //! Every formatted line passes through [`crate::secrets::redact`] before it is written, so a token
-//! that slips into an error message (Telegram puts it in URLs) never reaches the journal. A panic
-//! is logged as one line (through the same redactor), with its location and thread.
+//! that slips into an error message (Telegram puts it in URLs) never reaches the journal; the
+//! in-memory copy is redacted the same way before it is kept. A panic is logged as one line
+//! (through the same redactor), with its location and thread.
+
+pub mod recent;
 
 use std::io::{IsTerminal, Write};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::LogFormat;
 
@@ -45,25 +51,32 @@ impl<'a> MakeWriter<'a> for RedactedStderr {
     }
 }
 
-/// Installs the global subscriber. `RUST_LOG` wins over `level` when set.
-/// Returns an error text when the filter does not parse.
+/// Installs the global subscriber: the filter, the redacted stderr writer and the ring of recent
+/// lines. `RUST_LOG` wins over `level` when set. Returns an error text when the filter does not
+/// parse.
 pub fn init(level: &str, format: LogFormat) -> Result<(), String> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(from_env) if !from_env.trim().is_empty() => EnvFilter::try_new(from_env),
-        _ => EnvFilter::try_new(level),
-    }
-    .map_err(|error| format!("[log].level: invalid filter `{level}`: {error}"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let recording = match std::env::var("RUST_LOG") {
+        Ok(from_env) if !from_env.trim().is_empty() => from_env,
+        _ => level.to_string(),
+    };
+    let filter = EnvFilter::try_new(&recording)
+        .map_err(|error| format!("[log].level: invalid filter `{level}`: {error}"))?;
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(true);
+    let subscriber = tracing_subscriber::registry()
+        .with(filter)
+        .with(recent::RecentLayer);
     let result = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => subscriber.with(stderr).try_init(),
+        LogFormat::Json => subscriber
+            .with(stderr.json().flatten_event(true))
+            .try_init(),
     };
     // A second init (tests, `chat` after `serve`) keeps the first subscriber.
     if result.is_ok() {
+        recent::recent().set_recording(&recording);
         install_panic_hook();
     }
     Ok(())

@@ -347,6 +347,20 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         ),
         (
             "get",
+            "/api/v1/audit/facets",
+            Method::GET,
+            "/api/v1/audit/facets".into(),
+            None,
+        ),
+        (
+            "get",
+            "/api/v1/logs",
+            Method::GET,
+            "/api/v1/logs?level=debug".into(),
+            None,
+        ),
+        (
+            "get",
             "/api/v1/costs",
             Method::GET,
             "/api/v1/costs?days=7".into(),
@@ -430,6 +444,19 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/schedules/{id}/run",
         "/api/v1/memory",
         "/api/v1/memory/{id}",
+        // tests/logs.rs: the live tail of the log.
+        "/api/v1/logs/events",
+        // tests/agent_files.rs: agents made, read, copied and deleted as files.
+        "/api/v1/agents",
+        "/api/v1/agents/{name}/file",
+        "/api/v1/agents/{name}/duplicate",
+        // tests/setup_wizard.rs: providers and bots checked and saved, the tool catalogue, QR.
+        "/api/v1/tools",
+        "/api/v1/providers/{name}/models",
+        "/api/v1/providers/check",
+        "/api/v1/providers/{name}",
+        "/api/v1/telegram/check",
+        "/api/v1/qr.svg",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(
@@ -673,6 +700,13 @@ async fn bad_input_gets_a_400_that_says_what_to_fix() {
     for (method, path, status, expect) in [
         (Method::GET, "/api/v1/runs/abc", 400, "abc"),
         (Method::GET, "/api/v1/audit?before=soon", 400, "before"),
+        (
+            Method::GET,
+            "/api/v1/audit?since_ms=yesterday",
+            400,
+            "since_ms",
+        ),
+        (Method::GET, "/api/v1/logs?level=loud", 400, "level"),
         (Method::PUT, "/api/v1/agents", 405, "PUT"),
     ] {
         let (got, value) = console.call(method.clone(), path, None).await;

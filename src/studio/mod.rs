@@ -6,8 +6,9 @@
 //! message; none holds another actor's state. One file per concept: `overview` (overview, live
 //! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions, transcripts,
 //! Studio chat), `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
-//! `handoffs`, `timezones`, `people`, `audit`, `costs`, `backups`, `reload`, `live` (runtime
-//! events as SSE), `gateway` (the OpenAI-compatible endpoint), `error` (the one error shape),
+//! `handoffs`, `timezones`, `people`, `audit`, `logs` (the recent log lines and their live
+//! tail), `costs`, `backups`, `reload`, `live` (runtime events as SSE), `gateway` (the
+//! OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
 //! route) with `token_file`, and `views` (Studio's views of the files).
 //!
@@ -39,6 +40,7 @@ pub mod event_json;
 pub mod gateway;
 pub mod handoffs;
 pub mod live;
+pub mod logs;
 pub mod mcp;
 pub mod memory;
 pub mod overview;
@@ -231,8 +233,11 @@ api! {
     get "/api/v1/handoffs" => handoffs::list, "Handoff contracts";
     get "/api/v1/handoffs/{id}" => handoffs::detail, "A contract and its timeline";
     post "/api/v1/handoffs/{id}/cancel" => handoffs::cancel, "Cancels a contract";
-    get "/api/v1/audit" => audit::entries, "Audit log entries, newest first";
+    get "/api/v1/audit" => audit::entries, "Audit log entries, newest first, filtered by `actor`, `action` (or a family: `approval.*`), `agent` (entries by or about it), `subject` and time (`since_ms`, `until_ms`)";
+    get "/api/v1/audit/facets" => audit::facets, "What the audit filters can choose from: the actors and actions in the log (with counts) and the agents";
     get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
+    get "/api/v1/logs" => logs::lines, "The daemon's recent log lines (kept in memory, redacted), newest first, filtered by `level` and text `q`, paged with `before`";
+    get "/api/v1/logs/events" => logs::events, "New log lines as Server-Sent Events (`line`, `gap`), filtered like /api/v1/logs, from `after` or Last-Event-ID";
     get "/api/v1/backups" => backups::list, "Scheduled backups: the settings, the next run, recorded runs and the archives kept";
     get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
     post "/api/v1/reload" => reload::reload, "Re-reads the config and agent files and applies the difference (like SIGHUP); answers with the report";

@@ -128,11 +128,11 @@ pub async fn start_reloadable(
     let mut loaded = loaded;
     let store = open_store(&loaded.config).await?;
     let boot = record_boot(&store, options).await?;
-    move_studio_settings_into_files(&mut loaded, &store).await;
+    let events = EventBus::new();
+    move_studio_settings_into_files(&mut loaded, &store, &events).await;
     let loaded = Arc::new(loaded);
     let studio_token = studio_token(&loaded.config, options).await?;
     let registry = Registry::new();
-    let events = EventBus::new();
     let (studio_bound_tx, studio_bound) = watch::channel(None);
     // Built once per boot and shared: the agents' runs, the boot checks below and Studio.
     let providers = Arc::new(Providers::from_config_with_secrets(
@@ -206,7 +206,11 @@ async fn open_store(config: &crate::config::Config) -> Result<Store, DaemonError
 /// the file is edited with its comments kept, the database forgets them, and the move is
 /// audited. An agent whose file cannot be written keeps them (the warning says where to put
 /// them), so nothing the operator chose is lost.
-async fn move_studio_settings_into_files(loaded: &mut LoadedConfig, store: &Store) {
+async fn move_studio_settings_into_files(
+    loaded: &mut LoadedConfig,
+    store: &Store,
+    events: &EventBus,
+) {
     use crate::config::edit::{self, Setting};
     let Some(dir) = loaded.agents_source.clone() else {
         return;
@@ -296,6 +300,7 @@ async fn move_studio_settings_into_files(loaded: &mut LoadedConfig, store: &Stor
             .await;
         match moved {
             Ok(()) => {
+                crate::audit::announce(events, "agent.settings_moved_to_file", &subject);
                 tracing::info!(agent = %spec.name, file = %path.display(), "Settings made in Studio now live in the agent's file, the one place an agent is defined.")
             }
             Err(error) => {

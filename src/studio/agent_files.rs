@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::{ApiError, StudioState, json_body};
 use crate::config::Autonomy;
 use crate::config::edit::Setting;
+use crate::events::{EventData, EventKind};
 use crate::protocol::CallError;
 use crate::protocol::agent::Agent;
 use crate::protocol::reload::{EditOutcome, FileEdit, Reloader};
@@ -272,7 +273,32 @@ async fn update_agent(
             .await
             .map_err(|error| ApiError::bad_request(error.to_string()).into_response())?;
     }
-    Ok(answer(state, name, change).await)
+    let response = answer(state, name, change).await;
+    announce_change(state, name).await;
+    Ok(response)
+}
+
+/// Tells open pages that the agent changed (`agent_changed`), with its settings as it now runs.
+async fn announce_change(state: &StudioState, name: &str) {
+    let Ok(view) = super::agents::view(state, name).await else {
+        return;
+    };
+    state.events.publish_data(
+        EventKind::AgentChanged,
+        &format!("agent:{name}"),
+        &format!(
+            "settings: autonomy {}, model {}, {}",
+            view.autonomy.as_str(),
+            view.model,
+            if view.paused { "paused" } else { "running" }
+        ),
+        EventData::AgentSettingsChanged {
+            agent: name.to_string(),
+            autonomy: view.autonomy.as_str().to_string(),
+            model: view.model.clone(),
+            paused: view.paused,
+        },
+    );
 }
 
 /// `POST /api/v1/agents`: a new agent (`name`, `provider`, `model` at least), written as
@@ -479,6 +505,17 @@ pub async fn toggle_skill(
             settings: vec![("skills".into(), Setting::Texts(skills))],
         };
         let change = apply(&state, edit).await?;
+        let verb = if body.enabled { "enabled" } else { "disabled" };
+        state.events.publish_data(
+            EventKind::AgentChanged,
+            &format!("agent:{name}"),
+            &format!("skill {skill} {verb}"),
+            EventData::AgentSkillToggled {
+                agent: name.clone(),
+                skill: skill.clone(),
+                enabled: body.enabled,
+            },
+        );
         Ok(answer(&state, &name, change).await)
     }
     .await;

@@ -243,6 +243,7 @@ export async function api(path, { method = 'GET', body, timeoutMs = TIMEOUT_MS }
     const plain = text && text.length < 300 && !text.trim().startsWith('<') ? text.trim() : '';
     const error = new Error(data?.error?.message || plain || `${res.status} ${res.statusText}`);
     error.status = res.status;
+    error.body = data;
     if (res.status === 401 && path !== SESSION) showLogin();
     throw error;
   }

@@ -8,9 +8,10 @@
 // a field to set it (PATCH /api/v1/users/{id}/timezone; refreshed when a /timezone in a chat
 // or another tab changes one, announced as audit_appended user.timezone_*).
 import { api, load, el, append, enc, badge, when, empty, table, kv, act, transcriptItem, code, toast } from '/app.js';
+import { editor } from './agent_editor.js';
 
 export const events = ['agent_changed', 'actor_started', 'actor_stopped', 'message_in', 'message_out',
-  'run_finished', 'audit_appended'];
+  'run_finished', 'audit_appended', 'config_reloaded'];
 
 const data = (event) => event?.data || {};
 const isSessionActor = (kind, event, agent) => kind.startsWith('actor_')
@@ -18,12 +19,19 @@ const isSessionActor = (kind, event, agent) => kind.startsWith('actor_')
 
 export async function render(root, ctx) {
   if (ctx.section === 'sessions' && ctx.params[0]) return sessionView(root, ctx, ctx.params[0]);
+  // The editor is not redrawn by live events: it holds what the operator is typing.
+  const still = () => { ctx.accept = () => false; ctx.refresh = () => {}; };
+  if (ctx.params[0] === 'new') { still(); return editor(root, null); }
+  if (ctx.params[1] === 'edit') { still(); return editor(root, ctx.params[0]); }
   if (ctx.params[0]) return agentView(root, ctx, ctx.params[0]);
   const box = el('div');
   const zones = el('div');
-  append(root, el('h1', null, 'Agents'), box, el('h2', null, 'Time zones'), zones);
+  append(root, el('div', { class: 'row spread' }, el('h1', null, 'Agents'),
+    el('a', { class: 'button primary', href: '#/agents/new', 'data-action': 'new-agent' }, 'New agent')),
+  el('p', { class: 'lead' }, 'Your agents: what each is for, what it may do and how people reach it. Change one here (its file is written for you), or make a new one.'),
+  box, el('h2', null, 'Time zones'), zones);
   const zoneChange = (kind, event) => kind === 'audit_appended' && String(data(event).action ?? '').startsWith('user.timezone');
-  ctx.accept = (kind, event) => kind === 'agent_changed' || isSessionActor(kind, event) || zoneChange(kind, event);
+  ctx.accept = (kind, event) => kind === 'agent_changed' || kind === 'config_reloaded' || isSessionActor(kind, event) || zoneChange(kind, event);
   const refreshZones = (quiet, saved = false) => {
     // A field being typed in keeps its text: a live refresh redraws the table only when the
     // focus is elsewhere (after the operator's own save it always does).
@@ -39,7 +47,7 @@ export async function render(root, ctx) {
       return d;
     }, (d) => {
       if (!d.agents?.length) {
-        append(box, empty('No agents yet. Add an agent file under actors/ (for example actors/assistant.toml) and restart the daemon.'));
+        append(box, empty('No agents yet. ', el('a', { href: '#/agents/new' }, 'Make the first one'), ': say what it is for and what it may do.'));
         return;
       }
       append(box, el('div', { class: 'grid agents' }, d.agents.map((a) => redrawn(a, kept.get(a.name)))));
@@ -119,6 +127,7 @@ function facts(a) {
 
 function links(name) {
   return el('div', { class: 'row small' },
+    el('a', { href: `#/agents/${enc(name)}/edit`, 'data-action': 'edit' }, 'Change everything →'),
     el('a', { href: `#/agents/${enc(name)}` }, 'Sessions →'),
     el('a', { href: `#/chat/${enc(name)}` }, 'Chat →'),
     el('a', { href: `#/runs?agent=${enc(name)}` }, 'Runs →'));

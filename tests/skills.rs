@@ -472,7 +472,6 @@ async fn studio_toggles_skills_live_and_they_persist() {
     // The toggles survive a restart (they are in the agent's file now, which the restart reads
     // as it is: the harness writes no agent files this time).
     let dir = harness.stop().await;
-    let mut options = options;
     options.agents = Vec::new();
     let harness = Harness::start_in(dir, options).await.unwrap();
     let reply = harness

@@ -446,8 +446,8 @@ mod tests {
             &[&agent("ada", "").replace("\"local\"", "\"other\"")],
             &[],
         );
-        let error = validate(&running, &new_provider).unwrap_err();
-        assert!(error.contains("provider `other`"), "{error}");
+        // Model providers are live: an agent may move to a provider added in the same edit.
+        assert_eq!(validate(&running, &new_provider), Ok(()));
     }
 
     #[test]
@@ -466,23 +466,20 @@ mod tests {
             &[("LOCAL_KEY", "sk-boot")],
         );
         assert!(running.secret("LOCAL_KEY").is_some());
-        // The new files name another variable (a change that needs a restart); the boot's
-        // variable was scrubbed from the environment, so the new read does not see it.
+        // The new files name another variable (providers are live, so this applies at once);
+        // the boot's variable was scrubbed from the environment, so the new read does not see it.
         let new = loaded(
             dir.path(),
             &keyed("OTHER_KEY"),
             &[&agent("ada", "")],
             &[("OTHER_KEY", "sk-new")],
         );
-        assert_eq!(
-            needs_restart(&running.config, &new.config),
-            vec!["providers.local"]
-        );
+        assert!(needs_restart(&running.config, &new.config).is_empty());
         let applied = effective(&running, new);
         assert_eq!(
             applied.secret("LOCAL_KEY").map(|key| key.expose()),
             Some("sk-boot"),
-            "the running provider keeps its key"
+            "a boot secret stays until the restart"
         );
         assert_eq!(
             applied.secret("OTHER_KEY").map(|key| key.expose()),

@@ -296,6 +296,8 @@ function parseHash() {
 }
 
 async function route() {
+  document.getElementById('nav')?.classList.remove('open');
+  document.getElementById('nav-more')?.setAttribute('aria-expanded', 'false');
   const { parts, query } = parseHash();
   const section = parts[0];
   const name = ALIASES[section] || section;
@@ -462,6 +464,10 @@ async function boot() {
   };
   connectEvents();
   updateApprovalCount();
+  const more = document.getElementById('nav-more');
+  if (more) {
+    more.onclick = () => more.setAttribute('aria-expanded', String(document.getElementById('nav').classList.toggle('open')));
+  }
   return route();
 }
 

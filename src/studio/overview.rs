@@ -98,6 +98,15 @@ struct Figures {
     bots: BTreeMap<String, (String, String, i64)>,
     /// Agents whose bot waits to be claimed (a live claim code).
     unclaimed: Vec<String>,
+    /// Pairing requests waiting for an approver.
+    pairings_pending: usize,
+    /// Active jobs whose last runs failed.
+    jobs_failing: i64,
+    /// Each agent's newest answer (ms) and its runs today.
+    last_reply: BTreeMap<String, i64>,
+    runs_today_by_agent: BTreeMap<String, i64>,
+    /// Recent warnings about model providers (subject `provider:<name>`): (subject, detail).
+    provider_warnings: Vec<(String, String)>,
 }
 
 fn start_of_day_ms(now_ms: i64) -> i64 {
@@ -121,6 +130,27 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
                     )?
                     .query_row([day], |row| row.get(0))?,
                 bots: BTreeMap::new(),
+                pairings_pending: crate::store::telegram::pending_pairings(conn, now)?.len(),
+                jobs_failing: conn
+                    .prepare_cached(
+                        "SELECT COUNT(*) FROM jobs WHERE failing = 1 AND status = 'active'",
+                    )?
+                    .query_row([], |row| row.get(0))?,
+                last_reply: pairs_of(
+                    conn,
+                    "SELECT s.agent, MAX(e.created_ms) FROM session_events e JOIN sessions s ON s.id = e.session_id WHERE e.kind = 'assistant' GROUP BY s.agent",
+                    [],
+                )?,
+                runs_today_by_agent: pairs_of(
+                    conn,
+                    "SELECT agent, COUNT(*) FROM runs WHERE started_ms >= ?1 GROUP BY agent",
+                    [start_of_day_ms(now)],
+                )?,
+                provider_warnings: crate::store::events::recent(conn, Some("warning"), 50)?
+                    .into_iter()
+                    .filter(|event| event.subject.starts_with("provider:") && event.at_ms > now - 86_400_000)
+                    .map(|event| (event.subject, event.detail))
+                    .collect(),
                 unclaimed: crate::store::people::claims(conn)?
                     .into_iter()
                     .filter(|claim| claim.is_live(now))
@@ -144,6 +174,126 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
             Ok(figures)
         })
         .await?)
+}
+
+/// (name, number) pairs of a grouped query.
+fn pairs_of(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> crate::store::Result<BTreeMap<String, i64>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let rows = statement.query_map(params, |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<Result<BTreeMap<_, _>, _>>()?)
+}
+
+/// One thing that needs the operator, with what to do about it.
+fn attention(kind: &str, text: String, action: &str, href: &str) -> Value {
+    json!({"kind": kind, "text": text, "action": action, "href": href})
+}
+
+/// What needs the operator now, most pressing first: a guided queue, each item with its action.
+fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
+    let mut queue = Vec::new();
+    let plural = |n: i64, one: &str, many: &str| if n == 1 { one.to_string() } else { format!("{n} {many}") };
+    if figures.approvals_pending > 0 {
+        queue.push(attention(
+            "approvals",
+            format!("{} waiting for your yes or no.", plural(figures.approvals_pending, "An action is", "actions are")),
+            "Decide",
+            "#/approvals",
+        ));
+    }
+    if figures.pairings_pending > 0 {
+        queue.push(attention(
+            "pairing",
+            format!("{} asked to talk to an agent.", plural(figures.pairings_pending as i64, "Someone", "people")),
+            "Let them in or not",
+            "#/people",
+        ));
+    }
+    for agent in &figures.unclaimed {
+        queue.push(attention(
+            "claim",
+            format!("The bot of {agent} waits for its owner: send it the claim code from your phone."),
+            "Show the code",
+            "#/people",
+        ));
+    }
+    for (agent, (status, detail, _)) in &figures.bots {
+        if !matches!(status.as_str(), "online" | "polling") {
+            queue.push(attention(
+                "bot",
+                format!("The bot of {agent} is not working ({status}): {detail}"),
+                "See the bot",
+                "#/overview",
+            ));
+        }
+    }
+    if figures.jobs_failing > 0 {
+        queue.push(attention(
+            "jobs",
+            format!("{} failed several times in a row.", plural(figures.jobs_failing, "A scheduled job has", "scheduled jobs have")),
+            "Look at the schedules",
+            "#/schedules",
+        ));
+    }
+    for (subject, detail) in &figures.provider_warnings {
+        let name = subject.trim_start_matches("provider:");
+        queue.push(attention(
+            "provider",
+            format!("The model provider {name} had a problem: {detail}"),
+            "Check the providers",
+            "#/overview",
+        ));
+    }
+    for model in &state.bill.get().unpriced {
+        queue.push(attention(
+            "unpriced",
+            format!(
+                "The model {} of {} has no price, so its spending is not counted in dollars (its tokens still are).",
+                model.model, model.provider
+            ),
+            "See the costs",
+            "#/costs",
+        ));
+    }
+    if state.agents.get().is_empty() {
+        queue.push(attention(
+            "setup",
+            "No agent is set up yet.".to_string(),
+            "Set up your first agent",
+            "#/setup",
+        ));
+    }
+    queue
+}
+
+/// One line per agent for people: what it is, whether its bot works, when it last answered.
+fn agent_lines(state: &StudioState, figures: &Figures) -> Vec<Value> {
+    state
+        .agents
+        .get()
+        .iter()
+        .map(|agent| {
+            let bot = if !agent.telegram {
+                "no bot".to_string()
+            } else if figures.unclaimed.contains(&agent.name) {
+                "waiting to be claimed".to_string()
+            } else {
+                match figures.bots.get(&agent.name).map(|(status, ..)| status.as_str()) {
+                    Some("online" | "polling") => "online".to_string(),
+                    Some(other) => other.replace('_', " "),
+                    None => "starting".to_string(),
+                }
+            };
+            json!({
+                "name": agent.name, "bot": bot,
+                "last_reply_ms": figures.last_reply.get(&agent.name),
+                "runs_today": figures.runs_today_by_agent.get(&agent.name).copied().unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 /// What to do next, for an operator looking at a fresh install.
@@ -202,6 +352,8 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
         "cost_today_usd": figures.cost_today,
         "mcp": mcp.iter().map(|server| json!({"server": server.server, "state": server.state})).collect::<Vec<_>>(),
         "hints": hints(&state, &figures, &mcp),
+        "needs_you": needs_you(&state, &figures),
+        "agent_lines": agent_lines(&state, &figures),
         "protections": crate::sandbox::protections().to_json(),
     })))
 }

@@ -18,8 +18,11 @@ export async function render(root, ctx) {
   const providers = el('div', { id: 'providers' });
   const backups = el('div', { id: 'backups' });
   const reload = el('div', { id: 'reload' });
-  append(root, el('h1', null, 'Overview'), reloadButton(reload), reload, box, el('h2', null, 'Model providers'), providers,
-    el('h2', null, 'Backups'), backups);
+  append(root, el('div', { class: 'row spread' }, el('h1', null, 'Overview'),
+    el('div', { class: 'row' }, el('a', { class: 'button', href: '#/setup', 'data-action': 'setup' }, 'Set up'), reloadButton(reload))),
+  el('p', { class: 'lead' }, 'How the house is doing: what needs you first, then each agent and its bot, then the machinery.'),
+  reload, box, el('h2', null, 'Model providers'), providers,
+  el('h2', null, 'Backups'), backups);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
   const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
   const refreshBackups = (quiet) => load(backups, () => api('/api/v1/backups'), (d) => drawBackups(backups, d), { quiet });
@@ -91,34 +94,51 @@ function stat(label, value, href, attrs = {}) {
 function draw(box, d) {
   const health = d.health || {};
   const ready = health.boot_complete && health.database;
-  append(box, 
-    (d.hints || []).map((hint) => el('div', { class: 'hint' }, el('strong', null, 'Tip: '), hint)),
+  const queue = d.needs_you || [];
+  append(box,
+    el('h2', null, 'What needs you'),
+    queue.length
+      ? el('ul', { class: 'queue', 'data-queue': queue.length }, queue.map((item) => el('li', { class: 'card row spread', 'data-attention': item.kind },
+        el('span', null, item.text), el('a', { class: 'button primary', href: item.href }, item.action))))
+      : el('p', { class: 'card all-good', 'data-queue': '0' }, '✓ Nothing waits for you.'),
+    el('h2', null, 'Agents'),
+    (d.agent_lines || []).length
+      ? el('ul', { class: 'agent-lines card' }, d.agent_lines.map((a) => el('li', { 'data-agent-line': a.name },
+        el('a', { href: `#/agents/${encodeURIComponent(a.name)}` }, el('strong', null, a.name)),
+        ' · ', el('span', { class: `bot-${a.bot.replace(/\s+/g, '-')}` }, a.bot === 'no bot' ? 'no bot yet' : `bot ${a.bot}`),
+        ' · ', a.last_reply_ms ? ['replied ', when(a.last_reply_ms)] : 'has not answered yet',
+        a.runs_today ? ` · ${a.runs_today} today` : '')))
+      : empty('No agents yet. ', el('a', { href: '#/setup' }, 'Set up your first one'), '.'),
     el('div', { class: 'grid' },
       el('div', { class: 'card stat' },
         el('span', { class: 'value' }, badge(ready ? 'ok' : health.database === false ? 'down' : 'starting',
           ready ? 'healthy' : health.database === false ? 'database down' : 'starting…')),
-        el('span', { class: 'label' }, `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
-        el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms)),
-        d.protections && el('div', { class: 'small muted', 'data-protections': d.protections.landlock?.status },
-          'shell sandbox ', badge(d.protections.complete ? 'ok' : 'warn', d.protections.complete ? 'complete' : 'incomplete'),
-          ' ', d.protections.summary)),
-      stat('agents', num(d.agents), '#/agents'),
+        el('span', { class: 'label' }, ready ? 'everything is running' : `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
+        el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms))),
       stat('approvals waiting', num(d.approvals_pending ?? 0), '#/approvals', { id: 'approvals-pending' }),
       stat('runs today', num(d.runs_today), '#/runs'),
-      stat('cost today', money(d.cost_today_usd), '#/costs')),
-    el('h2', null, 'Supervision tree'),
-    d.tree?.length ? el('div', { class: 'card' }, tree(d.tree)) : empty('No actors reported yet — the daemon may still be starting.'),
+      stat('spent today', money(d.cost_today_usd), '#/costs')),
     el('h2', null, 'Telegram bots'),
     d.bots?.length
       ? el('div', { class: 'card' }, d.bots.map((b) => el('div', { class: 'row', 'data-bot': b.agent },
         el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms),
         b.last_poll_ms != null && el('span', { class: 'muted small', 'data-last-poll': '' }, '· last poll ', when(b.last_poll_ms)))))
-      : empty('No Telegram bots running. Set token_env under [telegram] in an agent file (actors/<agent>.toml) to reach an agent from your phone.'),
+      : empty('No Telegram bots running yet. ', el('a', { href: '#/setup' }, 'Connect one'), ' to reach an agent from your phone.'),
     el('h2', null, 'MCP servers'),
     d.mcp?.length
       ? el('div', { class: 'card row' }, d.mcp.map((m) => el('a', { href: '#/mcp', class: 'row' }, m.server, badge(m.state))))
-      : empty('No MCP servers — add [[mcp.servers]] to config/clawvisor.toml'),
+      : empty('No MCP servers. They give agents more tools; add [[mcp.servers]] to clawvisor.toml.'),
+    el('details', { class: 'machinery', 'data-tree': '' },
+      el('summary', null, el('h2', { class: 'inline' }, 'Supervision tree'), el('span', { class: 'muted small' }, ' — every part of the daemon, restarted by its supervisor when it fails')),
+      d.protections && el('p', { class: 'small muted', 'data-protections': d.protections.landlock?.status },
+        'Shell sandbox ', badge(d.protections.complete ? 'ok' : 'warn', d.protections.complete ? 'complete' : 'incomplete'), ' ', d.protections.summary),
+      d.tree?.length ? el('div', { class: 'card' }, tree(d.tree.filter(shown))) : empty('No actors reported yet — the daemon may still be starting.')),
   );
+}
+
+/** Temporary actors that stopped (a session gone idle, a finished contract) are not news. */
+function shown(actor) {
+  return !(actor.status === 'stopped' && /^(session|contract):/.test(actor.id));
 }
 
 /** Nested lists: children under their parent; anything orphaned or cyclic is shown at the top level. */

@@ -122,13 +122,24 @@ impl Browser {
 
     /// Opens a page of the console by its hash route and waits until its data has loaded.
     pub async fn open(&self, page: &str) {
-        self.client
+        let link = self
+            .client
             .find(Locator::Css(&format!("a[data-nav=\"{page}\"]")))
             .await
-            .unwrap_or_else(|_| panic!("no nav link to {page}"))
-            .click()
+            .unwrap_or_else(|_| panic!("no nav link to {page}"));
+        // On a phone only the most used pages are in the bar; the others are behind "All pages".
+        if !link.is_displayed().await.unwrap_or(true) {
+            self.client
+                .find(Locator::Css("#nav-more"))
+                .await
+                .expect("the phone's page menu")
+                .click()
+                .await
+                .unwrap();
+        }
+        link.click()
             .await
-            .unwrap();
+            .unwrap_or_else(|error| panic!("cannot click the nav link to {page}: {error}"));
         self.wait_for(&format!("[data-page=\"{page}\"][data-loaded=\"true\"]"))
             .await;
     }

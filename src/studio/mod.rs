@@ -4,8 +4,9 @@
 //! built from it and `/api/v1/openapi.json` is generated from it (`assets.rs`), so they cannot
 //! drift. Handlers read through the [`Store`] (read-only connections) and act through actors by
 //! message; none holds another actor's state. One file per concept: `overview` (overview, live
-//! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions, transcripts,
-//! Studio chat), `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
+//! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions and their
+//! transcripts), `chat` (Studio's chat, also into Telegram conversations, and its stop),
+//! `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
 //! `handoffs`, `timezones`, `people`, `audit`, `costs`, `backups`, `reload`, `live` (runtime
 //! events as SSE), `gateway` (the OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
@@ -32,6 +33,7 @@ pub mod approvals;
 pub mod assets;
 pub mod audit;
 pub mod backups;
+pub mod chat;
 pub mod costs;
 pub mod error;
 pub mod event_json;
@@ -166,7 +168,8 @@ api! {
     patch "/api/v1/agents/{name}" => agents::update, "Changes autonomy, model or paused (stored, applied live)";
     patch "/api/v1/agents/{name}/skills/{skill}" => agents::toggle_skill, "Turns a skill on or off for the agent (stored, applied live)";
     get "/api/v1/skills" => agents::skills, "The skills catalogue with each agent's enablement and availability";
-    post "/api/v1/agents/{name}/chat" => agents::chat, "Talks to the agent; the answer streams as Server-Sent Events";
+    post "/api/v1/agents/{name}/chat" => chat::chat, "Talks to the agent as the operator, in a Studio conversation or one of its Telegram conversations (`chat`: `tg:<id>`; the answer goes to that Telegram chat too); the answer streams as Server-Sent Events";
+    post "/api/v1/agents/{name}/chat/stop" => chat::stop, "Stops the answer being worked on in a conversation (`chat`), like /stop";
     get "/api/v1/sessions" => agents::list_sessions, "Sessions, newest first";
     get "/api/v1/sessions/{id}" => agents::session_detail, "A session's transcript";
     get "/api/v1/runs" => runs::list, "Runs, newest first, paged with `before`";

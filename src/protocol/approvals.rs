@@ -489,7 +489,7 @@ pub fn refusal_notice(refusal: &Refusal<'_>) -> String {
         _ => "ask for it differently, or ask an operator.".to_string(),
     };
     format!(
-        "⛔ {agent} was not allowed to {activity}, so nothing was run.\nWhy: {why}.\nWhat can change it: {change}"
+        "{agent} was not allowed to {activity}, so nothing was run.\nWhy: {why}.\nWhat can change it: {change}"
     )
 }
 

@@ -300,6 +300,60 @@ async fn a_transcript_shows_tool_calls_with_their_arguments_and_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_cards_never_show_a_secret() {
+    const TOKEN: &str = "775:AAH-studio-runs-secret-token01";
+    let script = Script::new()
+        .rule(Rule::text("I read it.").when_after_tool_result("read_file"))
+        .rule(
+            Rule::tool_call("read_file", r#"{"path": "leak.txt"}"#).when_last_user_contains("read"),
+        );
+    let world = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"read_file\"]\nautonomy = \"trust_first\"\n",
+            TOKEN,
+            &[OWNER],
+            &[OWNER],
+        )
+        .start()
+        .await;
+    std::fs::write(
+        workspace(&world).join("leak.txt"),
+        format!("the token is {TOKEN}\n"),
+    )
+    .unwrap();
+    let reply = world
+        .harness
+        .ask("ada", &ChatKey::studio("s1"), "read the file")
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "I read it.");
+    let api = Api::of(&world).await;
+    let run = api
+        .get(&format!("/api/v1/runs/{}", reply.run_id.unwrap()))
+        .await;
+    let output = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|step| step["kind"] == "tool_result")
+        .map(|step| step["output"].as_str().unwrap().to_string())
+        .expect("the tool's output");
+    assert!(output.contains("the token is"), "{output}");
+    let sessions = api.get("/api/v1/sessions?agent=ada").await;
+    let transcript = api
+        .get(&format!(
+            "/api/v1/sessions/{}",
+            sessions["sessions"][0]["id"]
+        ))
+        .await;
+    for shown in [run.to_string(), transcript.to_string()] {
+        assert!(!shown.contains(TOKEN), "a secret reached Studio: {shown}");
+    }
+    world.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_telegram_conversation_is_continued_from_studio_as_the_operator() {
     let script = Script::new()
         .rule(Rule::text("Noted, operator: all is well.").when_last_user_contains("operator here"))

@@ -78,6 +78,17 @@ pub enum Decider {
 }
 
 impl Decider {
+    /// Who decided, as people in a chat read it: the person's name, "the operator in Studio".
+    pub fn display_name(&self) -> String {
+        match self {
+            Decider::Telegram { name, .. } => name.clone(),
+            Decider::Operator { .. } => "the operator in Studio".to_string(),
+            Decider::Local { .. } => "the terminal's user".to_string(),
+        }
+    }
+
+    /// Who decided, as the audit log and Studio record it: `telegram:42 (Olivia)`,
+    /// `operator (studio)`, `local:cli:op`.
     pub fn label(&self) -> String {
         match self {
             Decider::Telegram { user_id, name, .. } => format!("telegram:{user_id} ({name})"),

@@ -58,7 +58,7 @@ pub(super) async fn on_decide(
             status: None,
         });
     };
-    tell_decision(state, &row, status, &by, grant);
+    tell_decision(state, &row, status, &by, &decider.display_name(), grant);
     Ok(if status == ApprovalStatus::Approved {
         DecideOutcome::Approved { id: row.id }
     } else {
@@ -222,6 +222,7 @@ fn tell_decision(
     row: &ApprovalRow,
     status: ApprovalStatus,
     by: &str,
+    shown_as: &str,
     grant: Option<i64>,
 ) {
     crate::audit::announce(&state.args.events, "approval.decided", &row.id);
@@ -253,11 +254,16 @@ fn tell_decision(
     } else {
         "❌ Denied"
     };
+    let granted = if grant.is_some() {
+        " Exactly this may run again in this chat for a while without asking."
+    } else {
+        ""
+    };
     resolve_message(
         &state.args,
         row,
         &format!(
-            "{mark} by {by}: `{}`",
+            "{mark} by {shown_as}: `{}`{granted}",
             row.action.chars().take(300).collect::<String>()
         ),
     );

@@ -207,8 +207,20 @@ export function toolCard({ name, args, output, isError = false, status }) {
   const badgeBox = el('span', { class: 'tool-status' });
   const asked = el('div', { class: 'tool-args' });
   const answered = el('div', { class: 'tool-output' });
+  const why = el('div', { class: 'tool-decision muted small' });
   const card = el('details', { class: 'tool-card', 'data-tool': name },
-    el('summary', null, el('span', { class: 'mono' }, name), badgeBox), asked, answered);
+    el('summary', null, el('span', { class: 'mono' }, name), badgeBox), why, asked, answered);
+  /** The policy's decision on the call (a run step's `decision`): verdict, who decided, effect, risk. */
+  card.decision = (d) => {
+    if (!d) return;
+    const verdict = { allow: 'Allowed', require_approval: 'Asked a person', deny: 'Refused' }[d.verdict] ?? d.verdict;
+    const said = d.approval && d.outcome
+      ? `${d.outcome[0].toUpperCase()}${d.outcome.slice(1)}: decided by ${d.decided_by}`
+      : `${verdict} by ${d.decided_by ?? 'the policy'}`;
+    clear(why, said,
+      d.risk ? ` · risk ${d.risk}` : '', d.effect ? ` · ${String(d.effect).replace('_', ' ')}` : '',
+      d.reason ? el('div', null, `Why: ${d.reason}`) : null);
+  };
   card.status = (word, label) => { clear(badgeBox, badge(word, label ?? TOOL_WORDS[word] ?? word)); card.dataset.status = word; };
   card.args = (value) => {
     if (value == null || (typeof value === 'object' && !Object.keys(value).length)) { clear(asked); return; }

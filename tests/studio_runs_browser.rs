@@ -245,6 +245,13 @@ async fn chat_and_runs_explain_themselves_in_the_browser() {
             "[...document.querySelectorAll('.chat-log .msg')].some((m) => m.textContent.includes('I did not write it.'))",
         )
         .await;
+    // The turn's tool card says it was not run, and who decided.
+    browser
+        .wait_until(
+            "the denied call's card says it was not run and who decided",
+            "[...document.querySelectorAll('.msg.assistant[data-done=\"true\"] details.tool-card[data-status=\"refused\"]')].some((c) => c.textContent.includes('operator (studio)') && c.textContent.includes('denied'))",
+        )
+        .await;
     browser.open("runs").await;
     let marked = browser.wait_for("tr[data-run][data-refused=\"1\"]").await;
     assert!(marked.text().await.unwrap().contains("1 action not run"));
@@ -357,6 +364,26 @@ async fn chat_and_runs_explain_themselves_in_the_browser() {
         )
         .await;
     assert!(!old.exists());
+    browser
+        .wait_until(
+            "the allowed call's card says who allowed it",
+            "[...document.querySelectorAll('.msg.assistant[data-done=\"true\"] details.tool-card[data-tool=\"shell\"]')].some((c) => c.textContent.includes('operator (studio)') && c.textContent.includes('risk L3'))",
+        )
+        .await;
+    browser
+        .wait_for(
+            ".msg.assistant[data-done=\"true\"] details.tool-card[data-tool=\"shell\"] summary",
+        )
+        .await
+        .click()
+        .await
+        .unwrap();
+    shot(
+        &browser,
+        "runs-chat-allowed-once",
+        Some(".msg.assistant[data-done=\"true\"] details.tool-card[data-tool=\"shell\"]"),
+    )
+    .await;
     assert_eq!(
         count(
             &world,

@@ -213,7 +213,7 @@ function chatUi(box, agents, ctx) {
     const body = el('div', { class: 'msg-text md' });
     const notices = el('div');
     const foot = el('div', { class: 'msg-foot' });
-    const bubble = el('div', { class: 'msg assistant', 'data-streaming': 'true' }, tools, body, notices, foot);
+    const bubble = el('div', { class: 'msg assistant', 'data-streaming': 'true' }, tools, notices, body, foot);
     append(live, bubble);
     scroll();
     const finish = () => bubble.removeAttribute('data-streaming');
@@ -266,7 +266,7 @@ function chatUi(box, agents, ctx) {
     function setBody(textSoFar) {
       const current = bubble.querySelector('.msg-text');
       const next = markdown(textSoFar, 'msg-text md');
-      if (current) current.replaceWith(next); else bubble.insertBefore(next, notices);
+      if (current) current.replaceWith(next); else bubble.insertBefore(next, foot);
     }
   }
 
@@ -327,14 +327,21 @@ async function fillToolsFromRun(tools, runId) {
   try { run = await api(`/api/v1/runs/${enc(runId)}`); } catch { return; /* the live cards stay */ }
   const cards = [];
   const byCall = new Map();
+  const decisions = new Map();
   for (const step of run.steps || []) {
     const callId = step.detail?.call_id;
-    if (step.kind === 'decision' && step.decision?.verdict === 'deny') {
-      const card = toolCard({ name: step.name, output: `Not run: ${step.decision.reason ?? ''}`, isError: true });
+    if (step.kind === 'decision') decisions.set(callId, step.decision);
+    const notApproved = step.decision?.verdict === 'require_approval'
+      && String(step.decision?.approval?.status ?? '').startsWith('denied');
+    if (step.kind === 'decision' && (step.decision?.verdict === 'deny' || notApproved)) {
+      const why = notApproved ? step.decision.outcome : step.decision.reason;
+      const card = toolCard({ name: step.name, output: `Not run: ${why ?? ''}`, isError: true });
       card.status('refused');
+      card.decision(step.decision);
       cards.push(card);
     } else if (step.kind === 'tool_call') {
       const card = toolCard({ name: step.name, args: step.detail?.arguments, status: 'started' });
+      card.decision(decisions.get(callId));
       byCall.set(callId, card);
       cards.push(card);
     } else if (step.kind === 'tool_result' && byCall.has(callId)) {

@@ -4,6 +4,11 @@
 // Pages live in /pages/<name>.js and export `render(root, ctx)` and `events`: the runtime event
 // kinds that change what they show. A page may set `ctx.refresh` (redraw its data in place, keeping
 // what the operator is typing) and `ctx.accept(kind, event)` (skip events about something else).
+// What agents write is drawn by /markdown.js (DOM nodes, never HTML); a tool call is a collapsible
+// card with what it was asked and what it answered (`toolCard`), in Chat and in Runs alike.
+import { markdown, markdownPreview } from '/markdown.js';
+
+export { markdown, markdownPreview };
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'people', 'schedules', 'memory', 'mcp',
   'handoffs', 'audit', 'costs', 'skills',
@@ -116,7 +121,7 @@ const TONES = {
     'ok', 'intact', 'allow', 'allowed', 'consumed', 'enabled', 'yes', 'live', 'accepted'],
   warn: ['starting', 'connecting', 'restarting', 'waiting', 'waiting_approval', 'pending', 'queued',
     'degraded', 'rate_limited', 'retry', 'caught_up', 'missed', 'ask', 'in_progress', 'offered', 'open'],
-  bad: ['failed', 'down', 'escalated', 'error', 'denied', 'deny', 'conflict', 'unauthorized',
+  bad: ['failed', 'down', 'escalated', 'error', 'denied', 'deny', 'conflict', 'unauthorized', 'refused',
     'denied_timeout', 'denied_unreachable', 'broken', 'timed_out', 'rejected', 'high', 'critical'],
 };
 
@@ -155,17 +160,142 @@ export function kv(pairs) {
     .map(([k, v]) => [el('dt', null, k), el('dd', null, v)]));
 }
 
-/** One stored session event as a chat bubble (used by the session view and Chat's history). */
+/** One stored session event as a chat bubble (used by the session view and Chat's history). A
+ *  request for tools is drawn as tool cards with their arguments (never as an empty bubble), a
+ *  tool's answer as a collapsed card; the assistant's words as Markdown. */
 export function transcriptItem(ev, extra = '') {
-  const meta = el('div', { class: 'msg-foot' }, ev.sender ? `${ev.sender} · ` : '', when(ev.created_ms),
-    ev.run_id != null && [' · ', el('a', { href: `#/runs/${enc(ev.run_id)}` }, `run ${ev.run_id}`)]);
-  if (ev.kind === 'notice') return el('p', { class: 'notice' }, ev.content);
-  if (ev.kind === 'tool_result') {
-    return el('div', { class: `msg tool ${extra}` }, json(ev.content ?? '', { summary: 'tool result' }), meta);
+  return transcriptItems([ev], extra)[0] ?? el('span');
+}
+
+/** Stored session events as chat bubbles: each tool call's answer goes into that call's card. */
+export function transcriptItems(events, extra = '') {
+  const cards = new Map(); // call id -> card of a call shown above
+  const nodes = [];
+  for (const ev of events) {
+    const meta = el('div', { class: 'msg-foot' }, ev.sender ? `${ev.sender} · ` : '', when(ev.created_ms),
+      ev.run_id != null && [' · ', el('a', { href: `#/runs/${enc(ev.run_id)}` }, `run ${ev.run_id}`)]);
+    if (ev.kind === 'notice') { nodes.push(markdown(ev.content ?? '', 'notice md')); continue; }
+    if (ev.kind === 'tool_result') {
+      const card = cards.get(ev.tool?.call_id);
+      if (card) { card.answer(ev.content ?? '', ev.tool?.is_error === true); continue; }
+      const lone = toolCard({ name: ev.tool?.name ?? 'tool', output: ev.content ?? '', isError: ev.tool?.is_error === true });
+      nodes.push(el('div', { class: `msg tool ${extra}`.trim() }, lone, meta));
+      continue;
+    }
+    const who = ev.kind === 'user' ? 'user' : 'assistant';
+    const text = (typeof ev.content === 'string' ? ev.content : JSON.stringify(ev.content ?? '')).trim();
+    if (who === 'assistant' && ev.tool_calls?.length) {
+      const calls = ev.tool_calls.map((call) => {
+        const card = toolCard({ name: call.name, args: call.arguments });
+        cards.set(call.id, card);
+        return card;
+      });
+      nodes.push(el('div', { class: `msg tool-request ${extra}`.trim(), 'data-tools': ev.tool_calls.length },
+        text && markdown(text), calls, meta));
+      continue;
+    }
+    if (!text) continue; // nothing to show: no empty bubbles
+    nodes.push(el('div', { class: `msg ${who} ${extra}`.trim() },
+      who === 'assistant' ? markdown(text, 'msg-text md') : el('div', { class: 'msg-text' }, text), meta));
   }
-  const who = ev.kind === 'user' ? 'user' : 'assistant';
-  const text = typeof ev.content === 'string' ? ev.content : JSON.stringify(ev.content ?? '');
-  return el('div', { class: `msg ${who} ${extra}`.trim() }, el('div', { class: 'msg-text' }, text), meta);
+  return nodes;
+}
+
+/** A tool call as a collapsible card: the tool's name and how it went on the first line; opened,
+ *  what it was asked (arguments) and what it answered (output, already redacted by the daemon).
+ *  `card.answer(output, isError)` fills in the answer later; `card.status(word)` updates the badge. */
+export function toolCard({ name, args, output, isError = false, status }) {
+  const badgeBox = el('span', { class: 'tool-status' });
+  const asked = el('div', { class: 'tool-args' });
+  const answered = el('div', { class: 'tool-output' });
+  const why = el('div', { class: 'tool-decision muted small' });
+  const card = el('details', { class: 'tool-card', 'data-tool': name },
+    el('summary', null, el('span', { class: 'mono' }, name), badgeBox), why, asked, answered);
+  /** The policy's decision on the call (a run step's `decision`): verdict, who decided, effect, risk. */
+  card.decision = (d) => {
+    if (!d) return;
+    const verdict = { allow: 'Allowed', require_approval: 'Asked a person', deny: 'Refused' }[d.verdict] ?? d.verdict;
+    const said = d.approval && d.outcome
+      ? `${d.outcome[0].toUpperCase()}${d.outcome.slice(1)}: decided by ${d.decided_by}`
+      : `${verdict} by ${d.decided_by ?? 'the policy'}`;
+    clear(why, said,
+      d.risk ? ` · risk ${d.risk}` : '', d.effect ? ` · ${String(d.effect).replace('_', ' ')}` : '',
+      d.reason ? el('div', null, `Why: ${d.reason}`) : null);
+  };
+  card.status = (word, label) => { clear(badgeBox, badge(word, label ?? TOOL_WORDS[word] ?? word)); card.dataset.status = word; };
+  card.args = (value) => {
+    if (value == null || (typeof value === 'object' && !Object.keys(value).length)) { clear(asked); return; }
+    const text = typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+    clear(asked, el('div', { class: 'muted small' }, 'Asked with'), el('pre', null, text));
+  };
+  card.answer = (text, error = false) => {
+    const refused = error && /^Not run\b/.test(text ?? '');
+    clear(answered, el('div', { class: 'muted small' }, refused ? 'Not run' : error ? 'Answered with an error' : 'Answered'),
+      el('pre', { class: error ? 'is-error' : '' }, text || '(nothing)'));
+    card.status(refused ? 'refused' : error ? 'failed' : 'done');
+  };
+  card.args(args);
+  if (output != null) card.answer(output, isError);
+  else card.status(status ?? 'asked');
+  return card;
+}
+
+const TOOL_WORDS = { asked: 'asked', started: 'running', running: 'running', done: 'done', failed: 'failed',
+  waiting_approval: 'waiting for approval', refused: 'not run' };
+
+/** A pending approval as a card (Chat's inline one and the Approvals inbox): the plain sentence,
+ *  the exact action, the grant in the one wording every channel uses (from the API), the buttons
+ *  (a blocked action: a field to type it out and "Allow once"); the technical detail folded.
+ *  `extra` goes above the buttons. `refresh()` runs after a decision. */
+export function approvalCard(a, refresh, extra = null) {
+  const buttons = el('div', { class: 'row buttons' });
+  const setAll = (off) => { for (const b of card.querySelectorAll('button, input')) b.disabled = off; };
+  const decide = async (body, said) => {
+    setAll(true);
+    try {
+      const result = await api(`/api/v1/approvals/${enc(a.id)}/decision`, { method: 'POST', body });
+      toast(said);
+      card.setAttribute('data-decided', result.status || body.decision);
+      refresh();
+    } catch (err) {
+      toast(err.message, 'bad');
+      setAll(false);
+    }
+  };
+  const button = (action, cls, text, body, said) => el('button', { type: 'button', class: cls, 'data-action': action,
+    onclick: () => decide(body, said) }, text);
+  let confirm = null;
+  if (a.blocked) {
+    confirm = el('input', { type: 'text', class: 'confirm-input', 'data-confirm': a.id, autocomplete: 'off', spellcheck: 'false',
+      placeholder: 'Type the action exactly as shown', 'aria-label': 'Type the action to allow it once' });
+    const allow = el('button', { type: 'button', class: 'danger', 'data-action': 'allow-once', onclick: () => {
+      decide({ decision: 'allow_once', confirmation: confirm.value }, `Allowed once: ${a.tool} for ${a.agent}.`);
+    } }, 'Allow once');
+    buttons.append(allow, button('deny', 'good', 'Keep it blocked', { decision: 'deny' }, `Kept blocked: ${a.tool}.`));
+  } else {
+    buttons.append(
+      button('approve', 'good', 'Approve once', { decision: 'approve' }, `Approved once: ${a.tool} for ${a.agent}.`),
+      a.grant && button('approve-30', '', a.grant.label, { decision: 'approve', grant_minutes: a.grant.minutes },
+        `Approved, and ${a.grant.label.toLowerCase()}.`),
+      button('deny', 'danger', 'Deny', { decision: 'deny' }, `Denied: ${a.tool} for ${a.agent}.`));
+  }
+  const card = el('div', { class: `card approval inline${a.blocked ? ' blocked' : ''}`, 'data-approval': a.id },
+    el('div', { class: 'row spread' }, el('strong', { class: 'approval-summary' }, `${a.blocked ? 'Blocked' : 'Approval needed'}: ${a.summary}.`),
+      expires(a.expires_ms)),
+    el('div', { class: 'muted small' }, 'Exactly this:'),
+    el('pre', { class: 'action-block' }, a.action ?? ''),
+    a.blocked
+      ? el('p', { class: 'small' }, 'The safety check blocks this kind of action. You may allow exactly this, once, by typing it out below. Nothing else is allowed by it.')
+      : a.grant && el('p', { class: 'small muted' }, a.grant.scope),
+    extra, confirm, buttons,
+    el('details', { class: 'small' }, el('summary', null, 'Technical details'),
+      el('dl', { class: 'kv' },
+        el('dt', null, 'Tool'), el('dd', null, a.tool),
+        el('dt', null, 'Risk'), el('dd', null, badge(a.blocked ? 'bad' : 'warn', a.risk)),
+        el('dt', null, 'Why'), el('dd', null, a.reason ?? ''),
+        el('dt', null, 'Request'), el('dd', null, a.id),
+        el('dt', null, 'Conversation'), el('dd', null, a.chat_label ?? a.chat))));
+  return card;
 }
 
 export function errorBox(message, retry, label = 'Try again') {

@@ -423,6 +423,8 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/session/logout",
         "/api/v1/events",
         "/api/v1/agents/{name}/chat",
+        // tests/studio_runs.rs: a slow run to stop.
+        "/api/v1/agents/{name}/chat/stop",
         "/api/v1/agents/{name}/skills/{skill}",
         "/api/v1/approvals/{id}/decision",
         "/api/v1/grants/{id}/revoke",
@@ -574,6 +576,7 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         (Method::POST, "/api/v1/policy/rules/987654/disable"),
         (Method::POST, "/api/v1/memory/987654/archive"),
         (Method::POST, "/api/v1/agents/nobody/chat"),
+        (Method::POST, "/api/v1/agents/nobody/chat/stop"),
         (Method::PATCH, "/api/v1/agents/ada/skills/no-such-skill"),
         (Method::POST, "/api/v1/pairings/ABCD-EFGH/approve"),
         (Method::POST, "/api/v1/pairings/ABCD-EFGH/deny"),

@@ -1,4 +1,11 @@
-//! Asking a human: the seam between the dispatcher and the ApprovalDesk.
+//! Asking a human: the seam between the dispatcher and the ApprovalDesk; and telling the chat
+//! when the policy refuses an action.
+//!
+//! A refusal by the policy itself (the risk check's L3 block, an operator's rule) is told to the
+//! person in the chat — what was not done, why, and what an operator could change — as a notice
+//! that is also kept in the transcript (`protocol::approvals::refusal_notice`); the model is told
+//! separately, in the tool result. A blocked action put to the operator (`[policy]
+//! allow_l3_once`) says it waits for the operator instead.
 //!
 //! A call the gate marks `RequireApproval` waits here for a recorded decision; while it waits the
 //! run is `waiting_approval`. An approved action is *consumed* (marked, in the database) before it
@@ -11,11 +18,15 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::run::RunCtx;
+use crate::domain::{ChatKind, OutEvent};
 use crate::llm::ToolCall;
 use crate::policy::gate::DecisionEnvelope;
-use crate::protocol::approvals::{ApprovalRequest, ApprovalVerdict, Approvals};
+use crate::protocol::approvals::{
+    ApprovalRequest, ApprovalVerdict, Approvals, Refusal, refusal_notice,
+};
 use crate::store::approvals;
 use crate::store::runs::{self, NewStep, RunStatus};
+use crate::store::sessions::{self, EventKindRow, NewEvent};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalOutcome {
@@ -113,6 +124,66 @@ pub async fn request(
             ApprovalOutcome::Denied { reason }
         }
     }
+}
+
+/// A call the policy refused (or put to the operator), as the chat is told about it.
+pub struct Told<'a> {
+    pub tool: &'a str,
+    pub action: &'a str,
+    /// The risk check's reasons.
+    pub why: &'a str,
+    pub envelope: &'a DecisionEnvelope,
+}
+
+/// Tells a person's chat (Telegram, terminal, Studio) that the policy refused an action, or, when
+/// `waits`, that it waits for the operator: a notice, also kept in the transcript. Refusals that
+/// are the model's own doing (rate limit, loop guard, a contract's tool list) are told to the
+/// model only.
+pub async fn tell_refusal(ctx: &RunCtx, told: &Told<'_>, waits: bool) {
+    let source = told.envelope.source.as_str();
+    let by_policy = source == "risk" || source.starts_with("rule:");
+    if !by_policy || !matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local) {
+        return;
+    }
+    let why = if source == "risk" && !told.why.is_empty() {
+        told.why.to_string()
+    } else {
+        told.envelope.reason.clone()
+    };
+    let text = refusal_notice(&Refusal {
+        agent: ctx.agent(),
+        tool: told.tool,
+        action: told.action,
+        why: &why,
+        source,
+        operator_may_allow: waits.then_some(ctx.runtime.spec.approval_ttl.0),
+    });
+    let (session_id, run_id, now) = (ctx.session_id, ctx.run_id, crate::clock::now_ms());
+    let stored = text.clone();
+    let written = ctx
+        .runtime
+        .store
+        .write(move |conn| {
+            sessions::append(
+                conn,
+                session_id,
+                &NewEvent {
+                    kind: EventKindRow::Notice,
+                    sender: None,
+                    content: &stored,
+                    data: None,
+                    run_id: Some(run_id),
+                    inbound_id: None,
+                },
+                now,
+            )
+            .map(|_| ())
+        })
+        .await;
+    if let Err(error) = written {
+        tracing::warn!(run_id, %error, "could not keep a refusal notice in the transcript");
+    }
+    ctx.deliver(OutEvent::Notice { text });
 }
 
 async fn set_status(ctx: &RunCtx, status: RunStatus) {

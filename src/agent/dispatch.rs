@@ -291,26 +291,34 @@ async fn plan(
     let hash = approval::action_hash(&call.name, &args);
     let policy = call_policy(ctx, &call.name, &action, &hash).await;
     let rate_limited = rate_limit_reason(limiter);
+    let effect = tool.effect_for(&args, &ctx.tools);
     let request = GateRequest {
         tool: &call.name,
         autonomy: policy.autonomy,
-        effect: tool.effect_for(&args, &ctx.tools),
+        effect,
         assessment: &assessment,
         rate_limited,
         loop_guard: guard.check_call(call),
         rule: policy.rule,
         grant: policy.grant,
     };
-    let envelope = gate::decide(&request);
+    let decided = gate::decide(&request);
+    // A block by the risk check alone may go to the operator (`[policy] allow_l3_once`).
+    let put_to_operator =
+        gate::operator_may_allow_once(&request, &decided, ctx.runtime.limits.allow_l3_once);
+    let blocked = put_to_operator.is_some();
+    let envelope = put_to_operator.unwrap_or(decided);
     ctx.record_step(NewStep {
         kind: "decision",
         name: Some(call.name.clone()),
         detail: json!({
             "call_id": call.id,
             "action": action,
+            "effect": effect.as_str(),
             "envelope": envelope.to_json(),
             "assessment": assessment.reasons,
             "tightened_by_skills": policy.tightened_by,
+            "blocked_put_to_operator": blocked,
         }),
         ..NewStep::default()
     })
@@ -321,13 +329,27 @@ async fn plan(
         hash,
         approval: None,
     };
+    let refusal = approval::Told {
+        tool: &call.name,
+        action: &action,
+        why: &assessment.reasons.join("; "),
+        envelope: &envelope,
+    };
     match envelope.decision {
         Decision::Allow => Plan::Run(cleared),
-        Decision::Deny => Plan::Refused(ToolOutput::error(format!(
-            "Not run: {} (decided by {}). Do not retry this call; tell the user if it matters.",
-            envelope.reason, envelope.source
-        ))),
-        Decision::RequireApproval => ask_for_approval(ctx, call, cleared, &action, &envelope).await,
+        Decision::Deny => {
+            approval::tell_refusal(ctx, &refusal, false).await;
+            Plan::Refused(ToolOutput::error(format!(
+                "Not run: {} (decided by {}). Do not retry this call; tell the user if it matters.",
+                envelope.reason, envelope.source
+            )))
+        }
+        Decision::RequireApproval => {
+            if blocked {
+                approval::tell_refusal(ctx, &refusal, true).await;
+            }
+            ask_for_approval(ctx, call, cleared, &action, &envelope).await
+        }
     }
 }
 

@@ -48,6 +48,8 @@ pub struct RuntimeLimits {
     pub history_events: u32,
     /// Memories put into the prompt for each message (0: no memory layer).
     pub recall_limit: usize,
+    /// `[policy] allow_l3_once`: a call the risk check alone blocks is put to the operator.
+    pub allow_l3_once: bool,
 }
 
 /// The limits of the default configuration.
@@ -125,6 +127,7 @@ impl From<&crate::config::Config> for RuntimeLimits {
             session_idle: config.sessions.idle_stop.0,
             history_events: config.sessions.history_events.max(10),
             recall_limit: config.memory.recall_limit as usize,
+            allow_l3_once: config.policy.allow_l3_once,
         }
     }
 }

@@ -357,6 +357,10 @@ pub struct PolicyConfig {
     pub max_parallel_tools: u32,
     /// Tool output longer than this many characters is truncated before the model sees it.
     pub tool_output_max_chars: u32,
+    /// A call blocked as L3 by the risk check alone (e.g. `rm -rf` in the agent's workspace) is
+    /// put to the Studio operator, who may allow exactly that action once by typing it out
+    /// (audited). Off: L3 is always refused.
+    pub allow_l3_once: bool,
 }
 
 impl Default for PolicyConfig {
@@ -365,6 +369,7 @@ impl Default for PolicyConfig {
             tool_calls_per_minute: 30,
             max_parallel_tools: 4,
             tool_output_max_chars: 16_000,
+            allow_l3_once: false,
         }
     }
 }

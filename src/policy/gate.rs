@@ -11,6 +11,12 @@
 //! Architecture Invariant: a scoped grant covers exactly the action a human approved — the tool
 //! and its canonical arguments, by hash (`grants.action_hash`) — in that chat, never "the same
 //! program" or "the same tool".
+//!
+//! An L3 block stays a denial. Only where the configuration says so (`[policy] allow_l3_once`,
+//! off by default) may a call the risk check alone blocked be put to the operator
+//! ([`operator_may_allow_once`]): it then runs only after a recorded human decision, typed out,
+//! covering exactly that action, once — never under a grant, never past a denying rule, the rate
+//! limit or the loop guard.
 
 use super::Effect;
 use crate::config::Autonomy;
@@ -181,6 +187,33 @@ pub fn decide(request: &GateRequest<'_>) -> DecisionEnvelope {
     DecisionEnvelope::new(decision, risk, reason, &source)
 }
 
+/// The envelope that puts a blocked call to the operator, when `allow_l3_once` is set and the
+/// risk check alone blocked it (an L3 denial with source `risk`: no denying rule or contract, no
+/// rate limit, no loop guard). `None`: the denial stands. Pure, like [`decide`].
+pub fn operator_may_allow_once(
+    request: &GateRequest<'_>,
+    envelope: &DecisionEnvelope,
+    allow_l3_once: bool,
+) -> Option<DecisionEnvelope> {
+    let denied_by_rule = matches!(&request.rule, Some((_, Decision::Deny, _)));
+    let only_the_risk_blocked = envelope.decision == Decision::Deny
+        && envelope.source == "risk"
+        && envelope.risk == RiskLevel::L3
+        && request.rate_limited.is_none()
+        && request.loop_guard.is_none()
+        && !denied_by_rule;
+    (allow_l3_once && only_the_risk_blocked).then(|| DecisionEnvelope {
+        decision: Decision::RequireApproval,
+        risk: RiskLevel::L3,
+        reason: format!(
+            "{}; `[policy] allow_l3_once` lets the operator allow exactly this once in Studio, typing it to confirm",
+            envelope.reason
+        ),
+        source: "risk".to_string(),
+        next_step: "waits for the operator to allow it once in Studio (typed confirmation); expiry counts as a denial".to_string(),
+    })
+}
+
 /// The autonomy × risk table (DESIGN.md, "Policy and risk"; L3 is handled before).
 fn autonomy_decision(autonomy: Autonomy, effect: Effect, risk: RiskLevel) -> Decision {
     match autonomy {
@@ -302,6 +335,50 @@ mod tests {
             (envelope.decision, envelope.source.as_str()),
             (Decision::Allow, "grant:7")
         );
+    }
+
+    #[test]
+    fn only_a_block_by_the_risk_check_alone_may_go_to_the_operator_and_only_when_configured() {
+        let blocked = Assessment::new(RiskLevel::L3, "`rm -rf` deletes a whole tree");
+        let request = GateRequest {
+            tool: "shell",
+            autonomy: Autonomy::TrustFirst,
+            effect: Effect::Destructive,
+            assessment: &blocked,
+            rate_limited: None,
+            loop_guard: None,
+            rule: None,
+            grant: Some("grant:7".into()),
+        };
+        let denied = decide(&request);
+        assert_eq!(denied.decision, Decision::Deny);
+        assert_eq!(operator_may_allow_once(&request, &denied, false), None);
+        let asks = operator_may_allow_once(&request, &denied, true).expect("asks the operator");
+        assert_eq!(
+            (asks.decision, asks.risk, asks.source.as_str()),
+            (Decision::RequireApproval, RiskLevel::L3, "risk")
+        );
+        // A denying rule, the loop guard or the rate limit keep the denial.
+        let ruled = GateRequest {
+            rule: Some(("rule:2".into(), Decision::Deny, "never".into())),
+            ..request.clone()
+        };
+        assert_eq!(operator_may_allow_once(&ruled, &decide(&ruled), true), None);
+        let looping = GateRequest {
+            loop_guard: Some("again".into()),
+            ..request.clone()
+        };
+        assert_eq!(
+            operator_may_allow_once(&looping, &decide(&looping), true),
+            None
+        );
+        // Anything that is not an L3 block is untouched.
+        let low = Assessment::new(RiskLevel::L2, "rm");
+        let asked = GateRequest {
+            assessment: &low,
+            ..request
+        };
+        assert_eq!(operator_may_allow_once(&asked, &decide(&asked), true), None);
     }
 
     #[test]

@@ -48,12 +48,16 @@ pub enum TelegramMsg {
     Panic(String),
 }
 
-/// An approval request as a person must see it before deciding: the whole action, its risk,
-/// and — when a grant is offered — its exact scope. Rendered by `telegram::approval`.
+/// An approval request as a person must see it before deciding: a plain sentence of what the
+/// agent wants to do, the whole action, and — when a grant is offered — its exact scope; the
+/// technical detail (tool, risk level, why) on request. Rendered by `telegram::approval`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalPrompt {
     pub id: String,
     pub agent: String,
+    /// The tool asked for: with the action, what the prompt's plain sentence is made of
+    /// ([`ApprovalPrompt::summary`]).
+    pub tool: String,
     /// The whole action, unshortened and unescaped (the renderer escapes it).
     pub action: String,
     pub risk: String,
@@ -69,7 +73,13 @@ pub struct ApprovalPrompt {
 }
 
 impl ApprovalPrompt {
-    /// The prompt as plain text (a terminal chat's notice): the action whole, on its own lines.
+    /// "ada wants to delete files in its workspace" (`protocol::approvals::plain_summary`).
+    pub fn summary(&self) -> String {
+        super::approvals::plain_summary(&self.agent, &self.tool, &self.action)
+    }
+
+    /// The prompt as plain text (a terminal chat's notice): the sentence, the action whole on its
+    /// own lines, how to decide, then the technical detail.
     pub fn plain_text(&self) -> String {
         let again = if self.again {
             "(posted again after a restart) "
@@ -77,10 +87,11 @@ impl ApprovalPrompt {
             ""
         };
         format!(
-            "{again}Approval needed ({id})\n{agent} wants to run:\n{action}\nRisk {risk}: {reason}\nExpires in {expires}. Reply /approve {id} or /deny {id}.",
+            "{again}Approval needed: {summary}.\n{action}\nExpires in {expires}. Reply /approve {id} or /deny {id}.\nDetails: tool {tool}, risk {risk}: {reason}",
             id = self.id,
-            agent = self.agent,
+            summary = self.summary(),
             action = self.action,
+            tool = self.tool,
             risk = self.risk,
             reason = self.reason,
             expires = self.expires_in,

@@ -357,6 +357,29 @@ pub fn save_settings(
     Ok(())
 }
 
+/// How many tool calls of each of these runs were not run because the policy refused them or a
+/// person did not approve them (denied, expired, nobody reachable), by run id; runs without any
+/// are left out.
+pub fn refused_calls(conn: &Connection, run_ids: &[i64]) -> Result<Vec<(i64, i64)>> {
+    if run_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = run_ids
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut statement = conn.prepare(&format!(
+        "SELECT run_id, COUNT(*) FROM run_steps
+         WHERE run_id IN ({list}) AND (
+           (kind = 'decision' AND json_extract(detail, '$.envelope.decision') = 'deny')
+           OR (kind = 'note' AND json_extract(detail, '$.denied') IS NOT NULL))
+         GROUP BY run_id"
+    ))?;
+    let rows = statement.query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
 /// The skills each of these runs used (`use_skill` calls), by run id.
 pub fn skills_used(conn: &Connection, run_ids: &[i64]) -> Result<Vec<(i64, String)>> {
     if run_ids.is_empty() {

@@ -1,30 +1,22 @@
-//! Agents, their sessions and transcripts, and Studio's chat: `/api/v1/agents`,
-//! `/api/v1/sessions`.
+//! Agents, their sessions and transcripts: `/api/v1/agents`, `/api/v1/sessions` (Studio's chat
+//! is `chat.rs`).
 //!
 //! Runtime settings (autonomy, model, paused) are changed through the agent's handle, which
-//! stores them before applying them to its sessions. Chat goes through the local channel like
-//! the terminal chat: the message is a real inbound of chat `studio:<id>`, and the answer streams
-//! back as Server-Sent Events (`tool`, `partial`, `notice`, `final`).
-
-use std::convert::Infallible;
-use std::time::Duration;
+//! stores them before applying them to its sessions. A session carries a `label` a person reads
+//! ("Telegram chat 42"); a transcript's events carry what a tool was asked (`tool_calls`, with
+//! their arguments) and what answered (`tool`), so that a request for tools is drawn as tool
+//! cards, never as an empty message. What is shown was redacted when it was stored, and is
+//! redacted again on the way out.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, StudioState, json_body};
-use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Sender};
+use super::{ApiError, StudioState};
+use crate::domain::{ChatKey, ChatKind};
 use crate::protocol::agent::{Agent, AgentError, AgentView, SkillView};
-use crate::protocol::local::LocalChannel;
-use crate::store::sessions::{self, SessionRow};
-
-/// How long a Studio chat answer may take before the stream ends with a notice.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+use crate::store::sessions::{self, EventKindRow, EventRow, SessionRow};
 
 fn agent(state: &StudioState, name: &str) -> Result<Agent, ApiError> {
     if !state.agents.get().iter().any(|agent| agent.name == name) {
@@ -84,9 +76,76 @@ fn unreachable_reason(name: &str) -> String {
 
 fn session_json(row: &SessionRow) -> Value {
     json!({
-        "id": row.id, "agent": row.agent, "chat": row.chat, "status": row.status.as_str(),
+        "id": row.id, "agent": row.agent, "chat": row.chat, "label": chat_label(&row.chat),
+        "continuable": continuable(&row.chat), "status": row.status.as_str(),
         "created_ms": row.created_ms, "updated_ms": row.updated_ms,
     })
+}
+
+/// A conversation's name for people: "Studio: operator", "Telegram chat 42, topic 7".
+pub fn chat_label(chat: &str) -> String {
+    let Some(key) = ChatKey::parse(chat) else {
+        return chat.to_string();
+    };
+    let id = key.id();
+    match chat.split_once(':').map(|(prefix, _)| prefix) {
+        Some("tg") => match (key.telegram_chat_id(), key.telegram_thread_id()) {
+            (Some(chat), Some(topic)) => format!("Telegram chat {chat}, topic {topic}"),
+            (Some(chat), None) => format!("Telegram chat {chat}"),
+            _ => format!("Telegram {id}"),
+        },
+        Some("studio") => format!("Studio: {id}"),
+        Some("cli") => format!("Terminal: {id}"),
+        Some("api") => format!("API: {id}"),
+        Some("sched") => format!("Scheduled job {id}"),
+        Some("handoff") => format!("Handed-over task {id}"),
+        _ => chat.to_string(),
+    }
+}
+
+/// Whether Studio's chat can continue this conversation (Studio and Telegram ones).
+fn continuable(chat: &str) -> bool {
+    chat.starts_with("studio:")
+        || ChatKey::parse(chat).is_some_and(|key| key.kind() == ChatKind::Telegram)
+}
+
+/// A transcript event for Studio: a request for tools carries its calls (`tool_calls`: id, name,
+/// arguments), a tool result its call (`tool`: call id, name, error or not).
+fn event_json(event: &EventRow) -> Value {
+    let redact = |text: &str| crate::secrets::redact(text).into_owned();
+    let data: Value = event
+        .data
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null);
+    let mut body = json!({
+        "id": event.id, "kind": event.kind.as_str(), "sender": event.sender,
+        "content": redact(&event.content), "run_id": event.run_id, "created_ms": event.created_ms,
+    });
+    match event.kind {
+        EventKindRow::Assistant => {
+            let calls: Vec<Value> = crate::agent::transcript::parse_tool_calls(event.data.as_deref())
+                .iter()
+                .map(|call| {
+                    let arguments = redact(&call.arguments);
+                    json!({
+                        "id": call.id, "name": call.name,
+                        "arguments": serde_json::from_str::<Value>(&arguments).unwrap_or(Value::String(arguments)),
+                    })
+                })
+                .collect();
+            if !calls.is_empty() {
+                body["tool_calls"] = Value::Array(calls);
+            }
+        }
+        EventKindRow::ToolResult => {
+            body["tool"] = json!({
+                "call_id": data["call_id"], "name": data["name"], "is_error": data["is_error"],
+            });
+        }
+        EventKindRow::User | EventKindRow::Notice => {}
+    }
+    body
 }
 
 /// `GET /api/v1/agents`: every configured agent; one that does not answer is listed with
@@ -231,120 +290,6 @@ pub async fn session_detail(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
     let mut body = session_json(&row);
-    body["events"] = events
-        .iter()
-        .map(|event| {
-            json!({
-                "id": event.id, "kind": event.kind.as_str(), "sender": event.sender,
-                "content": event.content, "run_id": event.run_id, "created_ms": event.created_ms,
-            })
-        })
-        .collect();
+    body["events"] = events.iter().map(event_json).collect();
     Ok(Json(body))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChatBody {
-    text: String,
-    /// The conversation id (letters, digits, `-`, `_`); default `operator`.
-    chat: Option<String>,
-}
-
-/// `POST /api/v1/agents/{name}/chat` with `{"text": "...", "chat": "id"}`: the answer as SSE.
-pub async fn chat(
-    State(state): State<StudioState>,
-    Path(name): Path<String>,
-    body: Result<Json<ChatBody>, axum::extract::rejection::JsonRejection>,
-) -> Result<Response, ApiError> {
-    let body = json_body(body)?;
-    let text = body.text.trim().to_string();
-    if text.is_empty() {
-        return Err(ApiError::bad_request("`text` must not be empty"));
-    }
-    let id = body.chat.unwrap_or_else(|| "operator".into());
-    if id.is_empty()
-        || id.len() > 64
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(ApiError::bad_request(
-            "`chat` must be 1-64 letters, digits, `-` or `_`",
-        ));
-    }
-    let agent = agent(&state, &name)?;
-    let chat = ChatKey::studio(&id);
-    let receiver = LocalChannel::new(&state.registry)
-        .subscribe(&chat)
-        .await
-        .ok_or_else(|| ApiError::unavailable("the local channel"))?;
-    let correlation = format!("studio-{:016x}", rand::random::<u64>());
-    let inbound = Inbound {
-        agent: name.clone(),
-        chat,
-        sender: Sender::new("studio:operator".to_string(), "operator".to_string()),
-        text,
-        attachments: Vec::new(),
-        source: InboundSource::Local,
-        received_ms: crate::clock::now_ms(),
-        context: None,
-        correlation: Some(correlation.clone()),
-    };
-    agent
-        .inbound(inbound)
-        .map_err(|_| ApiError::unavailable(&format!("agent `{name}`")))?;
-    Ok(Sse::new(answer_stream(receiver, correlation))
-        .keep_alive(KeepAlive::default())
-        .into_response())
-}
-
-fn sse(kind: &str, data: Value) -> Event {
-    Event::default().event(kind).data(data.to_string())
-}
-
-fn answer_stream(
-    mut receiver: tokio::sync::mpsc::UnboundedReceiver<crate::domain::Outbound>,
-    correlation: String,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    super::gateway::async_stream(move |sender| async move {
-        let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
-        loop {
-            let Ok(Some(outbound)) = tokio::time::timeout_at(deadline, receiver.recv()).await
-            else {
-                let _ = sender.send(sse(
-                    "notice",
-                    json!({"text": "no answer in time; the run goes on and is visible under Runs"}),
-                ));
-                let _ = sender.send(sse("final", json!({"text": "", "run_id": null})));
-                break;
-            };
-            // A Studio chat has one subscriber per request; other requests' output is skipped.
-            if outbound
-                .correlation
-                .as_deref()
-                .is_some_and(|c| c != correlation)
-            {
-                continue;
-            }
-            let event = match outbound.event {
-                OutEvent::Partial { text } => sse("partial", json!({"text": text})),
-                OutEvent::Tool { name, status } => {
-                    sse("tool", json!({"name": name, "status": status}))
-                }
-                OutEvent::Notice { text } => sse("notice", json!({"text": text})),
-                OutEvent::Final { text, .. } => {
-                    let _ = sender.send(sse(
-                        "final",
-                        json!({"text": text, "run_id": outbound.run_id}),
-                    ));
-                    break;
-                }
-                OutEvent::Working | OutEvent::Silent { .. } => continue,
-            };
-            if sender.send(event).is_err() {
-                break;
-            }
-        }
-    })
 }

@@ -3,6 +3,12 @@
 //!
 //! Reads go to the store; every change goes to the approval desk through its handle, which stores it
 //! with its audit row before answering. The operator decides as `operator (studio)`.
+//!
+//! An approval is shown in words first (`summary`: "ada wants to delete files in its workspace";
+//! `outcome`: "approved and done"), the exact action, and the technical detail (tool, risk,
+//! reason) for whoever opens it; the grant offered is named in the one wording every channel uses
+//! (`grant.label`, `grant.scope`). A blocked (L3) action put to the operator (`blocked: true`) is
+//! allowed once with `{"decision": "allow_once", "confirmation": "<the action, typed out>"}`.
 
 use std::time::Duration;
 
@@ -13,8 +19,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState};
+use crate::policy::RiskLevel;
 use crate::protocol::approvals::{
-    Approvals, ApprovalsError, DecideOutcome, Decider, Decision, NewRule, RuleEffect,
+    Approvals, ApprovalsError, DecideOutcome, Decider, Decision, GRANT_MINUTES, NewRule,
+    RuleEffect, grant_label, grant_scope, plain_outcome, plain_summary,
 };
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus, GrantRow, RuleRow};
 
@@ -29,13 +37,21 @@ fn unavailable(_: ApprovalsError) -> ApiError {
     ApiError::unavailable("the approval desk")
 }
 
-fn approval_json(row: &ApprovalRow) -> Value {
+/// An approval as Studio shows it: words first (`summary`, `outcome`), the exact action, the
+/// detail; `grant` is the one grant a pending, unblocked request offers.
+pub fn approval_json(row: &ApprovalRow) -> Value {
+    let blocked = row.risk == RiskLevel::L3;
+    let grant = (row.status == ApprovalStatus::Pending && !blocked).then(|| {
+        json!({"minutes": GRANT_MINUTES, "label": grant_label(GRANT_MINUTES), "scope": grant_scope(GRANT_MINUTES)})
+    });
     json!({
-        "id": row.id, "agent": row.agent, "chat": row.chat, "run_id": row.run_id, "tool": row.tool,
+        "id": row.id, "agent": row.agent, "chat": row.chat,
+        "chat_label": super::agents::chat_label(&row.chat), "run_id": row.run_id, "tool": row.tool,
+        "summary": plain_summary(&row.agent, &row.tool, &row.action),
         "action": row.action, "action_hash": row.action_hash, "target": row.target, "risk": row.risk.as_str(),
-        "reason": row.reason, "requested_ms": row.requested_ms, "expires_ms": row.expires_ms,
-        "status": row.status.as_str(), "decided_ms": row.decided_ms, "decided_by": row.decided_by,
-        "consumed_ms": row.consumed_ms,
+        "blocked": blocked, "reason": row.reason, "requested_ms": row.requested_ms, "expires_ms": row.expires_ms,
+        "status": row.status.as_str(), "outcome": plain_outcome(row.status), "decided_ms": row.decided_ms,
+        "decided_by": row.decided_by, "consumed_ms": row.consumed_ms, "grant": grant,
     })
 }
 
@@ -59,9 +75,13 @@ fn rule_json(row: &RuleRow) -> Value {
 pub struct ListQuery {
     status: Option<String>,
     limit: Option<u32>,
+    /// Only this agent's requests.
+    agent: Option<String>,
+    /// Only this conversation's requests (`studio:operator`, `tg:42`): Chat's inline cards.
+    chat: Option<String>,
 }
 
-/// `GET /api/v1/approvals?status=pending&limit=100`
+/// `GET /api/v1/approvals?status=pending&agent=&chat=&limit=100`
 pub async fn list_approvals(
     State(state): State<StudioState>,
     Query(query): Query<ListQuery>,
@@ -73,33 +93,65 @@ pub async fn list_approvals(
     let status =
         super::status_filter(query.status, &names)?.and_then(|text| ApprovalStatus::parse(&text));
     let limit = query.limit.unwrap_or(100).clamp(1, 1_000);
+    let agent = query.agent.filter(|agent| !agent.is_empty());
+    let chat = query.chat.filter(|chat| !chat.is_empty());
+    // Filtered here: the table is small (pending ones are few), and the limit applies after.
+    let filtered = agent.is_some() || chat.is_some();
     let rows = state
         .store
-        .read(move |conn| queries::list(conn, status, limit))
+        .read(move |conn| queries::list(conn, status, if filtered { 1_000 } else { limit }))
         .await?;
-    Ok(Json(
-        json!({"approvals": rows.iter().map(approval_json).collect::<Vec<_>>()}),
-    ))
+    let shown: Vec<Value> = rows
+        .iter()
+        .filter(|row| agent.as_ref().is_none_or(|agent| &row.agent == agent))
+        .filter(|row| chat.as_ref().is_none_or(|chat| &row.chat == chat))
+        .take(limit as usize)
+        .map(approval_json)
+        .collect();
+    Ok(Json(json!({"approvals": shown})))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
-    /// `approve` or `deny`.
+    /// `approve`, `deny`, or `allow_once` (a blocked action, with `confirmation`).
     decision: String,
-    /// With `approve`: also let the same tool on the same target run without asking for this
-    /// many minutes.
+    /// With `approve`: also let exactly this action (same tool, same arguments) run again in this
+    /// chat without asking for this many minutes.
     grant_minutes: Option<u32>,
+    /// With `allow_once`: the action, typed out exactly as shown.
+    confirmation: Option<String>,
 }
 
-/// `POST /api/v1/approvals/{id}/decision` with `{"decision": "approve", "grant_minutes": 30}`.
+/// `POST /api/v1/approvals/{id}/decision` with `{"decision": "approve", "grant_minutes": 30}`,
+/// `{"decision": "deny"}` or `{"decision": "allow_once", "confirmation": "shell: rm -rf old"}`.
 pub async fn decide(
     State(state): State<StudioState>,
     Path(id): Path<String>,
     body: Result<Json<DecisionBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    if body.confirmation.is_some() && body.decision != "allow_once" {
+        return Err(ApiError::bad_request(
+            "`confirmation` only goes with `allow_once`",
+        ));
+    }
     let decision = match (body.decision.as_str(), body.grant_minutes) {
+        ("allow_once", None) => match body.confirmation {
+            Some(confirmation) if !confirmation.trim().is_empty() => {
+                Decision::AllowBlockedOnce { confirmation }
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "Type the action to allow it once (`confirmation` is required with `allow_once`), exactly as shown.",
+                ));
+            }
+        },
+        ("allow_once", Some(_)) => {
+            return Err(ApiError::bad_request(
+                "`grant_minutes` does not go with `allow_once`: a blocked action is allowed once, never for a while",
+            ));
+        }
         ("approve", None | Some(0)) => Decision::Approve,
         ("approve", Some(minutes)) if minutes <= 24 * 60 => {
             Decision::ApproveFor(Duration::from_secs(u64::from(minutes) * 60))
@@ -117,10 +169,13 @@ pub async fn decide(
         }
         (other, _) => {
             return Err(ApiError::bad_request(format!(
-                "`decision` must be `approve` or `deny`, not `{other}`"
+                "`decision` must be `approve`, `deny` or `allow_once`, not `{other}`"
             )));
         }
     };
+    if let Decision::AllowBlockedOnce { confirmation } = &decision {
+        check_confirmation(&state, &id, confirmation).await?;
+    }
     let decider = Decider::Operator {
         name: OPERATOR.into(),
     };
@@ -130,14 +185,37 @@ pub async fn decide(
         .map_err(unavailable)?;
     let message = outcome.message();
     match outcome {
-        DecideOutcome::Approved { id } | DecideOutcome::Denied { id } => {
-            Ok(Json(json!({"id": id, "message": message})))
-        }
+        DecideOutcome::Approved { id } => Ok(Json(
+            json!({"id": id, "status": "approved", "message": message}),
+        )),
+        DecideOutcome::Denied { id } => Ok(Json(
+            json!({"id": id, "status": "denied", "message": message}),
+        )),
         DecideOutcome::NotPending { status: None, .. } => Err(ApiError::not_found(format!(
             "no pending approval `{id}`: {message}"
         ))),
         DecideOutcome::NotPending { .. } => Err(ApiError(StatusCode::CONFLICT, message)),
         DecideOutcome::NotAllowed { .. } => Err(ApiError(StatusCode::FORBIDDEN, message)),
+    }
+}
+
+/// A 400 naming `confirmation` when it is not the action exactly as shown (the desk checks it
+/// again when it records the decision).
+async fn check_confirmation(
+    state: &StudioState,
+    id: &str,
+    confirmation: &str,
+) -> Result<(), ApiError> {
+    let key = id.trim().to_ascii_lowercase();
+    let row = state
+        .store
+        .read(move |conn| queries::get(conn, &key))
+        .await?;
+    match row {
+        Some(row) if row.action.trim() != confirmation.trim() => Err(ApiError::bad_request(
+            "The typed action does not match (`confirmation`): type it exactly as shown to allow it once.",
+        )),
+        _ => Ok(()),
     }
 }
 

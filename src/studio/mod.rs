@@ -4,11 +4,13 @@
 //! built from it and `/api/v1/openapi.json` is generated from it (`assets.rs`), so they cannot
 //! drift. Handlers read through the [`Store`] (read-only connections) and act through actors by
 //! message; none holds another actor's state. One file per concept: `overview` (overview, live
-//! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions, transcripts,
-//! Studio chat), `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
-//! `handoffs`, `timezones`, `people`, `audit`, `logs` (the recent log lines and their live
-//! tail), `costs`, `backups`, `reload`, `live` (runtime events as SSE), `gateway` (the
-//! OpenAI-compatible endpoint), `error` (the one error shape),
+//! tree, `/metrics`), `agents` (agents, sessions and their transcripts), `agent_files` (an
+//! agent's file: create, edit, duplicate, delete, skill toggles), `chat` (Studio's chat, also
+//! into Telegram conversations, and its stop), `runs`, `schedules`, `approvals` (inbox, grants,
+//! rules), `memory`, `mcp`, `handoffs`, `timezones`, `people`, `audit`, `logs` (the recent log
+//! lines and their live tail), `costs`, `backups`, `reload`, `providers` and `tool_catalogue`
+//! (what the setup and the agent editor pick from), `live` (runtime events as SSE), `gateway`
+//! (the OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
 //! route) with `token_file`, and `views` (Studio's views of the files).
 //!
@@ -34,6 +36,7 @@ pub mod approvals;
 pub mod assets;
 pub mod audit;
 pub mod backups;
+pub mod chat;
 pub mod costs;
 pub mod error;
 pub mod event_json;
@@ -194,7 +197,8 @@ api! {
     delete "/api/v1/agents/{name}" => agent_files::delete, "Deletes the agent's file and stops it; `data=keep|remove` says what happens to its workspace";
     patch "/api/v1/agents/{name}/skills/{skill}" => agent_files::toggle_skill, "Turns a skill on or off: the agent file's `skills` list, applied by a reload";
     get "/api/v1/skills" => agents::skills, "The skills catalogue with each agent's enablement and availability";
-    post "/api/v1/agents/{name}/chat" => agents::chat, "Talks to the agent; the answer streams as Server-Sent Events";
+    post "/api/v1/agents/{name}/chat" => chat::chat, "Talks to the agent as the operator, in a Studio conversation or one of its Telegram conversations (`chat`: `tg:<id>`; the answer goes to that Telegram chat too); the answer streams as Server-Sent Events";
+    post "/api/v1/agents/{name}/chat/stop" => chat::stop, "Stops the answer being worked on in a conversation (`chat`), like /stop";
     get "/api/v1/sessions" => agents::list_sessions, "Sessions, newest first";
     get "/api/v1/sessions/{id}" => agents::session_detail, "A session's transcript";
     get "/api/v1/runs" => runs::list, "Runs, newest first, paged with `before`";

@@ -1,5 +1,9 @@
-//! Approval requests on Telegram: the prompt (every character of the action shown, escaped, with
-//! its risk and the exact scope of any grant offered) and its buttons, encoded and parsed here only.
+//! Approval requests on Telegram: the prompt and its buttons, encoded and parsed here only.
+//!
+//! A prompt leads with a plain sentence ("Approval needed: ada wants to delete files in its
+//! workspace."), then the exact action (every character, escaped), then the grant's scope in the
+//! one wording `protocol::approvals` keeps for every channel, the expiry, and last — folded, for
+//! whoever wants it — the technical detail: tool, risk level, why, the request's id.
 //!
 //! A button's `callback_data` carries only the request's nonce (and, for a grant, its minutes), so a
 //! replayed or stale press is answered "expired" by the desk. Telegram caps `callback_data` at 64
@@ -7,6 +11,7 @@
 //! buttons under the last, so nobody approves a command they could not see whole.
 
 use super::format::escape_html;
+use crate::protocol::approvals::{grant_label, grant_scope};
 use crate::protocol::telegram::ApprovalPrompt;
 
 /// Characters of the action per message (the rest of a message is the header and the footer;
@@ -65,7 +70,7 @@ impl ApprovalButton {
         match self {
             ApprovalButton::Approve { .. } => "✅ Approve once".to_string(),
             ApprovalButton::ApproveExactFor { minutes, .. } => {
-                format!("✅ This exact action, {minutes} min")
+                format!("✅ {}", grant_label(*minutes))
             }
             ApprovalButton::Deny { .. } => "❌ Deny".to_string(),
         }
@@ -86,9 +91,9 @@ pub fn buttons(prompt: &ApprovalPrompt) -> Vec<ApprovalButton> {
     buttons
 }
 
-/// The prompt as Telegram HTML messages: the action whole, in `<pre>`, split over as many
-/// messages as it needs; the last one carries the risk, the reason, the grant's scope and the
-/// expiry (and gets the buttons).
+/// The prompt as Telegram HTML messages: the plain sentence, then the action whole, in `<pre>`,
+/// split over as many messages as it needs; the last one carries the grant's scope, the expiry
+/// and the folded technical detail (and gets the buttons).
 pub fn render(prompt: &ApprovalPrompt) -> Vec<String> {
     let characters: Vec<char> = prompt.action.chars().collect();
     let chunks: Vec<String> = if characters.is_empty() {
@@ -101,14 +106,13 @@ pub fn render(prompt: &ApprovalPrompt) -> Vec<String> {
     };
     let count = chunks.len();
     let head = format!(
-        "{}<b>Approval needed</b> ({})\n{} wants to run{}:",
+        "{}<b>Approval needed: {}.</b>\nExactly this{}:",
         if prompt.again {
             "(posted again after a restart) "
         } else {
             ""
         },
-        escape_html(&prompt.id),
-        escape_html(&prompt.agent),
+        escape_html(&prompt.summary()),
         if count > 1 {
             format!(" ({} characters, in {count} parts)", characters.len())
         } else {
@@ -140,17 +144,9 @@ pub fn render(prompt: &ApprovalPrompt) -> Vec<String> {
 }
 
 fn footer(prompt: &ApprovalPrompt) -> String {
-    let mut footer = format!(
-        "\nRisk {}: {}",
-        escape_html(&prompt.risk),
-        escape_html(&prompt.reason)
-    );
+    let mut footer = String::new();
     if let Some(minutes) = prompt.grant_minutes {
-        footer.push_str(&format!(
-            "\n“This exact action, {minutes} min” also lets exactly this action (same tool, same \
-             arguments, character for character) run again in this chat for {minutes} minutes \
-             without asking. Anything else still asks."
-        ));
+        footer.push_str(&format!("\n{}", escape_html(&grant_scope(minutes))));
     }
     if let Some(chat) = &prompt.from_chat {
         let id = chat
@@ -162,10 +158,15 @@ fn footer(prompt: &ApprovalPrompt) -> String {
         }
     }
     footer.push_str(&format!(
-        "\nExpires in {}. Reply /approve {} or /deny {}.",
-        escape_html(&prompt.expires_in),
-        escape_html(&prompt.id),
-        escape_html(&prompt.id)
+        "\nExpires in {}; expiry counts as a no.",
+        escape_html(&prompt.expires_in)
+    ));
+    footer.push_str(&format!(
+        "\n<blockquote expandable>Details: tool {}, risk {}: {}\nRequest {id}: /approve {id} or /deny {id}</blockquote>",
+        escape_html(&prompt.tool),
+        escape_html(&prompt.risk),
+        escape_html(&prompt.reason),
+        id = escape_html(&prompt.id),
     ));
     footer
 }
@@ -178,6 +179,7 @@ mod tests {
         ApprovalPrompt {
             id: "abc23456".into(),
             agent: "ada".into(),
+            tool: "write_file".into(),
             action: action.into(),
             risk: "L2".into(),
             reason: "writes <files>".into(),
@@ -231,10 +233,18 @@ mod tests {
             "the action cannot close the code block"
         );
         assert!(
+            messages[0]
+                .starts_with("<b>Approval needed: ada wants to write a file in its workspace.</b>"),
+            "a plain sentence comes first: {}",
+            messages[0]
+        );
+        assert!(
             messages[0].contains("same arguments"),
             "the grant's scope is shown"
         );
-        assert!(messages[0].contains("Risk L2: writes &lt;files&gt;"));
+        assert!(messages[0].contains(
+            "<blockquote expandable>Details: tool write_file, risk L2: writes &lt;files&gt;"
+        ));
 
         let long: String = (0..7_000)
             .map(|index| char::from(b'a' + (index % 26) as u8))

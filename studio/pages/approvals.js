@@ -1,8 +1,10 @@
-// approvals.js — the operator's inbox: pending approvals (exact action in a monospace block, agent,
-// tool, risk, reason, expiry countdown) with Approve / Deny / Approve for 30 min; below, recently
-// decided approvals, active grants (with Revoke) and recent policy decisions. Refreshes on approval_*,
-// policy_changed (a grant revoked or a rule changed elsewhere) and decision steps of runs.
-import { api, load, el, append, enc, badge, when, expires, empty, table, kv, act, code, toast } from '/app.js';
+// approvals.js — the operator's inbox: pending approvals, each saying first in a sentence what the
+// agent wants to do, then the exact action, the grant in the one wording every channel uses, and
+// Approve once / Allow exactly this for 30 min / Deny (a blocked action: type it out to allow it
+// once), the technical detail folded; below, active grants (with Revoke), recently decided
+// approvals with their outcome in plain words, and recent policy decisions. Refreshes on
+// approval_*, policy_changed (a grant revoked or a rule changed elsewhere) and decision steps of runs.
+import { api, load, el, append, enc, badge, when, expires, empty, table, kv, act, code, approvalCard } from '/app.js';
 
 export const events = ['approval_requested', 'approval_decided', 'policy_changed', 'run_step'];
 
@@ -11,7 +13,9 @@ export async function render(root, ctx) {
   const decided = el('div');
   const grants = el('div');
   const decisions = el('div');
-  append(root, el('h1', null, 'Approvals'), pending,
+  append(root, el('h1', null, 'Approvals'),
+    el('p', { class: 'lead' }, 'What agents want to do that needs your OK. Decide the requests waiting below; '
+      + 'grants you gave and past decisions are further down.'), pending,
     el('h2', null, 'Active grants'), grants,
     el('h2', null, 'Recently decided'), decided,
     el('h2', null, 'Policy decisions'), decisions);
@@ -42,58 +46,33 @@ function drawPending(box, items, refresh) {
     append(box, empty('Nothing waiting for you. When an agent wants to do something risky, it shows up here.'));
     return;
   }
-  append(box, items.map((a) => {
-    const buttons = el('div', { class: 'row buttons' });
-    const decide = (decision, minutes, label) => el('button', {
-      type: 'button', 'data-action': minutes ? 'approve-30' : decision,
-      class: decision === 'approve' ? (minutes ? '' : 'good') : 'danger',
-      onclick: async () => {
-        const setAll = (off) => { for (const b of buttons.querySelectorAll('button')) b.disabled = off; };
-        setAll(true);
-        try {
-          const body = minutes ? { decision, grant_minutes: minutes } : { decision };
-          const result = await api(`/api/v1/approvals/${enc(a.id)}/decision`, { method: 'POST', body });
-          toast(`${decision === 'approve' ? 'Approved' : 'Denied'}: ${a.tool} for ${a.agent}${minutes ? ` (allowed for ${minutes} min)` : ''}.`);
-          card.setAttribute('data-decided', result.status || decision);
-          refresh();
-        } catch (err) {
-          toast(err.message, 'bad');
-          setAll(false);
-        }
-      },
-    }, label);
-    buttons.append(decide('approve', 0, 'Approve'), decide('deny', 0, 'Deny'), decide('approve', 30, 'Approve for 30 min'));
-    const card = el('div', { class: 'card approval', 'data-approval': a.id },
-      el('div', { class: 'row spread' },
-        el('div', { class: 'row' }, el('strong', null, a.tool), a.risk && badge(riskTone(a.risk), `risk: ${a.risk}`)),
-        expires(a.expires_ms)),
-      el('pre', { class: 'action-block' }, actionText(a.action)),
-      kv([
-        ['Agent', el('a', { href: `#/agents/${enc(a.agent)}` }, a.agent)],
-        ['Chat', a.chat ? code(a.chat) : null], ['Target', a.target ? code(a.target) : null],
-        ['Reason', a.reason], ['Requested', when(a.requested_ms)],
-        ['Run', a.run_id != null ? el('a', { href: `#/runs/${enc(a.run_id)}` }, `#${a.run_id}`) : null],
-      ]),
-      buttons);
-    return card;
-  }));
+  append(box, items.map((a) => approvalCard(a, refresh, kv([
+    ['Agent', el('a', { href: `#/agents/${enc(a.agent)}` }, a.agent)],
+    // Studio and Telegram conversations open in Chat; others are named only.
+    ['Conversation', /^(studio|tg):/.test(a.chat ?? '')
+      ? el('a', { href: `#/chat/${enc(a.agent)}?chat=${enc(a.chat)}` }, a.chat_label ?? a.chat)
+      : a.chat_label ?? a.chat],
+    ['Requested', when(a.requested_ms)],
+    ['Run', a.run_id != null ? el('a', { href: `#/runs/${enc(a.run_id)}` }, `#${a.run_id}`) : null],
+  ]))));
 }
 
 function riskTone(risk) {
   const r = String(risk).toLowerCase();
-  return ['high', 'critical', 'destructive'].includes(r) ? 'bad' : ['low', 'none', 'safe'].includes(r) ? 'idle' : 'warn';
+  return ['high', 'critical', 'destructive', 'l3'].includes(r) ? 'bad' : ['low', 'none', 'safe'].includes(r) ? 'idle' : 'warn';
 }
 
 function drawGrants(box, items, refresh) {
   const live = items.filter((g) => g.revoked_ms == null && (g.expires_ms == null || g.expires_ms > Date.now()));
   if (!live.length) {
-    append(box, empty('No active grants. "Approve for 30 min" lets an agent repeat the same kind of action without asking again.'));
+    append(box, empty('No active grants. “Allow exactly this for 30 min” on a request lets exactly that action — the same tool with the same arguments, character for character — run again in its chat without asking, for 30 minutes.'));
     return;
   }
+  append(box, el('p', { class: 'muted small' }, 'Each grant lets exactly one action (the same tool with the same arguments, character for character) run again in its chat without asking, until it expires. Anything else still asks.'));
   append(box, table([
     { label: 'Agent', cell: (g) => g.agent },
     { label: 'Tool', cell: (g) => g.tool },
-    { label: 'Target', cell: (g) => (g.target ? code(g.target) : 'any') },
+    { label: 'Exactly this action', cell: (g) => (g.target ? code(g.target) : '—') },
     { label: 'Chat', cell: (g) => g.chat ?? 'any' },
     { label: 'Expires', cell: (g) => expires(g.expires_ms) },
     { label: 'By', cell: (g) => g.created_by ?? '—' },
@@ -108,12 +87,15 @@ function drawDecided(box, items) {
   if (!done.length) { append(box, empty('No decisions yet.')); return; }
   append(box, table([
     { label: 'When', cell: (a) => when(a.decided_ms ?? a.requested_ms) },
-    { label: 'Agent', cell: (a) => a.agent },
-    { label: 'Tool', cell: (a) => a.tool },
-    { label: 'Action', cell: (a) => el('code', { title: actionText(a.action) }, actionText(a.action).slice(0, 80)) },
-    { label: 'Outcome', cell: (a) => badge(a.status) },
+    { label: 'What the agent wanted', cell: (a) => a.summary ?? `${a.agent}: ${a.tool}` },
+    { label: 'Exactly', cell: (a) => el('code', { title: actionText(a.action) }, actionText(a.action).slice(0, 80)) },
+    { label: 'Outcome', cell: (a) => badge(outcomeTone(a.status), a.outcome ?? a.status) },
     { label: 'By', cell: (a) => a.decided_by ?? '—' },
   ], done, (a) => ({ 'data-decided-approval': a.id })));
+}
+
+function outcomeTone(status) {
+  return status === 'consumed' || status === 'approved' ? 'ok' : status === 'pending' ? 'warn' : 'bad';
 }
 
 function drawDecisions(box, d) {
@@ -124,7 +106,7 @@ function drawDecisions(box, d) {
     { label: 'When', cell: (d) => when(d.at_ms) },
     { label: 'Agent', cell: (d) => d.agent },
     { label: 'Tool', cell: (d) => d.tool },
-    { label: 'Decision', cell: (d) => badge(d.decision) },
+    { label: 'Decision', cell: (d) => badge(d.decision, { allow: 'allowed', require_approval: 'asked a person', deny: 'refused' }[d.decision] ?? d.decision) },
     { label: 'Risk', cell: (d) => (d.risk != null ? badge(riskTone(d.risk), d.risk) : '—') },
     { label: 'Reason', cell: (d) => d.reason ?? '' },
     { label: 'Run', cell: (d) => (d.run_id != null ? el('a', { href: `#/runs/${enc(d.run_id)}` }, `#${d.run_id}`) : '—') },

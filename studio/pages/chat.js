@@ -1,26 +1,40 @@
-// chat.js — talk to an agent. POST /api/v1/agents/{name}/chat answers with a text/event-stream that
-// we read with fetch + getReader: `partial` (whole answer so far) grows the assistant bubble, `tool`
-// events become tool cards, `notice` a muted line, `final` ends the turn. One conversation id per
-// agent lives in localStorage (default "operator"); "New conversation" picks a fresh one. Earlier
-// messages of that conversation are shown when the session can be found. Live: agent_changed
-// updates the agent picker (paused or not); message and run events of this conversation bring in
-// what was said in it elsewhere (another tab or device on the same conversation) — never while a
-// turn of this tab streams, never touching the text being typed, and this tab's own turns are not
-// redrawn.
-import { api, load, el, append, enc, badge, empty, mutationHeaders, transcriptItem, errorBox, clear } from '/app.js';
+// chat.js — talk to an agent as the operator. POST /api/v1/agents/{name}/chat answers with a
+// text/event-stream read with fetch + getReader: `partial` (the whole answer so far, drawn as
+// Markdown) grows the assistant bubble, `tool` events become tool cards (a `waiting_approval` one
+// brings in the approval card), `notice` a muted line, `final` ends the turn; then the run's steps
+// fill the cards with what each tool was asked and answered. Stop asks the session to stop
+// (/stop). A pending approval of this conversation is an inline card (approve once, allow exactly
+// this for a while, deny; a blocked action: allow once by typing it) read from the approvals API,
+// so it is still there after navigating away and back.
+//
+// Conversations: a Studio one (id in localStorage per agent, default "operator"; "New
+// conversation" picks a fresh one) or any Telegram conversation the agent has (#/chat/ada?chat=tg:42
+// opens it): a message sent there reaches the agent as the operator's and the answer goes to the
+// Telegram chat, and shows here. Live: agent_changed updates the agent picker; message, run and
+// approval events of this conversation bring in what was said elsewhere — never while a turn of
+// this tab streams, never touching the text being typed.
+import {
+  api, load, el, append, enc, empty, mutationHeaders, transcriptItems, toolCard, markdown, errorBox, clear, toast,
+  approvalCard,
+} from '/app.js';
 
-export const events = ['agent_changed', 'message_in', 'message_out', 'run_finished'];
+export const events = ['agent_changed', 'message_in', 'message_out', 'run_finished', 'approval_requested',
+  'approval_decided'];
 
 const AGENT_KEY = 'clawvisor.chat.agent';
 const convKey = (agent) => `clawvisor.chat.conversation.${agent}`;
 const conversation = (agent) => localStorage.getItem(convKey(agent)) || 'operator';
+/** The stored chat key of a conversation id: `tg:42` stays, `operator` is `studio:operator`. */
+const chatKey = (conv) => (conv.startsWith('tg:') ? conv : `studio:${conv.replace(/^studio:/, '')}`);
 
 export async function render(root, ctx) {
   const box = el('div');
-  append(root, el('h1', null, 'Chat'), box);
+  append(root, el('h1', null, 'Chat'),
+    el('p', { class: 'lead' }, 'Talk to an agent as the operator, here or in one of its Telegram chats. '
+      + 'Anything it needs your approval for shows up right here as a card.'), box);
   return load(box, () => api('/api/v1/agents'), (d) => {
     if (!d.agents?.length) {
-      append(box, empty('No agents to talk to yet. Add an agent file under actors/ (for example actors/assistant.toml) and restart the daemon.'));
+      append(box, empty('No agents to talk to yet. Add an agent (Agents page), then come back here.'));
       return;
     }
     chatUi(box, d.agents, ctx);
@@ -32,6 +46,11 @@ const textOf = (ev) => (typeof ev.content === 'string' ? ev.content : JSON.strin
 function chatUi(box, agents, ctx) {
   const names = agents.map((a) => a.name);
   let agent = [ctx.params[0], localStorage.getItem(AGENT_KEY)].find((n) => n && names.includes(n)) || names[0];
+  const asked = ctx.query.get('chat');
+  // #/chat/ada?chat=tg:42 (or studio:<id>) opens that conversation.
+  if (asked && ctx.params[0] === agent && /^(tg:-?\d+(\/\d+)?|studio:[\w-]{1,64})$/.test(asked)) {
+    localStorage.setItem(convKey(agent), asked.replace(/^studio:/, ''));
+  }
   let busy = false;
   let historySeq = 0;
   // What the history shows, to tell this tab's own turns from what was said elsewhere.
@@ -43,34 +62,64 @@ function chatUi(box, agents, ctx) {
   const label = (a) => (a.reachable === false ? `${a.name} (not answering)` : a.paused ? `${a.name} (paused)` : a.name);
   const picker = el('select', { id: 'chat-agent', value: agent, 'aria-label': 'Agent' },
     agents.map((a) => el('option', { value: a.name }, label(a))));
-  const convLabel = el('span', { class: 'muted small' });
+  const convPicker = el('select', { id: 'chat-conversation', 'aria-label': 'Conversation' });
   const newBtn = el('button', { id: 'chat-new', type: 'button' }, 'New conversation');
+  const where = el('p', { class: 'muted small', id: 'chat-where' });
   const history = el('div', { class: 'history' });
   const live = el('div', { class: 'live' });
-  const log = el('div', { class: 'chat-log', 'aria-live': 'polite' }, history, live);
+  const approvals = el('div', { class: 'inline-approvals', id: 'chat-approvals', 'aria-live': 'polite' });
+  const log = el('div', { class: 'chat-log', 'aria-live': 'polite' }, history, live, approvals);
   const input = el('textarea', { id: 'chat-input', rows: 3, placeholder: 'Message the agent… (Enter sends, Shift+Enter for a new line)' });
   const send = el('button', { id: 'chat-send', type: 'submit', class: 'primary' }, 'Send');
+  const stop = el('button', { id: 'chat-stop', type: 'button', class: 'danger', hidden: true }, 'Stop');
 
   const scroll = () => { log.scrollTop = log.scrollHeight; };
+  const key = () => chatKey(conversation(agent));
+
+  function describeWhere() {
+    const k = key();
+    where.textContent = k.startsWith('tg:')
+      ? 'You write into this Telegram chat as the operator. The agent answers there (its bot sends it) and here.'
+      : 'A conversation in Studio only. Start a new one for a fresh topic.';
+  }
+
+  async function loadConversations() {
+    const current = conversation(agent);
+    let sessions = [];
+    try { ({ sessions = [] } = await api(`/api/v1/sessions?agent=${enc(agent)}`)); } catch { /* only the current one is offered */ }
+    const seen = new Set();
+    const options = [];
+    for (const s of sessions) {
+      if (!s.continuable || seen.has(s.chat)) continue;
+      seen.add(s.chat);
+      options.push([s.chat.startsWith('tg:') ? s.chat : s.chat.replace(/^studio:/, ''), s.label || s.chat]);
+    }
+    if (!options.some(([v]) => v === current)) options.unshift([current, current.startsWith('tg:') ? `Telegram ${current.slice(3)}` : `Studio: ${current}`]);
+    clear(convPicker, options.map(([value, text]) => el('option', { value }, text)));
+    convPicker.value = current;
+  }
 
   function switchTo(name) {
     agent = name;
     localStorage.setItem(AGENT_KEY, name);
     live.replaceChildren();
-    convLabel.textContent = `conversation: ${conversation(agent)}`;
+    describeWhere();
+    loadConversations();
     loadHistory();
+    loadApprovals();
   }
 
   async function transcript(name, conv) {
     const { sessions = [] } = await api(`/api/v1/sessions?agent=${enc(name)}`);
-    const match = sessions.filter((s) => s.chat === `studio:${conv}` || s.chat === conv)
+    const k = chatKey(conv);
+    const match = sessions.filter((s) => s.chat === k)
       .sort((x, y) => (y.updated_ms ?? 0) - (x.updated_ms ?? 0))[0];
     return match ? (await api(`/api/v1/sessions/${enc(match.id)}`)).events || [] : [];
   }
 
-  function showHistory(events) {
-    history.replaceChildren(...events.map((ev) => transcriptItem(ev, 'history')));
-    shownIds = new Set(events.map((ev) => ev.id));
+  function showHistory(evs) {
+    history.replaceChildren(...transcriptItems(evs, 'history'));
+    shownIds = new Set(evs.map((ev) => ev.id));
     ownTexts = [];
   }
 
@@ -80,11 +129,11 @@ function chatUi(box, agents, ctx) {
     history.replaceChildren(el('p', { class: 'notice' }, 'Loading earlier messages…'));
     history.dataset.loading = 'true';
     try {
-      const events = await transcript(agent, conv);
+      const evs = await transcript(agent, conv);
       if (seq !== historySeq) return;
       delete history.dataset.loading;
-      showHistory(events);
-      if (!events.length && !live.firstChild) append(history, el('p', { class: 'notice hello' }, `Say hello to ${agent}.`));
+      showHistory(evs);
+      if (!evs.length && !live.firstChild) append(history, el('p', { class: 'notice hello' }, `Say hello to ${agent}.`));
       scroll();
     } catch (e) {
       if (seq !== historySeq) return;
@@ -98,17 +147,36 @@ function chatUi(box, agents, ctx) {
     if (history.dataset.loading) return; // that load brings the newest anyway
     if (busy) { syncLater = true; return; }
     const seq = historySeq;
-    let events;
-    try { events = await transcript(agent, conversation(agent)); } catch { return; }
+    let evs;
+    try { evs = await transcript(agent, conversation(agent)); } catch { return; }
     if (seq !== historySeq || busy) return;
-    const foreign = events.filter((ev) => !shownIds.has(ev.id)
+    const foreign = evs.filter((ev) => !shownIds.has(ev.id)
       && !(ev.run_id != null && ownRuns.has(ev.run_id))
       && !(ev.kind === 'user' && ownTexts.includes(textOf(ev))));
     if (!foreign.length) return;
     // The stored transcript is the whole truth: it replaces this tab's live bubbles too.
     live.replaceChildren();
-    showHistory(events);
+    showHistory(evs);
     scroll();
+  }
+
+  // ---------- inline approval cards ----------
+
+  let approvalSeq = 0;
+  async function loadApprovals() {
+    const seq = ++approvalSeq;
+    let items = [];
+    try {
+      ({ approvals: items = [] } = await api(`/api/v1/approvals?status=pending&agent=${enc(agent)}&chat=${enc(key())}`));
+    } catch (e) {
+      if (seq === approvalSeq) clear(approvals, el('p', { class: 'notice' }, `Pending approvals are not available (${e.message}).`));
+      return;
+    }
+    if (seq !== approvalSeq) return;
+    // Keep cards being worked on (typed confirmation) as they are.
+    const keep = new Map([...approvals.querySelectorAll('[data-approval]')].map((c) => [c.dataset.approval, c]));
+    clear(approvals, items.map((a) => keep.get(a.id) || approvalCard(a, loadApprovals)));
+    if (items.length) scroll();
   }
 
   async function refreshAgents() {
@@ -122,8 +190,11 @@ function chatUi(box, agents, ctx) {
   }
 
   ctx.accept = (kind, event) => kind === 'agent_changed'
-    || (event?.data?.agent === agent && event?.data?.chat === `studio:${conversation(agent)}`);
-  ctx.refresh = () => { refreshAgents(); syncHistory(); };
+    || (kind === 'approval_decided' && event?.data?.agent === agent)
+    || (event?.data?.agent === agent && event?.data?.chat === key());
+  ctx.refresh = () => { refreshAgents(); syncHistory(); loadApprovals(); };
+
+  // ---------- one turn ----------
 
   async function submit(text) {
     if (!text || busy) return;
@@ -132,22 +203,24 @@ function chatUi(box, agents, ctx) {
     history.querySelector('.hello')?.remove();
     busy = true;
     send.disabled = true;
+    stop.hidden = false;
+    stop.disabled = false;
     ownTexts.push(text.trim());
-    const turn = { agent, conv: conversation(agent) };
-    const mine = el('div', { class: 'msg user' }, text);
+    const turn = { agent, chat: key() };
+    const mine = el('div', { class: 'msg user' }, el('div', { class: 'msg-text' }, text));
     append(live, mine);
     const tools = el('div', { class: 'tools' });
-    const body = el('div', { class: 'msg-text' });
+    const body = el('div', { class: 'msg-text md' });
     const notices = el('div');
     const foot = el('div', { class: 'msg-foot' });
-    const bubble = el('div', { class: 'msg assistant', 'data-streaming': 'true' }, tools, body, notices, foot);
+    const bubble = el('div', { class: 'msg assistant', 'data-streaming': 'true' }, tools, notices, body, foot);
     append(live, bubble);
     scroll();
     const finish = () => bubble.removeAttribute('data-streaming');
     try {
       const res = await fetch(`/api/v1/agents/${enc(turn.agent)}/chat`, {
         method: 'POST', credentials: 'same-origin', headers: { ...mutationHeaders(), Accept: 'text/event-stream' },
-        body: JSON.stringify({ text, chat: turn.conv }),
+        body: JSON.stringify({ text, chat: turn.chat }),
       }).catch(() => { throw new Error('Cannot reach clawvisor. Is the daemon running?'); });
       if (!res.ok) {
         let message = `${res.status} ${res.statusText}`;
@@ -156,14 +229,18 @@ function chatUi(box, agents, ctx) {
       }
       let done = false;
       await readEvents(res.body, (kind, data) => {
-        if (kind === 'partial') body.textContent = data.text ?? '';
-        else if (kind === 'tool') toolCard(tools, data);
-        else if (kind === 'notice') append(notices, el('p', { class: 'notice' }, data.text ?? ''));
+        if (kind === 'partial') setBody(data.text ?? '');
+        else if (kind === 'tool') liveTool(tools, data, loadApprovals);
+        else if (kind === 'notice') append(notices, markdown(data.text ?? '', 'notice md'));
         else if (kind === 'final') {
-          if (data.text != null) body.textContent = data.text;
+          setBody(data.text ?? '');
           if (data.run_id != null) {
             ownRuns.add(data.run_id);
             foot.append(el('a', { href: `#/runs/${enc(data.run_id)}` }, `run ${data.run_id}`));
+            fillToolsFromRun(tools, data.run_id);
+          }
+          if (!(data.text ?? '').trim() && !tools.firstChild && !notices.firstChild) {
+            append(notices, el('p', { class: 'notice' }, 'No answer text came back. The run page has what happened.'));
           }
           finish();
           bubble.setAttribute('data-done', 'true');
@@ -179,12 +256,36 @@ function chatUi(box, agents, ctx) {
     } finally {
       busy = false;
       send.disabled = false;
+      stop.hidden = true;
       scroll();
+      loadApprovals();
       if (syncLater) { syncLater = false; syncHistory(); }
+    }
+
+    // The answer so far, as Markdown (the text node is replaced, never parsed as HTML).
+    function setBody(textSoFar) {
+      const current = bubble.querySelector('.msg-text');
+      const next = markdown(textSoFar, 'msg-text md');
+      if (current) current.replaceWith(next); else bubble.insertBefore(next, foot);
     }
   }
 
+  stop.addEventListener('click', async () => {
+    stop.disabled = true;
+    try {
+      const result = await api(`/api/v1/agents/${enc(agent)}/chat/stop`, { method: 'POST', body: { chat: key() } });
+      toast(result.message || 'Asked the agent to stop.');
+    } catch (e) {
+      toast(e.message, 'bad');
+      stop.disabled = false;
+    }
+  });
+
   picker.addEventListener('change', () => switchTo(picker.value));
+  convPicker.addEventListener('change', () => {
+    localStorage.setItem(convKey(agent), convPicker.value);
+    switchTo(agent);
+  });
   newBtn.addEventListener('click', () => {
     const id = `c-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
     localStorage.setItem(convKey(agent), id);
@@ -200,23 +301,54 @@ function chatUi(box, agents, ctx) {
     if (!text || busy) return;
     input.value = '';
     submit(text);
-  } }, input, send);
+  } }, input, el('div', { class: 'composer-buttons' }, send, stop));
 
   append(box, el('div', { class: 'chat' },
-    el('div', { class: 'row' }, el('label', { class: 'inline' }, 'Agent', picker), newBtn, convLabel),
-    log, form));
+    el('div', { class: 'row' }, el('label', { class: 'inline' }, 'Agent', picker),
+      el('label', { class: 'inline' }, 'Conversation', convPicker), newBtn),
+    where, log, form));
   switchTo(agent);
 }
 
-/** Adds or updates a tool card: a new status for the newest unfinished card of that tool updates it. */
-function toolCard(tools, data) {
+/** A `tool` event of the live turn: a new card, or the newest unfinished card of that tool updated. */
+function liveTool(tools, data, onApproval) {
   const name = data.name ?? 'tool';
   const open = [...tools.querySelectorAll('.tool-card')].reverse()
-    .find((c) => c.dataset.tool === name && ['running', 'waiting_approval', 'started'].includes(c.dataset.status));
-  const card = open || tools.appendChild(el('div', { class: 'tool-card', 'data-tool': name }));
-  card.dataset.status = data.status ?? '';
-  clear(card, el('span', { class: 'mono' }, name), badge(data.status),
-    data.status === 'waiting_approval' && el('a', { href: '#/approvals' }, 'approve →'));
+    .find((c) => c.dataset.tool === name && ['asked', 'started', 'waiting_approval'].includes(c.dataset.status));
+  const card = open || tools.appendChild(toolCard({ name, status: 'started' }));
+  card.status(data.status ?? 'started');
+  if (data.status === 'waiting_approval') onApproval();
+}
+
+/** Once the run ended: its tool cards are redrawn from the recorded steps, with each call's
+ *  arguments and output, and the calls the policy refused marked as not run (with why). */
+async function fillToolsFromRun(tools, runId) {
+  let run;
+  try { run = await api(`/api/v1/runs/${enc(runId)}`); } catch { return; /* the live cards stay */ }
+  const cards = [];
+  const byCall = new Map();
+  const decisions = new Map();
+  for (const step of run.steps || []) {
+    const callId = step.detail?.call_id;
+    if (step.kind === 'decision') decisions.set(callId, step.decision);
+    const notApproved = step.decision?.verdict === 'require_approval'
+      && String(step.decision?.approval?.status ?? '').startsWith('denied');
+    if (step.kind === 'decision' && (step.decision?.verdict === 'deny' || notApproved)) {
+      const why = notApproved ? step.decision.outcome : step.decision.reason;
+      const card = toolCard({ name: step.name, output: `Not run: ${why ?? ''}`, isError: true });
+      card.status('refused');
+      card.decision(step.decision);
+      cards.push(card);
+    } else if (step.kind === 'tool_call') {
+      const card = toolCard({ name: step.name, args: step.detail?.arguments, status: 'started' });
+      card.decision(decisions.get(callId));
+      byCall.set(callId, card);
+      cards.push(card);
+    } else if (step.kind === 'tool_result' && byCall.has(callId)) {
+      byCall.get(callId).answer(step.output ?? step.detail?.summary ?? '', step.detail?.is_error === true);
+    }
+  }
+  if (cards.length) clear(tools, cards);
 }
 
 /** Reads a text/event-stream body; calls onEvent(kind, data) per event; stops when it returns true. */

@@ -1,5 +1,10 @@
 //! Decisions: only an approver decides a pending request; the decision (and the grant it
 //! creates) is stored with its audit rows before the waiting run, the chat and Studio are told.
+//!
+//! A blocked (L3) request is decided by the Studio operator alone: denied like any other, or
+//! allowed once with `AllowBlockedOnce`, whose confirmation must be the action exactly as shown.
+//! That decision is audited as `approval.allowed_blocked_once` (with the action's hash) and never
+//! creates a grant: it covers exactly that one action, once.
 
 use std::time::Duration;
 
@@ -9,6 +14,7 @@ use serde_json::json;
 
 use super::{DeskState, resolve_message};
 use crate::events::{EventData, EventKind};
+use crate::policy::RiskLevel;
 use crate::protocol::approvals::{ApprovalVerdict, DecideOutcome, Decider, Decision};
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
 
@@ -30,22 +36,29 @@ pub(super) async fn on_decide(
         Ok(row) => row,
         Err(outcome) => return Ok(outcome),
     };
+    if let Err(outcome) = fits_the_risk(&row, &decision, decider) {
+        return Ok(outcome);
+    }
     let by = decider.label();
     let status = match decision {
-        Decision::Approve | Decision::ApproveFor(_) => ApprovalStatus::Approved,
+        Decision::Approve | Decision::ApproveFor(_) | Decision::AllowBlockedOnce { .. } => {
+            ApprovalStatus::Approved
+        }
         Decision::Deny => ApprovalStatus::Denied,
     };
     let grant_for = match decision {
         Decision::ApproveFor(duration) => Some(duration),
         _ => None,
     };
-    let Some(grant) = record_decision(state, &row, status, &by, grant_for).await? else {
+    let blocked_once = matches!(decision, Decision::AllowBlockedOnce { .. });
+    let recorded = record_decision(state, &row, status, &by, grant_for, blocked_once).await?;
+    let Some(grant) = recorded else {
         return Ok(DecideOutcome::NotPending {
             id: key,
             status: None,
         });
     };
-    tell_decision(state, &row, status, &by, grant);
+    tell_decision(state, &row, status, &by, &decider.display_name(), grant);
     Ok(if status == ApprovalStatus::Approved {
         DecideOutcome::Approved { id: row.id }
     } else {
@@ -85,6 +98,41 @@ fn decidable(
     }
 }
 
+/// Whether `decision` may be taken on `row` given its risk: a blocked (L3) action is only allowed
+/// once, by the Studio operator, with the typed confirmation (or denied); `AllowBlockedOnce` is
+/// only for blocked actions.
+fn fits_the_risk(
+    row: &ApprovalRow,
+    decision: &Decision,
+    decider: &Decider,
+) -> Result<(), DecideOutcome> {
+    let blocked = row.risk == RiskLevel::L3;
+    let refuse = |reason: &str| {
+        Err(DecideOutcome::NotAllowed {
+            reason: reason.to_string(),
+        })
+    };
+    match decision {
+        Decision::Deny => Ok(()),
+        Decision::AllowBlockedOnce { .. } if !matches!(decider, Decider::Operator { .. }) => {
+            refuse("Only the operator in Studio can allow a blocked action.")
+        }
+        Decision::AllowBlockedOnce { .. } if !blocked => {
+            refuse("This action is not a blocked one: approve it with Approve once instead.")
+        }
+        Decision::AllowBlockedOnce { confirmation } if confirmation.trim() != row.action.trim() => {
+            refuse(
+                "The typed confirmation does not match the action. Type the action exactly as shown to allow it once.",
+            )
+        }
+        Decision::AllowBlockedOnce { .. } => Ok(()),
+        Decision::Approve | Decision::ApproveFor(_) if blocked => refuse(
+            "This action is blocked by policy. Only an operator can allow it, once, in Studio, by typing the action to confirm.",
+        ),
+        Decision::Approve | Decision::ApproveFor(_) => Ok(()),
+    }
+}
+
 /// Stores the decision and its grant with their audit rows; `None` when no longer pending.
 async fn record_decision(
     state: &DeskState,
@@ -92,6 +140,7 @@ async fn record_decision(
     status: ApprovalStatus,
     by: &str,
     grant_for: Option<Duration>,
+    blocked_once: bool,
 ) -> Result<Option<Option<i64>>, ActorProcessingErr> {
     let now = crate::clock::now_ms();
     let (stored, decided_by) = (row.clone(), by.to_string());
@@ -110,6 +159,19 @@ async fn record_decision(
                 &stored.id,
                 &json!({"decision": status, "action_hash": stored.action_hash, "tool": stored.tool, "run_id": stored.run_id}),
             )?;
+            if blocked_once {
+                // A human decision that lets exactly this blocked action run once.
+                crate::audit::append(
+                    conn,
+                    &decided_by,
+                    "approval.allowed_blocked_once",
+                    &stored.id,
+                    &json!({"risk": stored.risk.as_str(), "action": stored.action,
+                            "action_hash": stored.action_hash, "tool": stored.tool,
+                            "run_id": stored.run_id, "chat": stored.chat,
+                            "confirmation": "the action, typed out"}),
+                )?;
+            }
             let Some(duration) = grant_for else {
                 return Ok(Some(None));
             };
@@ -160,9 +222,13 @@ fn tell_decision(
     row: &ApprovalRow,
     status: ApprovalStatus,
     by: &str,
+    shown_as: &str,
     grant: Option<i64>,
 ) {
     crate::audit::announce(&state.args.events, "approval.decided", &row.id);
+    if row.risk == RiskLevel::L3 && status == ApprovalStatus::Approved {
+        crate::audit::announce(&state.args.events, "approval.allowed_blocked_once", &row.id);
+    }
     if let Some(grant) = grant {
         crate::audit::announce(
             &state.args.events,
@@ -188,11 +254,16 @@ fn tell_decision(
     } else {
         "❌ Denied"
     };
+    let granted = if grant.is_some() {
+        " Exactly this may run again in this chat for a while without asking."
+    } else {
+        ""
+    };
     resolve_message(
         &state.args,
         row,
         &format!(
-            "{mark} by {by}: `{}`",
+            "{mark} by {shown_as}: `{}`{granted}",
             row.action.chars().take(300).collect::<String>()
         ),
     );

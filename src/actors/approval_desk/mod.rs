@@ -11,6 +11,11 @@
 //! answered after this actor replied). Only approvers decide: the agent's Telegram approvers for
 //! that agent's requests, the Studio operator, the terminal user for their own chat.
 //!
+//! A blocked (L3) action reaches the desk only where `[policy] allow_l3_once` lets the run ask:
+//! it is shown in Studio alone (the chat was told by the run why it waits), never offered with a
+//! grant, and only the Studio operator can allow it, once, by typing the action exactly
+//! (`Decision::AllowBlockedOnce`). Without Studio nobody could, so it is refused at once.
+//!
 //! Restart: pending requests are reloaded, expired ones are expired (and reported), live ones are
 //! posted again with fresh buttons (Telegram drops unanswered button presses after a while) — a
 //! Telegram one when its bot says it is online (`BotOnline`), since bots start after this actor. Runs
@@ -35,16 +40,16 @@ use serde_json::json;
 
 use crate::domain::{ChatKey, ChatKind, OutEvent, Outbound};
 use crate::events::{EventBus, EventData, EventKind};
-use crate::protocol::approvals::{ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict};
+use crate::policy::RiskLevel;
+use crate::protocol::approvals::{
+    ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, GRANT_MINUTES, plain_duration,
+};
 use crate::protocol::telegram::{ApprovalPrompt, Bot};
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
 use decide::on_decide;
 use request::on_request;
-
-/// How long the grant offered with a request lasts (it covers exactly the action asked for).
-const GRANT_MINUTES: u32 = 30;
 
 /// Who may approve an agent's requests over Telegram.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -232,10 +237,14 @@ async fn bot_online(args: &ApprovalDeskArgs, agent: &str) -> bool {
     Bot::new(&args.registry, agent).is_online().await
 }
 
-/// Where an approver can see this request; `None` when nowhere.
+/// Where an approver can see this request; `None` when nowhere. A blocked (L3) action can only
+/// be allowed in Studio.
 async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'static str> {
     if state.args.studio {
         return Some("studio");
+    }
+    if request.risk == RiskLevel::L3 {
+        return None;
     }
     match request.chat.kind() {
         ChatKind::Local if request.chat.as_str().starts_with("cli:") => return Some("terminal"),
@@ -276,20 +285,17 @@ async fn telegram_approvers(
 
 /// How long until `expires_ms`, as people read it ("40 s", "5 min").
 fn expires_in(expires_ms: i64) -> String {
-    let seconds = ((expires_ms - crate::clock::now_ms()).max(0) + 999) / 1000;
-    if seconds < 120 {
-        format!("{} s", seconds.max(1))
-    } else {
-        format!("{} min", seconds / 60)
-    }
+    let milliseconds = (expires_ms - crate::clock::now_ms()).max(0) as u64 + 999;
+    plain_duration(Duration::from_millis(milliseconds))
 }
 
-/// The request as a person must see it: the whole action, its risk, and the one grant offered
-/// (exactly this action, in this chat, for `GRANT_MINUTES`).
+/// The request as a person must see it: what the agent wants in a sentence, the whole action,
+/// its risk, and the one grant offered (exactly this action, in this chat, for `GRANT_MINUTES`).
 fn prompt(row: &ApprovalRow, again: bool) -> ApprovalPrompt {
     ApprovalPrompt {
         id: row.id.clone(),
         agent: row.agent.clone(),
+        tool: row.tool.clone(),
         action: row.action.clone(),
         risk: row.risk.as_str().to_string(),
         reason: row.reason.clone(),
@@ -301,10 +307,31 @@ fn prompt(row: &ApprovalRow, again: bool) -> ApprovalPrompt {
 }
 
 /// Shows a pending request wherever approvers are: Telegram buttons, the terminal, Studio (events).
+/// A Studio chat gets a `waiting_approval` tool event (its page draws the request as a card with
+/// buttons); a blocked action is shown in Studio only.
 async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
     let Some(chat) = ChatKey::parse(&row.chat) else {
         return;
     };
+    if row.chat.starts_with("studio:") {
+        crate::channels::deliver(
+            &args.registry,
+            Outbound {
+                agent: row.agent.clone(),
+                chat,
+                run_id: Some(row.run_id),
+                correlation: None,
+                event: OutEvent::Tool {
+                    name: row.tool.clone(),
+                    status: "waiting_approval".into(),
+                },
+            },
+        );
+        return;
+    }
+    if row.risk == RiskLevel::L3 {
+        return;
+    }
     let prompt = prompt(row, again);
     match chat.kind() {
         ChatKind::Telegram => {
@@ -421,7 +448,7 @@ async fn expire_due(
                 &state.args,
                 &row,
                 &format!(
-                    "⌛ Expired — not approved: `{}`",
+                    "⌛ Expired: nobody decided in time, so it did not run: `{}`",
                     row.action.chars().take(300).collect::<String>()
                 ),
             );

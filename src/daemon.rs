@@ -160,7 +160,7 @@ pub async fn start_reloadable(
         providers: providers.clone(),
         prices: prices.clone(),
         overrides,
-        views: crate::studio::views::StudioViews::new(&loaded, &prices, options),
+        views: crate::studio::views::StudioViews::new(&loaded, &prices, &providers, options),
     };
     let studio = specs::studio_state(&context);
     let (root, root_task) = start_tree(&context).await?;

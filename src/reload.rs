@@ -10,10 +10,13 @@
 //! agents, bots and services to add, remove or restart. [`Unapplied`] is what a reload could not
 //! apply, for the next one to do again. `actors/reloader.rs` applies the plan.
 //!
-//! Secrets are read at start. A variable set later is read at a reload only if the process
-//! environment has it, and is then not scrubbed (the report warns); every boot-time secret stays
-//! in the running configuration until the restart, even if the new files no longer name it
-//! ([`effective`]).
+//! Secrets from the environment are read at start. A variable set later is read at a reload only
+//! if the process environment has it, and is then not scrubbed (the report warns); every
+//! boot-time environment secret stays in the running configuration until the restart, even if
+//! the new files no longer name it ([`effective`]). Secrets from the secrets store
+//! (`<data_dir>/secrets.toml`, Studio's Keys & tokens) follow the store at every reload: a new
+//! value restarts the bots that use it and, through [`Plan::providers_rekeyed`], the agents of a
+//! provider whose key changed; a deleted one is gone (unless the environment sets it).
 //!
 //! Invariants:
 //! - A refused reload changes nothing: validation runs on the whole set of files before anything
@@ -36,10 +39,14 @@ const LIVE_SECTIONS: &[&str] = &["agents"];
 const LIVE_MCP_KEYS: &[&str] = &["servers"];
 
 /// The environment to read the files with: the process's own, plus the secret variables the
-/// daemon removed from it at start (their values as read then).
+/// daemon removed from it at start (their values as read then). Values read from the secrets
+/// store are not put in: the next read takes them from the store as it is then.
 pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     for (var, secret) in &running.secrets {
+        if running.secret_from_store(var) {
+            continue;
+        }
         env.entry(var.clone())
             .or_insert_with(|| secret.expose().to_string());
     }
@@ -90,9 +97,10 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
                 }
                 None if touched => {
                     return Err(format!(
-                        "agent `{}`: its bot token variable `{}` is not set in the daemon's environment; \
-                         a variable added after the daemon started needs a restart (set it in the service's \
-                         environment file, then `systemctl restart clawvisor`)",
+                        "agent `{}`: its bot token `{}` is not set: set it in Studio's Keys & tokens \
+                         page (applied at once), or in the service's environment file and then \
+                         `systemctl restart clawvisor` (a variable added to the environment after the \
+                         daemon started needs a restart)",
                         spec.name, telegram.token_env
                     ));
                 }
@@ -122,23 +130,30 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
 /// The configuration to run with after the reload: the running settings, with the new agent
 /// files, agents directory and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
 ///
-/// Its secrets are the running ones plus those the new files name: the running settings (a
-/// provider's or the embeddings' key, voice, web search) still need the variables they were
-/// started with, and a scrubbed variable that is dropped here could never be put back into the
-/// environment of a later reload (see [`environment`]). A boot-time secret is dropped only by a
-/// restart. Where both name a variable, the running value is kept (it is what the daemon read).
+/// Its secrets are the running environment ones plus those the new read found: the running
+/// settings (a provider's or the embeddings' key, voice, web search) still need the variables
+/// they were started with, and a scrubbed variable that is dropped here could never be put back
+/// into the environment of a later reload (see [`environment`]). A boot-time environment secret
+/// is dropped only by a restart, and where both name a variable, its running value is kept (it is
+/// what the daemon read). A secret from the secrets store is the store's value now, or gone.
 pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
     let mut config = running.config.clone();
     config.agents = new.config.agents.clone();
     config.mcp.servers = new.config.mcp.servers.clone();
     let mut secrets = new.secrets;
+    let mut secret_sources = new.secret_sources;
     for (var, secret) in &running.secrets {
+        if running.secret_from_store(var) {
+            continue;
+        }
         secrets.insert(var.clone(), secret.clone());
+        secret_sources.insert(var.clone(), crate::config::SecretSource::Environment);
     }
     LoadedConfig {
         config,
         timezone: running.timezone.clone(),
         secrets,
+        secret_sources,
         ..new
     }
 }
@@ -194,6 +209,9 @@ pub struct Plan {
     pub bots_restarted: Vec<String>,
     /// The MCP server list or the agents that may use a server changed.
     pub mcp_changed: bool,
+    /// Providers whose API key changed (a new value in the secrets store): the providers are
+    /// built again with it, and the agents using them are in `agents_changed`.
+    pub providers_rekeyed: Vec<String>,
 }
 
 /// Compares the running agents and bots with the new ones. `channels`: whether this daemon runs
@@ -229,7 +247,33 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
     }
     plan.mcp_changed =
         running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
+    plan.providers_rekeyed = providers_rekeyed(running, new);
+    for spec in &new.agents {
+        let uses_rekeyed = std::iter::once(&spec.provider)
+            .chain(spec.fallback.iter().map(|fallback| &fallback.provider))
+            .any(|provider| plan.providers_rekeyed.contains(provider));
+        let planned =
+            plan.agents_added.contains(&spec.name) || plan.agents_changed.contains(&spec.name);
+        if uses_rekeyed && !planned && running.agent(&spec.name).is_some() {
+            plan.agents_changed.push(spec.name.clone());
+        }
+    }
     plan
+}
+
+/// The providers (of the running settings) whose API key differs between the two reads.
+fn providers_rekeyed(running: &LoadedConfig, new: &LoadedConfig) -> Vec<String> {
+    let key =
+        |loaded: &LoadedConfig, var: &str| loaded.secret(var).map(|key| key.expose().to_string());
+    new.config
+        .providers
+        .iter()
+        .filter(|(_, provider)| {
+            let var = provider.api_key_env.trim();
+            !var.is_empty() && key(running, var) != key(new, var)
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// What a reload could not apply (its supervisor did not answer, or was not running), so that

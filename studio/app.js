@@ -6,7 +6,8 @@
 // what the operator is typing) and `ctx.accept(kind, event)` (skip events about something else).
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'people', 'schedules', 'memory', 'mcp',
-  'handoffs', 'audit', 'costs', 'skills'];
+  'handoffs', 'audit', 'costs', 'skills',
+  'secrets'];
 const ALIASES = { sessions: 'agents' }; // #/sessions/ID is drawn by the agents page
 const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',

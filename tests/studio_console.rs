@@ -423,6 +423,9 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/policy/rules",
         // tests/cli_ops.rs: `clawvisor mcp call` against the MCP test server through a daemon.
         "/api/v1/mcp/{server}/tools/{tool}/call",
+        // tests/secrets_store.rs and secrets_browser.rs: Keys & tokens, against the real daemon.
+        "/api/v1/secrets",
+        "/api/v1/secrets/{name}",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(

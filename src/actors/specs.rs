@@ -354,7 +354,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
             config.studio_addr(),
             &config.studio.public_url,
         )),
-        providers: context.providers.clone(),
+        providers: context.views.providers.clone(),
         registry: context.registry.clone(),
         store: context.store.clone(),
         events: context.events.clone(),
@@ -364,6 +364,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         people: context.views.people.clone(),
         bill: context.views.bill.clone(),
         ready_ids: context.views.ready.clone(),
+        secrets: context.views.secrets.clone(),
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,
         )),

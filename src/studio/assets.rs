@@ -84,7 +84,7 @@ pub fn openapi_document() -> Value {
         if !parameters.is_empty() {
             operation["parameters"] = Value::Array(parameters);
         }
-        if matches!(*method, "post" | "patch") {
+        if matches!(*method, "post" | "patch" | "put") {
             operation["requestBody"] = json!({"required": false, "content": {"application/json": {"schema": {"type": "object"}}}});
         }
         let entry = paths

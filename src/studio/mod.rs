@@ -6,7 +6,8 @@
 //! message; none holds another actor's state. One file per concept: `overview` (overview, live
 //! tree, `/metrics`), `agents` (agents, their settings and skill toggles, sessions, transcripts,
 //! Studio chat), `runs`, `schedules`, `approvals` (inbox, grants, rules), `memory`, `mcp`,
-//! `handoffs`, `timezones`, `people`, `audit`, `costs`, `backups`, `reload`, `live` (runtime
+//! `handoffs`, `timezones`, `people`, `audit`, `costs`, `backups`, `secrets` (Keys & tokens),
+//! `reload`, `live` (runtime
 //! events as SSE), `gateway` (the OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
 //! route) with `token_file`, and `views` (Studio's views of the files).
@@ -45,6 +46,7 @@ pub mod people;
 pub mod reload;
 pub mod runs;
 pub mod schedules;
+pub mod secrets;
 pub mod timezones;
 pub mod token_file;
 pub mod views;
@@ -55,7 +57,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::{Json, Router};
 
 pub use error::ApiError;
@@ -79,14 +81,18 @@ pub struct StudioState {
     pub started_ms: i64,
     /// The daemon's and the agents' time zones and the agents' people (Time zones card).
     pub timezones: Live<timezones::Directory>,
-    /// The configured model providers, for the Overview's provider checks.
-    pub providers: Arc<crate::llm::Providers>,
+    /// The configured model providers, for the Overview's provider checks (built again by a
+    /// reload that changes a key).
+    pub providers: Live<crate::llm::Providers>,
     /// The Telegram people each agent's file names (People page).
     pub people: Live<Vec<people::FilePeople>>,
     /// The agents' budgets and the unpriced models in use (Costs page).
     pub bill: Live<costs::Bill>,
     /// Scheduled backups' settings (Overview's Backups card; `[backup]` changes need a restart).
     pub backups: Arc<crate::backup::schedule::BackupPlan>,
+    /// The secret variables the files name and where the running values came from (Keys &
+    /// tokens; never a value in an answer).
+    pub secrets: Live<secrets::SecretsView>,
     /// Actor ids that must have started (or failed visibly) before `/readyz` says ready: every
     /// configured bot, as the last reload left them. (MCP servers are asked of the MCP
     /// supervisor, whose set follows reloads.)
@@ -112,7 +118,12 @@ impl<T> Clone for Live<T> {
 
 impl<T> Live<T> {
     pub fn new(value: T) -> Self {
-        Live(Arc::new(std::sync::RwLock::new(Arc::new(value))))
+        Self::shared(Arc::new(value))
+    }
+
+    /// A view of a value that is already shared.
+    pub fn shared(value: Arc<T>) -> Self {
+        Live(Arc::new(std::sync::RwLock::new(value)))
     }
 
     /// The current value.
@@ -126,10 +137,15 @@ impl<T> Live<T> {
 
     /// Replaces the value for every later reader.
     pub fn set(&self, value: T) {
+        self.set_shared(Arc::new(value));
+    }
+
+    /// Replaces the value with one that is already shared.
+    pub fn set_shared(&self, value: Arc<T>) {
         *self
             .0
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(value);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
     }
 }
 
@@ -204,6 +220,9 @@ api! {
     get "/api/v1/audit/verify" => audit::verify, "Checks the audit hash chain";
     get "/api/v1/backups" => backups::list, "Scheduled backups: the settings, the next run, recorded runs and the archives kept";
     get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
+    get "/api/v1/secrets" => secrets::list, "Keys and tokens the configuration names: what uses each, whether it is set, where from (environment or Studio's store) and its last characters; never a value";
+    put "/api/v1/secrets/{name}" => secrets::set, "Keeps a key or token in the daemon's store (`value` in the body, never answered back) and reloads so that it takes effect; answers with the reload's report";
+    delete "/api/v1/secrets/{name}" => secrets::delete, "Deletes a key or token from the daemon's store and reloads; answers with the reload's report";
     post "/api/v1/reload" => reload::reload, "Re-reads the config and agent files and applies the difference (like SIGHUP); answers with the report";
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }

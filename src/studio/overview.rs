@@ -208,7 +208,7 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
 
 /// Every provider asked for its model list now (a few seconds at most; the page asks on demand).
 pub async fn providers(State(state): State<StudioState>) -> Json<Value> {
-    let outcomes = state.providers.probe_all().await;
+    let outcomes = state.providers.get().probe_all().await;
     Json(json!({
         "providers": outcomes.iter().map(|outcome| json!({
             "provider": outcome.provider, "ok": outcome.ok, "detail": outcome.detail,

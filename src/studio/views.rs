@@ -1,9 +1,13 @@
-//! Studio's views of the config and agent files: the agents, time zones, people, the bill and the
-//! bots `/readyz` waits for. Built at boot, replaced as a whole by a reload, shared by every clone
-//! of the Studio state.
+//! Studio's views of the config and agent files: the agents, time zones, people, the bill, the
+//! bots `/readyz` waits for, the secret variables (Keys & tokens) and the model providers (built
+//! again by a reload that changes a key). Built at boot, replaced as a whole by a reload, shared
+//! by every clone of the Studio state.
+
+use std::sync::Arc;
 
 use crate::config::LoadedConfig;
 use crate::domain::StartOptions;
+use crate::llm::Providers;
 use crate::llm::prices::Prices;
 use crate::protocol::telegram;
 
@@ -17,10 +21,18 @@ pub struct StudioViews {
     pub people: Live<Vec<super::people::FilePeople>>,
     pub bill: Live<super::costs::Bill>,
     pub ready: Live<Vec<String>>,
+    pub secrets: Live<super::secrets::SecretsView>,
+    /// Set by the reloader when it builds the providers again.
+    pub providers: Live<Providers>,
 }
 
 impl StudioViews {
-    pub fn new(loaded: &LoadedConfig, prices: &Prices, options: StartOptions) -> Self {
+    pub fn new(
+        loaded: &LoadedConfig,
+        prices: &Prices,
+        providers: &Arc<Providers>,
+        options: StartOptions,
+    ) -> Self {
         Self {
             agents: Live::new(agent_entries(loaded)),
             timezones: Live::new(super::timezones::Directory::new(
@@ -30,6 +42,8 @@ impl StudioViews {
             people: Live::new(super::people::FilePeople::from_specs(&loaded.agents)),
             bill: Live::new(super::costs::Bill::new(prices, &loaded.agents)),
             ready: Live::new(ready_ids(loaded, options)),
+            secrets: Live::new(super::secrets::SecretsView::new(loaded)),
+            providers: Live::shared(providers.clone()),
         }
     }
 
@@ -45,6 +59,7 @@ impl StudioViews {
         self.bill
             .set(super::costs::Bill::new(prices, &loaded.agents));
         self.ready.set(ready_ids(loaded, options));
+        self.secrets.set(super::secrets::SecretsView::new(loaded));
     }
 }
 

@@ -525,6 +525,59 @@ mod tests {
     }
 
     #[test]
+    fn secrets_from_the_store_follow_the_store_and_rekey_their_providers() {
+        use crate::config::secrets_file;
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let data = dir.path().join("data");
+        let config = CONFIG.replace(
+            "kind = \"openai\"\n",
+            "kind = \"openai\"\napi_key_env = \"LOCAL_KEY\"\n",
+        );
+        let files =
+            |dir: &std::path::Path| loaded(dir, &config, &[&agent("ada", &bot("ADA_TOKEN"))], &[]);
+        secrets_file::set(&data, "LOCAL_KEY", "sk-stored-one-0001").unwrap();
+        secrets_file::set(&data, "ADA_TOKEN", "1:stored-token-a").unwrap();
+        let running = files(dir.path());
+        assert!(running.secret_from_store("LOCAL_KEY"));
+        assert!(
+            !environment(&running).contains_key("LOCAL_KEY"),
+            "a stored value is read from the store again, not put in the environment"
+        );
+
+        secrets_file::set(&data, "LOCAL_KEY", "sk-stored-two-0002").unwrap();
+        secrets_file::set(&data, "ADA_TOKEN", "1:stored-token-b").unwrap();
+        let new = effective(&running, files(dir.path()));
+        assert_eq!(
+            new.secret("LOCAL_KEY").map(|key| key.expose()),
+            Some("sk-stored-two-0002")
+        );
+        let replaced = plan(&running, &new, true);
+        assert_eq!(replaced.providers_rekeyed, vec!["local"]);
+        assert_eq!(replaced.agents_changed, vec!["ada"]);
+        assert_eq!(replaced.bots_restarted, vec!["ada"]);
+
+        secrets_file::delete(&data, "ADA_TOKEN").unwrap();
+        let after_delete = effective(&new, files(dir.path()));
+        assert!(after_delete.secret("ADA_TOKEN").is_none());
+        assert_eq!(plan(&new, &after_delete, true).bots_removed, vec!["ada"]);
+
+        // The environment wins, and its boot value stays until the restart.
+        let from_env = loaded(
+            dir.path(),
+            &config,
+            &[&agent("ada", "")],
+            &[("LOCAL_KEY", "sk-from-the-environment")],
+        );
+        assert!(!from_env.secret_from_store("LOCAL_KEY"));
+        let next = effective(&from_env, files(dir.path()));
+        assert_eq!(
+            next.secret("LOCAL_KEY").map(|key| key.expose()),
+            Some("sk-from-the-environment")
+        );
+        assert!(plan(&from_env, &next, true).providers_rekeyed.is_empty());
+    }
+
+    #[test]
     fn what_a_reload_could_not_apply_is_planned_again() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let same = loaded(

@@ -180,10 +180,7 @@ type SingleFile = (&'static str, Option<Vec<u8>>);
 
 /// The single files of the data directory an archive takes, each with its bytes (or `None` when
 /// it is absent): the audit anchors, and the secrets store when asked.
-fn single_files(
-    data_dir: &Path,
-    options: BackupOptions,
-) -> Result<Vec<SingleFile>, BackupError> {
+fn single_files(data_dir: &Path, options: BackupOptions) -> Result<Vec<SingleFile>, BackupError> {
     let mut names: Vec<&'static str> = STATE_FILES.to_vec();
     if options.include_secrets {
         names.push(SECRETS_ENTRY);

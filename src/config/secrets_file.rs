@@ -333,7 +333,7 @@ mod tests {
             assert!(error.starts_with("`name`:"), "{error}");
         }
         assert_eq!(check_value("  sk-0123456789  ").unwrap(), "sk-0123456789");
-        for bad in ["", "short", "two words here", "line\nbreak-0123"] {
+        for bad in ["", "qzxw", "two words here", "line\nbreak-0123"] {
             let error = check_value(bad).unwrap_err().to_string();
             assert!(error.starts_with("`value`:"), "{error}");
             assert!(bad.len() < 4 || !error.contains(bad), "{error}");

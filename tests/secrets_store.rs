@@ -552,6 +552,16 @@ fn crash_value(round: usize) -> String {
     std::iter::repeat_n(letter, CRASH_VALUE_LEN).collect()
 }
 
+/// The writer process; killed when the test ends, whatever the outcome.
+struct Writer(std::process::Child);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The store's file is written to a temporary file and renamed: while a writer process rewrites
 /// it again and again, the file is whole at every moment, and the writer killed with SIGKILL in
 /// the middle of a write (while its temporary file exists) leaves the last whole file, mode
@@ -576,13 +586,15 @@ fn a_writer_killed_mid_write_leaves_the_last_whole_file() {
             secrets_file::set(&data, &format!("KEY_{index:03}"), &crash_value(0)).unwrap();
         }
         let whole_size = std::fs::metadata(secrets_file::path(&data)).unwrap().len();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", CRASH_TEST, "--nocapture", "--test-threads=1"])
-            .env(CRASH_CHILD_DIR, &data)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = Writer(
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", CRASH_TEST, "--nocapture", "--test-threads=1"])
+                .env(CRASH_CHILD_DIR, &data)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         // Watch the writes: the file must be whole at every moment; the third write seen in
         // progress (a temporary file beside the file) is killed.
         let file = secrets_file::path(&data);
@@ -598,7 +610,6 @@ fn a_writer_killed_mid_write_leaves_the_last_whole_file() {
             writing = temporary;
             let size = std::fs::metadata(&file).map(|metadata| metadata.len()).ok();
             if size != Some(whole_size) {
-                let _ = child.kill();
                 panic!(
                     "attempt {attempt}: the file was seen not whole while being written ({size:?} of {whole_size} bytes)"
                 );
@@ -608,8 +619,8 @@ fn a_writer_killed_mid_write_leaves_the_last_whole_file() {
                 "no write was ever seen in progress"
             );
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
         let leftover = std::fs::read_dir(&data)
             .unwrap()
             .filter_map(Result::ok)

@@ -10,10 +10,13 @@
 //! agents, bots and services to add, remove or restart. [`Unapplied`] is what a reload could not
 //! apply, for the next one to do again. `actors/reloader.rs` applies the plan.
 //!
-//! Secrets are read at start. A variable set later is read at a reload only if the process
-//! environment has it, and is then not scrubbed (the report warns); every boot-time secret stays
-//! in the running configuration until the restart, even if the new files no longer name it
-//! ([`effective`]).
+//! Secrets from the environment are read at start. A variable set later is read at a reload only
+//! if the process environment has it, and is then not scrubbed (the report warns); every
+//! boot-time environment secret stays in the running configuration until the restart, even if
+//! the new files no longer name it ([`effective`]). Secrets from the secrets store
+//! (`<data_dir>/secrets.toml`, Studio's Keys & tokens) follow the store at every reload: a new
+//! value restarts the bots that use it and, through [`Plan::providers_changed`], the agents of a
+//! provider whose key changed; a deleted one is gone (unless the environment sets it).
 //!
 //! Invariants:
 //! - A refused reload changes nothing: validation runs on the whole set of files before anything
@@ -36,10 +39,14 @@ const LIVE_SECTIONS: &[&str] = &["agents", "providers"];
 const LIVE_MCP_KEYS: &[&str] = &["servers"];
 
 /// The environment to read the files with: the process's own, plus the secret variables the
-/// daemon removed from it at start (their values as read then).
+/// daemon removed from it at start (their values as read then). Values read from the secrets
+/// store are not put in: the next read takes them from the store as it is then.
 pub fn environment(running: &LoadedConfig) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     for (var, secret) in &running.secrets {
+        if running.secret_from_store(var) {
+            continue;
+        }
         env.entry(var.clone())
             .or_insert_with(|| secret.expose().to_string());
     }
@@ -90,9 +97,10 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
                 }
                 None if touched => {
                     return Err(format!(
-                        "agent `{}`: its bot token variable `{}` is not set in the daemon's environment; \
-                         a variable added after the daemon started needs a restart (set it in the service's \
-                         environment file, then `systemctl restart clawvisor`)",
+                        "agent `{}`: its bot token `{}` is not set: set it in Studio's Keys & tokens \
+                         page (applied at once), or in the service's environment file and then \
+                         `systemctl restart clawvisor` (a variable added to the environment after the \
+                         daemon started needs a restart)",
                         spec.name, telegram.token_env
                     ));
                 }
@@ -106,24 +114,31 @@ pub fn validate(running: &LoadedConfig, new: &LoadedConfig) -> Result<(), String
 /// The configuration to run with after the reload: the running settings, with the new agent
 /// files, agents directory, model providers and MCP server list (what [`LIVE_SECTIONS`] and [`LIVE_MCP_KEYS`] name).
 ///
-/// Its secrets are the running ones plus those the new files name: the running settings (a
-/// provider's or the embeddings' key, voice, web search) still need the variables they were
-/// started with, and a scrubbed variable that is dropped here could never be put back into the
-/// environment of a later reload (see [`environment`]). A boot-time secret is dropped only by a
-/// restart. Where both name a variable, the running value is kept (it is what the daemon read).
+/// Its secrets are the running environment ones plus those the new read found: the running
+/// settings (a provider's or the embeddings' key, voice, web search) still need the variables
+/// they were started with, and a scrubbed variable that is dropped here could never be put back
+/// into the environment of a later reload (see [`environment`]). A boot-time environment secret
+/// is dropped only by a restart, and where both name a variable, its running value is kept (it is
+/// what the daemon read). A secret from the secrets store is the store's value now, or gone.
 pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
     let mut config = running.config.clone();
     config.agents = new.config.agents.clone();
     config.providers = new.config.providers.clone();
     config.mcp.servers = new.config.mcp.servers.clone();
     let mut secrets = new.secrets;
+    let mut secret_sources = new.secret_sources;
     for (var, secret) in &running.secrets {
+        if running.secret_from_store(var) {
+            continue;
+        }
         secrets.insert(var.clone(), secret.clone());
+        secret_sources.insert(var.clone(), crate::config::SecretSource::Environment);
     }
     LoadedConfig {
         config,
         timezone: running.timezone.clone(),
         secrets,
+        secret_sources,
         ..new
     }
 }
@@ -490,6 +505,59 @@ mod tests {
             environment(&applied).get("LOCAL_KEY").map(String::as_str),
             Some("sk-boot")
         );
+    }
+
+    #[test]
+    fn secrets_from_the_store_follow_the_store_and_rekey_their_providers() {
+        use crate::config::secrets_file;
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let data = dir.path().join("data");
+        let config = CONFIG.replace(
+            "kind = \"openai\"\n",
+            "kind = \"openai\"\napi_key_env = \"LOCAL_KEY\"\n",
+        );
+        let files =
+            |dir: &std::path::Path| loaded(dir, &config, &[&agent("ada", &bot("ADA_TOKEN"))], &[]);
+        secrets_file::set(&data, "LOCAL_KEY", "sk-stored-one-0001").unwrap();
+        secrets_file::set(&data, "ADA_TOKEN", "1:stored-token-a").unwrap();
+        let running = files(dir.path());
+        assert!(running.secret_from_store("LOCAL_KEY"));
+        assert!(
+            !environment(&running).contains_key("LOCAL_KEY"),
+            "a stored value is read from the store again, not put in the environment"
+        );
+
+        secrets_file::set(&data, "LOCAL_KEY", "sk-stored-two-0002").unwrap();
+        secrets_file::set(&data, "ADA_TOKEN", "1:stored-token-b").unwrap();
+        let new = effective(&running, files(dir.path()));
+        assert_eq!(
+            new.secret("LOCAL_KEY").map(|key| key.expose()),
+            Some("sk-stored-two-0002")
+        );
+        let replaced = plan(&running, &new, true);
+        assert!(replaced.providers_changed);
+        assert_eq!(replaced.agents_changed, vec!["ada"]);
+        assert_eq!(replaced.bots_restarted, vec!["ada"]);
+
+        secrets_file::delete(&data, "ADA_TOKEN").unwrap();
+        let after_delete = effective(&new, files(dir.path()));
+        assert!(after_delete.secret("ADA_TOKEN").is_none());
+        assert_eq!(plan(&new, &after_delete, true).bots_removed, vec!["ada"]);
+
+        // The environment wins, and its boot value stays until the restart.
+        let from_env = loaded(
+            dir.path(),
+            &config,
+            &[&agent("ada", "")],
+            &[("LOCAL_KEY", "sk-from-the-environment")],
+        );
+        assert!(!from_env.secret_from_store("LOCAL_KEY"));
+        let next = effective(&from_env, files(dir.path()));
+        assert_eq!(
+            next.secret("LOCAL_KEY").map(|key| key.expose()),
+            Some("sk-from-the-environment")
+        );
+        assert!(!plan(&from_env, &next, true).providers_changed);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! output and the model, the check that refuses tool calls carrying them, and the process
 //! hardening that keeps them out of reach of the daemon's own tools.
 //!
-//! Every secret the daemon reads from the environment is registered here once. [`redact`] replaces
+//! Every secret the daemon reads from the environment or from the secrets store
+//! (`<data_dir>/secrets.toml`, see `config::secrets_file`) is registered here once. [`redact`] replaces
 //! each registered value — and the encoded forms a tool might print or a model might send
 //! (URL-encoded, base64 of any text containing it, hex) — with `***`; the tracing writer
 //! (src/logging.rs) runs every log line through it, error texts that leave a boundary (LLM errors,
@@ -30,7 +31,8 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use base64::Engine as _;
 
 /// Secrets shorter than this are not registered: redacting "abc" everywhere would mangle text.
-const MIN_SECRET_LEN: usize = 8;
+/// (So the secrets store refuses shorter values: they could not be kept out of logs.)
+pub const MIN_SECRET_LEN: usize = 8;
 
 /// What replaces a secret (in any form) in a text.
 pub const REDACTED: &str = "***";
@@ -236,7 +238,8 @@ pub fn redact_json(value: &mut serde_json::Value) {
     }
 }
 
-/// A secret value read from the environment. Its `Debug` never shows the value.
+/// A secret value read from the environment or the secrets store. Its `Debug` never shows the
+/// value.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 

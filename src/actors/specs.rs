@@ -365,6 +365,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         bill: context.views.bill.clone(),
         ready_ids: context.views.ready.clone(),
         files: context.views.files.clone(),
+        secrets: context.views.secrets.clone(),
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,
         )),

@@ -25,7 +25,8 @@ use sha2::{Digest, Sha256};
 
 use super::{
     BackupError, DATABASE_ENTRY, FORMAT_NAME, FORMAT_VERSION, MANIFEST_ENTRY, Manifest,
-    ManifestEntry, ManifestSource, STATE_DIRECTORIES, STATE_FILES, host_name, sync_directory,
+    ManifestEntry, ManifestSource, SECRETS_ENTRY, STATE_DIRECTORIES, STATE_FILES, host_name,
+    sync_directory,
 };
 
 /// How long the snapshot keeps retrying while SQLite says the database is busy.
@@ -59,9 +60,25 @@ impl BackupReport {
     }
 }
 
+/// What a backup takes besides the state it always takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackupOptions {
+    /// Archive the secrets store (`secrets.toml`) too; off unless the operator asks.
+    pub include_secrets: bool,
+}
+
 /// Backs up `data_dir` into `destination` (replacing a file there only once the new archive is
-/// complete). Safe while a daemon runs on `data_dir`: it only reads.
+/// complete), without the secrets store. Safe while a daemon runs on `data_dir`: it only reads.
 pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport, BackupError> {
+    create_backup_with(data_dir, destination, BackupOptions::default())
+}
+
+/// Like [`create_backup`], with the secrets store when `options` asks for it.
+pub fn create_backup_with(
+    data_dir: &Path,
+    destination: &Path,
+    options: BackupOptions,
+) -> Result<BackupReport, BackupError> {
     let started = Instant::now();
     let database = crate::store::Store::path_in(data_dir);
     if !database.is_file() {
@@ -78,10 +95,7 @@ pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport
     // Held until the scratch directory is removed: a sweep never takes a running backup's files.
     let _scratch_lock = lock(scratch.path())?;
     // The head first: it may then lag the snapshot (accepted), never lead it.
-    let anchors: Vec<(&str, Option<Vec<u8>>)> = STATE_FILES
-        .iter()
-        .map(|name| Ok((*name, read_optional(&data_dir.join(name))?)))
-        .collect::<Result<_, BackupError>>()?;
+    let anchors = single_files(data_dir, options)?;
     let snapshot_path = scratch.path().join(DATABASE_ENTRY);
     let created_ms = crate::clock::now_ms();
     let schema_version = snapshot(&database, &snapshot_path)?;
@@ -159,6 +173,22 @@ pub fn create_backup(data_dir: &Path, destination: &Path) -> Result<BackupReport
         duration: started.elapsed(),
         skipped,
     })
+}
+
+/// A single file's archive name and its bytes (`None`: absent).
+type SingleFile = (&'static str, Option<Vec<u8>>);
+
+/// The single files of the data directory an archive takes, each with its bytes (or `None` when
+/// it is absent): the audit anchors, and the secrets store when asked.
+fn single_files(data_dir: &Path, options: BackupOptions) -> Result<Vec<SingleFile>, BackupError> {
+    let mut names: Vec<&'static str> = STATE_FILES.to_vec();
+    if options.include_secrets {
+        names.push(SECRETS_ENTRY);
+    }
+    names
+        .into_iter()
+        .map(|name| Ok((name, read_optional(&data_dir.join(name))?)))
+        .collect()
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, BackupError> {

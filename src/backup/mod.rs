@@ -21,11 +21,15 @@
 //! - `manifest.json`, the last entry: format and versions, the source, and each entry's path,
 //!   size and SHA-256.
 //!
+//! - `secrets.toml` (the secrets store: keys and tokens entered in Studio) **only when asked**
+//!   (`clawvisor backup --include-secrets`, [`BackupOptions::include_secrets`]); a restore puts it
+//!   back with mode 0600.
+//!
 //! Not in an archive: `studio.token` (a credential, made again at boot), `bundled-skills/`
-//! (written from the binary at boot), the `backups` directory, and bot tokens and API keys, which
-//! live in the environment, never in the data directory. A workspace an agent file places outside
-//! the data directory is not archived either. Symbolic links and special files are skipped and
-//! named in the report.
+//! (written from the binary at boot), the `backups` directory, the secrets store unless asked
+//! (scheduled backups never include it), and keys set in the daemon's environment. A workspace an
+//! agent file places outside the data directory is not archived either. Symbolic links and
+//! special files are skipped and named in the report.
 //!
 //! Invariants: an archive appears under its final name only complete (written to `<file>.partial`,
 //! fsynced, renamed); a restore verifies the whole archive (every checksum, no missing or extra
@@ -42,7 +46,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use archive::{BackupReport, create_backup, sweep_leftovers};
+pub use archive::{
+    BackupOptions, BackupReport, create_backup, create_backup_with, sweep_leftovers,
+};
 pub use restore::{
     RestoreOptions, RestoreReport, VerifiedArchive, restore, restore_with, verify_archive,
 };
@@ -57,6 +63,8 @@ pub const FORMAT_NAME: &str = "clawvisor-backup";
 pub const FORMAT_VERSION: u32 = 1;
 /// Single files of the data directory that are state.
 pub const STATE_FILES: [&str; 2] = [crate::audit::KEY_FILE, crate::audit::HEAD_FILE];
+/// The secrets store's entry, archived only when asked ([`BackupOptions::include_secrets`]).
+pub const SECRETS_ENTRY: &str = crate::config::secrets_file::FILE_NAME;
 /// Directories of the data directory that are state, archived with everything under them.
 pub const STATE_DIRECTORIES: [&str; 4] = ["workspaces", "skills", "memory", "outbox-files"];
 /// The largest manifest a restore reads into memory.

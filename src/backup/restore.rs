@@ -13,7 +13,7 @@
 //! deletes it). It extracts into a scratch directory beside the target (hashing again), runs
 //! `PRAGMA integrity_check`, the schema check and `audit verify` there, and only then renames it
 //! into place; a chain that does not verify refuses unless `--accept-broken-audit`. Restored files
-//! keep their mode masked to 0755 (scripts stay executable); run as root, the tree gets the
+//! keep their mode masked to 0755 (scripts stay executable), the secrets store gets 0600; run as root, the tree gets the
 //! previous data directory's owner (otherwise a warning says to chown it).
 //!
 //! A restore never leaves the operator without a data directory: it refuses before anything is
@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     BackupError, DATABASE_ENTRY, FORMAT_NAME, FORMAT_VERSION, MANIFEST_ENTRY, MAX_ENTRIES,
-    MAX_MANIFEST_BYTES, Manifest, STATE_DIRECTORIES, STATE_FILES, sync_directory,
+    MAX_MANIFEST_BYTES, Manifest, SECRETS_ENTRY, STATE_DIRECTORIES, STATE_FILES, sync_directory,
 };
 
 /// An archive that passed every check.
@@ -183,7 +183,10 @@ fn safe_path(name: &str) -> bool {
         return false;
     }
     let root = name.split('/').next().unwrap_or_default();
-    let single = name == MANIFEST_ENTRY || name == DATABASE_ENTRY || STATE_FILES.contains(&name);
+    let single = name == MANIFEST_ENTRY
+        || name == DATABASE_ENTRY
+        || name == SECRETS_ENTRY
+        || STATE_FILES.contains(&name);
     single || (STATE_DIRECTORIES.contains(&root) && name.contains('/'))
 }
 
@@ -432,8 +435,14 @@ fn extract(reader: impl Read, target: &Path, manifest: &Manifest) -> Result<(), 
                 "entry {name} changed since it was verified"
             )));
         }
-        // Set after writing, so that the umask does not narrow it.
-        file.set_permissions(fs::Permissions::from_mode(mode & FILE_MODE_MASK))
+        // Set after writing, so that the umask does not narrow it. The secrets store is 0600
+        // whatever its entry says.
+        let mode = if name == SECRETS_ENTRY {
+            0o600
+        } else {
+            mode & FILE_MODE_MASK
+        };
+        file.set_permissions(fs::Permissions::from_mode(mode))
             .and_then(|()| file.sync_all())
             .map_err(|error| BackupError::io("write", &path, error))?;
         written += 1;

@@ -1,20 +1,26 @@
 //! `clawvisor backup <file>` and `clawvisor restore <file>`: the data directory as one archive,
 //! and back (see `backup` for the format and its invariants).
 //!
-//! `backup` only reads, so it runs beside a daemon; `restore` refuses a data directory a daemon
+//! `backup` only reads, so it runs beside a daemon, and leaves the secrets store out unless
+//! `--include-secrets`; `restore` refuses a data directory a daemon
 //! has open (or one it cannot tell), a non-empty one without `--force`, and an archive whose
 //! audit chain does not verify without `--accept-broken-audit`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::backup::{BackupError, RestoreOptions, create_backup, restore_with};
+use crate::backup::{BackupError, BackupOptions, RestoreOptions, create_backup_with, restore_with};
 use crate::config::LoadedConfig;
 
-pub(super) async fn backup(loaded: &LoadedConfig, file: &Path) -> ExitCode {
+/// `clawvisor backup <file> [--include-secrets]`: the secrets store goes in only when asked.
+pub(super) async fn backup(loaded: &LoadedConfig, file: &Path, include_secrets: bool) -> ExitCode {
     let data_dir = loaded.config.data_dir.clone();
     let destination = file.to_path_buf();
-    let result = tokio::task::spawn_blocking(move || create_backup(&data_dir, &destination)).await;
+    let options = BackupOptions { include_secrets };
+    let stored = crate::config::secrets_file::path(&data_dir).is_file();
+    let result =
+        tokio::task::spawn_blocking(move || create_backup_with(&data_dir, &destination, options))
+            .await;
     match result {
         Ok(Ok(report)) => {
             println!(
@@ -31,6 +37,17 @@ pub(super) async fn backup(loaded: &LoadedConfig, file: &Path) -> ExitCode {
             }
             for skipped in &report.skipped {
                 println!("  skipped: {skipped}");
+            }
+            if include_secrets && stored {
+                println!(
+                    "the archive holds the keys and tokens kept by Studio ({}): keep it as safe as they are",
+                    crate::backup::SECRETS_ENTRY
+                );
+            } else if stored {
+                println!(
+                    "not archived: the keys and tokens kept by Studio ({}); add --include-secrets to take them",
+                    crate::backup::SECRETS_ENTRY
+                );
             }
             ExitCode::SUCCESS
         }

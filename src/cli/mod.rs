@@ -123,6 +123,9 @@ pub enum Command {
     Backup {
         /// The archive to write (`.tar.gz`).
         file: PathBuf,
+        /// Also archive the keys and tokens kept by Studio (`secrets.toml`); left out otherwise.
+        #[arg(long)]
+        include_secrets: bool,
     },
     /// Restore an archive into a stopped, empty data directory (`--data-dir`).
     Restore {
@@ -372,7 +375,10 @@ async fn run_command(
             ExitCode::from(2)
         }
         Command::Approvals => approvals::run(&loaded).await,
-        Command::Backup { file } => backup::backup(&loaded, &file).await,
+        Command::Backup {
+            file,
+            include_secrets,
+        } => backup::backup(&loaded, &file, include_secrets).await,
         Command::Restore {
             file,
             force,

@@ -8,9 +8,10 @@ use toml::{Table, Value};
 
 use super::validate::validate;
 use super::{
-    CONFIG_FILE, Config, ConfigError, ConfigSource, LoadedConfig, Overrides, SHIPPED_AGENT, agent,
-    resolve, starter,
+    CONFIG_FILE, Config, ConfigError, ConfigSource, LoadedConfig, Overrides, SHIPPED_AGENT,
+    SecretSource, agent, resolve, secrets_file, starter,
 };
+use crate::secrets::Secret;
 
 const ENV_PREFIX: &str = "CLAWVISOR_";
 /// Variables with a meaning of their own, not mapped onto a key.
@@ -351,7 +352,10 @@ pub(super) fn load(
     )?;
     agent::validate_agents(&agents, &config)?;
 
-    let secrets = read_secrets(&config, &agents, env);
+    // 6. Secrets: the environment, else the store Studio writes.
+    let stored = read_store(&config.data_dir)?;
+    warnings.extend(stored.warnings);
+    let (secrets, secret_sources) = read_secrets(&config, &agents, env, &stored.values);
     check_studio_tokens(&config, &secrets, &origins)?;
     let hints = next_steps(&config, &agents, &file.source, &secrets);
     Ok(LoadedConfig {
@@ -362,6 +366,7 @@ pub(super) fn load(
         warnings,
         hints,
         secrets,
+        secret_sources,
         timezone,
     })
 }
@@ -493,50 +498,51 @@ fn load_agent_specs(
     }
 }
 
-/// Every secret the config and the agents name, read from `env` (a blank value is not set).
+/// The secrets store of the data directory; an unreadable or broken file stops the load, named
+/// with its line (never its text).
+fn read_store(data_dir: &Path) -> Result<secrets_file::StoredSecrets, ConfigError> {
+    secrets_file::read(data_dir).map_err(|error| match error {
+        secrets_file::SecretsFileError::Malformed { path, message } => ConfigError::File {
+            origin: path.display().to_string(),
+            message,
+        },
+        other => ConfigError::File {
+            origin: secrets_file::path(data_dir).display().to_string(),
+            message: other.to_string(),
+        },
+    })
+}
+
+/// Every secret the config and the agents name: from `env` (a blank value is not set), else
+/// from the secrets store; with where each came from.
 fn read_secrets(
     config: &Config,
     agents: &[agent::AgentSpec],
     env: &BTreeMap<String, String>,
-) -> BTreeMap<String, crate::secrets::Secret> {
+    stored: &BTreeMap<String, Secret>,
+) -> (BTreeMap<String, Secret>, BTreeMap<String, SecretSource>) {
     let mut secrets = BTreeMap::new();
-    let mut wanted: Vec<&str> = config
-        .providers
-        .values()
-        .map(|p| p.api_key_env.as_str())
-        .collect();
-    wanted.extend(
-        agents
-            .iter()
-            .filter_map(|a| a.telegram.as_ref())
-            .map(|t| t.token_env.as_str()),
-    );
-    wanted.push(config.studio.token_env.as_str());
-    wanted.push(config.studio.metrics_token_env.as_str());
-    wanted.extend(
-        config
-            .mcp
-            .servers
-            .iter()
-            .flat_map(|server| server.secret_vars()),
-    );
-    wanted.extend(config.web_search.secret_vars());
-    for var in wanted.into_iter().filter(|var| !var.trim().is_empty()) {
-        if let Some(value) = env
-            .get(var)
+    let mut sources = BTreeMap::new();
+    for var in super::secret_uses(config, agents).into_keys() {
+        let from_env = env
+            .get(&var)
             .map(|value| value.trim())
-            .filter(|value| !value.is_empty())
-        {
-            secrets.insert(var.to_string(), crate::secrets::Secret::new(value));
+            .filter(|value| !value.is_empty());
+        if let Some(value) = from_env {
+            secrets.insert(var.clone(), Secret::new(value));
+            sources.insert(var, SecretSource::Environment);
+        } else if let Some(secret) = stored.get(&var) {
+            secrets.insert(var.clone(), secret.clone());
+            sources.insert(var, SecretSource::Store);
         }
     }
-    secrets
+    (secrets, sources)
 }
 
 /// Studio off loopback needs its access token set, and a named `/metrics` token must be set.
 fn check_studio_tokens(
     config: &Config,
-    secrets: &BTreeMap<String, crate::secrets::Secret>,
+    secrets: &BTreeMap<String, Secret>,
     origins: &Origins,
 ) -> Result<(), ConfigError> {
     if let Ok(bind) = config.studio.bind.parse::<std::net::SocketAddr>()
@@ -547,7 +553,7 @@ fn check_studio_tokens(
             origins.of("studio.bind"),
             "[studio].token_env",
             format!(
-                "Studio binds to {bind}, which is not loopback, so it needs an access token: set the environment variable `{}` (or bind to 127.0.0.1)",
+                "Studio binds to {bind}, which is not loopback, so it needs an access token: set `{}` in the environment or the secrets store (Studio's Keys & tokens, reachable on 127.0.0.1), or bind to 127.0.0.1",
                 config.studio.token_env
             ),
         ));
@@ -570,7 +576,7 @@ fn next_steps(
     config: &Config,
     agents: &[agent::AgentSpec],
     source: &ConfigSource,
-    secrets: &BTreeMap<String, crate::secrets::Secret>,
+    secrets: &BTreeMap<String, Secret>,
 ) -> Vec<String> {
     let mut hints = Vec::new();
     let config_file = match source {
@@ -589,8 +595,9 @@ fn next_steps(
             && !secrets.contains_key(&provider.api_key_env)
         {
             hints.push(format!(
-                "agent `{}` uses provider `{}`, which reads its API key from {} (not set): set it, \
-                 or point the agent at a local model (see [providers] in {})",
+                "agent `{}` uses provider `{}`, which reads its API key from {} (not set): set it in \
+                 Studio's Keys & tokens page (or the daemon's environment), or point the agent at a \
+                 local model (see [providers] in {})",
                 spec.name, spec.provider, provider.api_key_env, config_file
             ));
         }
@@ -601,7 +608,8 @@ fn next_steps(
             )),
             Some(telegram) if !secrets.contains_key(&telegram.token_env) => {
                 hints.push(format!(
-                    "agent `{}` reads its Telegram bot token from {} (not set): the bot stays off until it is",
+                    "agent `{}` reads its Telegram bot token from {} (not set): the bot stays off until \
+                     it is set in Studio's Keys & tokens page (or the daemon's environment)",
                     spec.name, telegram.token_env
                 ));
             }

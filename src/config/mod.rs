@@ -21,8 +21,11 @@
 //! bad value), `validate` checks what types cannot, `duration` reads durations, and `timezone`
 //! decides the daemon's zone ([`LoadedConfig::timezone`]).
 //!
-//! The secrets the config names (API keys, bot tokens, the Studio token) are read from the
-//! environment once, at load, into [`LoadedConfig::secrets`] and registered for redaction.
+//! The secrets the config names (API keys, bot tokens, the Studio token; `secret_uses` lists
+//! them) are read at load into [`LoadedConfig::secrets`] and registered for redaction: from the
+//! environment, else from the secrets store `<data_dir>/secrets.toml` that Studio's Keys & tokens
+//! page writes (`secrets_file`; the environment wins). [`LoadedConfig::secret_sources`] says
+//! which one each came from.
 //!
 //! Architecture Invariant: only `config` reads configuration files, `CLAWVISOR_*` variables and
 //! `TZ`; every actor receives its own slice of the validated config in its `Args`.
@@ -35,6 +38,8 @@ mod layers;
 mod mcp;
 mod providers;
 mod starter;
+mod secret_uses;
+pub mod secrets_file;
 mod timezone;
 mod validate;
 mod web_search;
@@ -56,6 +61,7 @@ pub use starter::{
     CONFIG_FILE, REPOSITORY_CONFIG_PATH, STARTER_ACTORS_DIR, STARTER_AGENT_FILE, STARTER_DATA_DIR,
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
 };
+pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use timezone::{DaemonTimezone, system_timezone};
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
@@ -526,19 +532,42 @@ pub struct LoadedConfig {
     pub warnings: Vec<String>,
     /// What to set next (no bot token, no API key, ...), logged at boot.
     pub hints: Vec<String>,
-    /// Every secret the config names (API keys, bot tokens, the Studio token), read from the
-    /// environment once at load time, by variable name. Registered for redaction.
+    /// Every secret the config names (API keys, bot tokens, the Studio token), read once at load
+    /// time from the environment or the secrets store, by variable name. Registered for
+    /// redaction.
     pub secrets: BTreeMap<String, crate::secrets::Secret>,
+    /// Where each of [`secrets`](Self::secrets) came from.
+    pub secret_sources: BTreeMap<String, SecretSource>,
     /// The daemon's time zone (`timezone`, else the system's, else UTC) and where it came from.
     pub timezone: DaemonTimezone,
 }
 
+/// Where a secret's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretSource {
+    /// The daemon's environment (it wins over the store).
+    Environment,
+    /// The secrets store, `<data_dir>/secrets.toml` (Studio's Keys & tokens).
+    Store,
+}
+
 impl LoadedConfig {
+    /// Every secret variable the config and the agents name, with what uses it.
+    pub fn secret_uses(&self) -> BTreeMap<String, Vec<SecretUse>> {
+        secret_uses(&self.config, &self.agents)
+    }
+
+    /// Whether the secret `var` was read from the secrets store (not the environment).
+    pub fn secret_from_store(&self, var: &str) -> bool {
+        self.secret_sources.get(var) == Some(&SecretSource::Store)
+    }
+
     pub fn agent(&self, name: &str) -> Option<&AgentSpec> {
         self.agents.iter().find(|agent| agent.name == name)
     }
 
-    /// The secret held by environment variable `var`, if it was set.
+    /// The secret held by variable `var` (environment or store), if it was set.
     pub fn secret(&self, var: &str) -> Option<&crate::secrets::Secret> {
         self.secrets.get(var)
     }

@@ -25,7 +25,7 @@ pub enum TimeoutKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
     #[error(
-        "provider `{provider}` needs an API key: set the environment variable {env} (named by [providers.{provider}].api_key_env)"
+        "provider `{provider}` needs an API key: set {env} in Studio's Keys & tokens page or in the daemon's environment (named by [providers.{provider}].api_key_env)"
     )]
     MissingKey { provider: String, env: String },
 

@@ -8,7 +8,7 @@
 //! agent's file: create, edit, duplicate, delete, skill toggles), `chat` (Studio's chat, also
 //! into Telegram conversations, and its stop), `runs`, `schedules`, `approvals` (inbox, grants,
 //! rules), `memory`, `mcp`, `handoffs`, `timezones`, `people`, `audit`, `logs` (the recent log
-//! lines and their live tail), `costs`, `backups`, `reload`, `providers` and `tool_catalogue`
+//! lines and their live tail), `costs`, `backups`, `secrets` (Keys & tokens), `reload`, `providers` and `tool_catalogue`
 //! (what the setup and the agent editor pick from), `live` (runtime events as SSE), `gateway`
 //! (the OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
@@ -52,6 +52,7 @@ pub mod providers;
 pub mod reload;
 pub mod runs;
 pub mod schedules;
+pub mod secrets;
 pub mod timezones;
 pub mod token_file;
 pub mod tool_catalogue;
@@ -96,6 +97,9 @@ pub struct StudioState {
     pub bill: Live<costs::Bill>,
     /// Scheduled backups' settings (Overview's Backups card; `[backup]` changes need a restart).
     pub backups: Arc<crate::backup::schedule::BackupPlan>,
+    /// The secret variables the files name and where the running values came from (Keys &
+    /// tokens; never a value in an answer).
+    pub secrets: Live<secrets::SecretsView>,
     /// Actor ids that must have started (or failed visibly) before `/readyz` says ready: every
     /// configured bot, as the last reload left them. (MCP servers are asked of the MCP
     /// supervisor, whose set follows reloads.)
@@ -123,7 +127,12 @@ impl<T> Clone for Live<T> {
 
 impl<T> Live<T> {
     pub fn new(value: T) -> Self {
-        Live(Arc::new(std::sync::RwLock::new(Arc::new(value))))
+        Self::shared(Arc::new(value))
+    }
+
+    /// A view of a value that is already shared.
+    pub fn shared(value: Arc<T>) -> Self {
+        Live(Arc::new(std::sync::RwLock::new(value)))
     }
 
     /// The current value.
@@ -244,6 +253,9 @@ api! {
     get "/api/v1/logs/events" => logs::events, "New log lines as Server-Sent Events (`line`, `gap`), filtered like /api/v1/logs, from `after` or Last-Event-ID";
     get "/api/v1/backups" => backups::list, "Scheduled backups: the settings, the next run, recorded runs and the archives kept";
     get "/api/v1/costs" => costs::costs, "Spending (dollars and tokens) by day, agent and model; each agent's daily budgets; unpriced models";
+    get "/api/v1/secrets" => secrets::list, "Keys and tokens the configuration names: what uses each, whether it is set, where from (environment or Studio's store) and its last characters; never a value";
+    put "/api/v1/secrets/{name}" => secrets::set, "Keeps a key or token in the daemon's store (`value` in the body, never answered back) and reloads so that it takes effect; answers with the reload's report";
+    delete "/api/v1/secrets/{name}" => secrets::delete, "Deletes a key or token from the daemon's store and reloads; answers with the reload's report";
     post "/api/v1/reload" => reload::reload, "Re-reads the config and agent files and applies the difference (like SIGHUP); answers with the report";
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description";
 }

@@ -2,7 +2,8 @@
 //!
 //! The reloader re-reads the config and agent files and applies them (see `protocol::reload`);
 //! the answer is its report. A refused reload is still a 200: the request was carried out, and
-//! the report's `ok: false` and `error` say why nothing changed.
+//! the report's `ok: false` and `error` say why nothing changed. [`run`] is the same for other
+//! routes that reload after a change (Keys & tokens).
 
 use axum::Json;
 use axum::extract::State;
@@ -13,7 +14,13 @@ use crate::protocol::CallError;
 use crate::protocol::reload::{Reloader, TIMEOUT};
 
 pub async fn reload(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
-    let report = match Reloader::new(&state.registry).reload("studio").await {
+    run(&state, "studio").await.map(Json)
+}
+
+/// Asks the reloader to reload (`trigger` says who asked) and answers with its report as JSON,
+/// with its one-line `summary`.
+pub async fn run(state: &StudioState, trigger: &str) -> Result<Value, ApiError> {
+    let report = match Reloader::new(&state.registry).reload(trigger).await {
         Ok(report) => report,
         Err(CallError::NotRunning { .. }) => return Err(ApiError::unavailable("the reloader")),
         // The reload may still be applying: the caller must not read this as "nothing changed".
@@ -32,5 +39,5 @@ pub async fn reload(State(state): State<StudioState>) -> Result<Json<Value>, Api
     if let Some(object) = body.as_object_mut() {
         object.insert("summary".into(), Value::String(summary));
     }
-    Ok(Json(body))
+    Ok(body)
 }

@@ -1,6 +1,7 @@
 //! Studio's views of the config and agent files: the agents, time zones, people, the bill, the
-//! bots `/readyz` waits for, and where the files are that its editors change. Built at boot, replaced as a whole by a reload, shared by every clone
-//! of the Studio state.
+//! bots `/readyz` waits for, where the files are that its editors change, the secret variables
+//! (Keys & tokens) and the model providers. Built at boot, replaced as a whole by a reload,
+//! shared by every clone of the Studio state.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ pub struct StudioViews {
     pub files: Live<FileView>,
     /// The model providers as the daemon runs them (replaced when a reload changes one).
     pub providers: Live<Providers>,
+    /// The secret variables the files name and where each value comes from (Keys & tokens).
+    pub secrets: Live<super::secrets::SecretsView>,
 }
 
 /// Where the files are that Studio's editors change, and what they define.
@@ -89,6 +92,7 @@ impl StudioViews {
             ready: Live::new(ready_ids(loaded, options)),
             files: Live::new(FileView::new(loaded)),
             providers: Live::from_arc(providers.clone()),
+            secrets: Live::new(super::secrets::SecretsView::new(loaded)),
         }
     }
 
@@ -112,6 +116,7 @@ impl StudioViews {
         self.ready.set(ready_ids(loaded, options));
         self.files.set(FileView::new(loaded));
         self.providers.set_arc(providers.clone());
+        self.secrets.set(super::secrets::SecretsView::new(loaded));
     }
 }
 

@@ -16,7 +16,8 @@
 //! Last, the root is given the new specs of the agent, MCP and channel supervisors and of the
 //! reloader (`SupervisorMsg::SetSpec`: stored, not restarted), so that a restart of any of them
 //! keeps what this reload applied, and Studio's views of the files (`StudioViews`: agents,
-//! people, zones, budgets, the ids `/readyz` waits for) are replaced.
+//! people, zones, budgets, the ids `/readyz` waits for, the secrets) are replaced. A provider
+//! whose key changed in the secrets store is built again, and its agents restart with it.
 //!
 //! The report (added, removed and restarted per kind, MCP servers also retargeted, settings that
 //! need a restart, warnings, or the refusal) is logged, published (`config_reloaded`), audited
@@ -121,7 +122,8 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
         ..ReloadReport::default()
     };
     for var in new.secrets.keys() {
-        if !running.secrets.contains_key(var) {
+        // A value from the secrets store was never in the environment.
+        if !running.secrets.contains_key(var) && !new.secret_from_store(var) {
             report.warnings.push(format!(
                 "`{var}` was read after start, so it stays in the daemon's environment; restart to remove it from there"
             ));

@@ -211,7 +211,7 @@ async fn move_studio_settings_into_files(
     store: &Store,
     events: &EventBus,
 ) {
-    use crate::config::edit::{self, Setting};
+    use crate::config::edit;
     let Some(dir) = loaded.agents_source.clone() else {
         return;
     };
@@ -231,24 +231,8 @@ async fn move_studio_settings_into_files(
         if row.autonomy.is_none() && row.model.is_none() && toggles.is_empty() {
             continue;
         }
-        let mut settings = Vec::new();
-        if let Some(autonomy) = row
-            .autonomy
-            .as_deref()
-            .and_then(crate::config::Autonomy::parse)
-        {
-            settings.push((
-                "autonomy".to_string(),
-                Setting::Text(autonomy.as_str().into()),
-            ));
-        }
-        if let Some(model) = &row.model {
-            settings.push(("model".to_string(), Setting::Text(model.clone())));
-        }
         let skills = crate::skills::enabled_names(&spec.skills, &toggles);
-        if !toggles.is_empty() {
-            settings.push(("skills".to_string(), Setting::Texts(skills.clone())));
-        }
+        let settings = settings_to_move(&row, &skills, !toggles.is_empty());
         let written = edit::find_agent_file(&dir, &spec.name)
             .ok_or_else(|| "its file was not found".to_string())
             .and_then(|path| {
@@ -275,37 +259,77 @@ async fn move_studio_settings_into_files(
             spec.model = model;
         }
         spec.skills = skills;
-        let (name, paused, now) = (spec.name.clone(), row.paused, crate::clock::now_ms());
-        let details = serde_json::json!({"file": path.display().to_string(), "autonomy": row.autonomy, "model": row.model, "skill_toggles": toggles.len()});
-        let subject = format!("agent:{name}");
-        let audited = subject.clone();
-        let moved = store
-            .write(move |conn| {
-                let kept = crate::store::runs::SettingsRow {
-                    autonomy: None,
-                    model: None,
-                    paused,
-                };
-                crate::store::runs::save_settings(conn, &name, &kept, now)?;
-                crate::store::studio::clear_skill_toggles(conn, &name)?;
-                crate::audit::append(
-                    conn,
-                    "daemon",
-                    "agent.settings_moved_to_file",
-                    &audited,
-                    &details,
-                )?;
-                Ok(())
-            })
-            .await;
-        match moved {
-            Ok(()) => {
-                crate::audit::announce(events, "agent.settings_moved_to_file", &subject);
-                tracing::info!(agent = %spec.name, file = %path.display(), "Settings made in Studio now live in the agent's file, the one place an agent is defined.")
-            }
-            Err(error) => {
-                tracing::warn!(agent = %spec.name, %error, "the settings were written into the agent's file but the database kept its copy")
-            }
+        forget_moved_settings(store, events, &spec.name, &path, &row, toggles.len()).await;
+    }
+}
+
+/// The file keys that take over what the database held: autonomy, model, and the skills list
+/// when a skill was toggled.
+fn settings_to_move(
+    row: &crate::store::runs::SettingsRow,
+    skills: &[String],
+    toggled: bool,
+) -> Vec<(String, crate::config::edit::Setting)> {
+    use crate::config::edit::Setting;
+    let mut settings = Vec::new();
+    if let Some(autonomy) = row
+        .autonomy
+        .as_deref()
+        .and_then(crate::config::Autonomy::parse)
+    {
+        settings.push((
+            "autonomy".to_string(),
+            Setting::Text(autonomy.as_str().into()),
+        ));
+    }
+    if let Some(model) = &row.model {
+        settings.push(("model".to_string(), Setting::Text(model.clone())));
+    }
+    if toggled {
+        settings.push(("skills".to_string(), Setting::Texts(skills.to_vec())));
+    }
+    settings
+}
+
+/// Once the file holds them: the database forgets the moved settings (keeping pause), audited.
+async fn forget_moved_settings(
+    store: &Store,
+    events: &EventBus,
+    agent: &str,
+    path: &std::path::Path,
+    row: &crate::store::runs::SettingsRow,
+    toggles: usize,
+) {
+    let (name, paused, now) = (agent.to_string(), row.paused, crate::clock::now_ms());
+    let details = serde_json::json!({"file": path.display().to_string(), "autonomy": row.autonomy, "model": row.model, "skill_toggles": toggles});
+    let subject = format!("agent:{name}");
+    let audited = subject.clone();
+    let moved = store
+        .write(move |conn| {
+            let kept = crate::store::runs::SettingsRow {
+                autonomy: None,
+                model: None,
+                paused,
+            };
+            crate::store::runs::save_settings(conn, &name, &kept, now)?;
+            crate::store::studio::clear_skill_toggles(conn, &name)?;
+            crate::audit::append(
+                conn,
+                "daemon",
+                "agent.settings_moved_to_file",
+                &audited,
+                &details,
+            )?;
+            Ok(())
+        })
+        .await;
+    match moved {
+        Ok(()) => {
+            crate::audit::announce(events, "agent.settings_moved_to_file", &subject);
+            tracing::info!(%agent, file = %path.display(), "Settings made in Studio now live in the agent's file, the one place an agent is defined.")
+        }
+        Err(error) => {
+            tracing::warn!(%agent, %error, "the settings were written into the agent's file but the database kept its copy")
         }
     }
 }

@@ -12,7 +12,7 @@ export { markdown, markdownPreview };
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'people', 'schedules', 'memory', 'mcp',
   'handoffs', 'audit', 'costs', 'skills',
-  'logs', 'secrets'];
+  'logs', 'secrets', 'setup'];
 const ALIASES = { sessions: 'agents' }; // #/sessions/ID is drawn by the agents page
 const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',
@@ -597,6 +597,11 @@ async function boot() {
   const more = document.getElementById('nav-more');
   if (more) {
     more.onclick = () => more.setAttribute('aria-expanded', String(document.getElementById('nav').classList.toggle('open')));
+  }
+  // A house that cannot answer yet opens on the setup (unless a page was asked for).
+  if (!location.hash || location.hash === '#' || location.hash === '#/') {
+    const setup = await api('/api/v1/setup').catch(() => null);
+    if (setup?.needed) location.replace('#/setup');
   }
   return route();
 }

@@ -126,7 +126,8 @@ async fn put_secret(http: &reqwest::Client, base: &str, name: &str, value: &str)
 fn get_paths() -> Vec<String> {
     let mut paths: Vec<String> = API_ROUTES
         .iter()
-        .filter(|(method, path, _)| *method == "get" && *path != "/api/v1/events")
+        // The live streams never end (`/api/v1/logs`, read here, is what the log's stream sends).
+        .filter(|(method, path, _)| *method == "get" && !path.ends_with("/events"))
         .map(|(_, path, _)| {
             path.replace("{name}", "ada")
                 .replace("{id}", "1")

@@ -603,7 +603,8 @@ fn next_steps(
         }
         match &spec.telegram {
             None => hints.push(format!(
-                "agent `{}` has no Telegram bot yet: add a [telegram] table with token_env = \"...\" to its file",
+                "agent `{}` has no Telegram bot yet: connect one in Studio's Set up page (or add a \
+                 [telegram] table with token_env = \"...\" to its file)",
                 spec.name
             )),
             Some(telegram) if !secrets.contains_key(&telegram.token_env) => {

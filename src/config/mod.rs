@@ -37,9 +37,9 @@ pub mod edit;
 mod layers;
 mod mcp;
 mod providers;
-mod starter;
 mod secret_uses;
 pub mod secrets_file;
+mod starter;
 mod timezone;
 mod validate;
 mod web_search;
@@ -57,11 +57,11 @@ pub use backup::BackupConfig;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
+pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use starter::{
     CONFIG_FILE, REPOSITORY_CONFIG_PATH, STARTER_ACTORS_DIR, STARTER_AGENT_FILE, STARTER_DATA_DIR,
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
 };
-pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use timezone::{DaemonTimezone, system_timezone};
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 

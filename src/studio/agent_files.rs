@@ -8,6 +8,8 @@
 //! applied by a reload. A file that cannot be written is answered 409 with the TOML to put there
 //! by hand. Pausing is not a definition but the agent's runtime state: it goes to the agent.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -92,30 +94,7 @@ impl AgentBody {
                 settings.push((key.to_string(), setting));
             }
         };
-        if let Some(autonomy) = &self.autonomy
-            && Autonomy::parse(autonomy).is_none()
-        {
-            return Err(ApiError::bad_request(format!(
-                "unknown autonomy `{autonomy}` (one of: trust_first, require_approval, supervised)"
-            )));
-        }
-        if self
-            .model
-            .as_deref()
-            .is_some_and(|model| model.trim().is_empty())
-        {
-            return Err(ApiError::bad_request("model must not be empty"));
-        }
-        if let Some(unknown) = self
-            .tools
-            .iter()
-            .flatten()
-            .find(|tool| !crate::tools::is_known_tool(tool))
-        {
-            return Err(ApiError::bad_request(format!(
-                "`tools`: there is no tool `{unknown}` (the Agents page lists the tools an agent can have)"
-            )));
-        }
+        self.check()?;
         text("description", &self.description, false);
         text("provider", &self.provider, false);
         text(
@@ -146,8 +125,59 @@ impl AgentBody {
                 .map(|tokens| Setting::Integer(i64::try_from(tokens).unwrap_or(i64::MAX))),
         );
         push("vision", self.vision.map(Setting::Flag));
-        push("allow_shell", self.allow_shell.map(Setting::Flag));
+        // Choosing the shell tool is what turns it on: its file's `allow_shell` follows the tool
+        // list unless the body says otherwise (the policy still decides when it asks first).
+        let shell_listed = self
+            .tools
+            .as_ref()
+            .map(|tools| tools.iter().any(|tool| tool == "shell"));
+        push(
+            "allow_shell",
+            self.allow_shell.or(shell_listed).map(Setting::Flag),
+        );
         push("echo_transcripts", self.echo_transcripts.map(Setting::Flag));
+        settings.extend(self.telegram_settings()?);
+        Ok(settings)
+    }
+
+    /// Refuses a value the reload would otherwise only name later (an unknown autonomy, an empty
+    /// model, a tool that does not exist).
+    fn check(&self) -> Result<(), ApiError> {
+        if let Some(autonomy) = &self.autonomy
+            && Autonomy::parse(autonomy).is_none()
+        {
+            return Err(ApiError::bad_request(format!(
+                "unknown autonomy `{autonomy}` (one of: trust_first, require_approval, supervised)"
+            )));
+        }
+        if self
+            .model
+            .as_deref()
+            .is_some_and(|model| model.trim().is_empty())
+        {
+            return Err(ApiError::bad_request("model must not be empty"));
+        }
+        if let Some(unknown) = self
+            .tools
+            .iter()
+            .flatten()
+            .find(|tool| !crate::tools::is_known_tool(tool))
+        {
+            return Err(ApiError::bad_request(format!(
+                "`tools`: there is no tool `{unknown}` (the Agents page lists the tools an agent can have)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `[telegram]` keys: the bot's token variable and who may talk to it, or none (`null`).
+    fn telegram_settings(&self) -> Result<Vec<(String, Setting)>, ApiError> {
+        let mut settings = Vec::new();
+        let mut push = |key: &str, setting: Option<Setting>| {
+            if let Some(setting) = setting {
+                settings.push((key.to_string(), setting));
+            }
+        };
         match &self.telegram {
             None => {}
             Some(None) => push("telegram.token_env", Some(Setting::Absent)),
@@ -441,7 +471,9 @@ pub async fn file(
         "writable": writable,
         "text": text,
         "daemon_timezone": files.timezone,
-        "providers": files.providers,
+        "providers": files.providers.iter()
+            .map(|(name, provider)| (name.clone(), provider.kind.as_str()))
+            .collect::<BTreeMap<_, _>>(),
         "settings": {
             "description": spec.description, "provider": spec.provider, "model": spec.model,
             "instructions": spec.instructions, "autonomy": spec.autonomy.as_str(),

@@ -8,8 +8,8 @@
 //! agent's file: create, edit, duplicate, delete, skill toggles), `chat` (Studio's chat, also
 //! into Telegram conversations, and its stop), `runs`, `schedules`, `approvals` (inbox, grants,
 //! rules), `memory`, `mcp`, `handoffs`, `timezones`, `people`, `audit`, `logs` (the recent log
-//! lines and their live tail), `costs`, `backups`, `secrets` (Keys & tokens), `reload`, `providers` and `tool_catalogue`
-//! (what the setup and the agent editor pick from), `live` (runtime events as SSE), `gateway`
+//! lines and their live tail), `costs`, `backups`, `secrets` (Keys & tokens), `reload`, `providers`, `tool_catalogue` and `setup`
+//! (the first setup and what it and the agent editor pick from), `live` (runtime events as SSE), `gateway`
 //! (the OpenAI-compatible endpoint), `error` (the one error shape),
 //! `assets` (the embedded console, CSP, OpenAPI), `access` (the guard in front of every API
 //! route) with `token_file`, and `views` (Studio's views of the files).
@@ -53,6 +53,7 @@ pub mod reload;
 pub mod runs;
 pub mod schedules;
 pub mod secrets;
+pub mod setup;
 pub mod timezones;
 pub mod token_file;
 pub mod tool_catalogue;
@@ -200,6 +201,7 @@ api! {
     get "/api/v1/agents/{name}" => agents::detail, "One agent and its sessions";
     post "/api/v1/agents" => agent_files::create, "Creates an agent: writes its file (validated first) and starts it";
     patch "/api/v1/agents/{name}" => agent_files::update, "Changes the agent's file (instructions, model, tools, autonomy, budgets, zone, skills, voice, bot) and applies it; `paused` is runtime state";
+    get "/api/v1/setup" => setup::status, "What is done of the first setup: a model provider with its key, the first agent, its Telegram bot (`needed`: the house cannot answer yet)";
     get "/api/v1/tools" => tool_catalogue::list, "The tools an agent can have, in plain words with how careful the daemon is with each, and presets";
     get "/api/v1/agents/{name}/file" => agent_files::file, "The agent's definition as its file says it, the file's path and text, and whether Studio can write it";
     post "/api/v1/agents/{name}/duplicate" => agent_files::duplicate, "A new agent with this one's settings (without its bot)";

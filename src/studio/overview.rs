@@ -195,11 +195,20 @@ fn attention(kind: &str, text: String, action: &str, href: &str) -> Value {
 /// What needs the operator now, most pressing first: a guided queue, each item with its action.
 fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
     let mut queue = Vec::new();
-    let plural = |n: i64, one: &str, many: &str| if n == 1 { one.to_string() } else { format!("{n} {many}") };
+    let plural = |n: i64, one: &str, many: &str| {
+        if n == 1 {
+            one.to_string()
+        } else {
+            format!("{n} {many}")
+        }
+    };
     if figures.approvals_pending > 0 {
         queue.push(attention(
             "approvals",
-            format!("{} waiting for your yes or no.", plural(figures.approvals_pending, "An action is", "actions are")),
+            format!(
+                "{} waiting for your yes or no.",
+                plural(figures.approvals_pending, "An action is", "actions are")
+            ),
             "Decide",
             "#/approvals",
         ));
@@ -207,7 +216,10 @@ fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
     if figures.pairings_pending > 0 {
         queue.push(attention(
             "pairing",
-            format!("{} asked to talk to an agent.", plural(figures.pairings_pending as i64, "Someone", "people")),
+            format!(
+                "{} asked to talk to an agent.",
+                plural(figures.pairings_pending as i64, "Someone", "people")
+            ),
             "Let them in or not",
             "#/people",
         ));
@@ -215,7 +227,9 @@ fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
     for agent in &figures.unclaimed {
         queue.push(attention(
             "claim",
-            format!("The bot of {agent} waits for its owner: send it the claim code from your phone."),
+            format!(
+                "The bot of {agent} waits for its owner: send it the claim code from your phone."
+            ),
             "Show the code",
             "#/people",
         ));
@@ -233,7 +247,14 @@ fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
     if figures.jobs_failing > 0 {
         queue.push(attention(
             "jobs",
-            format!("{} failed several times in a row.", plural(figures.jobs_failing, "A scheduled job has", "scheduled jobs have")),
+            format!(
+                "{} failed several times in a row.",
+                plural(
+                    figures.jobs_failing,
+                    "A scheduled job has",
+                    "scheduled jobs have"
+                )
+            ),
             "Look at the schedules",
             "#/schedules",
         ));
@@ -258,13 +279,13 @@ fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
             "#/costs",
         ));
     }
-    if state.agents.get().is_empty() {
-        queue.push(attention(
-            "setup",
-            "No agent is set up yet.".to_string(),
-            "Set up your first agent",
-            "#/setup",
-        ));
+    if super::setup::needed(state) {
+        let text = if state.agents.get().is_empty() {
+            "No agent is set up yet.".to_string()
+        } else {
+            "Your agent cannot answer yet: its model provider has no key.".to_string()
+        };
+        queue.push(attention("setup", text, "Finish the setup", "#/setup"));
     }
     queue
 }
@@ -281,7 +302,11 @@ fn agent_lines(state: &StudioState, figures: &Figures) -> Vec<Value> {
             } else if figures.unclaimed.contains(&agent.name) {
                 "waiting to be claimed".to_string()
             } else {
-                match figures.bots.get(&agent.name).map(|(status, ..)| status.as_str()) {
+                match figures
+                    .bots
+                    .get(&agent.name)
+                    .map(|(status, ..)| status.as_str())
+                {
                     Some("online" | "polling") => "online".to_string(),
                     Some(other) => other.replace('_', " "),
                     None => "starting".to_string(),

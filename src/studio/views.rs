@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{AgentSpec, ConfigSource, LoadedConfig};
+use crate::config::{AgentSpec, ConfigSource, LoadedConfig, ProviderConfig};
 use crate::domain::StartOptions;
 use crate::llm::Providers;
 use crate::llm::prices::Prices;
@@ -39,8 +39,8 @@ pub struct FileView {
     pub agents_dir: Option<PathBuf>,
     /// Each agent's definition as the files say (name → spec).
     pub agents: BTreeMap<String, AgentSpec>,
-    /// The names of the model providers, with their kind.
-    pub providers: BTreeMap<String, String>,
+    /// The model providers as the config file says them (no key: only the variable's name).
+    pub providers: BTreeMap<String, ProviderConfig>,
     /// The daemon's time zone (the default of new schedules and agents).
     pub timezone: String,
 }
@@ -62,7 +62,7 @@ impl FileView {
                 .config
                 .providers
                 .iter()
-                .map(|(name, provider)| (name.clone(), provider.kind.as_str().to_string()))
+                .map(|(name, provider)| (name.clone(), provider.clone()))
                 .collect(),
             timezone: loaded.timezone.zone.name().to_string(),
         }

@@ -80,12 +80,7 @@ impl Provider {
 
     /// Asks the provider for its model list once (no retries) and says what that showed.
     pub async fn probe(&self) -> ProbeOutcome {
-        let outcome = |ok: bool, detail: String| ProbeOutcome {
-            provider: self.name.clone(),
-            ok,
-            detail,
-            models: Vec::new(),
-        };
+        let outcome = |ok: bool, detail: String| self.outcome(ok, detail);
         let key_env = match &self.key {
             ApiKey::Missing { env } => {
                 return outcome(
@@ -132,6 +127,26 @@ impl Provider {
                 );
             }
         };
+        self.judge(response, key_env, &host).await
+    }
+
+    fn outcome(&self, ok: bool, detail: String) -> ProbeOutcome {
+        ProbeOutcome {
+            provider: self.name.clone(),
+            ok,
+            detail,
+            models: Vec::new(),
+        }
+    }
+
+    /// What the model list's answer says: the models, or what is wrong in words for people.
+    async fn judge(
+        &self,
+        response: reqwest::Response,
+        key_env: Option<String>,
+        host: &str,
+    ) -> ProbeOutcome {
+        let outcome = |ok: bool, detail: String| self.outcome(ok, detail);
         let key_words = |key_env: &Option<String>| match key_env {
             Some(env) => format!("{env} is set but"),
             None => "no key is configured (api_key_env is empty) and".to_string(),

@@ -146,11 +146,7 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
                     "SELECT agent, COUNT(*) FROM runs WHERE started_ms >= ?1 GROUP BY agent",
                     [start_of_day_ms(now)],
                 )?,
-                provider_warnings: crate::store::events::recent(conn, Some("warning"), 50)?
-                    .into_iter()
-                    .filter(|event| event.subject.starts_with("provider:") && event.at_ms > now - 86_400_000)
-                    .map(|event| (event.subject, event.detail))
-                    .collect(),
+                provider_warnings: provider_warnings(conn, now)?,
                 unclaimed: crate::store::people::claims(conn)?
                     .into_iter()
                     .filter(|claim| claim.is_live(now))
@@ -174,6 +170,25 @@ async fn figures(state: &StudioState) -> Result<Figures, ApiError> {
             Ok(figures)
         })
         .await?)
+}
+
+/// The newest warning of each model provider in the last day, unless a reload came after it
+/// (a key or address changed since may have fixed it; the next failure warns again).
+fn provider_warnings(
+    conn: &rusqlite::Connection,
+    now: i64,
+) -> crate::store::Result<Vec<(String, String)>> {
+    let reloaded = crate::store::events::recent(conn, Some("config_reloaded"), 1)?
+        .first()
+        .map_or(0, |event| event.at_ms);
+    let since = reloaded.max(now - 86_400_000);
+    let mut newest: BTreeMap<String, String> = BTreeMap::new();
+    for event in crate::store::events::recent(conn, Some("warning"), 50)? {
+        if event.subject.starts_with("provider:") && event.at_ms > since {
+            newest.entry(event.subject).or_insert(event.detail);
+        }
+    }
+    Ok(newest.into_iter().collect())
 }
 
 /// (name, number) pairs of a grouped query.

@@ -20,7 +20,7 @@ export async function render(root, ctx) {
   const reload = el('div', { id: 'reload' });
   append(root, el('div', { class: 'row spread' }, el('h1', null, 'Overview'),
     el('div', { class: 'row' }, el('a', { class: 'button', href: '#/setup', 'data-action': 'setup' }, 'Set up'), reloadButton(reload))),
-  el('p', { class: 'lead' }, 'How the house is doing: what needs you first, then each agent and its bot, then the machinery.'),
+  el('p', { class: 'lead overview-lead' }, 'How the house is doing: what needs you first, then each agent and its bot, then the machinery.'),
   reload, box, el('h2', null, 'Model providers'), providers,
   el('h2', null, 'Backups'), backups);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });

@@ -145,6 +145,7 @@ function providerStep(setup, refresh) {
       await api(`/api/v1/providers/${enc(name)}`, { method: 'PUT', body: { kind: chosen, base_url: url.value.trim(), api_key_env: variable }, timeoutMs: SAVE_TIMEOUT_MS });
       memo.provider = name;
       memo.model = model.value;
+      memo.freshModel = true;
       key.value = '';
       // The agent follows: an existing one moves to this provider and model now.
       if (latest.agent && model.value) {
@@ -223,6 +224,7 @@ function agentStep(setup, tools, refresh) {
     });
     if (!result) return;
     toast(`${result.name} is saved and running.`);
+    s.body.hidden = true;
     refresh();
   } },
   el('div', { class: 'row' }, el('label', null, 'Name', name), el('label', { class: 'grow' }, 'Model', model, models)),
@@ -231,15 +233,21 @@ function agentStep(setup, tools, refresh) {
     el('p', { class: 'muted small' }, 'It asks you before anything that changes something; you can change the tools one by one later.'), choices),
   el('div', { class: 'row' }, save));
   s.body.append(form);
+  const change = el('button', { type: 'button', class: 'link', 'data-action': 'change-agent', onclick: () => { s.body.hidden = !s.body.hidden; } }, 'Change');
   return {
     node: s.node,
     update(now, done) {
       s.mark(done ? 'ok' : 'warn', done ? 'done' : 'to do');
+      // A finished step folds away once it was seen done; "Change" opens it again.
+      if (done && !s.node.dataset.opened) s.body.hidden = true;
+      if (!done) s.body.hidden = false;
+      s.node.dataset.opened = 'true';
       if (memo.models) models.replaceChildren(...memo.models.map((m) => el('option', { value: m })));
-      if (memo.model && !model.value) model.value = memo.model;
+      // The model just picked with the provider is the one the agent uses now.
+      if (memo.freshModel && memo.model) { model.value = memo.model; memo.freshModel = false; }
       clear(s.summary, now.agent
         ? el('p', null, done ? '✓ ' : '', el('strong', null, now.agent.name), ` uses ${now.agent.provider}'s `, code(now.agent.model || '?'),
-          '. ', el('a', { href: `#/agents/${enc(now.agent.name)}/edit` }, 'Every setting'))
+          '. ', done ? change : null, ' ', el('a', { href: `#/agents/${enc(now.agent.name)}/edit` }, 'Every setting'))
         : el('p', null, 'No agent yet.'));
     },
   };

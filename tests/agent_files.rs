@@ -288,6 +288,11 @@ async fn settings_an_older_version_kept_in_the_database_move_into_the_file_once(
     assert!(file.contains("# Ada keeps the house in order."), "{file}");
     let (_, agent) = call(&harness, "GET", "/api/v1/agents/ada", None).await;
     assert_eq!(agent["model"], "studio-model", "{agent}");
+    assert_eq!(
+        agent["not_in_file"],
+        json!([]),
+        "the file says what it runs with"
+    );
     let left: (Option<String>, i64) = harness
         .store()
         .read(|conn| {

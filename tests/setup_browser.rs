@@ -210,6 +210,13 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
 
     // 2. The agent: the starter agent, with a preset of tools.
     click(&browser, "#step-agent [data-preset=\"hands-on\"] input").await;
+    // Each preset says what each of its tools does and how careful the daemon is with it.
+    click(&browser, "#step-agent .preset:last-child details summary").await;
+    let careful = browser
+        .wait_for("#step-agent .preset:last-child details[open] li .chip.warn")
+        .await;
+    assert!(!careful.text().await.unwrap().is_empty());
+    shot(&browser, "setup-agent").await;
     click(&browser, "[data-action=\"save-agent\"]").await;
     wait_until(WAIT, "the agent's file has the preset's tools", || async {
         std::fs::read_to_string(dir.join("actors/assistant.toml"))

@@ -454,6 +454,7 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         "/api/v1/agents/{name}/duplicate",
         "/api/v1/agents/{name}",
         // tests/setup_wizard.rs: providers and bots checked and saved, the tool catalogue, QR.
+        "/api/v1/setup",
         "/api/v1/tools",
         "/api/v1/providers/{name}/models",
         "/api/v1/providers/check",

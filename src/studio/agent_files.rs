@@ -245,7 +245,7 @@ async fn apply(state: &StudioState, edit: FileEdit) -> Result<Value, Response> {
 /// The agent as the list shows it, after a change (its new actor answers).
 async fn answer(state: &StudioState, name: &str, change: Value) -> Response {
     let mut body = match super::agents::view(state, name).await {
-        Ok(view) => super::agents::agent_json(&view),
+        Ok(view) => super::agents::agent_json(&view, state.files.get().agents.get(name)),
         Err(_) => json!({"name": name, "reachable": false}),
     };
     if let (Some(body), Some(change)) = (body.as_object_mut(), change.as_object()) {

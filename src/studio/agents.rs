@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, StudioState};
+use crate::config::AgentSpec;
 use crate::domain::{ChatKey, ChatKind};
 use crate::protocol::agent::{Agent, AgentError, AgentView, SkillView};
 use crate::store::sessions::{self, EventKindRow, EventRow, SessionRow};
@@ -41,12 +42,29 @@ pub async fn view(state: &StudioState, name: &str) -> Result<AgentView, ApiError
         .map_err(|error| api_error(name, error))
 }
 
-pub(super) fn agent_json(view: &AgentView) -> Value {
+/// An agent as Studio lists it.
+///
+/// `not_in_file` lists the settings the agent runs with that its file does not say: values an
+/// earlier version kept in the database when they were set in Studio, which the boot could not
+/// move into a file Studio cannot write (`key`, `running`, `file`).
+pub(super) fn agent_json(view: &AgentView, file: Option<&AgentSpec>) -> Value {
+    let mut not_in_file = Vec::new();
+    if let Some(file) = file {
+        if file.model != view.model {
+            not_in_file.push(json!({"key": "model", "running": view.model, "file": file.model}));
+        }
+        if file.autonomy != view.autonomy {
+            not_in_file.push(json!({
+                "key": "autonomy", "running": view.autonomy.as_str(), "file": file.autonomy.as_str(),
+            }));
+        }
+    }
     json!({
         "name": view.name, "reachable": true, "description": view.description, "provider": view.provider,
         "model": view.model, "autonomy": view.autonomy.as_str(), "paused": view.paused,
         "tools": view.tools, "sessions_open": view.sessions, "telegram": view.has_telegram,
         "skills": view.skills.iter().map(skill_json).collect::<Vec<_>>(),
+        "not_in_file": not_in_file,
     })
 }
 
@@ -154,7 +172,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     let mut agents = Vec::new();
     for agent in state.agents.get().iter() {
         agents.push(match view(&state, &agent.name).await {
-            Ok(view) => agent_json(&view),
+            Ok(view) => agent_json(&view, state.files.get().agents.get(&agent.name)),
             Err(_) => json!({
                 "name": agent.name, "telegram": agent.telegram, "reachable": false,
                 "reason": unreachable_reason(&agent.name),
@@ -170,7 +188,7 @@ pub async fn detail(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let view = view(&state, &name).await?;
-    let mut body = agent_json(&view);
+    let mut body = agent_json(&view, state.files.get().agents.get(&name));
     let agent = name.clone();
     let rows = state
         .store

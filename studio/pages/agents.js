@@ -115,6 +115,10 @@ function facts(a) {
     el('div', { class: 'row spread' }, el('h3', null, a.name),
       a.paused ? badge('paused') : badge('active')),
     a.description && el('p', { class: 'muted small' }, a.description),
+    a.not_in_file?.length ? el('p', { class: 'field-error', 'data-not-in-file': '' },
+      'Runs with settings its file does not say (kept in the database by an earlier version): ',
+      a.not_in_file.map((d, i) => [i ? '; ' : '', `${d.key} ${d.running} (the file says ${d.file})`]),
+      '. The daemon could not write its file: make the file writable for it and restart, and they move into the file.') : null,
     kv([
       ['Model', [a.provider ? `${a.provider} / ` : '', a.model ?? '—']],
       ['Autonomy', el('span', { 'data-field': 'autonomy' }, badge(a.autonomy === 'trust_first' ? 'warn' : 'idle', a.autonomy))],

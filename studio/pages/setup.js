@@ -198,9 +198,16 @@ function agentStep(setup, tools, refresh) {
   const instructions = el('textarea', { name: 'instructions', rows: 7 }, agent?.instructions ?? DEFAULT_INSTRUCTIONS);
   const presets = tools?.presets ?? [];
   const startPreset = presets.find((p) => agent && p.tools.join() === [...agent.tools].join()) ?? presets.find((p) => p.id === 'helper') ?? presets[0];
-  const choices = el('div', { class: 'choices' }, presets.map((p) => el('label', { class: 'inline choice', 'data-preset': p.id },
-    el('input', { type: 'radio', name: 'preset', value: p.id, checked: p === startPreset }),
-    el('span', null, el('strong', null, p.name), el('br'), el('span', { class: 'muted small' }, p.summary)))));
+  const byName = new Map((tools?.tools ?? []).map((t) => [t.name, t]));
+  // Each preset's tools in plain words, with how careful the daemon is with each.
+  const toolLines = (p) => el('details', { class: 'preset-tools small' }, el('summary', null, `What it may do (${p.tools.length})`),
+    el('ul', null, p.tools.map((name) => byName.get(name)).filter(Boolean).map((t) => el('li', null, t.summary, ' ',
+      el('span', { class: `chip ${t.asks ? 'warn' : ''}` }, t.care)))));
+  const choices = el('div', { class: 'choices' }, presets.map((p) => el('div', { class: 'preset' },
+    el('label', { class: 'inline choice', 'data-preset': p.id },
+      el('input', { type: 'radio', name: 'preset', value: p.id, checked: p === startPreset }),
+      el('span', null, el('strong', null, p.name), el('br'), el('span', { class: 'muted small' }, p.summary))),
+    toolLines(p))));
   const keepTools = agent && !presets.some((p) => p.tools.join() === [...agent.tools].join());
   if (keepTools) {
     choices.prepend(el('label', { class: 'inline choice', 'data-preset': 'keep' },

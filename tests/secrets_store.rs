@@ -121,8 +121,8 @@ async fn put_secret(http: &reqwest::Client, base: &str, name: &str, value: &str)
 }
 
 /// Every GET route of the API table (and the health endpoints and the console), with its
-/// parameters filled in; the event stream never ends, so it is left out (its texts pass the
-/// same redaction as the log).
+/// parameters filled in; the event streams (`/api/v1/events`, `/api/v1/logs/events`) never end,
+/// so they are left out (their texts pass the same redaction as the log).
 fn get_paths() -> Vec<String> {
     let mut paths: Vec<String> = API_ROUTES
         .iter()

@@ -2,12 +2,13 @@
 //! the mark on rows whose archive retention deleted.
 
 use rusqlite::{Connection, params};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::store::Result;
 
-/// One recorded backup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One recorded backup (Studio's Backups card shows it as serialized here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct BackupRow {
     pub id: i64,
     pub started_ms: i64,

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use ractor::RpcReplyPort;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{CallError, ServiceName};
@@ -90,7 +91,7 @@ pub enum EditOutcome {
 }
 
 /// What changed in one kind of child (agents, bots, MCP servers, services).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Changes {
     pub added: Vec<String>,
     pub removed: Vec<String>,
@@ -127,8 +128,8 @@ impl Changes {
     }
 }
 
-/// The outcome of one reload.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The outcome of one reload (Studio answers it as serialized here, with its `summary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReloadReport {
     /// True when the files were applied whole. False when they were refused (then nothing
     /// changed and `error` says why) or applied in part (`partial`).

@@ -397,6 +397,21 @@ pub async fn whoami(axum::Extension(caller): axum::Extension<Caller>) -> Respons
     axum::Json(serde_json::json!({"csrf": csrf, "via": caller.via()})).into_response()
 }
 
+/// What `GET /api/v1/session` answers.
+pub fn whoami_schema() -> serde_json::Value {
+    use super::openapi::{described, object, one_of, string};
+    object([
+        (
+            "csrf",
+            described(
+                "sent as `X-CSRF-Token` with every mutation of a browser session (empty for a token)",
+                string(),
+            ),
+        ),
+        ("via", one_of(&["cookie", "token"])),
+    ])
+}
+
 /// `POST /api/v1/session/logout`: ends the browser session.
 pub async fn logout(State(state): State<StudioState>, headers: HeaderMap) -> Response {
     if let Some(cookie) = cookie(&headers, SESSION_COOKIE).map(str::to_string) {
@@ -414,6 +429,11 @@ pub async fn logout(State(state): State<StudioState>, headers: HeaderMap) -> Res
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
+}
+
+/// What `POST /api/v1/session/logout` answers.
+pub fn logout_schema() -> serde_json::Value {
+    super::openapi::object([("ok", super::openapi::boolean())])
 }
 
 #[cfg(test)]

@@ -14,9 +14,14 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
+use super::openapi::{
+    array, boolean, described, extend, integer, map, nullable, number, object, one_of, requiring,
+    string,
+};
 use super::{ApiError, StudioState, json_body};
 use crate::config::Autonomy;
 use crate::config::edit::Setting;
@@ -31,42 +36,64 @@ const OPERATOR: &str = "operator (studio)";
 /// An agent's definition as Studio's editor sends it: every field optional (absent: unchanged);
 /// an empty text for `timezone`, `reports_to`, `voice_replies` or `approval_ttl` takes the key
 /// out of the file (its default applies); `telegram: null` disconnects the bot.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentBody {
     /// Only when creating: the new agent's name.
     name: Option<String>,
+    /// What it is for, in one line.
     description: Option<String>,
+    /// A provider of the config's `[providers]`.
     provider: Option<String>,
+    /// A model of that provider (the picker lists them); not empty.
     model: Option<String>,
+    /// What it is told before every conversation.
     instructions: Option<String>,
+    /// `trust_first`, `require_approval` or `supervised`.
     autonomy: Option<String>,
+    /// Built-in tools by name (`GET /api/v1/tools` lists them).
     tools: Option<Vec<String>>,
+    /// Skills by name (`GET /api/v1/skills`).
     skills: Option<Vec<String>>,
+    /// Dollars a day it may spend (0: no limit).
     daily_budget_usd: Option<f64>,
+    /// Tokens a day it may use (0: no limit).
     daily_token_budget: Option<u64>,
+    /// An IANA zone, like `Europe/Berlin` (empty: the daemon's).
     timezone: Option<String>,
+    /// When it answers with a voice note (empty: never).
     voice_replies: Option<String>,
+    /// It may look at pictures.
     vision: Option<bool>,
+    /// It may run shell commands at all.
     allow_shell: Option<bool>,
+    /// Transcripts of voice notes are echoed into the chat.
     echo_transcripts: Option<bool>,
+    /// How long an approval request waits, like `30m` (empty: the default).
     approval_ttl: Option<String>,
+    /// The agent it reports to (empty: none).
     reports_to: Option<String>,
+    /// Its Telegram bot; `null` disconnects it.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<TelegramBody>")]
     telegram: Option<Option<TelegramBody>>,
     /// The runtime state (not in the file).
     paused: Option<bool>,
 }
 
 /// The agent's bot: the variable (or stored secret) holding its token, who may talk to it.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelegramBody {
+    /// The variable (or stored secret) that holds the bot's token.
     token_env: String,
+    /// Telegram user ids allowed to talk to it (empty: its owner claims it).
     #[serde(default)]
     allow_users: Vec<i64>,
+    /// Telegram user ids who may approve its actions (default: `allow_users`).
     #[serde(default)]
     approvers: Vec<i64>,
+    /// The Bot API's address (default Telegram's).
     api_url: Option<String>,
 }
 
@@ -229,17 +256,32 @@ async fn apply(state: &StudioState, edit: FileEdit) -> Result<Value, Response> {
             "file": path, "reload": report.summary(), "reload_ok": report.ok,
         })),
         EditOutcome::Refused(reason) => Err(ApiError::bad_request(reason).into_response()),
-        EditOutcome::NotWritable { path, reason, text } => Err((
-            StatusCode::CONFLICT,
-            Json(json!({
-                "error": {"message": format!(
-                    "The change is valid, but {path} cannot be written ({reason}). Put this text in that file yourself, then reload."
-                )},
-                "file": path, "toml": text,
-            })),
-        )
-            .into_response()),
+        EditOutcome::NotWritable { path, reason, text } => Err(super::error::unwritable(
+            format!(
+                "The change is valid, but {path} cannot be written ({reason}). Put this text in that file yourself, then reload."
+            ),
+            path,
+            text,
+        )),
     }
+}
+
+/// The agent as the list shows it after a change (see [`answer`]): its settings, with `file`,
+/// `reload` and `reload_ok` when its file was written; `{name, reachable: false}` while its new
+/// actor does not answer yet.
+pub fn changed_schema() -> Value {
+    let agent = extend(
+        super::agents::agent_schema(),
+        [
+            ("file?", described("the agent file written", string())),
+            (
+                "reload?",
+                described("the reload's one-line summary", string()),
+            ),
+            ("reload_ok?", boolean()),
+        ],
+    );
+    requiring(agent, &["name", "reachable"])
 }
 
 /// The agent as the list shows it, after a change (its new actor answers).
@@ -378,9 +420,11 @@ pub const DEFAULT_INSTRUCTIONS: &str = "You are a friendly, concise personal ass
 Answer plainly. When a task needs a tool, use it; when an action could change or delete\n\
 something, say what you are about to do. Never invent facts about the people you talk to.\n";
 
-#[derive(Deserialize)]
+/// The copy's name.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DuplicateBody {
+    /// The new agent's name.
     name: String,
 }
 
@@ -411,7 +455,8 @@ pub async fn duplicate(
     }
 }
 
-#[derive(Deserialize)]
+/// What happens to a deleted agent's workspace.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteQuery {
     /// `keep` (its workspace stays) or `remove` (its workspace goes too); asked, never assumed.
@@ -442,6 +487,19 @@ pub async fn delete(
         Ok(change) => Json(json!({"deleted": name, "workspace_removed": remove_data, "file": change["file"], "reload": change["reload"]})).into_response(),
         Err(response) => response,
     }
+}
+
+/// What `DELETE /api/v1/agents/{name}` answers.
+pub fn delete_schema() -> Value {
+    object([
+        ("deleted", described("the agent's name", string())),
+        ("workspace_removed", boolean()),
+        ("file", described("the agent file removed", string())),
+        (
+            "reload",
+            described("the reload's one-line summary", string()),
+        ),
+    ])
 }
 
 /// `GET /api/v1/agents/{name}/file`: the agent's definition as its file says it, the file's path
@@ -490,9 +548,65 @@ pub async fn file(
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/agents/{name}/file` answers.
+pub fn file_schema() -> Value {
+    let telegram = object([
+        ("token_env", string()),
+        ("allow_users", array(integer())),
+        ("approvers", array(integer())),
+    ]);
+    let settings = object([
+        ("description", string()),
+        ("provider", string()),
+        ("model", string()),
+        ("instructions", string()),
+        (
+            "autonomy",
+            one_of(&["trust_first", "require_approval", "supervised"]),
+        ),
+        ("tools", array(string())),
+        ("skills", array(string())),
+        ("daily_budget_usd", number()),
+        ("daily_token_budget", integer()),
+        ("timezone", nullable(string())),
+        ("voice_replies", string()),
+        ("vision", boolean()),
+        ("allow_shell", boolean()),
+        ("echo_transcripts", boolean()),
+        ("reports_to", nullable(string())),
+        ("telegram", nullable(telegram)),
+    ]);
+    object([
+        ("name", string()),
+        (
+            "file",
+            described(
+                "the agent file (null: the built-in example agent)",
+                nullable(string()),
+            ),
+        ),
+        (
+            "writable",
+            described("Studio can write the file", boolean()),
+        ),
+        (
+            "text",
+            described("the file as it is on disk", nullable(string())),
+        ),
+        ("daemon_timezone", string()),
+        (
+            "providers",
+            described("the config's providers: name → kind", map(string())),
+        ),
+        ("settings", settings),
+    ])
+}
+
+/// A skill turned on or off.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillToggle {
+    /// On (`true`) or off.
     enabled: bool,
 }
 

@@ -10,9 +10,14 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{
+    any, array, boolean, described, extend, integer, map, nullable, object, one_of, requiring,
+    string,
+};
 use super::{ApiError, StudioState};
 use crate::config::AgentSpec;
 use crate::domain::{ChatKey, ChatKind};
@@ -68,6 +73,46 @@ pub(super) fn agent_json(view: &AgentView, file: Option<&AgentSpec>) -> Value {
     })
 }
 
+/// An agent as [`agent_json`] shows it.
+pub fn agent_schema() -> Value {
+    object([
+        ("name", string()),
+        (
+            "reachable",
+            described("its actor answered (false: `reason` says why)", boolean()),
+        ),
+        ("description", string()),
+        ("provider", string()),
+        ("model", string()),
+        (
+            "autonomy",
+            one_of(&["trust_first", "require_approval", "supervised"]),
+        ),
+        (
+            "paused",
+            described(
+                "runtime state: messages wait until it is resumed",
+                boolean(),
+            ),
+        ),
+        ("tools", array(string())),
+        ("sessions_open", integer()),
+        ("telegram", described("it has a Telegram bot", boolean())),
+        ("skills", array(skill_schema())),
+        (
+            "not_in_file",
+            described(
+                "settings it runs with that its file does not say (kept in the database by an earlier version)",
+                array(object([
+                    ("key", one_of(&["model", "autonomy"])),
+                    ("running", string()),
+                    ("file", string()),
+                ])),
+            ),
+        ),
+    ])
+}
+
 /// A skill as one agent has it: the catalogue entry with its validation status (`valid`,
 /// `error`), its front matter (`tools`, `mcp`, `risk`, `requires`, `limited_to` — the front
 /// matter's `agents` — and `unknown_keys`, kept and shown, never used), and this agent's
@@ -85,6 +130,32 @@ pub fn skill_json(skill: &SkillView) -> Value {
     })
 }
 
+/// A skill as [`skill_json`] shows it.
+fn skill_schema() -> Value {
+    object([
+        ("name", string()),
+        ("description", string()),
+        ("level", one_of(&["bundled", "installed", "workspace"])),
+        ("path", string()),
+        ("valid", boolean()),
+        ("error", nullable(string())),
+        ("tools", array(string())),
+        ("mcp", array(string())),
+        ("risk", nullable(string())),
+        (
+            "requires",
+            object([("env", array(string())), ("bins", array(string()))]),
+        ),
+        ("limited_to", nullable(array(string()))),
+        ("unknown_keys", map(string())),
+        ("files", array(string())),
+        ("enabled", boolean()),
+        ("available", boolean()),
+        ("usable", boolean()),
+        ("reason", nullable(string())),
+    ])
+}
+
 /// What is said of an agent whose actor does not answer (restarting, or stopped for good).
 fn unreachable_reason(name: &str) -> String {
     format!(
@@ -98,6 +169,29 @@ fn session_json(row: &SessionRow) -> Value {
         "continuable": continuable(&row.chat), "status": row.status.as_str(),
         "created_ms": row.created_ms, "updated_ms": row.updated_ms,
     })
+}
+
+/// A session as [`session_json`] shows it.
+fn session_schema() -> Value {
+    object([
+        ("id", integer()),
+        ("agent", string()),
+        (
+            "chat",
+            described(
+                "the conversation's key: `tg:<chat id>`, `studio:<id>`, ...",
+                string(),
+            ),
+        ),
+        ("label", described("the conversation in words", string())),
+        (
+            "continuable",
+            described("Studio's chat can continue it", boolean()),
+        ),
+        ("status", string()),
+        ("created_ms", integer()),
+        ("updated_ms", integer()),
+    ])
 }
 
 /// A conversation's name for people: "Studio: operator", "Telegram chat 42, topic 7".
@@ -166,6 +260,37 @@ fn event_json(event: &EventRow) -> Value {
     body
 }
 
+/// A transcript event as [`event_json`] shows it.
+fn event_schema() -> Value {
+    let call = object([("id", string()), ("name", string()), ("arguments", any())]);
+    object([
+        ("id", integer()),
+        (
+            "kind",
+            one_of(&["user", "assistant", "tool_result", "notice"]),
+        ),
+        ("sender", nullable(string())),
+        ("content", string()),
+        ("run_id", nullable(integer())),
+        ("created_ms", integer()),
+        (
+            "tool_calls?",
+            described("an assistant's request for tools", array(call)),
+        ),
+        (
+            "tool?",
+            described(
+                "the call a tool result answers",
+                object([
+                    ("call_id", nullable(string())),
+                    ("name", nullable(string())),
+                    ("is_error", nullable(boolean())),
+                ]),
+            ),
+        ),
+    ])
+}
+
 /// `GET /api/v1/agents`: every configured agent; one that does not answer is listed with
 /// `reachable: false` and the reason instead of failing the whole list.
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
@@ -182,6 +307,16 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     Ok(Json(json!({"agents": agents})))
 }
 
+/// What `GET /api/v1/agents` answers: an agent that does not answer has only `name`,
+/// `telegram`, `reachable: false` and `reason`.
+pub fn list_schema() -> Value {
+    let agent = extend(agent_schema(), [("reason?", string())]);
+    object([(
+        "agents",
+        array(requiring(agent, &["name", "reachable", "telegram"])),
+    )])
+}
+
 /// `GET /api/v1/agents/{name}`: the agent and its newest sessions.
 pub async fn detail(
     State(state): State<StudioState>,
@@ -196,6 +331,11 @@ pub async fn detail(
         .await?;
     body["sessions"] = rows.iter().map(session_json).collect();
     Ok(Json(body))
+}
+
+/// What `GET /api/v1/agents/{name}` answers.
+pub fn detail_schema() -> Value {
+    extend(agent_schema(), [("sessions", array(session_schema()))])
 }
 
 /// `GET /api/v1/skills`: the catalogue across agents. Each skill carries its catalogue entry
@@ -270,9 +410,48 @@ pub async fn skills(State(state): State<StudioState>) -> Result<Json<Value>, Api
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/skills` answers.
+pub fn skills_schema() -> Value {
+    let per_agent = object([
+        ("agent", string()),
+        ("reachable", boolean()),
+        (
+            "present",
+            described(
+                "the skill is in this agent's folders (null: it does not answer)",
+                nullable(boolean()),
+            ),
+        ),
+        ("enabled", nullable(boolean())),
+        ("available", boolean()),
+        ("usable", boolean()),
+        ("reason", nullable(string())),
+        ("level?", string()),
+        ("shadowed?", nullable(string())),
+    ]);
+    let mut skill = extend(skill_schema(), [("agents", array(per_agent))]);
+    if let Some(keys) = skill["properties"].as_object_mut() {
+        keys.remove("enabled");
+        keys.remove("usable");
+    }
+    if let Some(required) = skill["required"].as_array_mut() {
+        required.retain(|key| key != "enabled" && key != "usable");
+    }
+    object([
+        ("skills", array(skill)),
+        (
+            "unreachable",
+            array(object([("agent", string()), ("reason", string())])),
+        ),
+    ])
+}
+
+/// Which sessions `GET /api/v1/sessions` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct SessionsQuery {
+    /// Only this agent's.
     agent: Option<String>,
+    /// How many (default 100, at most 1,000).
     limit: Option<u32>,
 }
 
@@ -290,6 +469,11 @@ pub async fn list_sessions(
     Ok(Json(
         json!({"sessions": rows.iter().map(session_json).collect::<Vec<_>>()}),
     ))
+}
+
+/// What `GET /api/v1/sessions` answers.
+pub fn sessions_schema() -> Value {
+    object([("sessions", array(session_schema()))])
 }
 
 /// `GET /api/v1/sessions/{id}`: the session and its transcript (the newest 500 events).
@@ -310,4 +494,9 @@ pub async fn session_detail(
     let mut body = session_json(&row);
     body["events"] = events.iter().map(event_json).collect();
     Ok(Json(body))
+}
+
+/// What `GET /api/v1/sessions/{id}` answers.
+pub fn session_detail_schema() -> Value {
+    extend(session_schema(), [("events", array(event_schema()))])
 }

@@ -15,9 +15,11 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, object, one_of, string};
 use super::{ApiError, StudioState};
 use crate::policy::RiskLevel;
 use crate::protocol::approvals::{
@@ -55,12 +57,80 @@ pub fn approval_json(row: &ApprovalRow) -> Value {
     })
 }
 
+/// An approval as [`approval_json`] shows it.
+pub fn approval_schema() -> Value {
+    let grant = object([
+        ("minutes", integer()),
+        (
+            "label",
+            described("the grant in one line, as every channel words it", string()),
+        ),
+        (
+            "scope",
+            described("exactly what the grant covers", string()),
+        ),
+    ]);
+    object([
+        ("id", string()),
+        ("agent", string()),
+        ("chat", string()),
+        ("chat_label", string()),
+        ("run_id", integer()),
+        ("tool", string()),
+        (
+            "summary",
+            described("what the agent wants to do, in a sentence", string()),
+        ),
+        ("action", described("the exact action", string())),
+        ("action_hash", string()),
+        ("target", string()),
+        ("risk", string()),
+        (
+            "blocked",
+            described(
+                "an L3 action: only `allow_once` with the action typed out",
+                boolean(),
+            ),
+        ),
+        ("reason", string()),
+        ("requested_ms", integer()),
+        ("expires_ms", integer()),
+        ("status", string()),
+        ("outcome", described("the status in plain words", string())),
+        ("decided_ms", nullable(integer())),
+        ("decided_by", nullable(string())),
+        ("consumed_ms", nullable(integer())),
+        (
+            "grant",
+            described(
+                "the grant a pending request offers (null: none)",
+                nullable(grant),
+            ),
+        ),
+    ])
+}
+
 fn grant_json(row: &GrantRow) -> Value {
     json!({
         "id": row.id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "target": row.target,
         "created_ms": row.created_ms, "expires_ms": row.expires_ms, "created_by": row.created_by,
         "approval_id": row.approval_id, "revoked_ms": row.revoked_ms,
     })
+}
+
+fn grant_schema() -> Value {
+    object([
+        ("id", integer()),
+        ("agent", string()),
+        ("chat", string()),
+        ("tool", string()),
+        ("target", string()),
+        ("created_ms", integer()),
+        ("expires_ms", integer()),
+        ("created_by", string()),
+        ("approval_id", nullable(string())),
+        ("revoked_ms", nullable(integer())),
+    ])
 }
 
 fn rule_json(row: &RuleRow) -> Value {
@@ -71,9 +141,26 @@ fn rule_json(row: &RuleRow) -> Value {
     })
 }
 
-#[derive(Deserialize)]
+fn rule_schema() -> Value {
+    object([
+        ("id", integer()),
+        ("effect", one_of(&["deny", "require_confirmation"])),
+        ("tool", nullable(string())),
+        ("agent", nullable(string())),
+        ("channel", nullable(string())),
+        ("pattern", nullable(string())),
+        ("description", string()),
+        ("created_ms", integer()),
+        ("created_by", string()),
+    ])
+}
+
+/// Which approvals `GET /api/v1/approvals` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct ListQuery {
+    /// Only those in this state (`pending`, `approved`, `denied`, ...; empty: all).
     status: Option<String>,
+    /// How many (default 100, at most 1,000).
     limit: Option<u32>,
     /// Only this agent's requests.
     agent: Option<String>,
@@ -111,7 +198,13 @@ pub async fn list_approvals(
     Ok(Json(json!({"approvals": shown})))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/approvals` answers.
+pub fn list_schema() -> Value {
+    object([("approvals", array(approval_schema()))])
+}
+
+/// The operator's decision.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     /// `approve`, `deny`, or `allow_once` (a blocked action, with `confirmation`).
@@ -130,7 +223,7 @@ pub async fn decide(
     Path(id): Path<String>,
     body: Result<Json<DecisionBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(body) = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    let body = super::json_body(body)?;
     if body.confirmation.is_some() && body.decision != "allow_once" {
         return Err(ApiError::bad_request(
             "`confirmation` only goes with `allow_once`",
@@ -199,6 +292,16 @@ pub async fn decide(
     }
 }
 
+/// What `POST /api/v1/approvals/{id}/decision` answers (409 when it was decided already, 403
+/// when the operator may not allow a blocked action).
+pub fn decide_schema() -> Value {
+    object([
+        ("id", string()),
+        ("status", one_of(&["approved", "denied"])),
+        ("message", string()),
+    ])
+}
+
 /// A 400 naming `confirmation` when it is not the action exactly as shown (the desk checks it
 /// again when it records the decision).
 async fn check_confirmation(
@@ -219,7 +322,8 @@ async fn check_confirmation(
     }
 }
 
-#[derive(Deserialize)]
+/// Which grants `GET /api/v1/grants` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct GrantsQuery {
     /// Include revoked and expired grants.
     all: Option<bool>,
@@ -240,6 +344,11 @@ pub async fn list_grants(
     ))
 }
 
+/// What `GET /api/v1/grants` answers.
+pub fn grants_schema() -> Value {
+    object([("grants", array(grant_schema()))])
+}
+
 /// `POST /api/v1/grants/{id}/revoke`
 pub async fn revoke_grant(
     State(state): State<StudioState>,
@@ -255,6 +364,11 @@ pub async fn revoke_grant(
     Ok(Json(json!({"id": id, "revoked": true})))
 }
 
+/// What `POST /api/v1/grants/{id}/revoke` answers.
+pub fn revoke_grant_schema() -> Value {
+    object([("id", integer()), ("revoked", boolean())])
+}
+
 /// `GET /api/v1/policy/rules` (active ones).
 pub async fn list_rules(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let rows = state.store.read(queries::rules).await?;
@@ -263,14 +377,26 @@ pub async fn list_rules(State(state): State<StudioState>) -> Result<Json<Value>,
     ))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/policy/rules` answers.
+pub fn rules_schema() -> Value {
+    object([("rules", array(rule_schema()))])
+}
+
+/// A rule that tightens the policy: at least one of `tool`, `agent`, `channel`, `pattern`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleBody {
+    /// `deny` or `require_confirmation`.
     effect: String,
+    /// Only this tool.
     tool: Option<String>,
+    /// Only this agent.
     agent: Option<String>,
+    /// Only this channel: `tg`, `local`, `sched` or `handoff`.
     channel: Option<String>,
+    /// Only actions containing this text.
     pattern: Option<String>,
+    /// Why, for whoever reads the rule later.
     description: Option<String>,
 }
 
@@ -287,7 +413,7 @@ pub async fn add_rule(
     State(state): State<StudioState>,
     body: Result<Json<RuleBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let Json(body) = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    let body = super::json_body(body)?;
     let effect = RuleEffect::parse(&body.effect).ok_or_else(|| {
         ApiError::bad_request(format!(
             "`effect` must be `deny` or `require_confirmation`, not `{}` (rules only tighten)",
@@ -327,6 +453,11 @@ pub async fn add_rule(
     Ok((StatusCode::CREATED, Json(json!({"id": id}))))
 }
 
+/// What `POST /api/v1/policy/rules` answers (201).
+pub fn add_rule_schema() -> Value {
+    object([("id", integer())])
+}
+
 /// `POST /api/v1/policy/rules/{id}/disable`
 pub async fn disable_rule(
     State(state): State<StudioState>,
@@ -340,4 +471,9 @@ pub async fn disable_rule(
         return Err(ApiError::not_found(format!("no active rule {id}")));
     }
     Ok(Json(json!({"id": id, "disabled": true})))
+}
+
+/// What `POST /api/v1/policy/rules/{id}/disable` answers.
+pub fn disable_rule_schema() -> Value {
+    object([("id", integer()), ("disabled", boolean())])
 }

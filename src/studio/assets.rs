@@ -1,5 +1,5 @@
-//! The console's files (`studio/` in the repository, embedded in the binary) and the API's
-//! OpenAPI description, generated from [`super::API_ROUTES`].
+//! The console's files (`studio/` in the repository, embedded in the binary) and the route of the
+//! API's OpenAPI description (built by [`super::openapi`]).
 //!
 //! Every page is the same shell (`index.html`); the console routes with `#/page` itself. Files
 //! are sent with a strict Content-Security-Policy (scripts and styles only from Studio itself),
@@ -9,9 +9,9 @@
 use axum::Json;
 use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::{API_ROUTES, ApiError};
+use super::ApiError;
 
 #[derive(rust_embed::Embed)]
 #[folder = "studio/"]
@@ -53,63 +53,7 @@ pub async fn asset(uri: Uri) -> Response {
     response
 }
 
-/// The OpenAPI 3.1 description of every API route.
-pub fn openapi_document() -> Value {
-    let mut paths = Map::new();
-    for (method, path, summary) in API_ROUTES {
-        let parameters: Vec<Value> = path
-            .split('/')
-            .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
-            .map(|name| {
-                let integer =
-                    name == "id" && !path.contains("approvals") && !path.contains("handoffs");
-                json!({"name": name, "in": "path", "required": true,
-                       "schema": {"type": if integer { "integer" } else { "string" }}})
-            })
-            .collect();
-        let streams = path.ends_with("/events") || path.ends_with("/chat");
-        let ok = if streams {
-            json!({"description": "Server-Sent Events", "content": {"text/event-stream": {}}})
-        } else {
-            json!({"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}})
-        };
-        let mut operation = json!({
-            "summary": summary,
-            "operationId": format!("{method}_{}", path.trim_start_matches('/').replace(['/', '{', '}', '.'], "_")),
-            "responses": {
-                "200": ok,
-                "default": {"description": "An error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-            },
-        });
-        if !parameters.is_empty() {
-            operation["parameters"] = Value::Array(parameters);
-        }
-        if matches!(*method, "post" | "patch" | "put") {
-            operation["requestBody"] = json!({"required": false, "content": {"application/json": {"schema": {"type": "object"}}}});
-        }
-        let entry = paths
-            .entry(path.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-        entry[*method] = operation;
-    }
-    json!({
-        "openapi": "3.1.0",
-        "info": {"title": "clawvisor Studio API", "version": env!("CARGO_PKG_VERSION")},
-        "paths": paths,
-        "components": {
-            "schemas": {"Error": {"type": "object", "required": ["error"], "properties": {
-                "error": {"type": "object", "required": ["message"], "properties": {"message": {"type": "string"}}},
-            }}},
-            "securitySchemes": {
-                "session": {"type": "apiKey", "in": "cookie", "name": super::access::SESSION_COOKIE},
-                "token": {"type": "http", "scheme": "bearer"},
-            },
-        },
-        "security": [{"session": []}, {"token": []}],
-    })
-}
-
 /// `GET /api/v1/openapi.json`
 pub async fn openapi() -> Json<Value> {
-    Json(openapi_document())
+    Json(super::openapi::document())
 }

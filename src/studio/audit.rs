@@ -9,23 +9,37 @@ use std::str::FromStr;
 
 use axum::Json;
 use axum::extract::{Query, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{any, array, boolean, described, integer, nullable, object, string};
 use super::{ApiError, StudioState};
 use crate::audit::query::{AuditFilter, facets as audit_facets, matching};
 use crate::audit::{self, Verification};
 
 /// `GET /api/v1/audit`'s parameters, as text (see [`number_param`]).
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct EntriesQuery {
+    /// Entries older than this id (the previous page's `next_before`).
+    #[schemars(with = "Option<i64>")]
     before: Option<String>,
+    /// How many (default 100, at most 1,000).
+    #[schemars(with = "Option<u32>")]
     limit: Option<String>,
+    /// Only this actor's (who did it).
     actor: Option<String>,
+    /// Only this action, or a family of them (`approval.*`).
     action: Option<String>,
+    /// Only entries by or about this agent.
     agent: Option<String>,
+    /// Only about this subject (`job:7`, `secret:OPENAI_API_KEY`, ...).
     subject: Option<String>,
+    /// From this time on (milliseconds since 1970).
+    #[schemars(with = "Option<i64>")]
     since_ms: Option<String>,
+    /// Before this time (milliseconds since 1970).
+    #[schemars(with = "Option<i64>")]
     until_ms: Option<String>,
 }
 
@@ -100,6 +114,32 @@ pub async fn entries(
     })))
 }
 
+/// What `GET /api/v1/audit` answers.
+pub fn entries_schema() -> Value {
+    let entry = object([
+        ("id", integer()),
+        ("at_ms", integer()),
+        ("actor", string()),
+        ("action", string()),
+        ("subject", string()),
+        (
+            "details",
+            described("what the entry records (JSON as written)", any()),
+        ),
+        ("hash", string()),
+    ]);
+    object([
+        ("entries", array(entry)),
+        (
+            "next_before",
+            described(
+                "where the next page starts (null: this is the last)",
+                nullable(integer()),
+            ),
+        ),
+    ])
+}
+
 /// `GET /api/v1/audit/facets`: the actors and actions in the log (with their entry counts) and
 /// the configured agents, for the Audit page's filters.
 pub async fn facets(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
@@ -123,6 +163,21 @@ pub async fn facets(State(state): State<StudioState>) -> Result<Json<Value>, Api
     })))
 }
 
+/// What `GET /api/v1/audit/facets` answers.
+pub fn facets_schema() -> Value {
+    object([
+        (
+            "actors",
+            array(object([("actor", string()), ("entries", integer())])),
+        ),
+        (
+            "actions",
+            array(object([("action", string()), ("entries", integer())])),
+        ),
+        ("agents", array(string())),
+    ])
+}
+
 /// `GET /api/v1/audit/verify`: walks the whole hash chain.
 pub async fn verify(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let verification = state.store.read(|conn| audit::verify(conn, None)).await?;
@@ -133,4 +188,22 @@ pub async fn verify(State(state): State<StudioState>) -> Result<Json<Value>, Api
             "problem": format!("entry {row}: {reason}. The log was changed outside the daemon; keep a copy of the database and compare it with `clawvisor audit export`."),
         }),
     }))
+}
+
+/// What `GET /api/v1/audit/verify` answers.
+pub fn verify_schema() -> Value {
+    object([
+        ("ok", described("the chain is whole", boolean())),
+        (
+            "entries",
+            described(
+                "how many entries were checked (null: broken)",
+                nullable(integer()),
+            ),
+        ),
+        (
+            "problem",
+            described("where the chain breaks and what to do", nullable(string())),
+        ),
+    ])
 }

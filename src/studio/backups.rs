@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::openapi::{answer_of, array, boolean, described, integer, nullable, object, string};
 use super::{ApiError, StudioState};
 use crate::backup::record;
 use crate::backup::schedule::list_archives;
@@ -40,4 +41,31 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
             .map(|(name, size)| json!({"name": name, "size_bytes": size}))
             .collect::<Vec<_>>(),
     })))
+}
+
+/// What `GET /api/v1/backups` answers.
+pub fn list_schema() -> Value {
+    object([
+        (
+            "scheduled",
+            described("`[backup] schedule` is set", boolean()),
+        ),
+        ("schedule", nullable(string())),
+        ("timezone", string()),
+        ("dir", string()),
+        ("keep", integer()),
+        ("next_run_ms", nullable(integer())),
+        ("next_run_local", nullable(string())),
+        (
+            "recent",
+            described(
+                "recorded runs, newest first",
+                array(answer_of::<record::BackupRow>()),
+            ),
+        ),
+        (
+            "archives",
+            array(object([("name", string()), ("size_bytes", integer())])),
+        ),
+    ])
 }

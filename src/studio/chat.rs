@@ -28,10 +28,12 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::openapi::{array, integer, object, string};
 use super::{ApiError, StudioState, json_body};
 use crate::domain::{ChatKey, ChatKind, Inbound, InboundSource, OutEvent, Sender, SessionCommand};
 use crate::events::{EventData, EventReceiver};
@@ -99,9 +101,14 @@ async fn conversation(
     Ok(ChatKey::studio(id))
 }
 
-#[derive(Deserialize)]
+/// The events of a chat answer, for the API's description.
+pub const EVENTS: &str = "`tool` ({name, status}; status `waiting_approval` while a request waits for a person), `partial` ({text}: the answer so far), `notice` ({text}), then `final` ({text, run_id}; in a Telegram conversation also `delivered_to`)";
+
+/// The operator's message.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatBody {
+    /// What the operator says (not empty).
     text: String,
     /// The conversation: a Studio id (default `operator`) or `tg:<chat id>`.
     chat: Option<String>,
@@ -355,7 +362,8 @@ fn telegram_stream(
     })
 }
 
-#[derive(Deserialize)]
+/// Which conversation to stop.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopBody {
     /// The conversation, as for chat (default `operator`).
@@ -395,4 +403,13 @@ pub async fn stop(
         "runs": running.iter().map(|run| run.id).collect::<Vec<_>>(),
         "message": "Asked the agent to stop. Its answer ends with “Stopped.” in a moment.",
     })))
+}
+
+/// What `POST /api/v1/agents/{name}/chat/stop` answers (409 when nothing runs there).
+pub fn stop_schema() -> Value {
+    object([
+        ("chat", string()),
+        ("runs", array(integer())),
+        ("message", string()),
+    ])
 }

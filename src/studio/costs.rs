@@ -7,9 +7,13 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::{Query, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{
+    array, boolean, described, extend, integer, nullable, number, object, string,
+};
 use super::{ApiError, StudioState};
 use crate::config::AgentSpec;
 use crate::llm::prices::{Prices, UnpricedModel, unpriced_in_use};
@@ -47,8 +51,10 @@ impl Bill {
     }
 }
 
-#[derive(Deserialize)]
+/// Which period `GET /api/v1/costs` sums.
+#[derive(Deserialize, JsonSchema)]
 pub struct CostsQuery {
+    /// How many days back, today included (default 30, at most 366).
     days: Option<u32>,
 }
 
@@ -58,6 +64,20 @@ fn line_json(line: &CostLine, key: &str) -> Value {
         "input_tokens": line.input_tokens, "output_tokens": line.output_tokens,
         "unpriced_tokens": line.unpriced_tokens,
     })
+}
+
+/// A spending line keyed by `key` (see [`line_json`]).
+fn line_schema(key: &'static str) -> Value {
+    object([
+        (key, string()),
+        ("cost_usd", number()),
+        ("input_tokens", integer()),
+        ("output_tokens", integer()),
+        (
+            "unpriced_tokens",
+            described("tokens of calls on models without a price", integer()),
+        ),
+    ])
 }
 
 /// `GET /api/v1/costs?days=30`: spending by day, by agent and by model, budgets, unpriced models.
@@ -160,4 +180,56 @@ pub async fn costs(
         "budgets": budgets,
         "unpriced": unpriced.into_values().collect::<Vec<_>>(),
     })))
+}
+
+/// What `GET /api/v1/costs` answers.
+pub fn costs_schema() -> Value {
+    let limit = |unit: Value| object([("used_today", unit.clone()), ("limit", nullable(unit))]);
+    let budget = object([
+        ("agent", string()),
+        ("usd", limit(number())),
+        ("tokens", limit(integer())),
+        ("unpriced_tokens_today", integer()),
+    ]);
+    let unpriced = object([
+        ("provider", string()),
+        ("model", string()),
+        ("agents", array(string())),
+        ("in_use", boolean()),
+        ("input_tokens", integer()),
+        ("output_tokens", integer()),
+        ("unpriced_tokens", integer()),
+        ("fix", described("how to give it a price", string())),
+    ]);
+    let by_model = extend(
+        line_schema("model"),
+        [("provider?", string()), ("unpriced", boolean())],
+    );
+    object([
+        ("days", integer()),
+        (
+            "today",
+            described("today's date (UTC), like 2027-01-15", string()),
+        ),
+        (
+            "resets_at_ms",
+            described("when today's budgets start again", integer()),
+        ),
+        ("today_usd", number()),
+        ("total_usd", number()),
+        ("today_tokens", integer()),
+        ("total_tokens", integer()),
+        ("unpriced_tokens", integer()),
+        ("by_day", array(line_schema("day"))),
+        ("by_agent", array(line_schema("agent"))),
+        ("by_model", array(by_model)),
+        ("budgets", array(budget)),
+        (
+            "unpriced",
+            described(
+                "models whose spending is not counted in dollars",
+                array(unpriced),
+            ),
+        ),
+    ])
 }

@@ -1,15 +1,36 @@
 //! The one error shape of Studio's API: `{"error": {"message": "..."}}` with a status, where
-//! the message says what happened and what to do.
+//! the message says what happened and what to do. [`ErrorBody`] is that shape, and the schema
+//! the OpenAPI document gives every error answer.
 
 use axum::Json;
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// An API error: a status and a message that says what to fix.
 pub struct ApiError(pub StatusCode, pub String);
+
+/// Every error answer of the API.
+#[derive(Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorMessage,
+    /// With a 409 of a route that writes a file it cannot write: that file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// With that 409: the valid text to put in the file by hand, then reload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toml: Option<String>,
+}
+
+/// What went wrong.
+#[derive(Serialize, JsonSchema)]
+pub struct ErrorMessage {
+    /// What happened and what to do next, naming the field or parameter that is wrong.
+    pub message: String,
+}
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -32,9 +53,25 @@ impl ApiError {
     }
 }
 
+/// A 409 for a valid change whose file cannot be written: what happened, the file, and the text
+/// to put there by hand.
+pub fn unwritable(message: String, file: String, toml: Option<String>) -> Response {
+    let body = ErrorBody {
+        error: ErrorMessage { message },
+        file: Some(file),
+        toml,
+    };
+    (StatusCode::CONFLICT, Json(body)).into_response()
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": {"message": self.1}}))).into_response()
+        let body = ErrorBody {
+            error: ErrorMessage { message: self.1 },
+            file: None,
+            toml: None,
+        };
+        (self.0, Json(body)).into_response()
     }
 }
 

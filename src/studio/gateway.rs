@@ -15,10 +15,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use rand::Rng;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::StudioState;
+use super::openapi::{any, array, boolean, described, integer, object, one_of, string};
 use crate::domain::{ChatKey, Inbound, InboundSource, OutEvent, Outbound, Sender};
 use crate::protocol::agent::Agent;
 use crate::protocol::local::LocalChannel;
@@ -48,6 +50,83 @@ fn content_text(content: &Value) -> Option<String> {
         Value::Null => Some(String::new()),
         _ => None,
     }
+}
+
+/// What `POST /v1/chat/completions` reads, for the API's description ([`parse`] reads the body
+/// by hand, as OpenAI's clients send it, and names what is wrong).
+pub struct CompletionRequest;
+
+impl JsonSchema for CompletionRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CompletionRequest".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let message = object([
+            (
+                "role",
+                one_of(&["system", "developer", "user", "assistant", "tool"]),
+            ),
+            (
+                "content",
+                described(
+                    "a text, or an array of parts whose `text` parts are joined",
+                    any(),
+                ),
+            ),
+        ]);
+        let request = object([
+            ("model", described("the agent's name", string())),
+            (
+                "messages",
+                described(
+                    "the conversation; the last one is the user's",
+                    array(message),
+                ),
+            ),
+            (
+                "stream?",
+                described("answer as Server-Sent Events", boolean()),
+            ),
+            (
+                "user?",
+                described(
+                    "names the chat (`api:<user>`) for runs, memory and approvals",
+                    string(),
+                ),
+            ),
+        ]);
+        Schema::try_from(request).unwrap_or_default()
+    }
+}
+
+/// The chunks of a streamed answer, for the API's description.
+pub const STREAM_EVENTS: &str = "`chat.completion.chunk` objects as `data:`, then `data: [DONE]`";
+
+/// What `POST /v1/chat/completions` answers without `stream` (errors in OpenAI's shape:
+/// `error.message`, `error.type`).
+pub fn completion_schema() -> Value {
+    let choice = object([
+        ("index", integer()),
+        (
+            "message",
+            object([("role", string()), ("content", string())]),
+        ),
+        ("finish_reason", string()),
+    ]);
+    let usage = object([
+        ("prompt_tokens", integer()),
+        ("completion_tokens", integer()),
+        ("total_tokens", integer()),
+    ]);
+    object([
+        ("id", string()),
+        ("object", string()),
+        ("created", integer()),
+        ("model", string()),
+        ("choices", array(choice)),
+        ("usage", usage),
+    ])
 }
 
 struct Parsed {
@@ -116,14 +195,14 @@ fn parse(body: &Value) -> Result<Parsed, String> {
 
 pub async fn chat_completions(
     State(state): State<StudioState>,
-    body: Option<Json<Value>>,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Some(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "the body must be a JSON object",
-        );
+    let body = match body {
+        Ok(Json(body)) => body,
+        Err(rejection) => {
+            let problem = super::body_problem(&rejection);
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", problem);
+        }
     };
     let parsed = match parse(&body) {
         Ok(parsed) => parsed,

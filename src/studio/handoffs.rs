@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use super::StudioState;
+use super::openapi::{array, boolean, integer, nullable, object, string};
 use crate::protocol::handoff::{HandoffError, Handoffs};
 use crate::store::handoff::{self as queries, ContractRow};
 
@@ -21,12 +22,38 @@ fn contract_json(row: &ContractRow) -> Value {
     })
 }
 
+/// A contract as [`contract_json`] shows it.
+fn contract_schema() -> Value {
+    object([
+        ("id", string()),
+        ("owner", string()),
+        ("owner_chat", string()),
+        ("delegate", string()),
+        ("subtask", string()),
+        ("expected", string()),
+        ("validator", nullable(string())),
+        ("deadline_ms", integer()),
+        ("status", string()),
+        ("attempts", integer()),
+        ("result", nullable(string())),
+        ("reason", nullable(string())),
+        ("created_ms", integer()),
+        ("updated_ms", integer()),
+        ("delivered_ms", nullable(integer())),
+    ])
+}
+
 /// `GET /api/v1/handoffs`: the newest contracts.
 pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let rows = state.store.read(|conn| queries::list(conn, 200)).await?;
     Ok(Json(
         json!({"handoffs": rows.iter().map(contract_json).collect::<Vec<_>>()}),
     ))
+}
+
+/// What `GET /api/v1/handoffs` answers.
+pub fn list_schema() -> Value {
+    object([("handoffs", array(contract_schema()))])
 }
 
 /// `GET /api/v1/handoffs/{id}`: one contract and its timeline.
@@ -51,6 +78,16 @@ pub async fn detail(
     })))
 }
 
+/// What `GET /api/v1/handoffs/{id}` answers.
+pub fn detail_schema() -> Value {
+    let moment = object([
+        ("at_ms", integer()),
+        ("kind", string()),
+        ("detail", string()),
+    ]);
+    object([("contract", contract_schema()), ("timeline", array(moment))])
+}
+
 /// `POST /api/v1/handoffs/{id}/cancel`
 pub async fn cancel(
     State(state): State<StudioState>,
@@ -64,4 +101,9 @@ pub async fn cancel(
             HandoffError::Refused(reason) => ApiError::not_found(reason),
         })?;
     Ok(Json(json!({"id": id, "cancelled": true})))
+}
+
+/// What `POST /api/v1/handoffs/{id}/cancel` answers.
+pub fn cancel_schema() -> Value {
+    object([("id", string()), ("cancelled", boolean())])
 }

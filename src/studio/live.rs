@@ -38,6 +38,9 @@ fn stream(state: StudioState) -> impl Stream<Item = Result<Event, Infallible>> {
     ))
 }
 
+/// The events of the live stream, for the API's description.
+pub const EVENTS: &str = "`hello` first, then one event per runtime event (`event:` its kind, `data:` the event as JSON), and `resync` ({missed}) when this client fell behind: refetch what you show";
+
 /// `GET /api/v1/events`
 pub async fn events(State(state): State<StudioState>) -> impl IntoResponse {
     Sse::new(stream(state)).keep_alive(KeepAlive::default())

@@ -22,29 +22,34 @@ use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::ApiError;
 use super::audit::number_param;
+use super::openapi::{array, described, integer, map, nullable, object, one_of, string};
 use crate::logging::recent::{self, LineFilter, LogLine, Severity};
 
 /// Lines one live read sends at most before it looks again.
 const TAIL_BATCH: usize = 200;
 
 /// The filter parameters both routes take.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct LinesQuery {
     /// The least severe level shown: `error`, `warn`, `info` (the default), `debug`, `trace`.
     level: Option<String>,
     /// Text the message, the target or a field contains (any case).
     q: Option<String>,
     /// `GET /api/v1/logs`: lines older than this number.
+    #[schemars(with = "Option<u64>")]
     before: Option<String>,
     /// `GET /api/v1/logs`: how many lines (default 200, at most 2,000).
+    #[schemars(with = "Option<u32>")]
     limit: Option<String>,
     /// `GET /api/v1/logs/events`: send the lines after this number (default: only new ones).
+    #[schemars(with = "Option<u64>")]
     after: Option<String>,
 }
 
@@ -74,6 +79,27 @@ fn line_json(line: &LogLine) -> Value {
         "seq": line.seq, "at_ms": line.at_ms, "level": line.severity.as_str(),
         "target": redact(&line.target), "message": redact(&line.message), "fields": fields,
     })
+}
+
+/// A kept line as [`line_json`] shows it.
+fn line_schema() -> Value {
+    object([
+        (
+            "seq",
+            described("the line's number (1 for the process's first)", integer()),
+        ),
+        ("at_ms", integer()),
+        (
+            "level",
+            one_of(&["error", "warn", "info", "debug", "trace"]),
+        ),
+        (
+            "target",
+            described("where in the code it comes from", string()),
+        ),
+        ("message", string()),
+        ("fields", map(string())),
+    ])
 }
 
 /// `GET /api/v1/logs?level=&q=&before=SEQ&limit=200`: the matching lines, newest first, with
@@ -158,6 +184,43 @@ fn tail_stream(tail: Tail) -> impl Stream<Item = Result<Event, Infallible>> {
         },
     ))
 }
+
+/// What `GET /api/v1/logs` answers.
+pub fn lines_schema() -> Value {
+    object([
+        ("lines", array(line_schema())),
+        ("next_before", nullable(integer())),
+        (
+            "newest",
+            described(
+                "the newest line's number: where a live tail starts",
+                integer(),
+            ),
+        ),
+        (
+            "held",
+            object([
+                ("lines", integer()),
+                ("bytes", integer()),
+                ("dropped", integer()),
+            ]),
+        ),
+        (
+            "limits",
+            object([("lines", integer()), ("bytes", integer())]),
+        ),
+        (
+            "recording",
+            described(
+                "the filter the daemon logs with (null: the log is not set up, nothing is kept)",
+                nullable(string()),
+            ),
+        ),
+    ])
+}
+
+/// The events of the live tail, for the API's description.
+pub const EVENTS: &str = "`hello` ({newest}), then `line` (a line as in GET /api/v1/logs; `id:` its number) for each new matching line, and `gap` ({missed}) when lines were dropped before they were sent";
 
 /// `GET /api/v1/logs/events?level=&q=&after=SEQ`: every new matching line as an SSE `line`
 /// event (`id:` its number), `gap` when lines were dropped before they were sent, and `hello`

@@ -13,9 +13,11 @@ use std::time::Instant;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, object, string};
 use super::{ApiError, StudioState, json_body};
 use crate::protocol::mcp::{Link, McpError, McpHealth};
 use crate::tool::ToolOutput;
@@ -37,7 +39,29 @@ pub async fn servers(State(state): State<StudioState>) -> Result<Json<Value>, Ap
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/mcp` answers.
+pub fn servers_schema() -> Value {
+    let server = object([
+        ("server", string()),
+        ("transport", string()),
+        ("trust", string()),
+        (
+            "state",
+            described(
+                "`connecting`, `up`, `down`, `restarting`, `degraded` or `disabled`",
+                string(),
+            ),
+        ),
+        ("last_error", nullable(string())),
+        ("restarts", integer()),
+        ("last_latency_ms", nullable(integer())),
+        ("tools", array(string())),
+    ]);
+    object([("servers", array(server))])
+}
+
+/// A tool call made by the operator.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallBody {
     /// The tool's arguments: a JSON object (absent: none).
@@ -78,6 +102,19 @@ pub async fn call_tool(
             format!("MCP server `{server}`, tool `{tool}`: {error}"),
         )),
     }
+}
+
+/// What `POST /api/v1/mcp/{server}/tools/{tool}/call` answers once the server answered (502 when
+/// the call failed on the way).
+pub fn call_schema() -> Value {
+    object([
+        (
+            "is_error",
+            described("the tool itself reported an error", boolean()),
+        ),
+        ("text", string()),
+        ("latency_ms", integer()),
+    ])
 }
 
 /// The call's arguments as a JSON object (none given: an empty one), or why they are not one.

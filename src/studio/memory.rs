@@ -8,9 +8,11 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, number, object, string};
 use super::{ApiError, StudioState, json_body};
 use crate::protocol::memory::{
     Governance, Memory, MemoryError, PLATFORM, SENSITIVITIES, SaveOutcome, SaveRequest,
@@ -43,9 +45,43 @@ fn fact_json(fact: &FactRow) -> Value {
     })
 }
 
-#[derive(Deserialize)]
+/// A memory as [`fact_json`] shows it (the answer of add and edit).
+pub fn fact_schema() -> Value {
+    object([
+        ("id", integer()),
+        (
+            "owner",
+            described(
+                "an agent's name, or `platform` (every agent reads it)",
+                string(),
+            ),
+        ),
+        ("class", string()),
+        (
+            "sensitivity",
+            described("`normal`, `personal` or `secret`", string()),
+        ),
+        ("source", string()),
+        ("chat", nullable(string())),
+        ("text", string()),
+        ("run_id", nullable(integer())),
+        ("created_ms", integer()),
+        ("updated_ms", integer()),
+        ("archived_ms", nullable(integer())),
+        ("redacted_ms", nullable(integer())),
+        ("surprise", nullable(number())),
+        ("embedded", boolean()),
+        ("edited_ms", nullable(integer())),
+        ("edited_by", nullable(string())),
+    ])
+}
+
+/// Whose memories `GET /api/v1/memory` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct ReviewQuery {
+    /// Only this owner's (an agent's name, or `platform`).
     owner: Option<String>,
+    /// How many (default 200).
     limit: Option<u32>,
 }
 
@@ -65,6 +101,11 @@ pub async fn review(
     ))
 }
 
+/// What `GET /api/v1/memory` answers.
+pub fn review_schema() -> Value {
+    object([("memories", array(fact_schema()))])
+}
+
 /// `GET /api/v1/memory/stats`: counts, and whether memory is semantic or full-text only.
 pub async fn stats(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let stats = memory(&state)
@@ -79,9 +120,35 @@ pub async fn stats(State(state): State<StudioState>) -> Result<Json<Value>, ApiE
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/memory/stats` answers.
+pub fn stats_schema() -> Value {
+    object([
+        (
+            "mode",
+            described(
+                "`semantic (model, dimension)` or `full-text only (why)`",
+                string(),
+            ),
+        ),
+        ("live", integer()),
+        ("embedded", integer()),
+        ("archived", integer()),
+        ("redacted", integer()),
+        ("indexed", integer()),
+        ("tombstones", integer()),
+        (
+            "by_owner",
+            array(object([("owner", string()), ("live", integer())])),
+        ),
+    ])
+}
+
+/// A search of `GET /api/v1/memory/search`.
+#[derive(Deserialize, JsonSchema)]
 pub struct SearchQuery {
+    /// What to look for (words match their other forms: plurals, tenses).
     q: String,
+    /// How many hits (default 20).
     limit: Option<usize>,
 }
 
@@ -110,7 +177,28 @@ pub async fn search(
     })))
 }
 
-#[derive(Deserialize, Default)]
+/// What `GET /api/v1/memory/search` answers.
+pub fn search_schema() -> Value {
+    let hit = object([
+        ("memory", fact_schema()),
+        ("score", number()),
+        ("full_text_rank", nullable(integer())),
+        ("vector_rank", nullable(integer())),
+    ]);
+    object([
+        (
+            "mode",
+            described(
+                "`hybrid`, or `full_text` with why vectors were not used",
+                string(),
+            ),
+        ),
+        ("hits", array(hit)),
+    ])
+}
+
+/// What a governance operation needs (only `reclassify` needs anything).
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GovernBody {
     /// For `reclassify`: `normal`, `personal` or `secret`.
@@ -147,11 +235,21 @@ pub async fn govern(
     Ok((StatusCode::OK, Json(json!({"id": id, "done": name}))))
 }
 
-#[derive(Deserialize)]
+/// What `POST /api/v1/memory/{id}/{operation}` answers.
+pub fn govern_schema() -> Value {
+    object([
+        ("id", integer()),
+        ("done", described("the operation done", string())),
+    ])
+}
+
+/// A memory the operator adds.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddBody {
     /// An agent's name, or `platform` (every agent reads it).
     owner: String,
+    /// What to remember.
     text: String,
     /// `normal` (default), `personal` or `secret`.
     #[serde(default)]
@@ -220,9 +318,11 @@ pub async fn add(
     }
 }
 
-#[derive(Deserialize)]
+/// A memory's new text.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditBody {
+    /// The text that replaces the old one.
     text: String,
 }
 

@@ -18,6 +18,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::openapi::{
+    array, boolean, described, integer, nullable, number, object, one_of, string,
+};
 use super::{ApiError, StudioState, snapshot};
 use crate::protocol::events::{ActorView, TreeSnapshot};
 use crate::protocol::mcp::{Mcp, McpHealth};
@@ -69,6 +72,18 @@ fn actor_json(actor: &ActorView) -> Value {
     })
 }
 
+/// One node of the supervision tree (see [`actor_json`]).
+fn actor_schema() -> Value {
+    object([
+        ("id", string()),
+        ("parent", nullable(string())),
+        ("status", string()),
+        ("restarts", integer()),
+        ("last_error", nullable(string())),
+        ("since_ms", nullable(integer())),
+    ])
+}
+
 async fn tree(state: &StudioState) -> Result<TreeSnapshot, ApiError> {
     snapshot(state)
         .await
@@ -82,6 +97,14 @@ pub async fn tree_view(State(state): State<StudioState>) -> Result<Json<Value>, 
         "boot_complete": tree.boot_complete,
         "actors": tree_json(&tree),
     })))
+}
+
+/// What `GET /api/v1/tree` answers.
+pub fn tree_schema() -> Value {
+    object([
+        ("boot_complete", boolean()),
+        ("actors", array(actor_schema())),
+    ])
 }
 
 pub async fn mcp_health(state: &StudioState) -> Vec<McpHealth> {
@@ -398,6 +421,92 @@ pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, A
     })))
 }
 
+/// What `GET /api/v1/overview` answers.
+pub fn overview_schema() -> Value {
+    let attention = object([
+        (
+            "kind",
+            one_of(&[
+                "approvals",
+                "pairing",
+                "claim",
+                "bot",
+                "jobs",
+                "provider",
+                "unpriced",
+                "setup",
+            ]),
+        ),
+        ("text", string()),
+        ("action", string()),
+        (
+            "href",
+            described("a console page, like `#/approvals`", string()),
+        ),
+    ]);
+    let bot = object([
+        ("agent", string()),
+        ("status", string()),
+        ("detail", string()),
+        ("at_ms", integer()),
+        ("last_poll_ms", nullable(integer())),
+    ]);
+    let agent_line = object([
+        ("name", string()),
+        (
+            "bot",
+            described("`online`, `no bot`, `waiting to be claimed`, ...", string()),
+        ),
+        ("last_reply_ms", nullable(integer())),
+        ("runs_today", integer()),
+    ]);
+    let protections = object([
+        (
+            "landlock",
+            object([
+                ("status", string()),
+                ("abi", nullable(integer())),
+                ("detail", string()),
+            ]),
+        ),
+        ("bash", nullable(string())),
+        ("home_isolated", boolean()),
+        ("complete", boolean()),
+        ("summary", string()),
+    ]);
+    object([
+        ("version", string()),
+        ("started_ms", integer()),
+        (
+            "health",
+            object([("boot_complete", boolean()), ("database", boolean())]),
+        ),
+        ("tree", array(actor_schema())),
+        ("bots", array(bot)),
+        (
+            "agents",
+            described("how many agents are configured", integer()),
+        ),
+        ("approvals_pending", integer()),
+        ("runs_today", integer()),
+        ("cost_today_usd", number()),
+        (
+            "mcp",
+            array(object([("server", string()), ("state", string())])),
+        ),
+        ("hints", array(string())),
+        (
+            "needs_you",
+            described(
+                "what needs the operator, most pressing first, each with its action",
+                array(attention),
+            ),
+        ),
+        ("agent_lines", array(agent_line)),
+        ("protections", protections),
+    ])
+}
+
 /// Every provider asked for its model list now (a few seconds at most; the page asks on demand).
 pub async fn providers(State(state): State<StudioState>) -> Json<Value> {
     let outcomes = state.providers.get().probe_all().await;
@@ -406,6 +515,18 @@ pub async fn providers(State(state): State<StudioState>) -> Json<Value> {
             "provider": outcome.provider, "ok": outcome.ok, "detail": outcome.detail,
         })).collect::<Vec<_>>(),
     }))
+}
+
+/// What `GET /api/v1/providers` answers.
+pub fn providers_schema() -> Value {
+    object([(
+        "providers",
+        array(object([
+            ("provider", string()),
+            ("ok", boolean()),
+            ("detail", string()),
+        ])),
+    )])
 }
 
 /// Counters for `/metrics`, read in one store call.

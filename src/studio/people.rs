@@ -11,6 +11,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, object, one_of, string};
 use super::{ApiError, StudioState};
 use crate::config::AgentSpec;
 use crate::domain::ChatKey;
@@ -155,6 +156,75 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     })))
 }
 
+/// What `GET /api/v1/people` answers.
+pub fn list_schema() -> Value {
+    let person = object([
+        ("user_id", integer()),
+        ("name", string()),
+        ("status", string()),
+        ("changed_ms", integer()),
+        ("changed_by", string()),
+    ]);
+    let pairing = object([
+        ("code", string()),
+        (
+            "display",
+            described("the code as people read it, like ABCD-EFGH", string()),
+        ),
+        ("user_id", integer()),
+        ("name", string()),
+        ("created_ms", integer()),
+        ("expires_ms", integer()),
+    ]);
+    let claim = object([
+        (
+            "state",
+            one_of(&[
+                "no_bot",
+                "managed_by_file",
+                "claimed",
+                "unclaimed",
+                "renewing",
+                "waiting_for_bot",
+            ]),
+        ),
+        (
+            "owner?",
+            object([("user_id", integer()), ("name", string())]),
+        ),
+        ("claimed_ms?", integer()),
+        (
+            "code?",
+            described("an unclaimed bot's live claim code", string()),
+        ),
+        ("created_ms?", integer()),
+        ("expires_ms?", integer()),
+    ]);
+    let from_file = object([
+        ("user_id", integer()),
+        ("name", nullable(string())),
+        ("approver", boolean()),
+    ]);
+    let agent = object([
+        ("agent", string()),
+        ("bot", boolean()),
+        ("claim", claim),
+        (
+            "from_file",
+            described(
+                "people the agent file names (managed there)",
+                array(from_file),
+            ),
+        ),
+        ("people", array(person)),
+        (
+            "pending",
+            described("pairing requests waiting for an answer", array(pairing)),
+        ),
+    ]);
+    object([("agents", array(agent)), ("note", string())])
+}
+
 fn api_error(error: PeopleError) -> ApiError {
     match error {
         PeopleError::Store(error) => error.into(),
@@ -193,6 +263,16 @@ pub async fn decide_pairing(
         "agent": row.agent, "user_id": row.user_id, "name": row.name,
         "status": if approved { "paired" } else { "denied" },
     })))
+}
+
+/// What `POST /api/v1/pairings/{id}/{operation}` answers.
+pub fn decide_pairing_schema() -> Value {
+    object([
+        ("agent", string()),
+        ("user_id", integer()),
+        ("name", string()),
+        ("status", one_of(&["paired", "denied"])),
+    ])
 }
 
 /// `POST /api/v1/people/{agent}/{user_id}/{operation}` with operation `revoke`, `block` or
@@ -238,4 +318,16 @@ pub async fn change(
         "agent": agent, "user_id": user_id,
         "status": after.map_or("unknown", |person| person.status.label()),
     })))
+}
+
+/// What `POST /api/v1/people/{name}/{id}/{operation}` answers.
+pub fn change_schema() -> Value {
+    object([
+        ("agent", string()),
+        ("user_id", integer()),
+        (
+            "status",
+            described("the person's standing after the change", string()),
+        ),
+    ])
 }

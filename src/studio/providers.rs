@@ -10,11 +10,13 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, object, string};
 use super::{ApiError, StudioState, json_body};
 use crate::config::edit::Setting;
 use crate::config::{ProviderConfig, ProviderKind};
@@ -39,12 +41,30 @@ pub async fn models(
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/providers/{name}/models` answers.
+pub fn models_schema() -> Value {
+    object([
+        ("provider", string()),
+        ("ok", described("it answered and took its key", boolean())),
+        (
+            "detail",
+            described(
+                "one sentence for the operator (a 401 says the key was refused)",
+                string(),
+            ),
+        ),
+        ("models", array(string())),
+    ])
+}
+
+/// A provider to try before it is saved.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckBody {
     /// `openai` (any OpenAI-compatible server), `anthropic`, `gemini`, or `ollama` (a local
     /// OpenAI-compatible server without a key).
     kind: String,
+    /// Its address (empty: the kind's usual one).
     #[serde(default)]
     base_url: String,
     /// The key to try (empty: none).
@@ -103,10 +123,30 @@ pub async fn check(
     })))
 }
 
-#[derive(Deserialize)]
+/// What `POST /api/v1/providers/check` answers.
+pub fn check_schema() -> Value {
+    object([
+        ("ok", boolean()),
+        ("detail", string()),
+        ("models", array(string())),
+        (
+            "kind",
+            described(
+                "the wire format: `openai`, `anthropic` or `gemini`",
+                string(),
+            ),
+        ),
+        ("base_url", string()),
+    ])
+}
+
+/// A provider to write into the daemon's config.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderBody {
+    /// `openai`, `anthropic`, `gemini` or `ollama`.
     kind: String,
+    /// Its address (empty: the kind's usual one).
     #[serde(default)]
     base_url: String,
     /// The variable (or stored secret) that holds its key; empty: no key (a local server).
@@ -144,27 +184,45 @@ pub async fn set(
         api_key_env: body.api_key_env.trim().to_string(),
         free,
     };
-    match Reloader::new(&state.registry).edit(edit, "operator (studio)").await {
+    match Reloader::new(&state.registry)
+        .edit(edit, "operator (studio)")
+        .await
+    {
         Ok(EditOutcome::Applied { path, report }) => Json(json!({
             "provider": name, "file": path, "reload": report.summary(), "reload_ok": report.ok,
         }))
         .into_response(),
         Ok(EditOutcome::Refused(reason)) => ApiError::bad_request(reason).into_response(),
-        Ok(EditOutcome::NotWritable { path, reason, text }) => (
-            StatusCode::CONFLICT,
-            Json(json!({
-                "error": {"message": format!("The provider is valid, but {path} cannot be written ({reason}). Put this text in that file yourself, then reload.")},
-                "file": path, "toml": text,
-            })),
-        )
-            .into_response(),
+        Ok(EditOutcome::NotWritable { path, reason, text }) => super::error::unwritable(
+            format!(
+                "The provider is valid, but {path} cannot be written ({reason}). Put this text in that file yourself, then reload."
+            ),
+            path,
+            text,
+        ),
         Err(_) => ApiError::unavailable("the reloader").into_response(),
     }
 }
 
-#[derive(Deserialize)]
+/// What `PUT /api/v1/providers/{name}` answers (a file that cannot be written: a 409 with the
+/// text to put there).
+pub fn set_schema() -> Value {
+    object([
+        ("provider", string()),
+        ("file", described("the config file written", string())),
+        (
+            "reload",
+            described("the reload's one-line summary", string()),
+        ),
+        ("reload_ok", boolean()),
+    ])
+}
+
+/// A bot token to ask Telegram about.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenBody {
+    /// The token BotFather gave (`123456789:AAE…`); used for this one request, never stored.
     token: String,
     /// The Bot API's address (default Telegram's; a test or a local Bot API server).
     api_url: Option<String>,
@@ -195,9 +253,29 @@ pub async fn check_token(
     }
 }
 
-#[derive(Deserialize)]
+/// What `POST /api/v1/telegram/check` answers: the bot's @name, or what is wrong.
+pub fn check_token_schema() -> Value {
+    object([
+        ("ok", boolean()),
+        (
+            "username?",
+            described(
+                "the bot's @name, when Telegram accepted the token",
+                string(),
+            ),
+        ),
+        (
+            "detail?",
+            described("what is wrong with the token, when it did not", string()),
+        ),
+    ])
+}
+
+/// What to draw as a QR code.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QrQuery {
+    /// The text (1 to 1000 characters), e.g. a bot's claim link.
     text: String,
 }
 

@@ -9,10 +9,12 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::openapi::{answer_of, described, extend, string};
 use super::{ApiError, StudioState};
 use crate::protocol::CallError;
 use crate::protocol::reload::{Reloader, TIMEOUT};
 
+/// `POST /api/v1/reload`: the reload's report.
 pub async fn reload(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     run(&state, "studio").await.map(Json)
 }
@@ -40,4 +42,16 @@ pub async fn run(state: &StudioState, trigger: &str) -> Result<Value, ApiError> 
         object.insert("summary".into(), Value::String(summary));
     }
     Ok(body)
+}
+
+/// A reload's report as [`run`] answers it (the answer of `POST /api/v1/reload`, and of every
+/// change that reloads).
+pub fn report_schema() -> Value {
+    extend(
+        answer_of::<crate::protocol::reload::ReloadReport>(),
+        [(
+            "summary",
+            described("the report in one paragraph", string()),
+        )],
+    )
 }

@@ -12,9 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{
+    any, array, boolean, described, extend, integer, nullable, number, object, one_of, string,
+};
 use super::{ApiError, StudioState};
 use crate::protocol::approvals::{plain_outcome, plain_summary, who_decided};
 use crate::store::approvals::{self as approval_queries, ApprovalRow};
@@ -42,6 +46,87 @@ fn run_json(row: &RunRow, skills: &[String], refused: i64) -> Value {
         "cost_usd": row.cost_usd, "unpriced": row.unpriced, "turns": row.turns, "outcome": row.outcome,
         "session_id": row.session_id, "skills": skills,
     })
+}
+
+/// A run as [`run_json`] shows it.
+fn run_schema() -> Value {
+    object([
+        (
+            "refused",
+            described(
+                "tool calls refused by the policy or denied by a person",
+                integer(),
+            ),
+        ),
+        ("id", integer()),
+        ("agent", string()),
+        ("chat", string()),
+        ("status", one_of(STATUSES)),
+        ("trigger", string()),
+        ("started_ms", integer()),
+        ("finished_ms", nullable(integer())),
+        ("duration_ms", nullable(integer())),
+        ("model", nullable(string())),
+        ("input_tokens", integer()),
+        ("output_tokens", integer()),
+        ("cost_usd", number()),
+        (
+            "unpriced",
+            described("a model call had no price (counted as 0)", boolean()),
+        ),
+        ("turns", integer()),
+        ("outcome", nullable(string())),
+        ("session_id", integer()),
+        ("skills", array(string())),
+    ])
+}
+
+/// A step as [`step_json`] shows it: a decision explained, a tool result with its output.
+fn step_schema() -> Value {
+    let approval = object([("id", string()), ("status", string())]);
+    let decision = object([
+        ("tool", string()),
+        ("action", string()),
+        (
+            "summary",
+            described("what the call would do, in a sentence", string()),
+        ),
+        ("effect", any()),
+        ("risk", any()),
+        (
+            "verdict",
+            described("`allow`, `deny` or `require_approval`", string()),
+        ),
+        ("reason", any()),
+        ("source", string()),
+        ("next_step", any()),
+        ("decided_by", string()),
+        ("outcome", string()),
+        ("blocked", boolean()),
+        ("approval", nullable(approval)),
+    ]);
+    object([
+        ("seq", integer()),
+        ("kind", string()),
+        ("name", nullable(string())),
+        ("tokens_in", nullable(integer())),
+        ("tokens_out", nullable(integer())),
+        ("cost_usd", nullable(number())),
+        ("duration_ms", nullable(integer())),
+        ("created_ms", integer()),
+        (
+            "detail",
+            described("the step as recorded (redacted)", any()),
+        ),
+        (
+            "decision?",
+            described("a `decision` step explained", decision),
+        ),
+        (
+            "output?",
+            described("a `tool_result` step's whole output (redacted)", string()),
+        ),
+    ])
 }
 
 /// What a run's steps are explained with: the approvals asked for its calls and the whole output
@@ -112,11 +197,17 @@ fn decision_json(agent: &str, tool: &str, detail: &Value, approval: Option<&Appr
     })
 }
 
-#[derive(Deserialize)]
+/// Which runs `GET /api/v1/runs` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct ListQuery {
+    /// Only this agent's.
     agent: Option<String>,
+    /// Only runs in this state (`running`, `waiting_approval`, `succeeded`, `failed`,
+    /// `cancelled`, `interrupted`, `budget_stopped`).
     status: Option<String>,
+    /// Only runs older than this id (the previous page's `next_before`).
     before: Option<i64>,
+    /// How many (default 50, at most 500).
     limit: Option<u32>,
 }
 
@@ -157,6 +248,20 @@ pub async fn list(
         )).collect::<Vec<_>>(),
         "next_before": next_before,
     })))
+}
+
+/// What `GET /api/v1/runs` answers.
+pub fn list_schema() -> Value {
+    object([
+        ("runs", array(run_schema())),
+        (
+            "next_before",
+            described(
+                "where the next page starts (null: this is the last)",
+                nullable(integer()),
+            ),
+        ),
+    ])
 }
 
 /// `GET /api/v1/runs/{id}`: the run with every step.
@@ -202,6 +307,11 @@ pub async fn detail(
     Ok(Json(body))
 }
 
+/// What `GET /api/v1/runs/{id}` answers.
+pub fn detail_schema() -> Value {
+    extend(run_schema(), [("steps", array(step_schema()))])
+}
+
 /// The approvals asked for a run's calls and the whole output of its tool results.
 fn step_context(
     conn: &rusqlite::Connection,
@@ -235,8 +345,10 @@ fn step_context(
     Ok(context)
 }
 
-#[derive(Deserialize)]
+/// How many decisions `GET /api/v1/policy/decisions` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct DecisionsQuery {
+    /// How many (default 50, at most 500).
     limit: Option<u32>,
 }
 
@@ -263,4 +375,20 @@ pub async fn decisions(
         })
         .collect();
     Ok(Json(json!({"decisions": decisions})))
+}
+
+/// What `GET /api/v1/policy/decisions` answers.
+pub fn decisions_schema() -> Value {
+    let decision = object([
+        ("run_id", integer()),
+        ("agent", string()),
+        ("at_ms", integer()),
+        ("tool", nullable(string())),
+        ("action", any()),
+        ("decision", any()),
+        ("risk", any()),
+        ("reason", any()),
+        ("source", any()),
+    ]);
+    object([("decisions", array(decision))])
 }

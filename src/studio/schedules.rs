@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -29,6 +30,8 @@ use crate::schedule::ScheduleSpec;
 use crate::schedule::format::{format_local, zone_of};
 use crate::store::people::{self as people_queries, PersonStatus};
 use crate::store::schedules::{self as queries, DeliveryChat, JobRunRow};
+
+pub mod schema;
 
 const PREVIEW: usize = 5;
 /// How many of each job's newest runs the list shows.
@@ -156,11 +159,15 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     Ok(Json(json!({"jobs": jobs})))
 }
 
-#[derive(Deserialize)]
+/// A schedule to explain.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewBody {
+    /// `cron`, `every` or `at`.
     kind: String,
+    /// `0 9 * * 1-5`, `15m`, `2027-01-15 09:00`, ...
     expression: String,
+    /// An IANA zone (empty: the daemon's).
     #[serde(default)]
     timezone: String,
 }
@@ -193,17 +200,23 @@ pub async fn preview(
     })))
 }
 
-#[derive(Deserialize)]
+/// A new job.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
+    /// The agent that runs it.
     agent: String,
     #[serde(default)]
     name: String,
+    /// What the agent is asked each time.
     prompt: String,
+    /// `cron`, `every` or `at`.
     kind: String,
     expression: String,
+    /// An IANA zone (empty: the agent's).
     #[serde(default)]
     timezone: String,
+    /// `run_once` (the default), `skip`, or `catch_up` (with `max_runs=N`, `window=6h`).
     #[serde(default)]
     missed_policy: String,
     /// Where answers go (`tg:<chat id>`, `studio:<id>`); absent: silent.
@@ -304,8 +317,11 @@ pub async fn cancel(
     Ok(Json(job_json(&view)))
 }
 
-#[derive(Deserialize)]
+/// Whose choices `GET /api/v1/schedules/choices` lists.
+#[derive(Deserialize, JsonSchema)]
 pub struct ChoicesQuery {
+    /// The agent (required).
+    #[schemars(with = "String")]
     agent: Option<String>,
 }
 
@@ -343,7 +359,8 @@ pub async fn choices(
     })))
 }
 
-#[derive(Deserialize)]
+/// A job's changes: only the fields given.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateBody {
     name: Option<String>,

@@ -18,9 +18,11 @@ use std::path::PathBuf;
 
 use axum::Json;
 use axum::extract::{Path, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, object, one_of, string};
 use super::{ApiError, StudioState};
 use crate::config::secrets_file::{self, Change, SecretsFileError};
 use crate::config::{LoadedConfig, SecretSource, SecretUse};
@@ -147,6 +149,48 @@ fn entry(view: &SecretsView, stored: &BTreeMap<String, Secret>, name: &str) -> V
     })
 }
 
+/// One variable as [`entry`] shows it (never its value).
+fn entry_schema() -> Value {
+    let used_by = object([
+        (
+            "kind",
+            one_of(&[
+                "provider",
+                "bot",
+                "studio_token",
+                "metrics_token",
+                "mcp_server",
+                "web_search",
+            ]),
+        ),
+        ("name", string()),
+        ("text", described("what uses it, in words", string())),
+        ("applies_at_reload", boolean()),
+    ]);
+    object([
+        ("name", string()),
+        ("used_by", array(used_by)),
+        ("used", boolean()),
+        ("required", boolean()),
+        ("set", boolean()),
+        ("source", nullable(one_of(&["environment", "store"]))),
+        ("in_environment", boolean()),
+        ("in_store", boolean()),
+        ("in_use", boolean()),
+        (
+            "ends_with",
+            described(
+                "its last characters (values of 20 or more only)",
+                nullable(string()),
+            ),
+        ),
+        (
+            "note",
+            described("what to do about it, in a sentence", string()),
+        ),
+    ])
+}
+
 /// Every variable the files name, then those only the store holds; by name.
 fn entries(view: &SecretsView, stored: &BTreeMap<String, Secret>) -> Vec<Value> {
     let mut names: Vec<&String> = view.uses.keys().collect();
@@ -170,10 +214,21 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     })))
 }
 
+/// What `GET /api/v1/secrets` answers.
+pub fn list_schema() -> Value {
+    object([
+        ("file", described("the secrets store", string())),
+        ("ending_shown_from", integer()),
+        ("secrets", array(entry_schema())),
+        ("warnings", array(string())),
+    ])
+}
+
 /// The body of `PUT /api/v1/secrets/{name}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretBody {
+    /// The key or token (never answered back).
     value: String,
 }
 
@@ -295,4 +350,24 @@ async fn answer(
         "secret": entry(&view, &stored.values, name),
         "reload": reload,
     })))
+}
+
+/// What `PUT` and `DELETE /api/v1/secrets/{name}` answer.
+pub fn change_schema() -> Value {
+    object([
+        ("name", string()),
+        (
+            "change",
+            one_of(&["added", "replaced", "unchanged", "deleted"]),
+        ),
+        ("message", string()),
+        ("secret", entry_schema()),
+        (
+            "reload",
+            described(
+                "the reload's report (null: nothing changed, no reload)",
+                nullable(super::reload::report_schema()),
+            ),
+        ),
+    ])
 }

@@ -13,6 +13,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::openapi::{array, boolean, described, integer, nullable, object, string};
 use super::{ApiError, StudioState};
 use crate::config::ProviderConfig;
 
@@ -81,6 +82,50 @@ pub async fn status(State(state): State<StudioState>) -> Result<Json<Value>, Api
         "agent": agent,
         "agents": files.agents.len(),
     })))
+}
+
+/// What `GET /api/v1/setup` answers.
+pub fn status_schema() -> Value {
+    let provider = object([
+        ("name", string()),
+        ("kind", string()),
+        ("base_url", string()),
+        (
+            "api_key_env",
+            described("the variable (or stored secret) holding its key; empty: none", string()),
+        ),
+        ("key_set", described("its key is set (or none is needed)", boolean())),
+    ]);
+    let bot = object([
+        ("token_env", string()),
+        ("token_set", boolean()),
+        ("api_url", string()),
+        (
+            "username",
+            described("the bot's @name as it said when it came online", nullable(string())),
+        ),
+    ]);
+    let agent = object([
+        ("name", string()),
+        ("provider", string()),
+        ("model", string()),
+        ("instructions", string()),
+        ("tools", array(string())),
+        ("bot", nullable(bot)),
+    ]);
+    object([
+        (
+            "needed",
+            described(
+                "the house cannot answer yet: no agent, or its provider's key is missing",
+                boolean(),
+            ),
+        ),
+        ("config_file", nullable(string())),
+        ("provider", nullable(provider)),
+        ("agent", nullable(agent)),
+        ("agents", integer()),
+    ])
 }
 
 /// The bot's @name as it last said when it came online.

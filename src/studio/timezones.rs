@@ -8,9 +8,11 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{array, described, integer, nullable, object, string};
 use super::{ApiError, StudioState, json_body};
 use crate::agent::zone::{local_time_text, resolve, set_user_zone};
 use crate::config::{AgentSpec, DaemonTimezone};
@@ -126,7 +128,46 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     })))
 }
 
-#[derive(Deserialize)]
+/// What `GET /api/v1/timezones` answers.
+pub fn list_schema() -> Value {
+    let agent = object([
+        ("agent", string()),
+        (
+            "timezone",
+            described("the agent file's zone (null: none set)", nullable(string())),
+        ),
+        ("effective", described("the zone it lives in", string())),
+        (
+            "source",
+            described("where that zone comes from, in words", string()),
+        ),
+        ("local_time", string()),
+    ]);
+    let person = object([
+        ("user_id", integer()),
+        ("name", nullable(string())),
+        ("agents", array(string())),
+        ("timezone", nullable(string())),
+        ("changed_ms", nullable(integer())),
+        ("changed_by", nullable(string())),
+        ("local_time", nullable(string())),
+    ]);
+    object([
+        (
+            "daemon",
+            object([
+                ("timezone", string()),
+                ("origin", string()),
+                ("local_time", string()),
+            ]),
+        ),
+        ("agents", array(agent)),
+        ("people", array(person)),
+    ])
+}
+
+/// A person's zone.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TimezoneBody {
     /// An IANA name; empty or null: forget the person's choice.
@@ -157,4 +198,13 @@ pub async fn set_user(
         "timezone": zone.map(|zone| zone.name()),
         "local_time": zone.map(|zone| local_time_text(chrono::Utc::now(), zone)),
     })))
+}
+
+/// What `PATCH /api/v1/users/{id}/timezone` answers.
+pub fn set_user_schema() -> Value {
+    object([
+        ("user_id", integer()),
+        ("timezone", nullable(string())),
+        ("local_time", nullable(string())),
+    ])
 }

@@ -264,6 +264,34 @@ pub async fn list() -> Json<Value> {
     }))
 }
 
+/// What `GET /api/v1/tools` answers.
+pub fn list_schema() -> Value {
+    use super::openapi::{array, boolean, described, object, string};
+    let tool = object([
+        ("name", string()),
+        (
+            "summary",
+            described("what it does, in plain words", string()),
+        ),
+        (
+            "care",
+            described("how careful the daemon is with it, in words", string()),
+        ),
+        ("group", string()),
+        (
+            "asks",
+            described("it asks a person before it acts", boolean()),
+        ),
+    ]);
+    let preset = object([
+        ("id", string()),
+        ("name", string()),
+        ("summary", string()),
+        ("tools", array(string())),
+    ]);
+    object([("tools", array(tool)), ("presets", array(preset))])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

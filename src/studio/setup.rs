@@ -92,9 +92,15 @@ pub fn status_schema() -> Value {
         ("base_url", string()),
         (
             "api_key_env",
-            described("the variable (or stored secret) holding its key; empty: none", string()),
+            described(
+                "the variable (or stored secret) holding its key; empty: none",
+                string(),
+            ),
         ),
-        ("key_set", described("its key is set (or none is needed)", boolean())),
+        (
+            "key_set",
+            described("its key is set (or none is needed)", boolean()),
+        ),
     ]);
     let bot = object([
         ("token_env", string()),
@@ -102,7 +108,10 @@ pub fn status_schema() -> Value {
         ("api_url", string()),
         (
             "username",
-            described("the bot's @name as it said when it came online", nullable(string())),
+            described(
+                "the bot's @name as it said when it came online",
+                nullable(string()),
+            ),
         ),
     ]);
     let agent = object([

@@ -13,7 +13,8 @@
 //!
 //! The binary: `CLAWVISOR_FOOTPRINT_BINARY=<path>` measures that file (the profile variants in
 //! BENCHMARKS.md were built into their own `--target-dir` and measured so); without it the bench
-//! runs `cargo build --release --bin clawvisor` itself and measures `target/release/clawvisor`.
+//! runs `cargo build --release --bin clawvisor` itself and measures `target/release/clawvisor`
+//! (under `CARGO_TARGET_DIR` when that is set).
 //! Either way it refuses a binary that contains the testkit. The clean build time is not measured
 //! here (a bench cannot start from an empty target directory); BENCHMARKS.md says how it was.
 
@@ -78,7 +79,11 @@ fn daemon_binary(scratch: &Path) -> PathBuf {
                 "`cargo build --release --bin clawvisor` failed; build it yourself and set \
                  CLAWVISOR_FOOTPRINT_BINARY=<path to the binary>"
             );
-            manifest_dir.join("target/release/clawvisor")
+            // Where that build put it: `CARGO_TARGET_DIR` when set (relative to the package, where
+            // cargo ran), else the package's `target/`.
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| manifest_dir.join("target"), |dir| manifest_dir.join(dir));
+            target.join("release/clawvisor")
         }
     };
     let bytes = std::fs::read(&built).unwrap_or_else(|error| {

@@ -607,5 +607,9 @@ async function boot() {
 }
 
 window.addEventListener('hashchange', () => { if (current || !document.getElementById('login')) route(); });
+// A page left (or kept in the back-forward cache) gives its live stream back: a browser holds
+// six connections per server, and streams of pages left behind would starve the next load.
+window.addEventListener('pagehide', () => { source?.close(); source = null; });
+window.addEventListener('pageshow', (event) => { if (event.persisted && session.csrf) { wasDown = true; connectEvents(); } });
 setInterval(tick, 1000);
 boot();

@@ -459,6 +459,40 @@ async fn the_operator_adds_and_edits_memories_and_search_finds_other_forms_of_a_
         .await;
     assert_eq!(status, 400, "{body}");
     assert!(message(&body).contains("redacted"), "{body}");
+
+    // The list comes a page at a time, newest first, each page naming where the next begins.
+    for text in ["Bo likes tea", "Cy likes coffee"] {
+        let (status, body) = api
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/memory",
+                Some(json!({"owner": "ada", "text": text})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let texts = |page: &Value| -> Vec<String> {
+        page["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|fact| fact["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = api.get("/api/v1/memory?owner=ada&limit=2").await;
+    assert_eq!(texts(&first), ["Cy likes coffee", "Bo likes tea"]);
+    let next = first["next_before"].as_i64().expect("a next page");
+    let last = api
+        .get(&format!("/api/v1/memory?owner=ada&limit=2&before={next}"))
+        .await;
+    assert_eq!(last["memories"].as_array().unwrap().len(), 1, "{last}");
+    assert_eq!(
+        last["memories"][0]["id"],
+        json!(id),
+        "the first memory, redacted by now"
+    );
+    assert_eq!(last["next_before"], Value::Null);
+
     world.harness.stop().await;
 }
 

@@ -337,11 +337,17 @@ pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<Vec<FactRow>> {
 }
 
 /// Every fact, newest first, for the operator's review (archived and redacted included).
-pub fn review(conn: &Connection, owner: Option<&str>, limit: u32) -> Result<Vec<FactRow>> {
+/// Memories newest first (of `owner` when given), older than the id `before` when given.
+pub fn review(
+    conn: &Connection,
+    owner: Option<&str>,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<FactRow>> {
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM memory_facts WHERE ?1 IS NULL OR owner = ?1 ORDER BY id DESC LIMIT ?2"
+        "SELECT {COLUMNS} FROM memory_facts WHERE (?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3"
     ))?;
-    let rows = statement.query_map(params![owner, limit.clamp(1, 10_000)], from_row)?;
+    let rows = statement.query_map(params![owner, before, limit.clamp(1, 10_000)], from_row)?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 

@@ -83,6 +83,8 @@ pub struct ReviewQuery {
     owner: Option<String>,
     /// How many (default 200).
     limit: Option<u32>,
+    /// Only memories older than this id (the previous page's `next_before`).
+    before: Option<i64>,
 }
 
 /// `GET /api/v1/memory?owner=assistant&limit=200`: every memory, newest first.
@@ -90,20 +92,34 @@ pub async fn review(
     State(state): State<StudioState>,
     Query(query): Query<ReviewQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = query.limit.unwrap_or(200);
+    let limit = query.limit.unwrap_or(200).clamp(1, 10_000);
     let owner = query.owner.filter(|owner| !owner.is_empty());
+    let before = query.before;
     let facts = state
         .store
-        .read(move |conn| queries::review(conn, owner.as_deref(), limit))
+        .read(move |conn| queries::review(conn, owner.as_deref(), before, limit))
         .await?;
-    Ok(Json(
-        json!({"memories": facts.iter().map(fact_json).collect::<Vec<_>>()}),
-    ))
+    let next_before = (facts.len() == limit as usize)
+        .then(|| facts.last().map(|fact| fact.id))
+        .flatten();
+    Ok(Json(json!({
+        "memories": facts.iter().map(fact_json).collect::<Vec<_>>(),
+        "next_before": next_before,
+    })))
 }
 
 /// What `GET /api/v1/memory` answers.
 pub fn review_schema() -> Value {
-    object([("memories", array(fact_schema()))])
+    object([
+        ("memories", array(fact_schema())),
+        (
+            "next_before",
+            described(
+                "the `before` of the next (older) page; null: this is the last",
+                nullable(integer()),
+            ),
+        ),
+    ])
 }
 
 /// `GET /api/v1/memory/stats`: counts, and whether memory is semantic or full-text only.

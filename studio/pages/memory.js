@@ -8,6 +8,8 @@ import { api, load, el, append, enc, qs, badge, when, empty, act, toast, clear, 
 
 export const events = ['memory_changed'];
 
+/** Memories per page of the list. */
+const PAGE = 200;
 const SENSITIVITY = { normal: 'Normal', personal: 'Personal', secret: 'Secret (never recalled into a chat by itself)' };
 const SOURCES = { user_said: 'said in a chat', agent_saved: 'saved by the agent', imported: 'imported', recap: 'conversation summary',
   operator: 'added in Studio' };
@@ -23,19 +25,32 @@ export async function render(root, ctx) {
   let stale = false;
   let listSeq = 0; // a refresh whose number is no longer current draws nothing
 
-  const fetchList = () => api(`/api/v1/memory${qs({ owner: owner.value.trim(), limit: 200 })}`);
+  const fetchList = (before) => api(`/api/v1/memory${qs({ owner: owner.value.trim(), limit: PAGE, before })}`);
+  // The list comes a page at a time, newest first; "Show older" appends the next page.
+  const drawList = (d, older = false) => {
+    if (!older || d.memories.length) drawFacts(list, d.memories || [], hooks);
+    if (d.next_before == null) return;
+    const more = el('div', { class: 'row', id: 'memory-more' });
+    const button = el('button', { type: 'button', 'data-action': 'older', onclick: async () => {
+      const older = await act(button, () => fetchList(d.next_before));
+      if (!older) return;
+      more.remove();
+      drawList({ ...older, memories: older.memories || [] }, true);
+    } }, `Show ${PAGE} older`);
+    append(list, append(more, button));
+  };
   const refreshList = async (quiet) => {
     if (editing.size) { stale = true; return undefined; }
     stale = false;
     const mine = ++listSeq;
-    if (!quiet || !list.firstChild) return load(list, fetchList, (d) => drawFacts(list, d.memories || [], hooks), { root });
+    if (!quiet || !list.firstChild) return load(list, () => fetchList(), drawList, { root });
     // A quiet refresh redraws only when its answer is still wanted: an editor opened meanwhile
     // keeps its card (the list is refreshed when it closes).
     try {
       const d = await fetchList();
       if (mine !== listSeq || editing.size) return undefined;
       clear(list);
-      drawFacts(list, d.memories || [], hooks);
+      drawList(d);
       root.setAttribute('data-loaded', 'true');
       return d;
     } catch (e) {

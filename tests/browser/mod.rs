@@ -197,6 +197,12 @@ impl Browser {
 /// before `close`: a dropped `Child` is not killed by itself.
 impl Drop for Browser {
     fn drop(&mut self) {
+        // The Chromium processes it started would outlive it: they are found by their profile
+        // folder, which is this browser's alone.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", &self._profile.path().display().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

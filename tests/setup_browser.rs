@@ -338,6 +338,20 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
         .await
         .expect("the next answer follows the new instructions");
 
+    // Studio opened again and again in the same tab: each page left gives its live stream back
+    // (a browser holds six connections per server; the seventh load would wait otherwise).
+    for load in 0..8 {
+        // A new query string: a whole new document, not a jump within the page.
+        browser
+            .client
+            .goto(&format!("http://{studio}/?load={load}#/overview"))
+            .await
+            .unwrap();
+        browser
+            .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+            .await;
+    }
+
     // Every page, at desktop and phone size.
     for (prefix, width, height) in [("setup", 1280, 900), ("phone-setup", 390, 844)] {
         browser.client.set_window_size(width, height).await.unwrap();

@@ -2,10 +2,11 @@
 //! first paint and the Overview's data on a fresh load, each page opened from the menu, and a
 //! screenshot of every page with the full house at desktop and phone size.
 //!
-//! A fresh load is Studio's address opened again in the same tab (the login cookie kept), as
-//! typing it does: the page left closes its live-events connection (`/api/v1/events`) on
-//! `pagehide`, so Chromium's six connections per host are never all taken by pages left behind
-//! (BENCHMARKS.md, "Studio with a full house"). Studio sends its files with
+//! A fresh load is Studio's address opened in a new tab (the login cookie kept), the previous tab
+//! closed. Not the same tab again: a Studio page the tab navigated away from keeps its
+//! live-events connection (`/api/v1/events`) open, so after five loads in one tab Chromium's six
+//! connections per host are all taken and the sixth load's requests wait until Studio's 20 s
+//! timeout (BENCHMARKS.md, "Studio with a full house"). Studio sends its files with
 //! `Cache-Control: no-cache` and no validator, so every load fetches them again, as an operator's
 //! does. The time the Overview's `[data-loaded="true"]` appears is taken inside the page by a
 //! script Chromium runs at the start of the tab's documents (DevTools protocol
@@ -116,22 +117,30 @@ pub async fn measure(base: &str, login: &str, pages: &[String]) -> Figures {
     }
 }
 
-/// `LOADS` fresh loads of Studio in the same tab: first contentful paint and the Overview's data
-/// drawn.
+/// `LOADS` fresh loads of Studio, each in a new tab: first contentful paint and the Overview's
+/// data drawn.
 async fn fresh_loads(browser: &Browser, base: &str) -> (Vec<f64>, Vec<f64>) {
     let (mut paints, mut loaded) = (Vec::new(), Vec::new());
-    let client = &browser.client;
-    client
-        .issue_cmd(DevTools {
-            command: "Page.addScriptToEvaluateOnNewDocument",
-            params: json!({"source": MARK_OVERVIEW_LOADED}),
-        })
-        .await
-        .expect("ChromeDriver runs DevTools commands");
-    for load in 0..LOADS {
-        // A new query string each time: a whole new document, not a jump within the page.
+    for _ in 0..LOADS {
+        let client = &browser.client;
+        let tab = client.new_window(true).await.expect("a new tab");
         client
-            .goto(&format!("{base}/?load={load}#/overview"))
+            .close_window()
+            .await
+            .expect("the previous tab closes");
+        client
+            .switch_to_window(tab.handle)
+            .await
+            .expect("the new tab");
+        client
+            .issue_cmd(DevTools {
+                command: "Page.addScriptToEvaluateOnNewDocument",
+                params: json!({"source": MARK_OVERVIEW_LOADED}),
+            })
+            .await
+            .expect("ChromeDriver runs DevTools commands");
+        client
+            .goto(&format!("{base}/#/overview"))
             .await
             .expect("Studio opens");
         let figures = clawvisor::testkit::wait_until(
@@ -169,9 +178,7 @@ async fn open_each(browser: &Browser, pages: &[String]) -> Vec<(String, Vec<f64>
         .map(|page| (page.clone(), Vec::new()))
         .collect();
     // From the last page, so that opening the first is a change of page.
-    browser
-        .open(pages.last().expect("the console has pages"))
-        .await;
+    open(browser, pages.last().expect("the console has pages")).await;
     for round in 0..=OPENS {
         for (page, times) in &mut opened {
             let answer = browser
@@ -203,9 +210,34 @@ async fn screenshots(browser: &Browser, pages: &[String]) {
             } else {
                 "overview"
             };
-            browser.open(other).await;
-            browser.open(page).await;
+            open(browser, other).await;
+            open(browser, page).await;
             browser.screenshot(&format!("{prefix}-{page}")).await;
         }
     }
+}
+
+/// Opens `page` from the menu, or by its address when the menu has no link to it (Setup is
+/// reached from the Overview).
+async fn open(browser: &Browser, page: &str) {
+    let linked = browser
+        .client
+        .execute(
+            &format!("return !!document.querySelector('a[data-nav=\"{page}\"]');"),
+            vec![],
+        )
+        .await
+        .expect("the page answers");
+    if linked == json!(true) {
+        browser.open(page).await;
+        return;
+    }
+    browser
+        .client
+        .execute(&format!("location.hash = '#/{page}'; return 1;"), vec![])
+        .await
+        .expect("the page answers");
+    browser
+        .wait_for(&format!("[data-page=\"{page}\"][data-loaded=\"true\"]"))
+        .await;
 }

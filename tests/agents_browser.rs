@@ -26,34 +26,6 @@ async fn log_in(browser: &Browser, world: &World) {
         .await;
 }
 
-async fn type_into(browser: &Browser, css: &str, text: &str) {
-    let field = browser.wait_for(css).await;
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
-}
-
-/// Clicks the element `css` names, finding it again when the page redrew it meanwhile (live
-/// refreshes replace nodes).
-async fn click(browser: &Browser, css: &str) {
-    wait_until(Duration::from_secs(20), &format!("a click on {css}"), || async {
-        browser
-            .client
-            .execute(
-                &format!("document.querySelector({css:?})?.scrollIntoView({{block: 'center'}}); return 1;"),
-                vec![],
-            )
-            .await
-            .map_err(|error| error.to_string())?;
-        let element = browser
-            .client
-            .find(Locator::Css(css))
-            .await
-            .map_err(|error| error.to_string())?;
-        element.click().await.map_err(|error| error.to_string())
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file() {
     let script = Script::new()
@@ -68,31 +40,30 @@ async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file(
     let lead = browser.wait_for("[data-page=\"agents\"] .lead").await;
     assert!(lead.text().await.unwrap().contains("what each is for"));
     browser.screenshot("agents-list").await;
-    click(&browser, "[data-action=\"new-agent\"]").await;
+    browser.click("[data-action=\"new-agent\"]").await;
     browser.wait_for("[data-editor=\"new\"] form.editor").await;
-    type_into(&browser, "input[name=\"name\"]", "helper").await;
-    type_into(
-        &browser,
-        "input[name=\"description\"]",
-        "Keeps the shopping list",
-    )
-    .await;
-    type_into(
-        &browser,
-        "textarea[name=\"instructions\"]",
-        "You keep the family's shopping list.",
-    )
-    .await;
-    click(&browser, "[data-preset=\"helper\"]").await;
+    browser.type_into("input[name=\"name\"]", "helper").await;
+    browser
+        .type_into("input[name=\"description\"]", "Keeps the shopping list")
+        .await;
+    browser
+        .type_into(
+            "textarea[name=\"instructions\"]",
+            "You keep the family's shopping list.",
+        )
+        .await;
+    browser.click("[data-preset=\"helper\"]").await;
     browser
         .wait_until(
             "the preset ticked the helper's tools",
             "document.querySelector('input[name=\"tool\"][value=\"write_file\"]').checked && !document.querySelector('input[name=\"tool\"][value=\"shell\"]').checked",
         )
         .await;
-    type_into(&browser, "input[name=\"model\"]", "scripted-model").await;
+    browser
+        .type_into("input[name=\"model\"]", "scripted-model")
+        .await;
     browser.screenshot("agent-new").await;
-    click(&browser, "form.editor button[type=\"submit\"]").await;
+    browser.click("form.editor button[type=\"submit\"]").await;
     browser
         .wait_until(
             "the new agent's page opens",
@@ -128,13 +99,13 @@ async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file(
     browser
         .wait_for("[data-editor=\"helper\"] form.editor")
         .await;
-    type_into(
-        &browser,
-        "textarea[name=\"instructions\"]",
-        "You talk like a pirate and keep the shopping list.",
-    )
-    .await;
-    click(&browser, "form.editor button[type=\"submit\"]").await;
+    browser
+        .type_into(
+            "textarea[name=\"instructions\"]",
+            "You talk like a pirate and keep the shopping list.",
+        )
+        .await;
+    browser.click("form.editor button[type=\"submit\"]").await;
     browser.wait_for(".outcome .saved").await;
     browser.screenshot("agent-edited").await;
     let text = std::fs::read_to_string(&file).unwrap();
@@ -155,7 +126,7 @@ async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file(
     // Deleting asks what happens to its files; removing them removes the workspace.
     let workspace = world.harness.dir.path().join("data/workspaces/helper");
     assert!(workspace.is_dir());
-    click(&browser, "[data-action=\"delete\"]").await;
+    browser.click("[data-action=\"delete\"]").await;
     browser.wait_for("[data-confirm=\"delete\"]").await;
     browser
         .client
@@ -168,7 +139,7 @@ async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file(
         .await
         .unwrap();
     browser.screenshot("agent-delete").await;
-    click(&browser, "[data-action=\"confirm-delete\"]").await;
+    browser.click("[data-action=\"confirm-delete\"]").await;
     browser
         .wait_until("back on the list", "location.hash === '#/agents'")
         .await;

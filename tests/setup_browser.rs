@@ -21,7 +21,6 @@ use clawvisor::testkit::fake_telegram::FakeTelegram;
 use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::wait_until;
-use fantoccini::Locator;
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
@@ -78,48 +77,18 @@ fn clawvisor(dir: &Path, args: &[&str]) -> Command {
     command
 }
 
-/// Clicks the element `css` matches as soon as it can be (a live redraw or a toast only delays it).
-async fn click(browser: &Browser, css: &str) {
-    wait_until(WAIT, &format!("`{css}` is clicked"), || async {
-        let _ = browser
-            .client
-            .execute(
-                &format!(
-                    "document.querySelector({css:?})?.scrollIntoView({{block: 'center'}}); return 1;"
-                ),
-                vec![],
-            )
-            .await;
-        match browser.client.find(Locator::Css(css)).await {
-            Ok(element) => element.click().await.is_ok(),
-            Err(_) => false,
-        }
-    })
-    .await
-}
-
-async fn type_into(browser: &Browser, css: &str, text: &str) {
-    let field = browser.wait_for(css).await;
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
-}
-
-async fn js(browser: &Browser, script: &str) -> serde_json::Value {
-    browser.client.execute(script, vec![]).await.unwrap()
-}
-
 /// A screenshot without the passing messages in the corner.
 async fn shot(browser: &Browser, name: &str) {
-    js(
-        browser,
-        "document.getElementById('toasts')?.replaceChildren(); return 1;",
-    )
-    .await;
+    browser
+        .js("document.getElementById('toasts')?.replaceChildren(); return 1;")
+        .await;
     browser.screenshot(name).await;
 }
 
 async fn goto_hash(browser: &Browser, hash: &str, page: &str) {
-    js(browser, &format!("location.hash = {hash:?}; return 1;")).await;
+    browser
+        .js(&format!("location.hash = {hash:?}; return 1;"))
+        .await;
     browser
         .wait_for(&format!("[data-page=\"{page}\"][data-loaded=\"true\"]"))
         .await;
@@ -168,56 +137,57 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
         .wait_for("[data-page=\"setup\"][data-loaded=\"true\"]")
         .await;
     assert_eq!(
-        js(
-            &browser,
-            "return document.querySelector('#step-provider').dataset.done;"
-        )
-        .await,
+        browser
+            .js("return document.querySelector('#step-provider').dataset.done;")
+            .await,
         json!("false")
     );
     shot(&browser, "setup-start").await;
 
     // 1. The model: a wrong key is refused by the check, the right one lists the models.
-    type_into(
-        &browser,
-        "#step-provider input[name=\"base_url\"]",
-        &model.base_url(),
-    )
-    .await;
-    type_into(&browser, "#step-provider input[name=\"key\"]", "sk-wrong").await;
-    click(&browser, "[data-action=\"check-provider\"]").await;
+    browser
+        .type_into("#step-provider input[name=\"base_url\"]", &model.base_url())
+        .await;
+    browser
+        .type_into("#step-provider input[name=\"key\"]", "sk-wrong")
+        .await;
+    browser.click("[data-action=\"check-provider\"]").await;
     browser
         .wait_for("#step-provider [data-check=\"failed\"]")
         .await;
     assert_eq!(
-        js(
-            &browser,
-            "return document.querySelector('[data-action=\"save-provider\"]').disabled;"
-        )
-        .await,
+        browser
+            .js("return document.querySelector('[data-action=\"save-provider\"]').disabled;")
+            .await,
         json!(true),
         "a provider that failed its check cannot be saved"
     );
-    type_into(&browser, "#step-provider input[name=\"key\"]", API_KEY).await;
-    click(&browser, "[data-action=\"check-provider\"]").await;
+    browser
+        .type_into("#step-provider input[name=\"key\"]", API_KEY)
+        .await;
+    browser.click("[data-action=\"check-provider\"]").await;
     browser.wait_for("#step-provider [data-check=\"ok\"]").await;
     browser
         .wait_for("#step-provider select[name=\"model\"] option[value=\"scripted\"]")
         .await;
     shot(&browser, "setup-provider-checked").await;
-    click(&browser, "[data-action=\"save-provider\"]").await;
+    browser.click("[data-action=\"save-provider\"]").await;
     browser.wait_for("#step-provider[data-done=\"true\"]").await;
 
     // 2. The agent: the starter agent, with a preset of tools.
-    click(&browser, "#step-agent [data-preset=\"hands-on\"] input").await;
+    browser
+        .click("#step-agent [data-preset=\"hands-on\"] input")
+        .await;
     // Each preset says what each of its tools does and how careful the daemon is with it.
-    click(&browser, "#step-agent .preset:last-child details summary").await;
+    browser
+        .click("#step-agent .preset:last-child details summary")
+        .await;
     let careful = browser
         .wait_for("#step-agent .preset:last-child details[open] li .chip.warn")
         .await;
     assert!(!careful.text().await.unwrap().is_empty());
     shot(&browser, "setup-agent").await;
-    click(&browser, "[data-action=\"save-agent\"]").await;
+    browser.click("[data-action=\"save-agent\"]").await;
     wait_until(WAIT, "the agent's file has the preset's tools", || async {
         std::fs::read_to_string(dir.join("actors/assistant.toml"))
             .is_ok_and(|text| text.contains("model = \"scripted\"") && text.contains("shell"))
@@ -226,15 +196,14 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
     browser.wait_for("#step-agent[data-done=\"true\"]").await;
 
     // 3. The bot: checked with (the fake) Telegram, kept, then claimed with the link's code.
-    type_into(&browser, "#step-bot input[name=\"token\"]", BOT_TOKEN).await;
-    click(&browser, "#step-bot details summary").await;
-    type_into(
-        &browser,
-        "#step-bot input[name=\"api_url\"]",
-        &telegram.base_url(),
-    )
-    .await;
-    click(&browser, "[data-action=\"connect-bot\"]").await;
+    browser
+        .type_into("#step-bot input[name=\"token\"]", BOT_TOKEN)
+        .await;
+    browser.click("#step-bot details summary").await;
+    browser
+        .type_into("#step-bot input[name=\"api_url\"]", &telegram.base_url())
+        .await;
+    browser.click("[data-action=\"connect-bot\"]").await;
     let claim_link = browser.wait_for("[data-claim-link]").await;
     let href = claim_link.attr("href").await.unwrap().unwrap();
     let prefix = format!("https://t.me/{BOT_NAME}?start=");
@@ -267,16 +236,14 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
 
     // An approval decided inline in Studio's Chat.
     browser.open("chat").await;
-    type_into(&browser, "#chat-input", "write a note").await;
-    click(&browser, "#chat-send").await;
+    browser.type_into("#chat-input", "write a note").await;
+    browser.click("#chat-send").await;
     let card = browser.wait_for("#chat-approvals [data-approval]").await;
     assert!(card.text().await.unwrap().contains("note.txt"));
     shot(&browser, "setup-chat-approval").await;
-    click(
-        &browser,
-        "#chat-approvals [data-approval] button[data-action=\"approve\"]",
-    )
-    .await;
+    browser
+        .click("#chat-approvals [data-approval] button[data-action=\"approve\"]")
+        .await;
     browser
         .wait_until(
             "the answer after the approval",
@@ -299,16 +266,16 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
         ("#sched-prompt", "Remind me to water the plants"),
         ("#sched-expression", "0 9 * * *"),
     ] {
-        type_into(&browser, css, text).await;
+        browser.type_into(css, text).await;
     }
-    js(
-        &browser,
-        &format!("const s = document.querySelector('#sched-target'); s.value = 'tg:{OWNER}'; s.dispatchEvent(new Event('change')); return 1;"),
+    browser.js(&format!("const s = document.querySelector('#sched-target'); s.value = 'tg:{OWNER}'; s.dispatchEvent(new Event('change')); return 1;"),
     )
     .await;
-    click(&browser, "#sched-create").await;
+    browser.click("#sched-create").await;
     browser.wait_for("[data-job][data-status=\"active\"]").await;
-    click(&browser, "[data-job] button[data-action=\"run\"]").await;
+    browser
+        .click("[data-job] button[data-action=\"run\"]")
+        .await;
     telegram
         .wait_for_sent(
             bot,
@@ -320,13 +287,13 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
 
     // The instructions changed in the editor; the next answer follows them.
     goto_hash(&browser, "#/agents/assistant/edit", "agents").await;
-    type_into(
-        &browser,
-        "textarea[name=\"instructions\"]",
-        "Talk like a pirate, always.",
-    )
-    .await;
-    click(&browser, "form.editor button[type=\"submit\"]").await;
+    browser
+        .type_into(
+            "textarea[name=\"instructions\"]",
+            "Talk like a pirate, always.",
+        )
+        .await;
+    browser.click("form.editor button[type=\"submit\"]").await;
     browser.wait_for(".outcome .saved").await;
     telegram.push_message(bot, OWNER, OWNER, "hello again");
     telegram

@@ -183,6 +183,39 @@ impl Browser {
         );
     }
 
+    /// Clicks the element `css` matches as soon as it can be: scrolled into view first, found
+    /// again when a live redraw replaced it, and tried again while a toast covers it.
+    pub async fn click(&self, css: &str) {
+        wait_until(WAIT, &format!("`{css}` is clicked"), || async {
+            let _ = self
+                .client
+                .execute(
+                    &format!(
+                        "document.querySelector({css:?})?.scrollIntoView({{block: 'center'}}); return 1;"
+                    ),
+                    vec![],
+                )
+                .await;
+            match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.click().await.is_ok(),
+                Err(_) => false,
+            }
+        })
+        .await
+    }
+
+    /// Replaces the text of the field `css` matches with `text`, as typed.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let field = self.wait_for(css).await;
+        field.clear().await.unwrap();
+        field.send_keys(text).await.unwrap();
+    }
+
+    /// Runs `script` in the page and answers its value.
+    pub async fn js(&self, script: &str) -> serde_json::Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+
     pub async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap();
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();

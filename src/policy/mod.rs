@@ -115,21 +115,113 @@ impl FromStr for RiskLevel {
     }
 }
 
-/// A classification with the reasons that produced it (shown to the operator).
+/// A classification with the reasons that produced it (shown to the operator), and what the
+/// action may reach when it runs (the sandbox profile its approval prompt states).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assessment {
     pub level: RiskLevel,
     /// Every finding that contributed, in the order found; never empty.
     pub reasons: Vec<String>,
+    /// What the kernel lets the action reach; see [`Reach`].
+    pub reach: Reach,
 }
 
 impl Assessment {
-    /// An assessment with a single reason.
+    /// An assessment with a single reason, reaching what its level allows ([`Reach::for_level`]).
     pub fn new(level: RiskLevel, reason: impl Into<String>) -> Assessment {
         Assessment {
             level,
             reasons: vec![reason.into()],
+            reach: Reach::for_level(level),
         }
+    }
+
+    /// An assessment with these reasons, reaching what its level allows.
+    pub fn from_parts(level: RiskLevel, reasons: Vec<String>) -> Assessment {
+        Assessment {
+            level,
+            reasons,
+            reach: Reach::for_level(level),
+        }
+    }
+}
+
+/// Where a running command may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Writes {
+    /// Nowhere but its own scratch directory, discarded after the call.
+    Nothing,
+    /// The agent's workspace (and the scratch directory).
+    Workspace,
+    /// Anywhere the daemon's user may write, except clawvisor's own files (data, config).
+    Anywhere,
+}
+
+/// What an action may reach when it runs: the sandbox profile the kernel enforces for it, and
+/// the one its approval prompt states. The classifier sets it; the sandbox makes it true, so a
+/// command the classifier misread fails (EACCES, ENETUNREACH) instead of doing more.
+///
+/// Architecture Invariant: a level never widens its reach: L0 is [`Reach::READ_ONLY`], L1 at most
+/// [`Reach::WORKSPACE`]; only an approved (L2/L3) action may have the network or write outside the
+/// workspace, and only when the classifier named why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reach {
+    pub writes: Writes,
+    /// Sockets to other machines (and to the host's loopback). Without it the command runs in an
+    /// empty network namespace.
+    pub network: bool,
+}
+
+impl Reach {
+    /// L0: reads only, no network.
+    pub const READ_ONLY: Reach = Reach {
+        writes: Writes::Nothing,
+        network: false,
+    };
+    /// L1, and any command the classifier cannot place: writes in the workspace, no network.
+    pub const WORKSPACE: Reach = Reach {
+        writes: Writes::Workspace,
+        network: false,
+    };
+
+    /// The narrowest reach a level runs with: L0 reads only, every other level writes in the
+    /// workspace without network until the classifier names a reason for more.
+    pub fn for_level(level: RiskLevel) -> Reach {
+        match level {
+            RiskLevel::L0 => Reach::READ_ONLY,
+            _ => Reach::WORKSPACE,
+        }
+    }
+
+    /// Both reaches' widest parts.
+    pub fn union(self, other: Reach) -> Reach {
+        Reach {
+            writes: self.writes.max(other.writes),
+            network: self.network || other.network,
+        }
+    }
+
+    /// Caps the reach at what `level` may have (the invariant above).
+    pub fn within(self, level: RiskLevel) -> Reach {
+        match level {
+            RiskLevel::L0 => Reach::READ_ONLY,
+            RiskLevel::L1 => Reach {
+                writes: self.writes.min(Writes::Workspace),
+                network: false,
+            },
+            RiskLevel::L2 | RiskLevel::L3 => self,
+        }
+    }
+
+    /// For people: `network: no · writes: workspace only`.
+    pub fn describe(&self) -> String {
+        let network = if self.network { "yes" } else { "no" };
+        let writes = match self.writes {
+            Writes::Nothing => "nothing (reads only)",
+            Writes::Workspace => "workspace only",
+            Writes::Anywhere => "anywhere but clawvisor's own files",
+        };
+        format!("network: {network} · writes: {writes}")
     }
 }
 

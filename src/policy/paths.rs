@@ -195,10 +195,7 @@ pub fn classify_file_access(path: &str, access: FileAccess, workspace: &Path) ->
     if let Some(label) = sensitive_path_in(&shown).or_else(|| sensitive_path_in(path)) {
         verdict.escalate(format!("a sensitive path ({label})"));
     }
-    Assessment {
-        level: verdict.level,
-        reasons: verdict.reasons,
-    }
+    Assessment::from_parts(verdict.level, verdict.reasons)
 }
 // ---------------------------------------------------------------------------------------------
 // Paths, read as text.

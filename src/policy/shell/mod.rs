@@ -67,7 +67,7 @@ mod text_tools;
 mod wrappers;
 
 use crate::policy::paths::*;
-use crate::policy::{Assessment, RiskLevel, quote_for_reason};
+use crate::policy::{Assessment, Reach, RiskLevel, Writes, quote_for_reason};
 use builtins::*;
 use files::*;
 use git::*;
@@ -141,10 +141,9 @@ pub fn classify_shell(command: &str) -> Assessment {
         );
     }
 
-    let mut assessment = Assessment {
-        level: RiskLevel::L0,
-        reasons: Vec::new(),
-    };
+    let mut assessment = Assessment::from_parts(RiskLevel::L0, Vec::new());
+    // What the approved command needs beyond the workspace (network, writes elsewhere).
+    let mut needs = Reach::READ_ONLY;
     let add = |assessment: &mut Assessment, level: RiskLevel, reason: String| {
         assessment.level = assessment.level.max(level);
         assessment.reasons.push(reason);
@@ -190,6 +189,7 @@ pub fn classify_shell(command: &str) -> Assessment {
             );
         }
         left_working_directory |= verdict.leaves_working_directory;
+        needs = needs.union(verdict.needs);
         add(
             &mut assessment,
             verdict.level,
@@ -204,6 +204,9 @@ pub fn classify_shell(command: &str) -> Assessment {
     if assessment.reasons.is_empty() {
         return Assessment::new(RiskLevel::L3, "empty command (only comments or separators)");
     }
+    assessment.reach = Reach::for_level(assessment.level)
+        .union(needs)
+        .within(assessment.level);
     assessment
 }
 
@@ -220,6 +223,9 @@ pub(super) struct Verdict {
     pub(super) written_paths: Vec<String>,
     /// Set by `cd`, `pushd` and `popd` to a place outside the working directory.
     pub(super) leaves_working_directory: bool,
+    /// What the command needs to reach when approved: the network, writes outside the
+    /// workspace. Only an L2/L3 command gets it ([`Reach::within`]).
+    pub(super) needs: Reach,
 }
 
 impl Verdict {
@@ -229,7 +235,20 @@ impl Verdict {
             reasons: vec![reason.into()],
             written_paths: Vec::new(),
             leaves_working_directory: false,
+            needs: Reach::READ_ONLY,
         }
+    }
+
+    /// The command needs the network when approved.
+    pub(super) fn needing_network(mut self) -> Verdict {
+        self.needs.network = true;
+        self
+    }
+
+    /// The command writes outside the workspace when approved.
+    pub(super) fn needing_writes_anywhere(mut self) -> Verdict {
+        self.needs.writes = Writes::Anywhere;
+        self
     }
 
     pub(super) fn writing(mut self, paths: impl IntoIterator<Item = String>) -> Verdict {
@@ -625,7 +644,13 @@ fn classify_by_command_tables(program: &str, arguments: &[Word]) -> Verdict {
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
     }
     if let Some(reason) = find_group(APPROVAL_GROUPS, program) {
-        return Verdict::new(RiskLevel::L2, format!("`{program}` {reason}"));
+        let verdict = Verdict::new(RiskLevel::L2, format!("`{program}` {reason}"));
+        return match reason {
+            NETWORK_GROUP => verdict.needing_network(),
+            SOFTWARE_GROUP => verdict.needing_network().needing_writes_anywhere(),
+            SYSTEM_GROUP => verdict.needing_writes_anywhere(),
+            _ => verdict,
+        };
     }
     Verdict::new(
         RiskLevel::L2,

@@ -107,6 +107,12 @@ pub(super) const RUNS_PROJECT_CODE: &[CommandGroup] = &[(
     ],
 )];
 
+/// The approval groups whose commands need more than the workspace when they run
+/// ([`crate::policy::Reach`]).
+pub(super) const NETWORK_GROUP: &str = "reaches the network or another machine";
+pub(super) const SOFTWARE_GROUP: &str = "installs or removes software";
+pub(super) const SYSTEM_GROUP: &str = "changes services, processes or system settings";
+
 /// L2: writes beyond the project, the network, software and the system. An operator approves them.
 /// (`rm`, `chmod`, `chown`, `crontab`, `nc`, `iptables`, … also have L3 forms in their rules.)
 #[rustfmt::skip]
@@ -121,19 +127,19 @@ pub(super) const APPROVAL_GROUPS: &[CommandGroup] = &[
     ),
     // Talking to other machines: downloads, uploads, remote shells.
     (
-        "reaches the network or another machine",
+        NETWORK_GROUP,
         &["curl", "wget", "ssh", "telnet", "aria2c"],
     ),
     // Installing software.
     (
-        "installs or removes software",
+        SOFTWARE_GROUP,
         &[
             "apt-get", "aptitude", "yum", "dnf", "zypper", "pacman", "apk", "npx", "pnpx", "bunx",
         ],
     ),
     // Services, processes, users, mounts and network settings.
     (
-        "changes services, processes or system settings",
+        SYSTEM_GROUP,
         &[
             "kill", "pkill", "killall", "mount", "umount", "ip", "ifconfig", "route", "sysctl",
             "useradd", "userdel", "usermod", "groupadd", "groupdel", "passwd", "chpasswd",

@@ -1,6 +1,7 @@
 //! The cost of the built-in tools' own machinery: confining a path (the explained checks and the
 //! descriptor walk), reducing a 100 KB HTML page to text, a whole `read_file` call, and a whole
-//! `shell` call of `true` (spawn, capture, group clean-up). Prints median and p99.
+//! `shell` call of `true` (spawn, capture, group clean-up), and the sandbox's own cost per call in
+//! each profile (namespaces + Landlock + exec of `true`). Prints median and p99.
 
 mod support;
 
@@ -12,7 +13,7 @@ use clawvisor::registry::Registry;
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::tool::{Tool, ToolContext, ToolSettings};
 use clawvisor::tools::files::ReadFileTool;
-use clawvisor::tools::shell::ShellTool;
+use clawvisor::tools::shell::{ShellTool, run_confined};
 use clawvisor::tools::web_fetch::html_to_text;
 use clawvisor::tools::workspace::{Purpose, Workspace};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -130,6 +131,28 @@ fn tool_calls(c: &mut Criterion) {
         }
         (read_samples, shell_samples)
     });
+    // Per profile: the call of `true` through the sandbox (HOME, ruleset, namespaces, exec).
+    let profile_samples: Vec<(&str, Vec<Duration>)> = rt.block_on(async {
+        let mut all = Vec::new();
+        for (name, reach) in clawvisor::sandbox::PROFILES {
+            let mut samples = Vec::with_capacity(300);
+            for _ in 0..300 {
+                let start = Instant::now();
+                let output = run_confined("true", reach, &ctx).await.unwrap();
+                samples.push(start.elapsed());
+                assert!(output.text.starts_with("exit code: 0"), "{}", output.text);
+            }
+            all.push((name, samples));
+        }
+        all
+    });
+    eprintln!(
+        "sandbox on this machine: {}",
+        clawvisor::sandbox::protections().summary()
+    );
+    for (name, mut samples) in profile_samples {
+        support::report(&format!("shell `true`, profile {name}"), &mut samples);
+    }
     support::report(
         "read_file: whole call, 4 KB file",
         &mut read_samples.clone(),

@@ -15,17 +15,20 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use clawvisor::domain::ChatKey;
+use clawvisor::policy::{Reach, Writes};
 use clawvisor::registry::Registry;
 use clawvisor::sandbox::{self, LandlockSupport};
 use clawvisor::store::{Store, StoreOptions};
 use clawvisor::testkit::harness::{
     Harness, HarnessOptions, ScratchDir, agent_toml, config_toml, wait_reply,
 };
-use clawvisor::testkit::process::write_config;
+use clawvisor::testkit::process::{DaemonProcess, write_config};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::wait_until;
+use clawvisor::testkit::world::World;
 use clawvisor::tool::{Tool, ToolContext, ToolSettings};
 use clawvisor::tools::shell::ShellTool;
+use clawvisor::tools::shell::run_confined;
 
 /// A daemon-like layout: `data/` (with a real database and a secret), the agent's workspace
 /// inside it (its default place), and `config/` beside it.
@@ -332,11 +335,39 @@ async fn protections_report_every_layer() {
         "{report}"
     );
     assert_eq!(report["complete"], protections.complete());
+    // Per profile, each protection and whether it is active here.
+    let profiles = report["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), sandbox::PROFILES.len());
+    let read_only = &profiles[0]["protections"];
+    let layer = |name: &str| {
+        read_only
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|layer| layer["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is listed: {report}"))["active"]
+            .clone()
+    };
+    assert_eq!(
+        layer("network namespace"),
+        protections.namespaces.is_available()
+    );
+    assert_eq!(layer("Landlock files"), landlock_active());
+    assert_eq!(layer("capabilities dropped"), true);
+    assert!(
+        profiles[2]["protections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|layer| layer["name"] != "network namespace"),
+        "the network profile keeps the host's network"
+    );
 }
 
 /// Through the daemon: the shell's ruleset protects the data directory and the config file's
-/// directory (the harness puts the workspace inside both). The command is approved in Studio, as
-/// an operator would; Studio's overview reports the protections.
+/// directory (the harness puts the workspace inside both). `cat` only reads, so it runs without
+/// asking (its profile holds it to reading); the kernel still keeps the config out. Studio's
+/// overview reports the protections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_protects_its_data_and_config_from_the_shell() {
     let dir = ScratchDir::new("clawvisor-confinement").unwrap();
@@ -371,18 +402,24 @@ async fn the_daemon_protects_its_data_and_config_from_the_shell() {
     let chat = ChatKey::studio("confined");
     let mut outputs = harness.listen(&chat).await.unwrap();
     harness.send("ada", &chat, "show the config").unwrap();
-    let id = wait_until(Duration::from_secs(20), "an approval request", || async {
-        let pending = get("/api/v1/approvals?status=pending").await;
-        pending["approvals"][0]["id"].as_str().map(str::to_string)
-    })
-    .await;
-    let decided = http
-        .post(format!("{base}/api/v1/approvals/{id}/decision"))
-        .json(&json!({"decision": "approve"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(decided.status().is_success(), "{decided:?}");
+    if !sandbox::protections()
+        .missing_for(Reach::READ_ONLY)
+        .is_empty()
+    {
+        // The kernel cannot hold it to reading here: it asks, and the operator approves.
+        let id = wait_until(Duration::from_secs(20), "an approval request", || async {
+            let pending = get("/api/v1/approvals?status=pending").await;
+            pending["approvals"][0]["id"].as_str().map(str::to_string)
+        })
+        .await;
+        let decided = http
+            .post(format!("{base}/api/v1/approvals/{id}/decision"))
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(decided.status().is_success(), "{decided:?}");
+    }
     let reply = wait_reply(&mut outputs, Duration::from_secs(60))
         .await
         .unwrap();
@@ -519,4 +556,273 @@ async fn doctor_and_skills_list_report_protections_and_shadowed_skills() {
             && lines[1].contains("NOT USED: shadowed: a bundled skill named `journal`"),
         "{list}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Profiles: each level is a sandbox the kernel enforces, whatever the classifier thought.
+// ---------------------------------------------------------------------------------------------
+
+impl Layout {
+    /// Runs `command` with exactly `reach`, as a command the classifier rated that way would run.
+    async fn run_with(&self, command: &str, reach: Reach) -> String {
+        let output = tokio::time::timeout(
+            Duration::from_secs(30),
+            run_confined(command, reach, &self.ctx),
+        )
+        .await
+        .expect("the shell call did not return within 30 s")
+        .expect("the shell call failed");
+        output.text
+    }
+}
+
+/// Namespaces are available here, or the report says why (and the tests of what they guarantee
+/// are skipped on this machine only).
+fn namespaces_available() -> bool {
+    let protections = sandbox::protections();
+    if !protections.namespaces.is_available() {
+        assert!(
+            protections.summary().contains("namespaces not available: "),
+            "{}",
+            protections.summary()
+        );
+        assert!(!protections.complete());
+        assert!(!protections.missing_for(Reach::READ_ONLY).is_empty());
+        return false;
+    }
+    true
+}
+
+/// A loopback listener standing in for Studio or a provider proxy on the host.
+fn host_listener() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+fn refused(text: &str) -> bool {
+    !text.starts_with("exit code: 0")
+        && [
+            "Permission denied",
+            "Operation not permitted",
+            "Network is unreachable",
+            "Read-only",
+        ]
+        .iter()
+        .any(|error| text.contains(error))
+}
+
+const RAW_SOCKET: &str = "python3 -c 'import socket; socket.socket(socket.AF_INET, \
+                          socket.SOCK_RAW, socket.IPPROTO_ICMP)'";
+const PACKET_SOCKET: &str =
+    "python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)'";
+
+#[tokio::test]
+async fn a_read_only_command_writes_nothing_reaches_no_network_and_sees_no_process() {
+    let layout = Layout::new();
+    if !namespaces_available() {
+        return;
+    }
+    let (listener, port) = host_listener();
+    let mut sibling = std::process::Command::new("sleep")
+        .arg("60")
+        .env("SIBLING_SECRET", "sibling-secret")
+        .spawn()
+        .unwrap();
+    let attempts = [
+        "touch planted.txt".to_string(),
+        "echo planted > planted.txt".to_string(),
+        "mkdir planted.d".to_string(),
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}))'"),
+        RAW_SOCKET.to_string(),
+        PACKET_SOCKET.to_string(),
+        format!("cat /proc/{}/environ", sibling.id()),
+        format!("cat /proc/{}/environ", std::process::id()),
+    ];
+    for attempt in &attempts {
+        let text = layout.run_with(attempt, Reach::READ_ONLY).await;
+        assert!(refused(&text), "`{attempt}` should have failed: {text}");
+        assert!(!text.contains("sibling-secret"), "`{attempt}`: {text}");
+    }
+    let _ = sibling.kill();
+    let _ = sibling.wait();
+    assert!(
+        matches!(listener.accept(), Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
+        "a read-only command reached the host's loopback"
+    );
+    assert!(!layout.workspace().join("planted.txt").exists());
+    assert!(!layout.workspace().join("planted.d").exists());
+    // It still reads the workspace and the system, as uid 65534 in its own user namespace.
+    std::fs::write(layout.workspace().join("notes.txt"), "kept notes\n").unwrap();
+    let text = layout
+        .run_with(
+            "cat notes.txt; id -u; ls /usr/bin | grep -cx bash",
+            Reach::READ_ONLY,
+        )
+        .await;
+    assert_eq!(text, "exit code: 0\n--- stdout ---\nkept notes\n65534\n1\n");
+}
+
+#[tokio::test]
+async fn a_workspace_command_writes_only_the_workspace_and_has_no_network() {
+    let layout = Layout::new();
+    if !namespaces_available() {
+        return;
+    }
+    let (listener, port) = host_listener();
+    let text = layout
+        .run_with("echo made > made.txt && cat made.txt", Reach::WORKSPACE)
+        .await;
+    assert_eq!(text, "exit code: 0\n--- stdout ---\nmade\n");
+    let outside = format!("/tmp/clawvisor-profile-escape-{}", std::process::id());
+    for attempt in [
+        format!("touch {outside}"),
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        RAW_SOCKET.to_string(),
+    ] {
+        let text = layout.run_with(&attempt, Reach::WORKSPACE).await;
+        assert!(refused(&text), "`{attempt}` should have failed: {text}");
+    }
+    assert!(!Path::new(&outside).exists());
+    assert!(listener.accept().is_err());
+}
+
+#[tokio::test]
+async fn an_approved_network_command_reaches_the_network_but_holds_no_capability_or_secret() {
+    let layout = Layout::new();
+    if !namespaces_available() {
+        return;
+    }
+    let (listener, port) = host_listener();
+    let reach = Reach {
+        writes: Writes::Anywhere,
+        network: true,
+    };
+    let text = layout
+        .run_with(
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+            reach,
+        )
+        .await;
+    assert!(text.contains("connected"), "{text}");
+    wait_until(
+        Duration::from_secs(10),
+        "the connection arrived",
+        || async {
+            listener
+                .accept()
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        },
+    )
+    .await;
+    // Sniffing the host's loopback (where Studio tokens and provider keys travel) needs a packet
+    // socket: refused without capabilities. So are the daemon's files and process.
+    for attempt in [
+        PACKET_SOCKET.to_string(),
+        RAW_SOCKET.to_string(),
+        format!("cat {}", layout.data.join("secret.txt").display()),
+        format!("cat /proc/{}/environ", std::process::id()),
+        format!("touch {}", layout.config.join("planted").display()),
+    ] {
+        let text = layout.run_with(&attempt, reach).await;
+        assert!(refused(&text), "`{attempt}` should have failed: {text}");
+        assert!(
+            !text.contains("data-dir-secret") && !text.contains("CARGO"),
+            "{text}"
+        );
+    }
+}
+
+/// What the approval prompt shows for a shell command is the profile the kernel will enforce.
+#[test]
+fn the_prompt_states_the_profile_the_command_runs_with() {
+    let described = ShellTool.describe_call(&json!({ "command": "curl https://example.org" }));
+    assert!(
+        described.starts_with("shell: curl https://example.org\nruns with network: yes"),
+        "{described}"
+    );
+    let described = ShellTool.describe_call(&json!({ "command": "cat notes.txt" }));
+    assert!(
+        described.contains("runs with network: no · writes: nothing (reads only)"),
+        "{described}"
+    );
+    let missing = sandbox::protections().missing_for(Reach::READ_ONLY);
+    assert_eq!(
+        described.contains("not enforced on this machine"),
+        !missing.is_empty(),
+        "{described}"
+    );
+}
+
+fn processes_with_arguments(arguments: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = arguments.join("\0").into_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.strip_suffix(b"\0") == Some(wanted.as_slice()))
+        })
+        .collect()
+}
+
+/// kill -9 of the real daemon while a command it started is running (with a background job and
+/// one that left the process group): none of them survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_command_outlives_a_killed_daemon() {
+    if !namespaces_available() {
+        return;
+    }
+    let dir = ScratchDir::new("clawvisor-orphans").unwrap();
+    let marker = format!("{}", 86_000 + std::process::id() % 400);
+    let command = format!("sleep {marker}1 & sleep {marker}2");
+    let script = Script::new().rule(Rule::tool_call(
+        "shell",
+        json!({ "command": command }).to_string(),
+    ));
+    let staged = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"shell\"]\nallow_shell = true\nautonomy = \"trust_first\"",
+            "777:AAH-orphan-test-token-0123456789",
+            &[4242],
+            &[4242],
+        )
+        .stage(dir.path())
+        .await;
+    let bot = staged.bot("ada");
+    let daemon = DaemonProcess::start(env!("CARGO_BIN_EXE_clawvisor"), dir.path(), &staged.env)
+        .expect("the daemon starts");
+    staged.fake.push_message(bot, 4242, 4242, "sleep please");
+    let background = [String::from("sleep"), format!("{marker}1")];
+    let foreground = [String::from("sleep"), format!("{marker}2")];
+    wait_until(Duration::from_secs(60), "both sleeps run", || async {
+        let found = processes_with_arguments(&[&background[0], &background[1]]).len()
+            + processes_with_arguments(&[&foreground[0], &foreground[1]]).len();
+        if found == 2 {
+            Ok(())
+        } else {
+            Err(format!("{found} of 2 running"))
+        }
+    })
+    .await;
+    daemon.kill();
+    wait_until(Duration::from_secs(20), "no sleep is left", || async {
+        let left: Vec<u32> = processes_with_arguments(&[&background[0], &background[1]])
+            .into_iter()
+            .chain(processes_with_arguments(&[&foreground[0], &foreground[1]]))
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "still running after kill -9 of the daemon: {left:?}"
+            ))
+        }
+    })
+    .await;
 }

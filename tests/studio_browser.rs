@@ -141,6 +141,21 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
         .wait_for("#providers [data-provider=\"scripted\"][data-ok=\"true\"]")
         .await;
     browser.screenshot("overview").await;
+    // The shell sandbox opens to one card per profile, each protection on or off.
+    browser.click("details[data-sandbox] > summary").await;
+    let profiles = browser
+        .js("return document.querySelectorAll('details[data-sandbox][open] [data-profile]').length")
+        .await;
+    assert_eq!(profiles.as_i64(), Some(4), "one card per profile");
+    let layers_off = browser
+        .js("return document.querySelectorAll('details[data-sandbox] [data-layer] .badge.t-warn').length")
+        .await;
+    assert_eq!(
+        layers_off.as_i64() == Some(0),
+        clawvisor::sandbox::protections().complete(),
+        "a protection is shown off exactly when the machine lacks it"
+    );
+    browser.screenshot("overview-sandbox").await;
 
     // A child crashes: the tree shows the restart without a reload.
     let marker = browser
@@ -541,6 +556,12 @@ async fn the_console_logs_in_updates_live_chats_approves_and_schedules() {
     browser.open("overview").await;
     browser.assert_no_sideways_scroll("overview").await;
     browser.screenshot("phone-overview").await;
+    browser.click("details[data-sandbox] > summary").await;
+    browser
+        .wait_for("details[data-sandbox][open] [data-profile]")
+        .await;
+    browser.assert_no_sideways_scroll("overview").await;
+    browser.screenshot("phone-overview-sandbox").await;
     browser.open("approvals").await;
     browser.wait_for("[data-approval]").await;
     browser.assert_no_sideways_scroll("approvals").await;

@@ -161,6 +161,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
         what: "shell sandbox".into(),
         detail: protections.summary(),
     });
+    checks.extend(profile_checks(&protections));
     for hint in &loaded.hints {
         checks.push(Check {
             ok: false,
@@ -169,6 +170,28 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
         });
     }
     print_report(&checks)
+}
+
+/// One line per sandbox profile: what it allows and which protections are active here.
+fn profile_checks(protections: &crate::sandbox::Protections) -> Vec<Check> {
+    crate::sandbox::PROFILES
+        .iter()
+        .map(|(name, reach)| {
+            let layers = protections.of_profile(*reach);
+            let listed: Vec<String> = layers
+                .iter()
+                .map(|layer| {
+                    let state = if layer.active { "on" } else { "OFF" };
+                    format!("{} {state}", layer.name)
+                })
+                .collect();
+            Check {
+                ok: layers.iter().all(|layer| layer.active),
+                what: format!("shell profile {name}"),
+                detail: format!("{}; {}", reach.describe(), listed.join(", ")),
+            }
+        })
+        .collect()
 }
 
 /// How memory is searched: semantically with an embeddings model, or full-text only and why.

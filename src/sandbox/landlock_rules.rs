@@ -8,25 +8,31 @@
 //! ([`grant_around`]). Paths are resolved first, so a link cannot smuggle a protected directory
 //! into a grant.
 //!
-//! The ruleset is built in the daemon before the command is started (opening paths, reading
-//! directories and allocating are not allowed between fork and exec). The child then makes two
-//! system calls, `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`, on the descriptor
-//! built here. We do not call the `landlock` crate's `restrict_self` there: it consumes the
-//! ruleset value and builds error values that may allocate, which is not async-signal-safe.
+//! What a command may write follows its [`Reach`]: nothing but its private HOME (L0), the
+//! workspace too, or everywhere but the protected paths (an approved command that said so).
 //!
-//! TCP restrictions (Landlock ABI 4) are not used: commands legitimately fetch packages and clone
-//! repositories, and Landlock can filter ports but not addresses, so it could not tell a download
-//! from a call to Studio's port on loopback. Network reach is the policy classifier's concern.
+//! The ruleset is built in the daemon before the command is started (opening paths, reading
+//! directories and allocating are not allowed between fork and exec); the child restricts itself
+//! with the descriptor built here ([`super::namespaces`]). We do not call the `landlock` crate's
+//! `restrict_self` there: it consumes the ruleset value and builds error values that may
+//! allocate, which is not async-signal-safe.
+//!
+//! A command without the network also gets Landlock's TCP rules (ABI 4) with nothing allowed:
+//! no TCP bind or connect, behind its empty network namespace. A command with the network has
+//! no port rule (Landlock filters ports, not addresses, so it could not tell a download from a
+//! call to Studio on loopback; what guards Studio there is that the command holds no token).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
     path_beneath_rules,
 };
 use nix::libc;
+
+use crate::policy::{Reach, Writes};
 
 /// The newest Landlock ABI whose rights we use: V5 completes the file system rights (device
 /// ioctls), V6 adds scoping (no signals to, no abstract unix sockets of, processes outside the
@@ -159,8 +165,10 @@ pub fn landlock_support() -> LandlockSupport {
 
 /// What one call's ruleset is made of.
 pub struct ConfinementRequest<'a> {
-    /// Read, write and execute: the agent's workspace.
+    /// The agent's workspace: writable when `reach` writes there, else read and execute.
     pub workspace: &'a Path,
+    /// What the command may reach: where it writes, whether it has the network.
+    pub reach: Reach,
     /// Read, write and execute: the call's private HOME (and TMPDIR inside it).
     pub home: &'a Path,
     /// Never reached, even inside a granted directory (see [`super::protected_paths`]).
@@ -189,21 +197,25 @@ pub struct Confinement {
 impl Confinement {
     /// Builds the ruleset (opens every granted path). Blocking file system work.
     pub fn prepare(request: &ConfinementRequest<'_>) -> Result<Confinement, ConfinementError> {
-        if !matches!(
-            landlock_support(),
-            LandlockSupport::Enforced { .. } | LandlockSupport::Partial { .. }
-        ) {
+        let support = landlock_support();
+        let Some(abi) = support.abi() else {
             return Ok(Confinement { ruleset: None });
-        }
+        };
         let grants = plan(request);
         let failed = |error: landlock::RulesetError| ConfinementError::Ruleset(error.to_string());
         let mut ruleset = Ruleset::default()
             .handle_access(AccessFs::from_all(TARGET_ABI))
             .map_err(failed)?
             .scope(Scope::from_all(TARGET_ABI))
-            .map_err(failed)?
-            .create()
             .map_err(failed)?;
+        // Without the network, TCP binds and connects are refused by Landlock too (ABI 4), a
+        // second wall behind the empty network namespace (and the only one without it).
+        if !request.reach.network && abi >= 4 {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))
+                .map_err(failed)?;
+        }
+        let mut ruleset = ruleset.create().map_err(failed)?;
         for (path, access) in grants {
             ruleset = ruleset
                 .add_rules(path_beneath_rules([path], access))
@@ -219,35 +231,11 @@ impl Confinement {
         self.ruleset.is_some()
     }
 
-    /// Makes `command`'s child restrict itself just before it executes the program.
-    pub fn install(self, command: &mut tokio::process::Command) {
-        let Some(ruleset) = self.ruleset else {
-            return;
-        };
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe work is allowed. It makes two system calls on a descriptor opened
-        // before the fork and allocates nothing (`last_os_error` only reads errno). The
-        // descriptor is close-on-exec, so the program never holds it.
-        unsafe {
-            command.pre_exec(move || restrict_current_process(&ruleset));
-        }
+    /// The ruleset's descriptor, for the child to restrict itself with
+    /// ([`super::namespaces::Isolation::install`]).
+    pub fn into_ruleset(self) -> Option<OwnedFd> {
+        self.ruleset
     }
-}
-
-fn restrict_current_process(ruleset: &OwnedFd) -> io::Result<()> {
-    // no_new_privs lets an unprivileged process restrict itself, and keeps set-user-ID programs
-    // from gaining privileges outside the ruleset's reach.
-    // SAFETY: plain prctl with integer arguments, each passed as the `unsigned long` the kernel
-    // reads (the unused ones must be zero).
-    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, on, unused, unused, unused) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a valid ruleset descriptor and no flags.
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Every path to grant, resolved, with its rights.
@@ -280,18 +268,47 @@ fn plan(request: &ConfinementRequest<'_>) -> Vec<(PathBuf, BitFlags<AccessFs>)> 
         AccessFs::ReadDir.into(),
         &protected,
     );
-    for writable in [request.workspace, request.home] {
+    let workspace_access = match request.reach.writes {
+        Writes::Nothing => read_execute,
+        Writes::Workspace | Writes::Anywhere => everything,
+    };
+    for (granted, access) in [
+        (request.workspace, workspace_access),
+        (request.home, everything),
+    ] {
         // The workspace may lie inside the data directory (its default place): it is granted,
         // but nothing protected inside it is.
-        let root = resolved(writable);
+        let root = resolved(granted);
         let inside: Vec<PathBuf> = protected
             .iter()
             .filter(|path| path.starts_with(&root) && **path != root)
             .cloned()
             .collect();
-        grant_around(&mut grants, &root, everything, &inside);
+        grant_around(&mut grants, &root, access, &inside);
+    }
+    if request.reach.writes == Writes::Anywhere {
+        grant_everywhere_but_processes(&mut grants, everything, &protected);
     }
     grants
+}
+
+/// For an approved command that writes anywhere: every top-level directory but `/proc`, `/dev`
+/// and `/sys` (granted as above), around the protected paths.
+fn grant_everywhere_but_processes(
+    grants: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    access: BitFlags<AccessFs>,
+    protected: &[PathBuf],
+) {
+    let Ok(entries) = std::fs::read_dir("/") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if [Path::new("/proc"), Path::new("/dev"), Path::new("/sys")].contains(&path.as_path()) {
+            continue;
+        }
+        grant_around(grants, &path, access, protected);
+    }
 }
 
 /// `/proc` without any process's directory: its system-wide files (`cpuinfo`, `meminfo`,
@@ -461,6 +478,7 @@ mod tests {
         ];
         let grants = plan(&ConfinementRequest {
             workspace: &workspace,
+            reach: Reach::WORKSPACE,
             home: home.path(),
             protected: &protected,
             path: "/usr/bin",

@@ -27,6 +27,7 @@
 //! directory (it is granted around, `landlock_rules`).
 
 pub mod landlock_rules;
+pub mod namespaces;
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -35,6 +36,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 pub use landlock_rules::{Confinement, ConfinementError, LandlockSupport, landlock_support};
+pub use namespaces::{Isolation, NamespaceSupport, namespace_support};
+
+use crate::policy::{Reach, Writes};
 
 /// PATH for the shell when the daemon itself has none.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -71,6 +75,8 @@ pub const BASH_MISSING: &str = "bash was not found on PATH nor at /bin/bash or /
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Protections {
     pub landlock: LandlockSupport,
+    /// User, PID, IPC and network namespaces per command.
+    pub namespaces: NamespaceSupport,
     /// The bash commands run with; `None` refuses every shell call.
     pub bash: Option<PathBuf>,
     /// Commands get a fresh private HOME outside the workspace (always true; listed so that the
@@ -78,13 +84,43 @@ pub struct Protections {
     pub home_isolated: bool,
 }
 
-/// Probes the kernel and PATH now.
+/// Probes the kernel and PATH now (the namespace probe runs once per process).
 pub fn protections() -> Protections {
+    let bash = find_bash(&shell_path());
     Protections {
         landlock: landlock_support(),
-        bash: find_bash(&shell_path()),
+        namespaces: namespace_support(bash.as_deref()),
+        bash,
         home_isolated: true,
     }
+}
+
+/// The four profiles a command can run with, narrowest first, with the level that gets each.
+pub const PROFILES: [(&str, Reach); 4] = [
+    ("L0: reads only", Reach::READ_ONLY),
+    ("L1: writes in the workspace", Reach::WORKSPACE),
+    (
+        "approved, with the network",
+        Reach {
+            writes: Writes::Workspace,
+            network: true,
+        },
+    ),
+    (
+        "approved, writes anywhere",
+        Reach {
+            writes: Writes::Anywhere,
+            network: true,
+        },
+    ),
+];
+
+/// One protection of a profile, and whether this machine enforces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protection {
+    pub name: &'static str,
+    pub active: bool,
+    pub detail: String,
 }
 
 impl Protections {
@@ -95,29 +131,125 @@ impl Protections {
             None => "bash MISSING (shell calls are refused)".to_string(),
         };
         format!(
-            "landlock {}; {bash}; private HOME per call outside the workspace",
+            "namespaces {}; landlock {}; capabilities dropped; {bash}; private HOME per call \
+             outside the workspace",
+            self.namespaces.describe(),
             self.landlock.describe()
         )
     }
 
     /// Every layer active at full strength.
     pub fn complete(&self) -> bool {
-        self.bash.is_some() && self.home_isolated && self.landlock.is_enforced()
+        self.bash.is_some()
+            && self.home_isolated
+            && self.landlock.is_enforced()
+            && self.namespaces.is_available()
     }
 
-    /// For Studio: `landlock` (`status` enforced / partial / unavailable, `abi`, `detail`),
-    /// `bash` (its path or null), `home_isolated`, and `summary`.
+    /// What a command running with `reach` is protected by here.
+    pub fn of_profile(&self, reach: Reach) -> Vec<Protection> {
+        let namespaces = self.namespaces.is_available();
+        let landlock = self.landlock.abi().is_some();
+        let tcp_rules = self.landlock.abi().is_some_and(|abi| abi >= 4);
+        let writes = match reach.writes {
+            Writes::Nothing => "nothing but its private HOME",
+            Writes::Workspace => "the workspace and its private HOME",
+            Writes::Anywhere => "anywhere but clawvisor's data and config",
+        };
+        let mut list = vec![
+            Protection {
+                name: "user namespace",
+                active: namespaces,
+                detail: "runs as uid 65534 in its own user namespace, without any capability \
+                         on the host"
+                    .to_string(),
+            },
+            Protection {
+                name: "PID namespace",
+                active: namespaces,
+                detail: "every process it starts is killed with the call and with the daemon"
+                    .to_string(),
+            },
+        ];
+        if !reach.network {
+            list.push(Protection {
+                name: "network namespace",
+                active: namespaces,
+                detail: "no network at all, not even the host's loopback".to_string(),
+            });
+            list.push(Protection {
+                name: "Landlock TCP rules",
+                active: tcp_rules,
+                detail: "no TCP connect or bind (Landlock ABI 4)".to_string(),
+            });
+        }
+        list.push(Protection {
+            name: "Landlock files",
+            active: landlock,
+            detail: format!(
+                "system read-only, writes {writes}; no clawvisor data, config or /proc/<pid> ({})",
+                self.landlock.describe()
+            ),
+        });
+        list.push(Protection {
+            name: "capabilities dropped",
+            active: true,
+            detail: "no capability, no_new_privs (set-user-ID programs gain nothing)".to_string(),
+        });
+        list.push(Protection {
+            name: "private HOME",
+            active: self.home_isolated,
+            detail: "a fresh HOME and TMPDIR per call, deleted after it".to_string(),
+        });
+        list
+    }
+
+    /// The guarantees a command with `reach` lacks on this machine, in words for its approval
+    /// prompt (empty when all hold).
+    pub fn missing_for(&self, reach: Reach) -> Vec<String> {
+        self.of_profile(reach)
+            .into_iter()
+            .filter(|protection| !protection.active)
+            .map(|protection| format!("{} ({})", protection.name, protection.detail))
+            .collect()
+    }
+
+    /// For Studio: `landlock` (`status`, `abi`, `detail`), `namespaces` (`available`, `detail`),
+    /// `bash`, `home_isolated`, `complete`, `summary`, and `profiles` (per profile: `name`,
+    /// `reach`, `protections` with `name`, `active`, `detail`).
     pub fn to_json(&self) -> Value {
+        let profiles: Vec<Value> = PROFILES
+            .iter()
+            .map(|(name, reach)| {
+                let protections: Vec<Value> = self
+                    .of_profile(*reach)
+                    .into_iter()
+                    .map(|protection| {
+                        json!({
+                            "name": protection.name,
+                            "active": protection.active,
+                            "detail": protection.detail,
+                        })
+                    })
+                    .collect();
+                json!({ "name": name, "reach": reach.describe(), "protections": protections })
+            })
+            .collect();
         json!({
             "landlock": {
                 "status": self.landlock.status_word(),
                 "abi": self.landlock.abi(),
                 "detail": self.landlock.describe(),
             },
+            "namespaces": {
+                "available": self.namespaces.is_available(),
+                "detail": self.namespaces.describe(),
+            },
             "bash": self.bash.as_ref().map(|path| path.display().to_string()),
             "home_isolated": self.home_isolated,
             "complete": self.complete(),
             "summary": self.summary(),
+            "profiles": profiles,
         })
     }
 }

@@ -9,15 +9,14 @@
 //! its own with stdin closed; stdout and stderr are captured, keeping the start and the end of
 //! each when they are longer than `settings.shell_max_output`.
 //!
-//! Invariant: no process started by a call outlives it. When the shell exits, on timeout, on
-//! cancellation, and when the call's future is dropped (the dispatcher gave up on it), the whole
-//! process group is killed with SIGKILL. So background jobs (`cmd &`) end with the call. A process
-//! that leaves the group on purpose (`setsid`) escapes this; the shell is `Destructive` and every
-//! call is assessed by policy before it runs.
+//! Invariant: no process started by a call outlives it, nor the daemon. When the shell exits, on
+//! timeout, on cancellation, and when the call's future is dropped (the dispatcher gave up on it),
+//! the whole process group is killed with SIGKILL. Where the kernel allows namespaces, the command
+//! is PID 1 of its own PID namespace, killed (with every process in the namespace, `setsid` ones
+//! included) when the group is killed or the daemon dies ([`crate::sandbox::namespaces`]).
 //!
-//! Not covered here: reaping grandchildren that were re-parented. They are reaped by PID 1 (or by
-//! the daemon if it becomes a child subreaper); until then a killed one is a zombie, which holds no
-//! resources but a process-table slot.
+//! The profile a command runs with is the [`Reach`] the classifier gave it, the same one the
+//! approval prompt stated (`describe_call`): the kernel makes the rating true.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -34,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolSpec;
 use crate::policy::Effect;
-use crate::policy::{Assessment, RiskLevel};
-use crate::sandbox::{self, Confinement, ShellHome, landlock_rules::ConfinementRequest};
+use crate::policy::{Assessment, Reach, RiskLevel, Writes};
+use crate::sandbox::{self, Confinement, Isolation, ShellHome, landlock_rules::ConfinementRequest};
 use crate::secrets::redact;
 use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::workspace::Workspace;
@@ -77,7 +76,12 @@ impl Tool for ShellTool {
                           directory for each call, deleted after it; only your workspace and \
                           that directory are writable, system directories are read-only, \
                           other processes cannot be seen (no ps), and git reads no global \
-                          configuration."
+                          configuration. The kernel holds each command to what it was rated: \
+                          a command that only reads cannot write anything and has no network \
+                          (not even 127.0.0.1); one that writes in your workspace has no \
+                          network; a command that needs the network (curl, git clone, pip \
+                          install) or writes elsewhere asks the user first and then runs with \
+                          exactly that."
                 .to_string(),
             parameters: json!({
                 "type": "object",
@@ -97,6 +101,32 @@ impl Tool for ShellTool {
         Effect::Destructive
     }
 
+    /// What the kernel lets this command do. A command rated L0 runs reading only and one rated
+    /// L1 writing only the workspace, both without network, so the gate may treat them as a read
+    /// and a write; everything else (and every command on a machine that cannot enforce its
+    /// profile) stays destructive.
+    fn effect_for(&self, args: &Value, _ctx: &ToolContext) -> Effect {
+        let Some(command) = command_argument(args) else {
+            return Effect::Destructive;
+        };
+        let assessment = assess_shell(command);
+        if !sandbox::protections()
+            .missing_for(assessment.reach)
+            .is_empty()
+        {
+            return Effect::Destructive;
+        }
+        match (assessment.level, assessment.reach) {
+            (RiskLevel::L0, Reach::READ_ONLY) => Effect::ReadOnly,
+            (RiskLevel::L0 | RiskLevel::L1, reach)
+                if !reach.network && reach.writes <= Writes::Workspace =>
+            {
+                Effect::Write
+            }
+            _ => Effect::Destructive,
+        }
+    }
+
     fn assess(&self, args: &Value, ctx: &ToolContext) -> Assessment {
         if !ctx.settings.shell_enabled {
             return Assessment::new(RiskLevel::L3, "shell is disabled for this agent");
@@ -107,11 +137,22 @@ impl Tool for ShellTool {
         }
     }
 
+    /// The command, then the profile it will run with (and what this machine cannot enforce
+    /// of it), so that the approval prompt states what the kernel will allow.
     fn describe_call(&self, args: &Value) -> String {
-        match command_argument(args) {
-            Some(command) => format!("shell: {}", redact(command)),
-            None => "shell: (invalid arguments)".to_string(),
+        let Some(command) = command_argument(args) else {
+            return "shell: (invalid arguments)".to_string();
+        };
+        let reach = assess_shell(command).reach;
+        let mut described = format!("shell: {}\nruns with {}", redact(command), reach.describe());
+        let missing = sandbox::protections().missing_for(reach);
+        if !missing.is_empty() {
+            described.push_str(&format!(
+                "\nnot enforced on this machine: {}",
+                missing.join("; ")
+            ));
         }
+        described
     }
 
     /// The program: the first word of the command.
@@ -142,33 +183,45 @@ impl Tool for ShellTool {
                     ctx.agent
                 )));
             }
-            let workspace = Workspace::new(&ctx.workspace)
-                .map_err(|error| ToolError::Failed(error.to_string()))?;
-            let limits = RunLimits {
-                timeout: ctx.settings.shell_timeout.min(SHELL_TIMEOUT_CEILING),
-                max_output: ctx.settings.shell_max_output,
-            };
-            let path = sandbox::shell_path();
-            let bash = sandbox::find_bash(&path)
-                .ok_or_else(|| ToolError::Refused(sandbox::BASH_MISSING.to_string()))?;
-            let prepared = prepare(
-                workspace.root().to_path_buf(),
-                ctx.settings.protected_paths.clone(),
-                path.clone(),
-            )
-            .await?;
-            let launch = Launch {
-                bash: &bash,
-                path: &path,
-                working_directory: workspace.root(),
-                home: &prepared.home,
-            };
-            let result =
-                run_command(command, launch, prepared.confinement, limits, &ctx.cancel).await;
-            prepared.home.remove().await;
-            result
+            // The profile the approval prompt stated: the classifier is deterministic, so this is
+            // the reach the gate assessed.
+            run_confined(command, assess_shell(command).reach, ctx).await
         })
     }
+}
+
+/// Runs `command` in the agent's workspace inside the sandbox profile `reach` (the shell tool
+/// passes the classifier's; tests pass one directly, standing in for a misread command).
+pub async fn run_confined(
+    command: &str,
+    reach: Reach,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let workspace =
+        Workspace::new(&ctx.workspace).map_err(|error| ToolError::Failed(error.to_string()))?;
+    let limits = RunLimits {
+        timeout: ctx.settings.shell_timeout.min(SHELL_TIMEOUT_CEILING),
+        max_output: ctx.settings.shell_max_output,
+    };
+    let path = sandbox::shell_path();
+    let bash = sandbox::find_bash(&path)
+        .ok_or_else(|| ToolError::Refused(sandbox::BASH_MISSING.to_string()))?;
+    let prepared = prepare(
+        workspace.root().to_path_buf(),
+        ctx.settings.protected_paths.clone(),
+        path.clone(),
+        reach,
+    )
+    .await?;
+    let launch = Launch {
+        bash: &bash,
+        path: &path,
+        working_directory: workspace.root(),
+        home: &prepared.home,
+    };
+    let result = run_command(command, launch, prepared.sandbox, limits, &ctx.cancel).await;
+    prepared.home.remove().await;
+    result
 }
 
 fn command_argument(args: &Value) -> Option<&str> {
@@ -177,10 +230,37 @@ fn command_argument(args: &Value) -> Option<&str> {
         .and_then(|parsed| parsed.optional_str("command").ok().flatten())
 }
 
-/// What a call needs before its command starts: the private HOME and the Landlock ruleset.
+/// What a call needs before its command starts: the private HOME and its sandbox.
 struct Prepared {
     home: ShellHome,
-    confinement: Confinement,
+    sandbox: Sandbox,
+}
+
+/// The kernel's side of one call: the Landlock ruleset and the namespaces the command enters.
+pub struct Sandbox {
+    pub confinement: Confinement,
+    pub isolation: Isolation,
+}
+
+impl Sandbox {
+    /// Makes `command` start inside this sandbox.
+    pub fn install(self, command: &mut tokio::process::Command) {
+        self.isolation
+            .install(self.confinement.into_ruleset(), command);
+    }
+
+    /// How the failure to start is described: `under Landlock in its own namespaces`.
+    fn describe(&self) -> &'static str {
+        match (
+            self.confinement.is_active(),
+            self.isolation.has_namespaces(),
+        ) {
+            (true, true) => " under Landlock in its own namespaces",
+            (true, false) => " under Landlock",
+            (false, true) => " in its own namespaces",
+            (false, false) => "",
+        }
+    }
 }
 
 /// Creates the call's HOME and builds its ruleset on the blocking pool (both touch the disk).
@@ -188,6 +268,7 @@ async fn prepare(
     workspace: PathBuf,
     protected: Vec<PathBuf>,
     path: String,
+    reach: Reach,
 ) -> Result<Prepared, ToolError> {
     let work = move || -> Result<Prepared, ToolError> {
         let home = ShellHome::create().map_err(|error| {
@@ -198,12 +279,21 @@ async fn prepare(
         })?;
         let confinement = Confinement::prepare(&ConfinementRequest {
             workspace: &workspace,
+            reach,
             home: home.path(),
             protected: &protected,
             path: &path,
         })
         .map_err(|error| ToolError::Failed(error.to_string()))?;
-        Ok(Prepared { home, confinement })
+        let namespaces = sandbox::namespace_support(sandbox::find_bash(&path).as_deref());
+        let isolation = Isolation::new(reach, namespaces.is_available());
+        Ok(Prepared {
+            home,
+            sandbox: Sandbox {
+                confinement,
+                isolation,
+            },
+        })
     };
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
@@ -236,7 +326,7 @@ enum Ending {
 async fn run_command(
     command_line: &str,
     launch: Launch<'_>,
-    confinement: Confinement,
+    sandbox: Sandbox,
     limits: RunLimits,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
@@ -258,12 +348,8 @@ async fn run_command(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let confined = if confinement.is_active() {
-        " under Landlock"
-    } else {
-        ""
-    };
-    confinement.install(&mut command);
+    let confined = sandbox.describe();
+    sandbox.install(&mut command);
     let mut child = command.spawn().map_err(|error| {
         ToolError::Failed(format!(
             "could not start {}{confined}: {error}",

@@ -128,12 +128,26 @@ function draw(box, d) {
     d.mcp?.length
       ? el('div', { class: 'card row' }, d.mcp.map((m) => el('a', { href: '#/mcp', class: 'row' }, m.server, badge(m.state))))
       : empty('No MCP servers. They give agents more tools; add [[mcp.servers]] to clawvisor.toml.'),
+    d.protections && sandbox(d.protections),
     el('details', { class: 'machinery', 'data-tree': '' },
       el('summary', null, el('h2', { class: 'inline' }, 'Supervision tree'), el('span', { class: 'muted small' }, ' — every part of the daemon, restarted by its supervisor when it fails')),
-      d.protections && el('p', { class: 'small muted', 'data-protections': d.protections.landlock?.status },
-        'Shell sandbox ', badge(d.protections.complete ? 'ok' : 'warn', d.protections.complete ? 'complete' : 'incomplete'), ' ', d.protections.summary),
       d.tree?.length ? el('div', { class: 'card' }, tree(d.tree.filter(shown))) : empty('No actors reported yet — the daemon may still be starting.')),
   );
+}
+
+/** What the kernel lets each kind of command do, and which protections this machine enforces. */
+function sandbox(p) {
+  return el('details', { class: 'machinery', 'data-protections': p.landlock?.status, 'data-sandbox': p.complete ? 'complete' : 'incomplete' },
+    el('summary', null, el('h2', { class: 'inline' }, 'Shell sandbox '),
+      badge(p.complete ? 'ok' : 'warn', p.complete ? 'complete' : 'incomplete'),
+      el('span', { class: 'muted small' }, p.complete
+        ? ' — the kernel holds every command to what it was rated'
+        : ' — some protections are missing on this machine; see which below')),
+    el('p', { class: 'small muted' }, p.summary),
+    (p.profiles || []).map((profile) => el('div', { class: 'card', 'data-profile': profile.name },
+      el('strong', null, profile.name), ' ', el('span', { class: 'muted small' }, profile.reach),
+      el('ul', { class: 'small' }, profile.protections.map((layer) => el('li', { 'data-layer': layer.name },
+        badge(layer.active ? 'ok' : 'warn', layer.active ? 'on' : 'off'), ' ', el('strong', null, layer.name), ' — ', layer.detail))))));
 }
 
 /** Temporary actors that stopped (a session gone idle, a finished contract) are not news. */

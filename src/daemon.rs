@@ -451,7 +451,14 @@ fn say_what_is_up(
     if protections.complete() {
         tracing::info!(protections = %protections.summary(), "shell sandbox");
     } else {
-        tracing::warn!(protections = %protections.summary(), "shell sandbox incomplete");
+        let missing = protections.missing_for(crate::policy::Reach::READ_ONLY);
+        tracing::warn!(
+            protections = %protections.summary(),
+            "The shell sandbox is incomplete on this machine: commands run with the protections \
+             that remain, and every shell approval prompt says which are missing. Missing: {}. \
+             `clawvisor doctor` lists them per profile.",
+            if missing.is_empty() { "bash".to_string() } else { missing.join("; ") }
+        );
     }
     if let Some(text) = audit_warning {
         events.publish(EventKind::Warning, "audit", &text);

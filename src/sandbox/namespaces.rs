@@ -7,11 +7,12 @@
 //!    outside it), a new **PID namespace** and IPC namespace, and — unless its reach has the
 //!    network — a new, empty **network namespace** (no interface is up, not even loopback: the
 //!    host's `127.0.0.1`, Studio's port and other processes' loopback traffic are unreachable);
-//! 3. forks once: the child becomes PID 1 of the new PID namespace and runs the command; the
-//!    parent stays behind only to wait for it and pass its exit status on. When that parent dies
-//!    (the daemon was killed, or the call's process group was), the kernel kills PID 1 and with
-//!    it every process of the namespace, including ones that left the process group (`setsid`)
-//!    or were disowned. So no command outlives the daemon;
+//! 3. forks twice: PID 1 of the new PID namespace is a small waiter (it reaps orphans), PID 2
+//!    runs the command; the first process stays outside the namespace only to wait and pass the
+//!    command's exit status on. When that process dies (the daemon was killed, or the call's
+//!    process group was), the kernel kills PID 1 and with it every process of the namespace,
+//!    including ones that left the process group (`setsid`) or were disowned. So no command
+//!    outlives its call or the daemon;
 //! 4. drops every capability (bounding set, then effective/permitted/inheritable) after
 //!    `no_new_privs`, and applies the Landlock ruleset ([`super::landlock_rules`]).
 //!
@@ -197,55 +198,122 @@ fn die_with_parent() -> io::Result<()> {
     prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)
 }
 
-/// Forks; the child (PID 1 of the new PID namespace) returns, the parent waits for it and exits
-/// with its status, never returning.
+/// Forks twice: PID 1 of the new PID namespace is a small waiter, and its child (PID 2) returns
+/// to exec the command, so the command is an ordinary process (PID 1 ignores signals it has no
+/// handler for, which would change `kill $$`). The first process stays outside the namespace to
+/// wait and pass the command's exit on; neither waiter ever returns.
 fn become_pid_namespace_init() -> io::Result<()> {
+    // Carries the signal that ended the command from PID 1 to the outer waiter (PID 1 cannot die
+    // of a signal it sends itself).
+    let mut report: [libc::c_int; 2] = [-1; 2];
+    // SAFETY: pipe2 fills the two descriptors.
+    check(unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    let [report_read, report_write] = report;
     // SAFETY: this process is single-threaded (a child between fork and exec).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
+    let init = unsafe { libc::fork() };
+    if init < 0 {
         return Err(io::Error::last_os_error());
     }
-    if pid == 0 {
-        // PID 1 of the namespace: killed when the waiting parent dies, and the kernel then kills
-        // every other process of the namespace.
-        return die_with_parent();
+    if init > 0 {
+        // SAFETY: closing our copy of the write end.
+        unsafe { libc::close(report_write) };
+        pass_on(init, report_read);
     }
-    wait_and_pass_on(pid)
+    // PID 1: killed when the outer waiter dies, and the kernel then kills every other process of
+    // the namespace.
+    // SAFETY: closing our copy of the read end.
+    unsafe { libc::close(report_read) };
+    die_with_parent()?;
+    // SAFETY: single-threaded, as above.
+    let command = unsafe { libc::fork() };
+    if command < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if command == 0 {
+        // SAFETY: the command does not need the report pipe.
+        unsafe { libc::close(report_write) };
+        return Ok(());
+    }
+    reap_until(command, report_write)
 }
 
-/// The parent half of [`become_pid_namespace_init`]: closes every descriptor but the standard
-/// ones (the daemon learns that exec happened when the child's close-on-exec error pipe
-/// closes, so this process must not hold a copy), waits, and exits as the child did.
-fn wait_and_pass_on(child: libc::pid_t) -> ! {
-    // SAFETY: close_range on descriptors this process owns; the fallback loop closes one by one.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
-            for descriptor in 3..4096 {
-                libc::close(descriptor);
+/// Closes every descriptor from 3 up but `keep` (the daemon learns that exec happened when the
+/// command's close-on-exec error pipe closes, so a waiter must not hold a copy).
+fn close_descriptors_except(keep: libc::c_int) {
+    let close_range = |first: libc::c_int, last: libc::c_int| {
+        if first > last {
+            return;
+        }
+        // SAFETY: close_range on descriptors this process owns; the loop is the fallback.
+        unsafe {
+            if libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32) != 0 {
+                for descriptor in first..=last.min(4095) {
+                    libc::close(descriptor);
+                }
             }
         }
+    };
+    if keep >= 3 {
+        close_range(3, keep - 1);
+        close_range(keep + 1, libc::c_int::MAX);
+    } else {
+        close_range(3, libc::c_int::MAX);
     }
+}
+
+/// PID 1's loop: reaps every process re-parented to it until the command itself ends, then
+/// reports a signal through `report` and exits with the command's status.
+fn reap_until(command: libc::pid_t, report: libc::c_int) -> ! {
+    close_descriptors_except(report);
+    let status = wait_for(command, -1);
+    // SAFETY: write, _exit with plain arguments.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status) as u8;
+            libc::write(report, (&signal as *const u8).cast(), 1);
+            libc::_exit(128 + libc::c_int::from(signal));
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+/// The outer waiter: waits for PID 1 and ends as the command did, dying of the same signal when
+/// PID 1 reported one (or was itself killed).
+fn pass_on(init: libc::pid_t, report: libc::c_int) -> ! {
+    close_descriptors_except(report);
+    let status = wait_for(init, init);
+    let mut signal: u8 = 0;
+    // SAFETY: read, signal, kill and _exit with plain arguments; PID 1 has exited, so the read
+    // returns its byte or end of file at once.
+    unsafe {
+        let reported = libc::read(report, (&mut signal as *mut u8).cast(), 1) == 1;
+        let signal = if reported {
+            libc::c_int::from(signal)
+        } else if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            libc::_exit(libc::WEXITSTATUS(status))
+        };
+        libc::signal(signal, libc::SIG_DFL);
+        libc::kill(libc::getpid(), signal);
+        libc::_exit(128 + signal)
+    }
+}
+
+/// Waits (with `waitpid(wait_on)`) until `child` ended, reaping whatever else ends meanwhile;
+/// its status.
+fn wait_for(child: libc::pid_t, wait_on: libc::pid_t) -> libc::c_int {
     let mut status: libc::c_int = 0;
     loop {
-        // SAFETY: waiting for our own child with a valid status pointer.
-        let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+        // SAFETY: waiting for our own children with a valid status pointer.
+        let waited = unsafe { libc::waitpid(wait_on, &mut status, 0) };
         if waited == child {
-            break;
+            return status;
         }
         if waited < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             // SAFETY: _exit ends the process without running anything of the daemon's.
             unsafe { libc::_exit(126) };
         }
-    }
-    // SAFETY: signal, kill and _exit with plain integer arguments.
-    unsafe {
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            libc::signal(signal, libc::SIG_DFL);
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(libc::WEXITSTATUS(status))
     }
 }
 

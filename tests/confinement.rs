@@ -51,6 +51,7 @@ impl Layout {
         std::fs::create_dir_all(data.join("workspaces/other")).unwrap();
         std::fs::write(data.join("workspaces/other/diary.txt"), "other agent's").unwrap();
         std::fs::write(data.join("secret.txt"), "data-dir-secret").unwrap();
+        std::fs::write(data.join("studio.token"), "studio-token-secret").unwrap();
         std::fs::write(config.join("clawvisor.toml"), "config-secret = 1").unwrap();
         let database = data.join("clawvisor.db");
         let store = Store::open(&database, StoreOptions::default()).unwrap();
@@ -724,15 +725,15 @@ async fn an_approved_network_command_reaches_the_network_but_holds_no_capability
         PACKET_SOCKET.to_string(),
         RAW_SOCKET.to_string(),
         format!("cat {}", layout.data.join("secret.txt").display()),
+        format!("cat {}", layout.data.join("studio.token").display()),
         format!("cat /proc/{}/environ", std::process::id()),
         format!("touch {}", layout.config.join("planted").display()),
     ] {
         let text = layout.run_with(&attempt, reach).await;
         assert!(refused(&text), "`{attempt}` should have failed: {text}");
-        assert!(
-            !text.contains("data-dir-secret") && !text.contains("CARGO"),
-            "{text}"
-        );
+        for secret in ["data-dir-secret", "studio-token-secret", "CARGO"] {
+            assert!(!text.contains(secret), "`{attempt}` leaked: {text}");
+        }
     }
 }
 

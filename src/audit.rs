@@ -31,10 +31,14 @@
 //! its last hash, and the first keyed row's MAC covers that hash as its `prev_hash`, so rewriting
 //! any old row afterwards is detected like rewriting a keyed one.
 //!
-//! Every boot checks the chain's tail and its anchors ([`boot_check`]): a keyed log without its
-//! key (nothing could be audited) refuses the boot; a broken tail or a missing head is a warning.
-//! The whole chain is `clawvisor audit verify` ([`verify_report`]); [`export_jsonl`] exports it;
-//! [`query`] reads it filtered (by actor, action, agent, subject and time) for Studio.
+//! The anchors fail closed. Every boot checks the chain's tail and its anchors ([`boot_check`]):
+//! a key or head that is missing, moved or replaced, a cut tail, a log with rows but no keying
+//! marker, or any broken row refuses the boot (exit 78, with what to do). Only a log with no rows
+//! at all is keyed without asking; anything else is keyed again only by the operator's explicit
+//! `clawvisor audit rekey --confirm` ([`rekey`]), which records itself in the chain. The whole
+//! chain is `clawvisor audit verify` ([`verify_report`], on a read-only connection: it never
+//! writes); [`export_jsonl`] exports it; [`query`] reads it filtered (by actor, action, agent,
+//! subject and time) for Studio.
 //!
 //! Limits: the key and the head protect against whoever can change the database but not the
 //! files beside it (a tool with SQL access, a restored or edited copy). Whoever can replace
@@ -43,6 +47,7 @@
 
 mod anchors;
 pub mod query;
+mod rekey;
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +61,7 @@ use anchors::{
     AuditKey, Marker, data_dir, hash_at, last_row, load_key, missing_key, read_head, read_marker,
 };
 pub(crate) use anchors::{after_commit, after_rollback, install_writer_seal, prepare_writer_seal};
+pub use rekey::{REKEY_ACTION, RekeyOutcome, rekey};
 
 /// The hash before the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -213,15 +219,37 @@ pub fn verify_report(conn: &Connection, tail: Option<u64>) -> Result<AuditReport
         .as_deref()
         .map(|dir| dir.join(KEY_FILE))
         .unwrap_or_default();
-    let keyed_from = match check_keying(&mut findings, marker.as_ref(), key.as_ref(), &key_path) {
+    let table_rows = last_row(conn)?.0;
+    let keying = check_keying(
+        &mut findings,
+        marker.as_ref(),
+        key.as_ref(),
+        &key_path,
+        table_rows,
+    );
+    let keyed_from = match keying {
         Ok(keyed_from) => keyed_from,
         Err(broken) => return Ok(findings.broken(broken)),
     };
-
-    let (verification, last_id) = walk_chain(conn, tail, key.as_ref(), keyed_from)?;
-    if let Verification::Broken { .. } = verification {
-        return Ok(findings.report(verification));
+    let rekeyed = match (&key, keyed_from) {
+        (Some(key), Some(first)) => rekey::read_rekeyed(conn, key, first)?,
+        _ => None,
+    };
+    let mut pinned_rows = 0;
+    if let Some(rekeyed) = &rekeyed {
+        match check_rekeyed(conn, &mut findings, rekeyed, tail.is_none())? {
+            Ok(rows) => pinned_rows = rows,
+            Err(broken) => return Ok(findings.broken(broken)),
+        }
     }
+    let floor = rekeyed.map(|rekeyed| (rekeyed.row, rekeyed.prev_hash));
+    let (verification, last_id) = walk_chain(conn, tail, key.as_ref(), keyed_from, floor)?;
+    let verification = match verification {
+        Verification::Valid { rows } => Verification::Valid {
+            rows: rows + pinned_rows,
+        },
+        broken => return Ok(findings.report(broken)),
+    };
     let (Some(key), Some(keyed_from), Some(dir)) = (&key, keyed_from, &dir) else {
         return Ok(findings.report(verification));
     };
@@ -271,13 +299,53 @@ struct Break {
     reason: String,
 }
 
+/// Checks the rows before a re-key row: with `whole`, their digest against the one recorded in
+/// it (returns how many they are); without, only says they are pinned (boot checks the tail).
+fn check_rekeyed(
+    conn: &Connection,
+    findings: &mut Findings,
+    rekeyed: &rekey::Rekeyed,
+    whole: bool,
+) -> Result<std::result::Result<u64, Break>> {
+    let said = format!(
+        "re-keyed at row {} by {} on {} (found then: {})",
+        rekeyed.row,
+        rekeyed.by,
+        crate::clock::format_ms(rekeyed.at_ms),
+        rekeyed.found
+    );
+    if !whole {
+        findings.anchors.push(format!(
+            "{said}; the rows before it are pinned by its digest (checked by `clawvisor audit verify`)"
+        ));
+        return Ok(Ok(0));
+    }
+    let prefix = rekey::prefix_digest(conn, rekeyed.row)?;
+    if prefix.sha256 != rekeyed.prefix_sha256 || prefix.last_hash != rekeyed.prev_hash {
+        return Ok(Err(Break {
+            row: rekeyed.row,
+            reason: format!(
+                "the rows before the re-key at row {} were changed after it (their digest no longer matches the one that row recorded)",
+                rekeyed.row
+            ),
+        }));
+    }
+    findings.anchors.push(format!(
+        "{said}; the {} rows before it match the digest it recorded",
+        prefix.rows
+    ));
+    Ok(Ok(prefix.rows))
+}
+
 /// Checks the keying marker against the key; returns the first keyed row (`None`: not keyed
-/// yet, which is a warning), or where the marker and the key disagree.
+/// yet, which is a warning for an empty log), or where the marker and the key disagree. A log
+/// of `table_rows` rows without marker or key lost its anchors: that is a break, not a warning.
 fn check_keying(
     findings: &mut Findings,
     marker: Option<&Marker>,
     key: Option<&AuditKey>,
     key_path: &Path,
+    table_rows: i64,
 ) -> std::result::Result<Option<i64>, Break> {
     match (marker, key) {
         (Some(marker), Some(key)) => {
@@ -309,6 +377,10 @@ fn check_keying(
             );
             Err(Break { row: 1, reason })
         }
+        (None, None) if table_rows > 0 => Err(Break {
+            row: 1,
+            reason: anchors::unanchored(key_path.parent().unwrap_or(Path::new(".")), table_rows),
+        }),
         (None, None) => {
             findings.warnings.push(
                 "the chain is not keyed yet (plain SHA-256: it could be rewritten undetected); start the daemon once to key it".into(),
@@ -339,10 +411,11 @@ fn check_head(
     let head = match read_head(dir) {
         Ok(Some(head)) => head,
         Ok(None) => {
-            findings.warnings.push(format!(
-                "{head_path} is missing, so a deleted tail of the log cannot be detected; the daemon writes it again after the next audited action (if you did not remove it, the data directory was tampered with)",
-            ));
-            return Ok(None);
+            // The first row a deleted tail would have started with.
+            return Ok(Some(Break {
+                row: last_id + 1,
+                reason: anchors::missing_head(&anchors.head_path),
+            }));
         }
         Err(problem) => {
             return Ok(Some(Break {
@@ -395,31 +468,44 @@ fn check_head(
     Ok(None)
 }
 
-/// Walks the rows (all, or the newest `tail`): ids without gaps, each `prev_hash` equal to the
-/// row before's hash, each hash recomputed (HMAC from `keyed_from` on, SHA-256 before). Returns
-/// the outcome and the last row's id.
+/// Where a walk starts: the first row's id (0: from the beginning) and the previous hash it must
+/// carry — the newest `tail` rows, but never a row before `floor` (a re-key row's id and previous
+/// hash: the rows before it are pinned by its digest, not walked one by one).
+fn walk_start(
+    conn: &Connection,
+    tail: Option<u64>,
+    floor: Option<(i64, String)>,
+) -> Result<(i64, String)> {
+    let start = match tail {
+        Some(count) => conn
+            .query_row(
+                "SELECT id, prev_hash FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                params![count.saturating_sub(1) as i64],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, GENESIS.to_string())),
+        None => (0, GENESIS.to_string()),
+    };
+    Ok(match floor {
+        Some((row, prev)) if start.0 < row => (row, prev),
+        _ => start,
+    })
+}
+
+/// Walks the rows (all, or the newest `tail`; never those before `floor`, a re-key row's id and
+/// previous hash): ids without gaps, each `prev_hash` equal to the row before's hash, each hash
+/// recomputed (HMAC from `keyed_from` on, SHA-256 before). Returns the outcome and the last
+/// row's id.
 fn walk_chain(
     conn: &Connection,
     tail: Option<u64>,
     key: Option<&AuditKey>,
     keyed_from: Option<i64>,
+    floor: Option<(i64, String)>,
 ) -> Result<(Verification, i64)> {
-    let (start_id, mut expected_prev, mut expected_id): (i64, String, i64) = match tail {
-        Some(count) => {
-            let first: Option<(i64, String)> = conn
-                .query_row(
-                    "SELECT id, prev_hash FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?1",
-                    params![count.saturating_sub(1) as i64],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()?;
-            match first {
-                Some((id, prev)) => (id, prev, id),
-                None => (0, GENESIS.to_string(), 1),
-            }
-        }
-        None => (0, GENESIS.to_string(), 1),
-    };
+    let (start_id, mut expected_prev) = walk_start(conn, tail, floor)?;
+    let mut expected_id = start_id.max(1);
     let mut statement = conn.prepare(
         "SELECT id, at_ms, actor, action, subject, details, prev_hash, hash FROM audit_log WHERE id >= ?1 ORDER BY id",
     )?;
@@ -496,30 +582,39 @@ fn walk_chain(
     Ok((Verification::Valid { rows: count }, last_id))
 }
 
-/// What the daemon checks at boot: a keying problem of the writer refuses the boot (nothing could
-/// be audited); a broken tail or a missing head is a warning (returned, to be published).
+/// What the daemon checks at boot, failing closed: a keying problem of the writer (a key or head
+/// missing, moved or replaced, a cut tail, a log without anchors) or a broken tail refuses the
+/// boot with what happened and what to do; warnings (an empty log not keyed yet) are returned,
+/// to be published.
 pub async fn boot_check(store: &crate::store::Store) -> Result<Option<String>, String> {
     if let Ok(Some(problem)) = store.write(|_| Ok(writer_problem())).await {
-        return Err(format!("the audit log cannot be written: {problem}"));
+        return Err(format!(
+            "the audit log's anchors do not match its database, so nothing could be audited: {problem}"
+        ));
     }
-    match store.read(|conn| verify_report(conn, Some(1_000))).await {
-        Ok(report) => {
-            let mut texts: Vec<String> = Vec::new();
-            if let Verification::Broken { row, reason } = &report.verification {
-                let text = format!(
-                    "the audit log is broken at row {row}: {reason}; run `clawvisor audit verify`"
-                );
-                tracing::error!("{text}");
-                texts.push(text);
-            }
-            for warning in &report.warnings {
-                tracing::warn!("audit log: {warning}");
-                texts.push(format!("audit log: {warning}"));
-            }
-            Ok((!texts.is_empty()).then(|| texts.join("; ")))
-        }
-        Err(error) => Ok(Some(format!("the audit log could not be checked: {error}"))),
+    let report = store
+        .read(|conn| verify_report(conn, Some(1_000)))
+        .await
+        .map_err(|error| format!("the audit log could not be checked: {error}"))?;
+    if let Verification::Broken { row, reason } = &report.verification {
+        let remedy = if reason.contains(anchors::REMEDY) {
+            String::new()
+        } else {
+            format!(" {}", anchors::REMEDY)
+        };
+        return Err(format!(
+            "the audit log is broken at row {row}: {reason}.{remedy} (`clawvisor audit verify` prints the whole report)"
+        ));
     }
+    let texts: Vec<String> = report
+        .warnings
+        .iter()
+        .map(|warning| {
+            tracing::warn!("audit log: {warning}");
+            format!("audit log: {warning}")
+        })
+        .collect();
+    Ok((!texts.is_empty()).then(|| texts.join("; ")))
 }
 
 /// Rows newest first, for Studio and export.

@@ -10,7 +10,8 @@
 //! The boot record: every boot writes a `daemon_boots` row (its kind, `serve` or `local`, and its
 //! process id) and a clean stop records its `stopped_ms`; a boot without one was unclean (said at
 //! the next boot). Operator commands ask it whether a daemon runs (`store::running_boot`). Every
-//! boot also checks the audit chain's tail and anchors, and refuses to start without a usable key.
+//! boot first checks the audit chain's tail and anchors, and refuses to start (writing nothing)
+//! unless they check out.
 //!
 //! Shutdown runs in one direction: the root stops its children in reverse start order — Studio and
 //! the channels first (no new input), then agents (runs finish or checkpoint within
@@ -19,9 +20,10 @@
 //!
 //! Exit codes (`clawvisor serve`): 0 after a clean stop; 78 (`EX_CONFIG`, [`EXIT_CONFIG`]) for a
 //! configuration error, a database newer than the binary, or a data directory that cannot be
-//! created or cannot hold the Studio token — restarting cannot fix these, and the systemd unit
+//! created or cannot hold the Studio token, or an audit log whose anchors (key, head, marker) or
+//! tail do not check out — restarting cannot fix these, and the systemd unit
 //! (`deploy/clawvisor.service`) does not restart on 78; 1 for anything else, including the root's
-//! exhausted restart budget and an unusable audit key (the unit has `Restart=always` for every
+//! exhausted restart budget (the unit has `Restart=always` for every
 //! exit but 78, so a stray signal cannot leave the daemon down). SIGHUP is a reload, never an
 //! exit; its listener is stopped as soon as shutdown begins, and a SIGHUP during boot is ignored.
 
@@ -57,6 +59,9 @@ pub enum DaemonError {
     RootFailed(String),
     #[error("{0}")]
     StudioToken(#[from] crate::studio::token_file::TokenFileError),
+    /// The audit log's anchors or tail do not check out (`audit::boot_check`).
+    #[error("refusing to start: {0}")]
+    Audit(String),
 }
 
 impl DaemonError {
@@ -68,6 +73,8 @@ impl DaemonError {
             DaemonError::Store(StoreError::DataDir { .. }) => EXIT_CONFIG,
             // The data directory cannot hold the Studio token file: a permissions problem.
             DaemonError::StudioToken(_) => EXIT_CONFIG,
+            // Anchors that do not match need the operator (restore or `audit rekey`).
+            DaemonError::Audit(_) => EXIT_CONFIG,
             _ => 1,
         }
     }
@@ -344,6 +351,11 @@ struct Boot {
 
 /// Records the boot, checks the tail of the audit chain and warns of earlier unclean stops.
 async fn record_boot(store: &Store, options: StartOptions) -> Result<Boot, DaemonError> {
+    // The tail of the audit chain and its anchors are checked at every boot, before anything is
+    // written (the whole chain: `clawvisor audit verify`); anchors that do not match refuse it.
+    let audit_warning = crate::audit::boot_check(store)
+        .await
+        .map_err(DaemonError::Audit)?;
     let started_ms = crate::clock::now_ms();
     // Operator commands call the API of a boot that runs Studio (`serve`) and work on the files
     // beside one that does not (`clawvisor chat`): decided by the flag, not by which preset.
@@ -363,11 +375,6 @@ async fn record_boot(store: &Store, options: StartOptions) -> Result<Boot, Daemo
             )
         })
         .await?;
-    // The tail of the audit chain and its anchors are checked at every boot (the whole chain:
-    // `clawvisor audit verify`); without a usable key nothing could be audited, so no boot.
-    let audit_warning = crate::audit::boot_check(store)
-        .await
-        .map_err(DaemonError::Boot)?;
     let unclean = store
         .read(move |conn| crate::store::events::unclean_stops(conn, id))
         .await

@@ -504,9 +504,11 @@ fn deleting_the_newest_rows_is_detected() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stdout.contains("BROKEN at row 5"), "{stdout}");
     assert!(stdout.contains("checked: keying marker"), "{stdout}");
-    // A further append does not launder the cut: the writer keeps the head it cannot extend.
+    // A further append does not launder the cut: the writer refuses to append over a head the
+    // table no longer extends (fail closed), and writes no head.
+    let head_before = std::fs::read(copy.path().join(audit::HEAD_FILE)).unwrap();
     let store = Store::open(&copy.path().join("clawvisor.db"), StoreOptions::default()).unwrap();
-    store
+    let refused = store
         .write_blocking(|conn| {
             audit::append(
                 conn,
@@ -517,8 +519,14 @@ fn deleting_the_newest_rows_is_detected() {
             )
             .map(|_| ())
         })
-        .unwrap();
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("no longer holds row 6"), "{refused}");
     store.stop_writer();
+    assert_eq!(
+        std::fs::read(copy.path().join(audit::HEAD_FILE)).unwrap(),
+        head_before
+    );
     assert!(matches!(
         report(copy.path()).verification,
         Verification::Broken { .. }
@@ -604,19 +612,16 @@ fn a_head_one_commit_behind_still_verifies_and_missing_anchors_are_named() {
         report_behind.anchors
     );
 
-    // A missing head is a warning naming the fix; a missing key with keyed rows an error.
+    // A missing head is a break naming the fix (it fails closed); a missing key too.
     let copy = copy_of(dir.path());
     std::fs::remove_file(copy.path().join(audit::HEAD_FILE)).unwrap();
-    let without_head = report(copy.path());
-    assert_eq!(without_head.verification, Verification::Valid { rows: 5 });
-    assert!(
-        without_head
-            .warnings
-            .join("\n")
-            .contains("audit.head is missing"),
-        "{:?}",
-        without_head.warnings
-    );
+    match report(copy.path()).verification {
+        Verification::Broken { reason, .. } => {
+            assert!(reason.contains("audit.head is missing"), "{reason}");
+            assert!(reason.contains("audit rekey --confirm"), "{reason}");
+        }
+        valid => panic!("a missing head went unnoticed: {valid:?}"),
+    }
     std::fs::remove_file(copy.path().join(audit::KEY_FILE)).unwrap();
     match report(copy.path()).verification {
         Verification::Broken { reason, .. } => {
@@ -627,7 +632,7 @@ fn a_head_one_commit_behind_still_verifies_and_missing_anchors_are_named() {
 }
 
 #[test]
-fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
+fn an_old_unkeyed_chain_is_keyed_only_by_the_operator_and_stays_pinned() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("clawvisor.db");
     // A database from before keying: the schema at version 9 (the repository's first nine
@@ -668,23 +673,39 @@ fn an_old_unkeyed_chain_keeps_verifying_and_is_keyed_from_its_end() {
             prev = hash;
         }
     }
-    let store = Store::open(&path, StoreOptions::default()).unwrap();
-    store
-        .write_blocking(|conn| {
+    // Rows without anchors are not keyed behind the operator's back: nothing is appended, no
+    // key is written, and verify says why.
+    let append_one = || {
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        let appended = store.write_blocking(|conn| {
             audit::append(conn, "operator", "new", "s", &serde_json::json!({})).map(|_| ())
-        })
-        .unwrap();
-    store.stop_writer();
-    let report = report(dir.path());
-    assert_eq!(report.verification, Verification::Valid { rows: 4 });
+        });
+        store.stop_writer();
+        appended
+    };
+    let refused = append_one().unwrap_err().to_string();
     assert!(
-        report
-            .anchors
-            .join("\n")
-            .contains("rows from 4 on are HMAC-SHA256-keyed"),
-        "{:?}",
-        report.anchors
+        refused.contains("holds 3 rows but has no keying marker"),
+        "{refused}"
     );
+    assert!(!dir.path().join(audit::KEY_FILE).exists());
+    assert!(matches!(
+        report_of(dir.path()),
+        Verification::Broken { row: 1, .. }
+    ));
+    // The operator keys it explicitly; the re-key row is the first keyed one.
+    let outcome = audit::rekey(&mut rusqlite::Connection::open(&path).unwrap(), "tester").unwrap();
+    assert_eq!(outcome.row, 4);
+    append_one().unwrap();
+    let report = report(dir.path());
+    assert_eq!(report.verification, Verification::Valid { rows: 5 });
+    let anchors = report.anchors.join("\n");
+    assert!(
+        anchors.contains("rows from 4 on are HMAC-SHA256-keyed"),
+        "{anchors}"
+    );
+    assert!(anchors.contains("re-keyed at row 4 by tester"), "{anchors}");
+    assert!(anchors.contains("the 3 rows before it match"), "{anchors}");
     // The old prefix is pinned by the first keyed row: rewriting it is detected.
     let copy = copy_of(dir.path());
     tamper(
@@ -715,7 +736,7 @@ async fn the_daemon_refuses_to_boot_on_a_keyed_log_without_its_key() {
         Ok(_) => panic!("the daemon booted without {}", key.display()),
         Err(error) => {
             assert!(error.contains("audit.key is missing"), "{error}");
-            assert!(error.contains("restore it from a backup"), "{error}");
+            assert!(error.contains("from your latest backup"), "{error}");
         }
     }
 }

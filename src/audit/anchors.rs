@@ -2,9 +2,14 @@
 //! marker that says from which row on the chain is keyed, and the head (`<data_dir>/audit.head`).
 //!
 //! The database writer thread holds the [`Seal`]: it loads the key (or creates key, marker and
-//! head the first time), signs every row appended on it, and advances the head after each commit
-//! that appended rows — once per commit, and only when the table still extends the head it last
-//! saw, so that a cut tail is not laundered by the next append.
+//! head for a log that has no rows yet), signs every row appended on it, and advances the head
+//! after each commit that appended rows — once per commit, and only when the table still extends
+//! the head it last saw, so that a cut tail is not laundered by the next append.
+//!
+//! Invariant: the anchors fail closed. A key or head that is missing, moved or replaced, a head
+//! the table no longer extends, or a log with rows but no marker leaves the seal unavailable:
+//! nothing is appended, the daemon refuses to boot, and only the operator's explicit
+//! `clawvisor audit rekey --confirm` ([`super::rekey`]) writes a new key and head.
 
 use std::cell::{Cell, RefCell};
 use std::io::Write as _;
@@ -29,6 +34,16 @@ impl std::fmt::Debug for AuditKey {
 }
 
 impl AuditKey {
+    /// A new random key.
+    pub(super) fn generate() -> AuditKey {
+        AuditKey(rand::random())
+    }
+
+    /// The key's bytes, for writing its file.
+    pub(super) fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     fn mac(&self, parts: &[&str]) -> String {
         // HMAC accepts keys of any length; 32 bytes cannot fail.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
@@ -81,7 +96,7 @@ pub(super) fn load_key(dir: &Path) -> Result<Option<AuditKey>, String> {
 
 /// Writes `bytes` to `dir/name` atomically: a temporary file (mode 0600), fsync, rename, fsync of
 /// the directory.
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let temporary = dir.join(format!("{name}.tmp-{}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -157,7 +172,8 @@ pub(super) fn read_head(dir: &Path) -> Result<Option<Head>, String> {
     }
 }
 
-fn write_head(
+/// Writes the head (`rows`, the last row's hash, the first keyed row), MACed with `key`.
+pub(super) fn write_head(
     dir: &Path,
     key: &AuditKey,
     rows: i64,
@@ -220,7 +236,9 @@ pub(crate) fn install_writer_seal(seal: WriterSeal) {
 }
 
 /// Run by the writer thread after each successful commit: when rows were appended, the head is
-/// advanced (once per commit, not per row).
+/// advanced (once per commit, not per row). A head that cannot be advanced (the table no longer
+/// extends it, or the file cannot be written) fails closed: the seal becomes unavailable, so no
+/// further row is appended until the operator has looked.
 pub(crate) fn after_commit(conn: &Connection) {
     if !APPENDED.replace(false) {
         return;
@@ -237,7 +255,10 @@ pub(crate) fn after_commit(conn: &Connection) {
             return;
         };
         if let Err(error) = advance_head(conn, dir, key, *keyed_from, head) {
-            tracing::error!("audit log: the head outside the database was not advanced: {error}");
+            let problem =
+                format!("the head outside the database could not be advanced: {error}. {REMEDY}");
+            tracing::error!("audit log: {problem}; nothing more is appended");
+            *slot = Some(Seal::Unavailable(problem));
         }
     });
 }
@@ -290,45 +311,122 @@ fn open_seal(conn: &Connection, create: bool) -> Result<Seal, String> {
         (Some(marker), Some(key)) => {
             if key.marker_mac(marker.first_keyed_id, marker.created_ms) != marker.mac {
                 return Err(format!(
-                    "the keying marker does not verify with {}: the marker was edited or the key replaced; restore both from the same backup",
+                    "the keying marker does not verify with {}: the marker was edited or the key replaced. {REMEDY}",
                     key_path.display()
                 ));
             }
-            let head = match read_head(&dir) {
-                Ok(Some(head))
-                    if key.head_mac(head.rows, &head.last_hash, head.keyed_from) == head.mac =>
-                {
-                    Some((head.rows, head.last_hash))
-                }
-                // A missing or invalid head is reported by `verify`; the writer starts afresh.
-                _ => None,
-            };
+            // Fail closed: a head that is missing, does not verify or is no longer extended by
+            // the table means the anchors were tampered with; nothing is appended over it.
+            let head = checked_head(conn, &dir, &key, marker.first_keyed_id)?;
             Ok(Seal::Keyed {
                 dir,
                 key,
                 keyed_from: marker.first_keyed_id,
-                head,
+                head: Some(head),
             })
         }
         (Some(marker), None) => Err(missing_key(&key_path, marker.first_keyed_id)),
-        (None, Some(_)) if dir.join(HEAD_FILE).exists() => Err(format!(
-            "{} and {} exist but the database has no keying marker: the marker was deleted, or the database is not the one the key belongs to. If you started a new database on purpose, move both files aside",
-            key_path.display(),
-            dir.join(HEAD_FILE).display()
-        )),
-        (None, key) if create => create_keying(conn, &dir, key),
-        (None, _) => Ok(Seal::Unkeyed),
+        (None, Some(key))
+            if dir.join(HEAD_FILE).exists() && !keying_interrupted(conn, &dir, &key) =>
+        {
+            Err(format!(
+                "{} and {} exist but the database has no keying marker: the marker was deleted, or the database is not the one the key belongs to. {REMEDY}",
+                key_path.display(),
+                dir.join(HEAD_FILE).display()
+            ))
+        }
+        (None, key) => {
+            let (rows, _) = last_row(conn).map_err(|error| error.to_string())?;
+            if rows > 0 {
+                // Only a brand-new log may be keyed without an operator's decision: a log
+                // with rows and no marker lost its anchors (or predates keying).
+                return Err(unanchored(&dir, rows));
+            }
+            if create {
+                create_keying(conn, &dir, key)
+            } else {
+                Ok(Seal::Unkeyed)
+            }
+        }
     }
+}
+
+/// What an operator does about anchors that do not match the database: the end of every
+/// fail-closed message.
+pub(super) const REMEDY: &str = "Restore clawvisor.db, audit.key and audit.head together from your latest backup (`clawvisor restore`); or, if you know why they changed, run `clawvisor audit rekey --confirm` (it records what it found in the log and writes a new key and head)";
+
+/// Why a log with `rows` rows and neither keying marker nor head cannot be written to.
+pub(super) fn unanchored(dir: &Path, rows: i64) -> String {
+    format!(
+        "the audit log holds {rows} rows but has no keying marker and no {} (its key, head and marker were removed, or the database comes from a version before keying). {REMEDY}",
+        dir.join(HEAD_FILE).display()
+    )
+}
+
+/// The head in `dir`, checked against the key and the table: it must exist, verify, and be a
+/// prefix of the table (rows and last hash); returns its rows and last hash.
+fn checked_head(
+    conn: &Connection,
+    dir: &Path,
+    key: &AuditKey,
+    keyed_from: i64,
+) -> Result<(i64, String), String> {
+    let head_path = dir.join(HEAD_FILE);
+    let head = match read_head(dir)? {
+        Some(head) => head,
+        None => return Err(missing_head(&head_path)),
+    };
+    if key.head_mac(head.rows, &head.last_hash, head.keyed_from) != head.mac
+        || head.keyed_from != keyed_from
+    {
+        return Err(format!(
+            "{} does not verify with {} (the head was edited or replaced). {REMEDY}",
+            head_path.display(),
+            dir.join(KEY_FILE).display()
+        ));
+    }
+    let at_head = hash_at(conn, head.rows).map_err(|error| error.to_string())?;
+    if at_head.as_deref() != Some(head.last_hash.as_str()) {
+        return Err(format!(
+            "the table no longer holds row {} as recorded in {} (rows were deleted or rewritten). {REMEDY}",
+            head.rows,
+            head_path.display()
+        ));
+    }
+    Ok((head.rows, head.last_hash))
+}
+
+/// Why a keyed log without its head cannot be trusted.
+pub(super) fn missing_head(head_path: &Path) -> String {
+    format!(
+        "{} is missing, so a deleted tail of the log could not be detected (it is never removed by clawvisor: the data directory was tampered with, or the file moved). {REMEDY}",
+        head_path.display()
+    )
 }
 
 pub(super) fn missing_key(key_path: &Path, first_keyed_id: i64) -> String {
     format!(
-        "rows from {first_keyed_id} on are keyed but {} is missing: restore it from a backup of the data directory (without it those rows cannot be checked and no row can be appended)",
+        "rows from {first_keyed_id} on are keyed but {} is missing, so they cannot be checked and no row can be appended. {REMEDY}",
         key_path.display()
     )
 }
 
-/// Creates the key (unless one was left by a crash before marking), the marker and the head.
+/// Whether the key and head beside a database without marker are what a crash while keying an
+/// empty log leaves ([`create_keying`] writes the key, then the head of 0 rows, then commits the
+/// marker): the log is empty and the head says 0 rows and verifies with the key.
+fn keying_interrupted(conn: &Connection, dir: &Path, key: &AuditKey) -> bool {
+    let empty = last_row(conn).is_ok_and(|(rows, _)| rows == 0);
+    let head = read_head(dir).ok().flatten();
+    empty
+        && head.is_some_and(|head| {
+            head.rows == 0
+                && head.keyed_from == 1
+                && key.head_mac(head.rows, &head.last_hash, head.keyed_from) == head.mac
+        })
+}
+
+/// Creates the key (unless one was left by a crash before marking), the head of the empty log,
+/// then the marker — in that order, so that a crash never leaves a marker without its head.
 fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result<Seal, String> {
     let key = match key {
         Some(key) => {
@@ -346,6 +444,9 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
             key
         }
     };
+    // Only an empty log is keyed here (checked again under the lock below).
+    write_head(dir, &key, 0, GENESIS, 1)
+        .map_err(|error| format!("cannot write {}: {error}", dir.join(HEAD_FILE).display()))?;
     let created_ms = crate::clock::now_ms();
     let mark = || -> Result<(i64, i64, String)> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -355,6 +456,10 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
                 return Ok((marker.first_keyed_id, -1, String::new()));
             }
             let (rows, last_hash) = last_row(conn)?;
+            if rows > 0 {
+                // Rows appeared since the check: keying them is the operator's decision.
+                return Err(StoreError::Invalid(unanchored(dir, rows)));
+            }
             let first = rows + 1;
             conn.execute(
                 "INSERT INTO audit_keying (id, first_keyed_id, created_ms, mac) VALUES (1, ?1, ?2, ?3)",
@@ -375,8 +480,6 @@ fn create_keying(conn: &Connection, dir: &Path, key: Option<AuditKey>) -> Result
     if rows < 0 {
         return open_seal(conn, false);
     }
-    write_head(dir, &key, rows, &last_hash, keyed_from)
-        .map_err(|error| format!("cannot write {}: {error}", dir.join(HEAD_FILE).display()))?;
     tracing::info!(
         keyed_from,
         "audit log: keyed with {}",
@@ -472,6 +575,37 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_while_keying_an_empty_log_is_resumed_but_a_lost_head_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clawvisor.db");
+        let problem = |store: &Store| store.write_blocking(|_| Ok(writer_problem())).unwrap();
+        Store::open(&path, StoreOptions::default())
+            .unwrap()
+            .stop_writer();
+        let key = std::fs::read(dir.path().join(KEY_FILE)).unwrap();
+        // Key and head written, the marker not yet committed: the same key is adopted.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER audit_keying_no_delete; DELETE FROM audit_keying; CREATE TRIGGER audit_keying_no_delete BEFORE DELETE ON audit_keying BEGIN SELECT RAISE(ABORT, 'audit_keying is append-only'); END;",
+        )
+        .unwrap();
+        drop(conn);
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        assert_eq!(problem(&store), None);
+        append_rows(&store, 1).unwrap();
+        store.stop_writer();
+        assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).unwrap(), key);
+        // A keyed log whose head is gone is never a crash state: refused, nothing written.
+        std::fs::remove_file(dir.path().join(HEAD_FILE)).unwrap();
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        let refused = problem(&store).unwrap();
+        assert!(refused.contains("audit.head is missing"), "{refused}");
+        assert!(append_rows(&store, 1).is_err());
+        store.stop_writer();
+        assert!(!dir.path().join(HEAD_FILE).exists());
+    }
+
+    #[test]
     fn without_its_key_a_keyed_log_refuses_appends_and_says_why() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("clawvisor.db");
@@ -486,7 +620,7 @@ mod tests {
             .unwrap();
         assert!(problem.contains("audit.key is missing"), "{problem}");
         let error = append_rows(&store, 1).unwrap_err().to_string();
-        assert!(error.contains("restore it from a backup"), "{error}");
+        assert!(error.contains("from your latest backup"), "{error}");
         // No new key was made in its place.
         assert!(!dir.path().join(KEY_FILE).exists());
         store.stop_writer();

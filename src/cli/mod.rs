@@ -247,8 +247,19 @@ pub enum McpCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check the whole hash chain; names the first broken row (exit 1 when broken).
+    /// Check the whole hash chain and its anchors; names the first broken row (exit 1 when
+    /// broken). Reads only: it never writes a key, a head or a row.
     Verify,
+    /// Replace the audit key and head after they were lost or no longer match (the daemon
+    /// stopped); records what it found and who re-keyed as a row of the chain.
+    Rekey {
+        /// Required: re-keying accepts the log as it is now.
+        #[arg(long)]
+        confirm: bool,
+        /// Who re-keys, as recorded (default: the account running the command).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
     /// Write every entry as JSON Lines (to a file, or stdout).
     Export {
         #[arg(long, value_name = "FILE")]

@@ -185,7 +185,7 @@ pub async fn verify(State(state): State<StudioState>) -> Result<Json<Value>, Api
         Verification::Valid { rows } => json!({"ok": true, "entries": rows, "problem": null}),
         Verification::Broken { row, reason } => json!({
             "ok": false, "entries": null,
-            "problem": format!("entry {row}: {reason}. The log was changed outside the daemon; keep a copy of the database and compare it with `clawvisor audit export`."),
+            "problem": format!("entry {row}: {reason}"),
         }),
     }))
 }

@@ -103,8 +103,11 @@ export async function render(root, ctx) {
   const verify = (quiet) => load(chain, () => api('/api/v1/audit/verify'), (v) => append(chain, v.ok
     ? el('div', { class: 'card', 'data-chain': 'intact' }, badge('ok', 'intact'), ` The chain is intact: all ${num(v.entries ?? 0)} entries are as they were written.`)
     : el('div', { class: 'card', 'data-chain': 'broken', style: 'border-color:var(--bad)' }, badge('bad', 'broken'),
-      ' The audit chain does not verify: ', el('strong', null, v.problem || 'unknown problem'),
-      el('p', { class: 'muted small' }, 'Entries may have been edited or deleted outside clawvisor. Keep a copy of the database and investigate.'))), { quiet });
+      el('strong', null, ' The audit log was changed outside clawvisor, so it no longer proves what happened.'),
+      el('p', { class: 'next' }, 'Keep a copy of the data directory first. Then restore it from your latest backup; or, if you know why it changed, stop the daemon and run ',
+        code('clawvisor audit rekey --confirm'), ' on the server: it writes down what it found and seals the log again.'),
+      el('details', null, el('summary', null, 'What the check found'),
+        el('p', { class: 'small problem' }, v.problem || 'unknown problem')))), { quiet });
 
   let view = null; // { tbody, newest } once entries are drawn
   const full = (quiet) => load(box, () => api(`/api/v1/audit${qs({ ...params(), limit: LIMIT })}`), (d) => {

@@ -7,7 +7,7 @@ CREATE TABLE workspace_generations (
     agent       TEXT    PRIMARY KEY,
     generation  INTEGER NOT NULL,
     changed_ms  INTEGER NOT NULL,
-    changed_by  TEXT    NOT NULL      -- what wrote last, in words: "`write_file` in run 12"
+    changed_by  TEXT    NOT NULL      -- what wrote last, in words: "write_file in run 12"
 );
 
 ALTER TABLE grants ADD COLUMN workspace_generation INTEGER;  -- NULL: given before generations
@@ -17,5 +17,5 @@ ALTER TABLE grants ADD COLUMN lapsed_reason TEXT;            -- why, in words an
 -- Grants given before this migration never knew the workspace: they lapse now.
 UPDATE grants
    SET lapsed_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000,
-       lapsed_reason = 'given before grants lapsed when something writes in the workspace'
+       lapsed_reason = 'Given before grants lapsed when something writes in the workspace.'
  WHERE revoked_ms IS NULL AND lapsed_ms IS NULL;

@@ -120,8 +120,8 @@ async fn a_lapsed_grant_is_shown_with_its_reason_and_the_command_asks_again() {
     let lapsed = browser.wait_for("[data-grant-status=\"lapsed\"]").await;
     let text = lapsed.text().await.unwrap();
     assert!(
-        text.contains("something wrote in the workspace after it was given")
-            && text.contains("write_file"),
+        text.contains("Something wrote in the workspace after it was given")
+            && text.contains("write_file in run"),
         "{text}"
     );
     browser

@@ -189,8 +189,8 @@ async fn a_grant_lapses_when_something_else_writes_in_the_workspace_and_stays_la
     assert_eq!(grant["status"], "lapsed", "{grants}");
     let reason = grant["lapsed_reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("something wrote in the workspace after it was given")
-            && reason.contains("`write_file`"),
+        reason.contains("Something wrote in the workspace after it was given")
+            && reason.contains("write_file in run"),
         "{reason}"
     );
     assert_eq!(
@@ -298,7 +298,7 @@ async fn a_write_lapses_every_grant_of_the_agent_but_the_writing_actions_own() {
             )?;
             let write = WorkspaceWrite {
                 agent: "ada",
-                what: "`shell` in run 1",
+                what: "shell in run 1",
                 action: Some(("h1", "cli:a")),
             };
             let lapsed: Vec<i64> = record_write(conn, &write, now + 1)?
@@ -361,4 +361,100 @@ async fn a_write_lapses_every_grant_of_the_agent_but_the_writing_actions_own() {
     );
     assert_eq!((ada, bob), (2, 0));
     store.stop_writer();
+}
+
+/// On Telegram: the prompt's grant button and text say when the grant lapses; the grant covers
+/// the command until a file sent in the chat is saved into the workspace; then the same command
+/// asks again, and the decision's message says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_sent_in_the_chat_makes_the_grant_lapse_on_telegram() {
+    const OWNER: i64 = 42;
+    let script = script().rule(Rule::text("Got the file.").when_last_user_contains("saved to"));
+    let world = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            AGENT,
+            "557:AAH-grants-test-token-abcdef01",
+            &[OWNER],
+            &[OWNER],
+        )
+        .studio(false)
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    std::fs::create_dir_all(workspace(&world)).unwrap();
+    std::fs::write(workspace(&world).join("tool.sh"), "echo original\n").unwrap();
+    let fake = &world.fake;
+    let sent_with = |needle: &'static str, after: i32| async move {
+        fake.wait_for_sent(
+            bot,
+            |m| m.message_id > after && m.visible_text.contains(needle),
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|| panic!("a message containing `{needle}`"))
+    };
+    let prompt_after = |after: i32| async move {
+        fake.wait_for_sent(
+            bot,
+            |m| m.message_id > after && m.callback_data().iter().any(|d| d.starts_with("ap:")),
+            WAIT,
+        )
+        .await
+        .expect("an approval prompt")
+    };
+    fake.push_message(bot, OWNER, OWNER, "run the tool");
+    let prompt = prompt_after(0).await;
+    assert!(
+        prompt
+            .visible_text
+            .contains("the grant lapses and the same action asks again"),
+        "{}",
+        prompt.visible_text
+    );
+    let grant_button = prompt
+        .buttons
+        .iter()
+        .flatten()
+        .find(|b| {
+            b.callback_data
+                .as_deref()
+                .is_some_and(|d| d.starts_with("ag"))
+        })
+        .expect("a grant is offered")
+        .clone();
+    assert_eq!(
+        grant_button.text,
+        "✅ Allow exactly this for 30 min (until something writes in the workspace)"
+    );
+    let data = grant_button.callback_data.unwrap();
+    fake.push_callback(bot, prompt.chat_id, OWNER, prompt.message_id, &data);
+    let ran = sent_with("Ran it.", prompt.message_id).await;
+    let decided = fake
+        .sent(bot)
+        .into_iter()
+        .find(|m| m.message_id == prompt.message_id)
+        .unwrap();
+    assert!(
+        decided
+            .visible_text
+            .contains("until something else writes in the workspace"),
+        "{}",
+        decided.visible_text
+    );
+    fake.push_message(bot, OWNER, OWNER, "run the tool again");
+    let again = sent_with("Ran it.", ran.message_id).await;
+    assert_eq!(count(&world, "SELECT COUNT(*) FROM approvals").await, 1);
+
+    // A file sent in the chat is saved into the workspace: the grant lapses.
+    fake.push_document(bot, OWNER, OWNER, "notes.txt", b"hello".to_vec(), None);
+    let got = sent_with("Got the file.", again.message_id).await;
+    assert_eq!(
+        count(&world, "SELECT COUNT(*) FROM grants WHERE lapsed_reason LIKE '%a file sent in a chat was saved%'").await,
+        1
+    );
+    fake.push_message(bot, OWNER, OWNER, "run the tool");
+    prompt_after(got.message_id).await;
+    assert_eq!(count(&world, "SELECT COUNT(*) FROM approvals").await, 2);
+    world.harness.stop().await;
 }

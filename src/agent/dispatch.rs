@@ -523,7 +523,7 @@ async fn before_running(
         ctx.chat.as_str().to_string(),
         cleared.hash.clone(),
     );
-    let what = format!("`{}` in run {}", call.name, ctx.run_id);
+    let what = format!("{} in run {}", call.name, ctx.run_id);
     let actor = format!("agent:{agent}");
     let now = crate::clock::now_ms();
     let checked = ctx
@@ -638,7 +638,7 @@ async fn record_execution(
     );
     let (writes, what) = (
         cleared.writes_workspace,
-        format!("`{}` in run {run_id}", call.name),
+        format!("{} in run {run_id}", call.name),
     );
     let written = ctx
         .runtime

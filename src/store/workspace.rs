@@ -38,7 +38,7 @@ pub fn last_write(conn: &Connection, agent: &str) -> Result<Option<(i64, i64, St
 #[derive(Debug, Clone, Copy)]
 pub struct WorkspaceWrite<'a> {
     pub agent: &'a str,
-    /// What wrote, in words an operator reads ("`write_file` in run 12", "a file sent in a chat").
+    /// What wrote, in words an operator reads ("write_file in run 12", "a file sent in a chat was saved").
     pub what: &'a str,
     /// The action that wrote (tool and arguments, by hash) and its chat, when it was a tool call:
     /// its own live grants move on with the generation instead of lapsing.
@@ -76,7 +76,7 @@ pub fn record_write(
         )?;
     }
     let reason = format!(
-        "something wrote in the workspace after it was given ({}), so the same action asks again",
+        "Something wrote in the workspace after it was given ({}), so the same action asks again.",
         write.what
     );
     let lapsed: Vec<i64> = conn

@@ -8,6 +8,9 @@
 //! - the issue's scenario: the model plants a file with `write_file` (L1, runs without asking) that
 //!   the granted command loads — the grant lapses (recorded with its reason, audited, shown as
 //!   lapsed by `GET /api/v1/grants`) and the same command asks again; the planted code never runs;
+//! - a writing shell command, approved once, makes it lapse too;
+//! - a file sent in a Telegram chat and saved into the workspace makes it lapse; the prompt's
+//!   button and text, and the decision's message, say when a grant lapses;
 //! - the generation and the lapse hold across a daemon restart;
 //! - a plant and the granted command in one model turn: the command asks, the plant never runs.
 
@@ -38,6 +41,13 @@ fn script() -> Script {
         .rule(Rule::tool_call("write_file", PLANT).when_last_user_contains("plant"))
         .rule(Rule::tool_call("shell", RUN_TOOL).when_last_user_contains("run the tool"))
         .rule(Rule::tool_call("shell", r#"{"command": "ls"}"#).when_last_user_contains("look"))
+        .rule(
+            Rule::tool_call(
+                "shell",
+                r#"{"command": "echo 'echo planted > pwned.txt' > tool.sh"}"#,
+            )
+            .when_last_user_contains("rewrite"),
+        )
 }
 
 /// Studio's API as a script on the server calls it (the daemon's local token).
@@ -258,6 +268,43 @@ async fn a_file_planted_in_the_same_turn_never_runs_under_the_grant() {
         std::fs::read_to_string(workspace(&world).join("tool.sh")).unwrap(),
         "echo planted > pwned.txt\n"
     );
+    assert!(!workspace(&world).join("pwned.txt").exists());
+    world.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writing_shell_command_approved_once_makes_the_grant_lapse() {
+    let world = start(None).await;
+    let api = Api::of(&world).await;
+    grant_tool_sh(&world, &api).await;
+
+    // A shell command that writes, approved once: the human decided that one, not what the
+    // granted command does with the file it leaves.
+    let (asked, reply) = say_and_decide(
+        &world,
+        &api,
+        "rewrite the tool",
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(reply, "Ran it.");
+    assert!(
+        asked["action"].as_str().unwrap().contains("> tool.sh"),
+        "{asked}"
+    );
+    let grants = api.get("/api/v1/grants").await;
+    assert_eq!(grants["grants"][0]["status"], "lapsed", "{grants}");
+    assert!(
+        grants["grants"][0]["lapsed_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("shell in run"),
+        "{grants}"
+    );
+    let (asked, reply) =
+        say_and_decide(&world, &api, "run the tool", json!({"decision": "deny"})).await;
+    assert_eq!(reply, "Refused.");
+    assert_eq!(asked["action"], "shell: sh tool.sh");
     assert!(!workspace(&world).join("pwned.txt").exists());
     world.harness.stop().await;
 }

@@ -217,6 +217,11 @@ async fn a_grant_lapses_when_something_else_writes_in_the_workspace_and_stays_la
         say_and_decide(&world, &api, "run the tool", json!({"decision": "deny"})).await;
     assert_eq!(reply, "Refused.");
     assert_eq!(asked["action"], "shell: sh tool.sh");
+    let why = asked["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("for exactly this lapsed: Something wrote in the workspace"),
+        "the prompt says why it asks again: {why}"
+    );
     assert!(!workspace(&world).join("pwned.txt").exists());
     let generation = count(
         &world,

@@ -329,7 +329,8 @@ async fn plan(
     let put_to_operator =
         gate::operator_may_allow_once(&request, &decided, ctx.runtime.limits.allow_l3_once);
     let blocked = put_to_operator.is_some();
-    let envelope = put_to_operator.unwrap_or(decided);
+    let mut envelope = put_to_operator.unwrap_or(decided);
+    note_lapsed_grant(&mut envelope, policy.lapsed_grant.as_ref());
     ctx.record_step(NewStep {
         kind: "decision",
         name: Some(call.name.clone()),
@@ -378,6 +379,19 @@ async fn plan(
             }
             ask_for_approval(ctx, call, cleared, &action, &envelope).await
         }
+    }
+}
+
+/// When the call asks although a person allowed exactly this for a while, the reason says why:
+/// the grant lapsed because something wrote in the workspace.
+fn note_lapsed_grant(envelope: &mut gate::DecisionEnvelope, lapsed: Option<&(i64, String)>) {
+    if envelope.decision == Decision::RequireApproval
+        && let Some((grant, why)) = lapsed
+    {
+        envelope.reason = format!(
+            "{}; grant {grant} for exactly this lapsed: {why}",
+            envelope.reason
+        );
     }
 }
 

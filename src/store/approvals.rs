@@ -242,6 +242,28 @@ pub fn live_grant(
         .optional()?)
 }
 
+/// The newest grant of exactly this action in this chat that lapsed because something wrote in
+/// the workspace and has not expired: its id and the reason (so a prompt can say why it asks again).
+pub fn lapsed_grant(
+    conn: &Connection,
+    agent: &str,
+    chat: &str,
+    tool: &str,
+    action_hash: &str,
+    now_ms: i64,
+) -> Result<Option<(i64, String)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, lapsed_reason FROM grants WHERE agent = ?1 AND chat = ?2 AND tool = ?3
+             AND action_hash = ?4 AND revoked_ms IS NULL AND lapsed_ms IS NOT NULL AND expires_ms > ?5
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![agent, chat, tool, action_hash, now_ms], |row| {
+            Ok((row.get(0)?, row.get::<_, Option<String>>(1)?.unwrap_or_default()))
+        })
+        .optional()?)
+}
+
 /// Whether grant `id` is still honoured now (checked again just before a call it cleared runs).
 pub fn grant_is_live(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
     Ok(conn

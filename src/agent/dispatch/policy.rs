@@ -9,6 +9,8 @@ use crate::policy::gate::Decision;
 /// the run's autonomy tightened by the skills it loaded (named in `tightened_by`).
 pub(super) struct CallPolicy<'a> {
     pub(super) grant: Option<String>,
+    /// A grant of exactly this action in this chat that lapsed (not yet expired): its id and why.
+    pub(super) lapsed_grant: Option<(i64, String)>,
     pub(super) rule: Option<(String, Decision, String)>,
     pub(super) autonomy: crate::config::Autonomy,
     pub(super) tightened_by: Vec<&'a str>,
@@ -33,6 +35,7 @@ pub(super) async fn call_policy<'a>(
     let skills_of_run = (!could_tighten.is_empty()).then_some(ctx.run_id);
     let PolicyLookup {
         grant,
+        lapsed_grant,
         rule,
         skills_loaded,
     } = policy_lookup(ctx, tool, action, hash, skills_of_run).await;
@@ -47,6 +50,7 @@ pub(super) async fn call_policy<'a>(
     let tightened_by: Vec<&str> = tightening.iter().map(|(name, _)| *name).collect();
     CallPolicy {
         grant,
+        lapsed_grant,
         rule,
         autonomy,
         tightened_by,
@@ -59,6 +63,7 @@ pub(super) async fn call_policy<'a>(
 #[derive(Default)]
 struct PolicyLookup {
     grant: Option<String>,
+    lapsed_grant: Option<(i64, String)>,
     rule: Option<(String, Decision, String)>,
     skills_loaded: Vec<String>,
 }
@@ -114,43 +119,72 @@ async fn policy_lookup(
                 );
                 return Ok(PolicyLookup {
                     grant: None,
+                    lapsed_grant: None,
                     rule: Some((format!("contract:{}", contract.id), Decision::Deny, reason)),
                     skills_loaded,
                 });
             }
             let grant =
                 crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &action_hash, now)?;
-            let rules = crate::store::approvals::rules(conn)?;
-            let matching: Vec<_> = rules
-                .into_iter()
-                .filter(|rule| rule.matches(&agent, &tool, channel, &action))
-                .collect();
-            let rule = matching
-                .iter()
-                .find(|rule| rule.effect == "deny")
-                .or_else(|| {
-                    matching
-                        .iter()
-                        .find(|rule| rule.effect == "require_confirmation")
-                })
-                .map(|rule| {
-                    let decision = if rule.effect == "deny" {
-                        Decision::Deny
-                    } else {
-                        Decision::RequireApproval
-                    };
-                    (
-                        format!("rule:{}", rule.id),
-                        decision,
-                        rule.description.clone(),
-                    )
-                });
+            let lapsed_grant = match grant {
+                Some(_) => None,
+                None => crate::store::approvals::lapsed_grant(
+                    conn,
+                    &agent,
+                    &chat,
+                    &tool,
+                    &action_hash,
+                    now,
+                )?,
+            };
+            let rule = strictest_rule(
+                crate::store::approvals::rules(conn)?,
+                &agent,
+                &tool,
+                channel,
+                &action,
+            );
             Ok(PolicyLookup {
                 grant: grant.map(|id| format!("grant:{id}")),
+                lapsed_grant,
                 rule,
                 skills_loaded,
             })
         })
         .await;
     found.unwrap_or_default()
+}
+
+/// The strictest stored rule matching a call: a denying one first, then one that asks.
+fn strictest_rule(
+    rules: Vec<crate::store::approvals::RuleRow>,
+    agent: &str,
+    tool: &str,
+    channel: &str,
+    action: &str,
+) -> Option<(String, Decision, String)> {
+    let matching: Vec<_> = rules
+        .into_iter()
+        .filter(|rule| rule.matches(agent, tool, channel, action))
+        .collect();
+    matching
+        .iter()
+        .find(|rule| rule.effect == "deny")
+        .or_else(|| {
+            matching
+                .iter()
+                .find(|rule| rule.effect == "require_confirmation")
+        })
+        .map(|rule| {
+            let decision = if rule.effect == "deny" {
+                Decision::Deny
+            } else {
+                Decision::RequireApproval
+            };
+            (
+                format!("rule:{}", rule.id),
+                decision,
+                rule.description.clone(),
+            )
+        })
 }

@@ -284,6 +284,8 @@ pub enum EventData {
     },
     /// `policy_changed`: grant `grant` was revoked.
     GrantRevoked { grant: i64 },
+    /// `policy_changed`: grant `grant` lapsed: something wrote in the workspace after it was given.
+    GrantLapsed { grant: i64 },
     /// `policy_changed`: rule `rule` was added.
     RuleAdded { rule: i64 },
     /// `policy_changed`: rule `rule` was disabled.

@@ -127,6 +127,16 @@ pub trait Tool: Send + Sync {
     /// The risk of this particular call (arguments matter: shell commands, paths, hosts).
     fn assess(&self, args: &Value, ctx: &ToolContext) -> Assessment;
 
+    /// Whether this call could write into the agent's workspace. When it runs, the workspace
+    /// generation moves on and the grants given before lapse (`crate::store::workspace`), so a
+    /// file written without a decision never changes what a grant lets run. By default: a writing
+    /// or destructive call whose reach writes anywhere. Tools whose writes never land in the
+    /// workspace (messages, memory, scheduled tasks) say no.
+    fn may_write_workspace(&self, _args: &Value, effect: Effect, assessment: &Assessment) -> bool {
+        matches!(effect, Effect::Write | Effect::Destructive)
+            && assessment.reach.writes != crate::policy::Writes::Nothing
+    }
+
     /// The exact action, as shown in an approval request ("shell: rm notes.txt").
     fn describe_call(&self, args: &Value) -> String;
 

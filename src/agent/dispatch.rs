@@ -13,6 +13,8 @@
 //! or refusal — is redacted before it is recorded or returned, so that a tool printing a key (a
 //! file, a web page, an MCP server) never hands it to the model.
 
+mod policy;
+
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ use super::approval::{self, ApprovalOutcome};
 use super::loop_guard::LoopGuard;
 use super::run::RunCtx;
 use super::transcript;
+use super::workspace_writes;
 use crate::domain::OutEvent;
 use crate::llm::ToolCall;
 use crate::policy::Effect;
@@ -32,6 +35,7 @@ use crate::policy::rate_limit::RateLimiter;
 use crate::store::StoreError;
 use crate::store::runs::NewStep;
 use crate::store::sessions::{self, EventKindRow, NewEvent};
+use crate::store::workspace::WorkspaceWrite;
 use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// One call and what came of it.
@@ -44,7 +48,7 @@ pub struct CallResult {
 }
 
 type BoxedCall<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = (usize, ToolOutput)> + Send + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = (usize, (ToolOutput, bool))> + Send + 'a>>;
 
 /// A call cleared to run: its tool, parsed arguments and the approval that cleared it.
 #[derive(Clone)]
@@ -54,6 +58,10 @@ struct Cleared {
     /// `approval::action_hash` of the call, computed once when it is planned.
     hash: String,
     approval: Option<String>,
+    /// The grant that cleared it (checked again just before it runs).
+    grant: Option<i64>,
+    /// It could write into the workspace: running it moves the workspace generation.
+    writes_workspace: bool,
 }
 
 /// What becomes of one call: it runs, or the model is told why not.
@@ -66,6 +74,11 @@ impl Plan {
     /// Whether the call is cleared to run and only reads.
     fn runs_read_only(&self) -> bool {
         matches!(self, Plan::Run(cleared) if cleared.tool.effect() == Effect::ReadOnly)
+    }
+
+    /// Whether the call is cleared to run and could write into the workspace.
+    fn runs_writing(&self) -> bool {
+        matches!(self, Plan::Run(cleared) if cleared.writes_workspace)
     }
 }
 
@@ -91,13 +104,16 @@ async fn plan_calls(
     limiter: &mut RateLimiter,
     calls: &[ToolCall],
 ) -> Vec<Plan> {
-    let mut plans = Vec::with_capacity(calls.len());
+    let mut plans: Vec<Plan> = Vec::with_capacity(calls.len());
     for call in calls {
         let arguments = parse_arguments(call);
+        // A call after one of this turn that could write runs on a changed workspace: no grant
+        // given before covers it.
+        let grants_apply = !plans.iter().any(Plan::runs_writing);
         let planned = if carries_secret(call, arguments.as_ref().ok()) {
             refuse_secret(ctx, call).await
         } else {
-            plan(ctx, guard, limiter, call, arguments).await
+            plan(ctx, guard, limiter, call, arguments, grants_apply).await
         };
         plans.push(match planned {
             Plan::Refused(output) => Plan::Refused(redacted_output(output)),
@@ -128,21 +144,22 @@ async fn run_plans(ctx: &RunCtx, calls: &[ToolCall], plans: &[Plan]) -> Vec<Call
                 let end = (index..calls.len())
                     .find(|&end| !plans[end].runs_read_only())
                     .unwrap_or(calls.len());
-                for (i, output) in execute_together(ctx, calls, plans, index..end).await {
+                for (i, (output, executed)) in execute_together(ctx, calls, plans, index..end).await
+                {
                     results[i] = Some(CallResult {
                         call: calls[i].clone(),
                         output,
-                        executed: true,
+                        executed,
                     });
                 }
                 index = end;
             }
             Plan::Run(cleared) => {
-                let output = execute(ctx, &calls[index], cleared.clone()).await;
+                let (output, executed) = execute(ctx, &calls[index], cleared.clone()).await;
                 results[index] = Some(CallResult {
                     call: calls[index].clone(),
                     output,
-                    executed: true,
+                    executed,
                 });
                 index += 1;
             }
@@ -152,13 +169,13 @@ async fn run_plans(ctx: &RunCtx, calls: &[ToolCall], plans: &[Plan]) -> Vec<Call
 }
 
 /// Executes the cleared calls of `plans` in `range` concurrently, at most `max_parallel_tools` at
-/// a time; returns each output with its call's index.
+/// a time; returns each output (and whether it ran) with its call's index.
 async fn execute_together(
     ctx: &RunCtx,
     calls: &[ToolCall],
     plans: &[Plan],
     range: Range<usize>,
-) -> Vec<(usize, ToolOutput)> {
+) -> Vec<(usize, (ToolOutput, bool))> {
     let batch: Vec<(usize, Cleared)> = range
         .filter_map(|i| match &plans[i] {
             Plan::Run(cleared) => Some((i, cleared.clone())),
@@ -277,6 +294,7 @@ async fn plan(
     limiter: &mut RateLimiter,
     call: &ToolCall,
     arguments: Result<Value, serde_json::Error>,
+    grants_apply: bool,
 ) -> Plan {
     let tool = match find_tool(ctx, call) {
         Ok(tool) => tool,
@@ -289,9 +307,13 @@ async fn plan(
     let assessment = tool.assess(&args, &ctx.tools);
     let action = tool.describe_call(&args);
     let hash = approval::action_hash(&call.name, &args);
-    let policy = call_policy(ctx, &call.name, &action, &hash).await;
+    let mut policy = policy::call_policy(ctx, &call.name, &action, &hash).await;
+    if !grants_apply {
+        policy.grant = None;
+    }
     let rate_limited = rate_limit_reason(limiter);
     let effect = tool.effect_for(&args, &ctx.tools);
+    let writes_workspace = tool.may_write_workspace(&args, effect, &assessment);
     let request = GateRequest {
         tool: &call.name,
         autonomy: policy.autonomy,
@@ -307,7 +329,8 @@ async fn plan(
     let put_to_operator =
         gate::operator_may_allow_once(&request, &decided, ctx.runtime.limits.allow_l3_once);
     let blocked = put_to_operator.is_some();
-    let envelope = put_to_operator.unwrap_or(decided);
+    let mut envelope = put_to_operator.unwrap_or(decided);
+    note_lapsed_grant(&mut envelope, policy.lapsed_grant.as_ref());
     ctx.record_step(NewStep {
         kind: "decision",
         name: Some(call.name.clone()),
@@ -319,15 +342,21 @@ async fn plan(
             "assessment": assessment.reasons,
             "tightened_by_skills": policy.tightened_by,
             "blocked_put_to_operator": blocked,
+            "writes_workspace": writes_workspace,
         }),
         ..NewStep::default()
     })
     .await;
+    let grant = (envelope.decision == Decision::Allow)
+        .then(|| envelope.source.strip_prefix("grant:")?.parse().ok())
+        .flatten();
     let cleared = Cleared {
         tool,
         args,
         hash,
         approval: None,
+        grant,
+        writes_workspace,
     };
     let refusal = approval::Told {
         tool: &call.name,
@@ -350,6 +379,19 @@ async fn plan(
             }
             ask_for_approval(ctx, call, cleared, &action, &envelope).await
         }
+    }
+}
+
+/// When the call asks although a person allowed exactly this for a while, the reason says why:
+/// the grant lapsed because something wrote in the workspace.
+fn note_lapsed_grant(envelope: &mut gate::DecisionEnvelope, lapsed: Option<&(i64, String)>) {
+    if envelope.decision == Decision::RequireApproval
+        && let Some((grant, why)) = lapsed
+    {
+        envelope.reason = format!(
+            "{}; grant {grant} for exactly this lapsed: {why}",
+            envelope.reason
+        );
     }
 }
 
@@ -402,49 +444,6 @@ fn rate_limit_reason(limiter: &mut RateLimiter) -> Option<String> {
     })
 }
 
-/// What the gate weighs for one call besides the call itself: the store's grant and rule, and
-/// the run's autonomy tightened by the skills it loaded (named in `tightened_by`).
-struct CallPolicy<'a> {
-    grant: Option<String>,
-    rule: Option<(String, Decision, String)>,
-    autonomy: crate::config::Autonomy,
-    tightened_by: Vec<&'a str>,
-}
-
-/// Looks up the policy for one call (see [`CallPolicy`]).
-async fn call_policy<'a>(ctx: &'a RunCtx, tool: &str, action: &str, hash: &str) -> CallPolicy<'a> {
-    // A skill loaded in this run tightens it by its `risk` hint (never loosens). Only when the
-    // agent has such a skill does the lookup also read which skills the run loaded.
-    let could_tighten: Vec<(&str, crate::config::Autonomy)> = ctx
-        .settings
-        .skills
-        .iter()
-        .filter_map(|skill| Some((skill.name.as_str(), skill.autonomy_ceiling()?)))
-        .filter(|(_, ceiling)| *ceiling > ctx.settings.autonomy)
-        .collect();
-    let skills_of_run = (!could_tighten.is_empty()).then_some(ctx.run_id);
-    let PolicyLookup {
-        grant,
-        rule,
-        skills_loaded,
-    } = policy_lookup(ctx, tool, action, hash, skills_of_run).await;
-    let tightening: Vec<(&str, crate::config::Autonomy)> = could_tighten
-        .into_iter()
-        .filter(|(name, _)| skills_loaded.iter().any(|loaded| loaded == name))
-        .collect();
-    let autonomy = tightening
-        .iter()
-        .map(|(_, ceiling)| *ceiling)
-        .fold(ctx.settings.autonomy, std::cmp::max);
-    let tightened_by: Vec<&str> = tightening.iter().map(|(name, _)| *name).collect();
-    CallPolicy {
-        grant,
-        rule,
-        autonomy,
-        tightened_by,
-    }
-}
-
 /// Asks the user about a call the gate holds for approval: cleared to run once approved (with a
 /// note of who approved it), refused when denied.
 async fn ask_for_approval(
@@ -479,111 +478,13 @@ async fn ask_for_approval(
     }
 }
 
-/// What the store says about one call: the live grant, the strictest stored rule (in a
-/// delegate's conversation the contract's tool list, when it has one, is a deny rule too), and
-/// the skills the run loaded (read only when asked for: `skills_of_run`).
-#[derive(Default)]
-struct PolicyLookup {
-    grant: Option<String>,
-    rule: Option<(String, Decision, String)>,
-    skills_loaded: Vec<String>,
-}
-
-async fn policy_lookup(
-    ctx: &RunCtx,
-    tool: &str,
-    action: &str,
-    action_hash: &str,
-    skills_of_run: Option<i64>,
-) -> PolicyLookup {
-    let (agent, chat, tool, action, action_hash) = (
-        ctx.agent().to_string(),
-        ctx.chat.as_str().to_string(),
-        tool.to_string(),
-        action.to_string(),
-        action_hash.to_string(),
-    );
-    let channel = match ctx.chat.kind() {
-        crate::domain::ChatKind::Telegram => "tg",
-        crate::domain::ChatKind::Local => "local",
-        crate::domain::ChatKind::Schedule => "sched",
-        crate::domain::ChatKind::Handoff => "handoff",
-    };
-    let contract = ctx.chat.handoff_contract().map(str::to_string);
-    let now = crate::clock::now_ms();
-    let found = ctx
-        .runtime
-        .store
-        .read(move |conn| {
-            let skills_loaded = match skills_of_run {
-                Some(run_id) => crate::store::runs::skills_used(conn, &[run_id])?
-                    .into_iter()
-                    .map(|(_, skill)| skill)
-                    .collect(),
-                None => Vec::new(),
-            };
-            if let Some(contract) = contract
-                .map(|id| crate::store::handoff::get(conn, &id))
-                .transpose()?
-                .flatten()
-                && let Some(allowed) = contract.tools
-                && !allowed.contains(&tool)
-            {
-                let listed = if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                };
-                let reason = format!(
-                    "contract {} allows only these tools: {listed}; `{tool}` was not run",
-                    contract.id
-                );
-                return Ok(PolicyLookup {
-                    grant: None,
-                    rule: Some((format!("contract:{}", contract.id), Decision::Deny, reason)),
-                    skills_loaded,
-                });
-            }
-            let grant =
-                crate::store::approvals::live_grant(conn, &agent, &chat, &tool, &action_hash, now)?;
-            let rules = crate::store::approvals::rules(conn)?;
-            let matching: Vec<_> = rules
-                .into_iter()
-                .filter(|rule| rule.matches(&agent, &tool, channel, &action))
-                .collect();
-            let rule = matching
-                .iter()
-                .find(|rule| rule.effect == "deny")
-                .or_else(|| {
-                    matching
-                        .iter()
-                        .find(|rule| rule.effect == "require_confirmation")
-                })
-                .map(|rule| {
-                    let decision = if rule.effect == "deny" {
-                        Decision::Deny
-                    } else {
-                        Decision::RequireApproval
-                    };
-                    (
-                        format!("rule:{}", rule.id),
-                        decision,
-                        rule.description.clone(),
-                    )
-                });
-            Ok(PolicyLookup {
-                grant: grant.map(|id| format!("grant:{id}")),
-                rule,
-                skills_loaded,
-            })
-        })
-        .await;
-    found.unwrap_or_default()
-}
-
 /// Runs one cleared call under its timeout and the run's cancellation; records it (step, audit,
-/// transcript) and tells the channel; returns its output, redacted and truncated.
-async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> ToolOutput {
+/// transcript) and tells the channel; returns its output, redacted and truncated, and whether it
+/// ran (a call whose grant lapsed meanwhile does not).
+async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> (ToolOutput, bool) {
+    if let Err(refusal) = before_running(ctx, call, &cleared).await {
+        return (refusal, false);
+    }
     ctx.deliver(OutEvent::Tool {
         name: call.name.clone(),
         status: "started".into(),
@@ -598,7 +499,7 @@ async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> ToolOutput 
     })
     .await;
     let started = Instant::now();
-    let result = call_tool(ctx, cleared.tool.as_ref(), cleared.args).await;
+    let result = call_tool(ctx, cleared.tool.as_ref(), cleared.args.clone()).await;
     // Redacted before anything else sees it: the step, the transcript, the audit and the model.
     let output = redacted_output(match result {
         Ok(output) => output,
@@ -606,15 +507,7 @@ async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> ToolOutput 
     });
     let output = truncated(output, ctx.runtime.limits.tool_output_max_chars);
     let duration_ms = started.elapsed().as_millis() as u64;
-    record_execution(
-        ctx,
-        call,
-        &output,
-        &cleared.hash,
-        cleared.approval,
-        duration_ms,
-    )
-    .await;
+    record_execution(ctx, call, &output, &cleared, duration_ms).await;
     ctx.deliver(OutEvent::Tool {
         name: call.name.clone(),
         status: if output.is_error {
@@ -623,7 +516,72 @@ async fn execute(ctx: &RunCtx, call: &ToolCall, cleared: Cleared) -> ToolOutput 
             "done".into()
         },
     });
-    output
+    (output, true)
+}
+
+/// What must hold, and be recorded, before a cleared call runs: the grant that cleared it is still
+/// honoured, and a call that could write moves the workspace generation first (so a crash while
+/// it runs cannot lose the bump). Both in one transaction. `Err`: the call must not run; the
+/// model is told why.
+async fn before_running(
+    ctx: &RunCtx,
+    call: &ToolCall,
+    cleared: &Cleared,
+) -> Result<(), ToolOutput> {
+    if cleared.grant.is_none() && !cleared.writes_workspace {
+        return Ok(());
+    }
+    let (grant, writes) = (cleared.grant, cleared.writes_workspace);
+    let (agent, chat, hash) = (
+        ctx.agent().to_string(),
+        ctx.chat.as_str().to_string(),
+        cleared.hash.clone(),
+    );
+    let what = format!("{} in run {}", call.name, ctx.run_id);
+    let actor = format!("agent:{agent}");
+    let now = crate::clock::now_ms();
+    let checked = ctx
+        .runtime
+        .store
+        .write(move |conn| {
+            if let Some(grant) = grant
+                && !crate::store::approvals::grant_is_live(conn, grant, now)?
+            {
+                return Ok(Err(grant));
+            }
+            if !writes {
+                return Ok(Ok(Vec::new()));
+            }
+            let write = WorkspaceWrite {
+                agent: &agent,
+                what: &what,
+                action: Some((&hash, &chat)),
+            };
+            workspace_writes::record(conn, &write, &actor, now).map(Ok)
+        })
+        .await;
+    match checked {
+        Ok(Ok(lapsed)) => {
+            workspace_writes::announce(&ctx.runtime.events, &lapsed);
+            Ok(())
+        }
+        Ok(Err(grant)) => {
+            ctx.record_step(NewStep {
+                kind: "note",
+                name: Some(call.name.clone()),
+                detail: json!({"call_id": call.id, "grant_lapsed": grant}),
+                ..NewStep::default()
+            })
+            .await;
+            Err(ToolOutput::error(workspace_writes::lapsed_refusal(grant)))
+        }
+        Err(error) => {
+            tracing::warn!(run_id = ctx.run_id, %error, "could not record a call that may write in the workspace; not run");
+            Err(ToolOutput::error(
+                "Not run: the daemon could not record this call before running it. Try again in a moment.",
+            ))
+        }
+    }
 }
 
 /// Calls the tool, bounded by its timeout (an hour at most) and cut short by the run's cancellation.
@@ -657,10 +615,10 @@ async fn record_execution(
     ctx: &RunCtx,
     call: &ToolCall,
     output: &ToolOutput,
-    hash: &str,
-    approval: Option<String>,
+    cleared: &Cleared,
     duration_ms: u64,
 ) {
+    let (hash, approval) = (cleared.hash.as_str(), cleared.approval.clone());
     // The result's step and its transcript event land together, right away: after a crash the
     // resumed run knows exactly which calls finished.
     let step = NewStep {
@@ -685,17 +643,38 @@ async fn record_execution(
                        "is_error": output.is_error, "duration_ms": duration_ms});
     let (actor, subject) = (format!("agent:{}", ctx.agent()), format!("run:{run_id}"));
     let announced = subject.clone();
+    // A call that could write moves the workspace generation again with its result: a grant given
+    // while it ran (in another conversation) lapses too.
+    let (agent, chat, action_hash) = (
+        ctx.agent().to_string(),
+        ctx.chat.as_str().to_string(),
+        hash.to_string(),
+    );
+    let (writes, what) = (
+        cleared.writes_workspace,
+        format!("{} in run {run_id}", call.name),
+    );
     let written = ctx
         .runtime
         .store
         .write(move |conn| {
             crate::store::runs::add_step(conn, run_id, &step, now)?;
             crate::audit::append(conn, &actor, "tool.executed", &subject, &audit)?;
-            append_results(conn, session_id, run_id, &rows, now)
+            append_results(conn, session_id, run_id, &rows, now)?;
+            if !writes {
+                return Ok(Vec::new());
+            }
+            let write = WorkspaceWrite {
+                agent: &agent,
+                what: &what,
+                action: Some((&action_hash, &chat)),
+            };
+            workspace_writes::record(conn, &write, &actor, now)
         })
         .await;
     match written {
-        Ok(()) => {
+        Ok(lapsed) => {
+            workspace_writes::announce(&ctx.runtime.events, &lapsed);
             crate::audit::announce(&ctx.runtime.events, "tool.executed", &announced);
             ctx.runtime.events.publish_data(
                 crate::events::EventKind::RunStep,

@@ -22,6 +22,7 @@ pub mod loop_guard;
 pub mod recall;
 pub mod run;
 pub mod transcript;
+pub mod workspace_writes;
 pub mod zone;
 
 use std::path::PathBuf;

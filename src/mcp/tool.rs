@@ -69,6 +69,14 @@ impl Tool for McpTool {
         }
     }
 
+    fn may_write_workspace(&self, _args: &Value, effect: Effect, assessment: &Assessment) -> bool {
+        // An untrusted server's read-only hint is its own claim, not believed: any of its calls
+        // may have written where it can reach, the agent's workspace included.
+        self.trust == McpTrust::Untrusted
+            || (matches!(effect, Effect::Write | Effect::Destructive)
+                && assessment.reach.writes != crate::policy::Writes::Nothing)
+    }
+
     fn assess(&self, _args: &Value, _ctx: &ToolContext) -> Assessment {
         let mut assessment = crate::policy::mcp::classify_mcp(self.trust, &self.info.hints);
         assessment.reasons.push(format!(
@@ -117,5 +125,46 @@ impl Tool for McpTool {
                 Err(error) => Err(ToolError::Failed(format!("{}: {error}", self.info.name))),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::McpToolHints;
+
+    fn tool(trust: McpTrust, read_only: bool) -> McpTool {
+        McpTool {
+            server: "files".into(),
+            info: ToolInfo {
+                name: "files__put".into(),
+                remote_name: "put".into(),
+                description: String::new(),
+                input_schema: serde_json::json!({"type": "object"}),
+                hints: McpToolHints {
+                    read_only: Some(read_only),
+                    ..McpToolHints::default()
+                },
+            },
+            trust,
+            timeout: Duration::from_secs(5),
+            registry: Registry::default(),
+        }
+    }
+
+    fn may_write(tool: &McpTool) -> bool {
+        let assessment = crate::policy::mcp::classify_mcp(tool.trust, &tool.info.hints);
+        tool.may_write_workspace(&Value::Null, tool.effect(), &assessment)
+    }
+
+    #[test]
+    fn a_call_may_write_the_workspace_unless_a_believed_hint_says_it_only_reads() {
+        assert!(!may_write(&tool(McpTrust::Trusted, true)));
+        assert!(may_write(&tool(McpTrust::Trusted, false)));
+        assert!(
+            may_write(&tool(McpTrust::Untrusted, true)),
+            "an untrusted server's read-only hint is not believed"
+        );
+        assert!(!may_write(&tool(McpTrust::ReadOnly, true)));
     }
 }

@@ -10,7 +10,10 @@
 //! recorded and consumed approval of an envelope that said `RequireApproval`.
 //! Architecture Invariant: a scoped grant covers exactly the action a human approved — the tool
 //! and its canonical arguments, by hash (`grants.action_hash`) — in that chat, never "the same
-//! program" or "the same tool".
+//! program" or "the same tool"; and only while the agent's workspace is as it was left by
+//! decisions: the caller passes a grant only when it was given in the agent's current workspace
+//! generation (`store::workspace`), so a file written since — which the granted command could load
+//! — makes the same action ask again.
 //!
 //! An L3 block stays a denial. Only where the configuration says so (`[policy] allow_l3_once`,
 //! off by default) may a call the risk check alone blocked be put to the operator
@@ -99,7 +102,8 @@ pub struct GateRequest<'a> {
     pub loop_guard: Option<String>,
     /// The strictest matching stored rule: (`rule:<id>`, decision it imposes, its description).
     pub rule: Option<(String, Decision, String)>,
-    /// A live scoped grant covering this call (`grant:<id>`).
+    /// A live scoped grant covering this call (`grant:<id>`), given in the agent's current
+    /// workspace generation.
     pub grant: Option<String>,
 }
 

@@ -406,16 +406,20 @@ pub fn plain_duration(duration: Duration) -> String {
     }
 }
 
+/// When a grant stops applying besides its expiry, in the words every channel and the audit use.
+pub const GRANT_LAPSES: &str = "until something writes in the workspace";
+
 /// The grant button's label, the same in Telegram and Studio.
 pub fn grant_label(minutes: u32) -> String {
-    format!("Allow exactly this for {minutes} min")
+    format!("Allow exactly this for {minutes} min ({GRANT_LAPSES})")
 }
 
 /// What the grant covers, said once, the same way everywhere: exactly this action (the same tool
-/// with the same arguments — what its hash covers), in this chat, for `minutes`.
+/// with the same arguments — what its hash covers), in this chat, for `minutes`, and only while
+/// nothing else has written in the agent's workspace (a planted file could change what it does).
 pub fn grant_scope(minutes: u32) -> String {
     format!(
-        "“{}” approves now and, for the next {minutes} minutes, lets exactly this action run again in this chat without asking: the same tool with the same arguments, character for character. Anything else still asks.",
+        "“{}” approves now and, for the next {minutes} minutes, lets exactly this action run again in this chat without asking: the same tool with the same arguments, character for character. As soon as anything else writes in the agent's workspace (a file saved, a command that writes, a file sent in a chat), the grant lapses and the same action asks again, because a changed file could change what it does. Anything else still asks.",
         grant_label(minutes)
     )
 }
@@ -546,6 +550,8 @@ mod wording_tests {
             "in this chat",
             "same arguments",
             "Anything else still asks",
+            "until something writes in the workspace",
+            "the grant lapses and the same action asks again",
         ] {
             assert!(scope.contains(said), "`{said}` missing: {scope}");
         }

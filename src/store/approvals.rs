@@ -168,11 +168,17 @@ pub struct GrantRow {
     pub created_by: String,
     pub approval_id: Option<String>,
     pub revoked_ms: Option<i64>,
+    /// The agent's workspace generation the grant was given in (`None`: given before generations
+    /// were kept; never honoured).
+    pub workspace_generation: Option<i64>,
+    /// When something that wrote in the workspace made it lapse, and why, in words.
+    pub lapsed_ms: Option<i64>,
+    pub lapsed_reason: Option<String>,
 }
 
-#[allow(clippy::too_many_arguments)]
 /// A grant: for a while, this exact action (`action_hash`: the tool and its canonical arguments)
-/// runs again in this chat without asking. `target` is kept for display only.
+/// runs again in this chat without asking — until something else writes in the agent's workspace
+/// (`crate::store::workspace`). `target` is kept for display only.
 pub struct NewGrant<'a> {
     pub agent: &'a str,
     pub chat: &'a str,
@@ -184,10 +190,14 @@ pub struct NewGrant<'a> {
     pub approval_id: Option<&'a str>,
 }
 
-pub fn create_grant(conn: &Connection, grant: &NewGrant<'_>, now_ms: i64) -> Result<i64> {
+/// Stores a grant given now, in the agent's current workspace generation (read in the caller's
+/// transaction); answers its id and that generation.
+pub fn create_grant(conn: &Connection, grant: &NewGrant<'_>, now_ms: i64) -> Result<(i64, i64)> {
+    let generation = super::workspace::generation(conn, grant.agent)?;
     conn.execute(
-        "INSERT INTO grants (agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id, action_hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO grants (agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id, action_hash,
+                             workspace_generation)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             grant.agent,
             grant.chat,
@@ -197,13 +207,21 @@ pub fn create_grant(conn: &Connection, grant: &NewGrant<'_>, now_ms: i64) -> Res
             grant.expires_ms,
             grant.created_by,
             grant.approval_id,
-            grant.action_hash
+            grant.action_hash,
+            generation
         ],
     )?;
-    Ok(conn.last_insert_rowid())
+    Ok((conn.last_insert_rowid(), generation))
 }
 
-/// A live grant covering exactly this action (tool and arguments, by hash) in this chat.
+/// What makes a grant honoured, as SQL over `grants`: not revoked, not expired (`?now`), not
+/// lapsed, and given in the agent's current workspace generation.
+const HONOURED: &str = "revoked_ms IS NULL AND lapsed_ms IS NULL AND expires_ms > :now
+    AND workspace_generation = COALESCE(
+        (SELECT generation FROM workspace_generations WHERE workspace_generations.agent = grants.agent), 0)";
+
+/// A live grant covering exactly this action (tool and arguments, by hash) in this chat, given in
+/// the agent's current workspace generation.
 pub fn live_grant(
     conn: &Connection,
     agent: &str,
@@ -213,19 +231,58 @@ pub fn live_grant(
     now_ms: i64,
 ) -> Result<Option<i64>> {
     Ok(conn
+        .prepare_cached(&format!(
+            "SELECT id FROM grants WHERE agent = :agent AND chat = :chat AND tool = :tool
+             AND action_hash = :hash AND {HONOURED} ORDER BY id DESC LIMIT 1"
+        ))?
+        .query_row(
+            rusqlite::named_params! {":agent": agent, ":chat": chat, ":tool": tool, ":hash": action_hash, ":now": now_ms},
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// The newest grant of exactly this action in this chat that lapsed because something wrote in
+/// the workspace and has not expired: its id and the reason (so a prompt can say why it asks again).
+pub fn lapsed_grant(
+    conn: &Connection,
+    agent: &str,
+    chat: &str,
+    tool: &str,
+    action_hash: &str,
+    now_ms: i64,
+) -> Result<Option<(i64, String)>> {
+    Ok(conn
         .prepare_cached(
-            "SELECT id FROM grants WHERE agent = ?1 AND chat = ?2 AND tool = ?3 AND action_hash = ?4
-             AND revoked_ms IS NULL AND expires_ms > ?5 ORDER BY id DESC LIMIT 1",
+            "SELECT id, lapsed_reason FROM grants WHERE agent = ?1 AND chat = ?2 AND tool = ?3
+             AND action_hash = ?4 AND revoked_ms IS NULL AND lapsed_ms IS NOT NULL AND expires_ms > ?5
+             ORDER BY id DESC LIMIT 1",
         )?
         .query_row(params![agent, chat, tool, action_hash, now_ms], |row| {
-            row.get(0)
+            Ok((row.get(0)?, row.get::<_, Option<String>>(1)?.unwrap_or_default()))
         })
         .optional()?)
 }
 
+/// Whether grant `id` is still honoured now (checked again just before a call it cleared runs).
+pub fn grant_is_live(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT 1 FROM grants WHERE id = :id AND {HONOURED}"
+        ))?
+        .query_row(rusqlite::named_params! {":id": id, ":now": now_ms}, |_| {
+            Ok(())
+        })
+        .optional()?
+        .is_some())
+}
+
+/// Grants newest first: those not revoked and not expired (lapsed ones included, so a list can say
+/// why they no longer apply), or every one with `include_expired`.
 pub fn grants(conn: &Connection, include_expired: bool, now_ms: i64) -> Result<Vec<GrantRow>> {
     let mut statement = conn.prepare_cached(
-        "SELECT id, agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id, revoked_ms FROM grants
+        "SELECT id, agent, chat, tool, target, created_ms, expires_ms, created_by, approval_id, revoked_ms,
+                workspace_generation, lapsed_ms, lapsed_reason FROM grants
          WHERE ?1 OR (revoked_ms IS NULL AND expires_ms > ?2) ORDER BY id DESC LIMIT 500",
     )?;
     let rows = statement.query_map(params![include_expired, now_ms], |row| {
@@ -240,6 +297,9 @@ pub fn grants(conn: &Connection, include_expired: bool, now_ms: i64) -> Result<V
             created_by: row.get(7)?,
             approval_id: row.get(8)?,
             revoked_ms: row.get(9)?,
+            workspace_generation: row.get(10)?,
+            lapsed_ms: row.get(11)?,
+            lapsed_reason: row.get(12)?,
         })
     })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)

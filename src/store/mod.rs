@@ -40,6 +40,7 @@ pub mod sessions;
 pub mod studio;
 pub mod telegram;
 pub mod timezones;
+pub mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};

@@ -110,11 +110,24 @@ pub fn approval_schema() -> Value {
     ])
 }
 
-fn grant_json(row: &GrantRow) -> Value {
+/// A grant as Studio shows it: `status` is `live`, `lapsed` (something wrote in the workspace
+/// after it was given: `lapsed_reason` says what), `expired` or `revoked`.
+fn grant_json(row: &GrantRow, now_ms: i64) -> Value {
+    let status = if row.revoked_ms.is_some() {
+        "revoked"
+    } else if row.lapsed_ms.is_some() || row.workspace_generation.is_none() {
+        "lapsed"
+    } else if row.expires_ms <= now_ms {
+        "expired"
+    } else {
+        "live"
+    };
     json!({
         "id": row.id, "agent": row.agent, "chat": row.chat, "tool": row.tool, "target": row.target,
         "created_ms": row.created_ms, "expires_ms": row.expires_ms, "created_by": row.created_by,
-        "approval_id": row.approval_id, "revoked_ms": row.revoked_ms,
+        "approval_id": row.approval_id, "revoked_ms": row.revoked_ms, "status": status,
+        "lapsed_ms": row.lapsed_ms, "lapsed_reason": row.lapsed_reason,
+        "workspace_generation": row.workspace_generation,
     })
 }
 
@@ -130,6 +143,31 @@ fn grant_schema() -> Value {
         ("created_by", string()),
         ("approval_id", nullable(string())),
         ("revoked_ms", nullable(integer())),
+        (
+            "status",
+            described(
+                "live, lapsed (something wrote in the workspace after it was given), expired or revoked",
+                string(),
+            ),
+        ),
+        (
+            "lapsed_ms",
+            described(
+                "when a write in the workspace made it lapse",
+                nullable(integer()),
+            ),
+        ),
+        (
+            "lapsed_reason",
+            described("why it lapsed, in words", nullable(string())),
+        ),
+        (
+            "workspace_generation",
+            described(
+                "the agent's workspace generation it was given in (it applies only while that is current)",
+                nullable(integer()),
+            ),
+        ),
     ])
 }
 
@@ -329,18 +367,19 @@ pub struct GrantsQuery {
     all: Option<bool>,
 }
 
-/// `GET /api/v1/grants` (live ones; `?all=true` for every one).
+/// `GET /api/v1/grants` (live and lapsed ones; `?all=true` for every one).
 pub async fn list_grants(
     State(state): State<StudioState>,
     Query(query): Query<GrantsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let all = query.all.unwrap_or(false);
+    let now = crate::clock::now_ms();
     let rows = state
         .store
-        .read(move |conn| queries::grants(conn, all, crate::clock::now_ms()))
+        .read(move |conn| queries::grants(conn, all, now))
         .await?;
     Ok(Json(
-        json!({"grants": rows.iter().map(grant_json).collect::<Vec<_>>()}),
+        json!({"grants": rows.iter().map(|row| grant_json(row, now)).collect::<Vec<_>>()}),
     ))
 }
 

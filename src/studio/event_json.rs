@@ -46,6 +46,7 @@ pub fn data_json(data: &EventData) -> Value {
         | EventData::AgentSkillToggled { .. }
         | EventData::AgentSettingsChanged { .. }
         | EventData::GrantRevoked { .. }
+        | EventData::GrantLapsed { .. }
         | EventData::RuleAdded { .. }
         | EventData::RuleDisabled { .. }
         | EventData::PeopleChanged { .. }
@@ -249,6 +250,7 @@ fn change_json(data: &EventData) -> Value {
         } => json!({"agent": agent, "change": "settings", "autonomy": autonomy,
                     "model": model, "paused": paused}),
         EventData::GrantRevoked { grant } => json!({"grant": grant, "change": "grant_revoked"}),
+        EventData::GrantLapsed { grant } => json!({"grant": grant, "change": "grant_lapsed"}),
         EventData::RuleAdded { rule } => json!({"rule": rule, "change": "rule_added"}),
         EventData::RuleDisabled { rule } => json!({"rule": rule, "change": "rule_disabled"}),
         EventData::PeopleChanged {

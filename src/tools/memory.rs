@@ -73,6 +73,16 @@ impl Tool for SaveToMemoryTool {
         }
     }
 
+    fn may_write_workspace(
+        &self,
+        _args: &Value,
+        _effect: Effect,
+        _assessment: &Assessment,
+    ) -> bool {
+        // Memory lives in the database, not in the workspace.
+        false
+    }
+
     fn effect(&self) -> Effect {
         Effect::Write
     }

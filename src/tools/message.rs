@@ -112,6 +112,16 @@ impl Tool for SendMessageTool {
         }
     }
 
+    fn may_write_workspace(
+        &self,
+        _args: &Value,
+        _effect: Effect,
+        _assessment: &Assessment,
+    ) -> bool {
+        // A message goes to a chat, never into the workspace.
+        false
+    }
+
     fn effect(&self) -> Effect {
         Effect::Write
     }

@@ -241,6 +241,16 @@ impl Tool for ScheduleTool {
         }
     }
 
+    fn may_write_workspace(
+        &self,
+        _args: &Value,
+        _effect: Effect,
+        _assessment: &Assessment,
+    ) -> bool {
+        // Scheduled tasks live in the database, not in the workspace.
+        false
+    }
+
     fn effect(&self) -> Effect {
         match self.kind {
             Kind::List | Kind::Get | Kind::Preview => Effect::ReadOnly,

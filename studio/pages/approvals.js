@@ -1,7 +1,8 @@
 // approvals.js — the operator's inbox: pending approvals, each saying first in a sentence what the
 // agent wants to do, then the exact action, the grant in the one wording every channel uses, and
 // Approve once / Allow exactly this for 30 min / Deny (a blocked action: type it out to allow it
-// once), the technical detail folded; below, active grants (with Revoke), recently decided
+// once), the technical detail folded; below, active grants (with Revoke) and lapsed ones (something
+// wrote in the workspace after they were given; with the reason), recently decided
 // approvals with their outcome in plain words, and recent policy decisions. Refreshes on
 // approval_*, policy_changed (a grant revoked or a rule changed elsewhere) and decision steps of runs.
 import { api, load, el, append, enc, badge, when, expires, empty, table, kv, act, code, approvalCard } from '/app.js';
@@ -16,7 +17,7 @@ export async function render(root, ctx) {
   append(root, el('h1', null, 'Approvals'),
     el('p', { class: 'lead' }, 'What agents want to do that needs your OK. Decide the requests waiting below; '
       + 'grants you gave and past decisions are further down.'), pending,
-    el('h2', null, 'Active grants'), grants,
+    el('h2', null, 'Grants you gave'), grants,
     el('h2', null, 'Recently decided'), decided,
     el('h2', null, 'Policy decisions'), decisions);
   const refresh = (quiet) => Promise.all([
@@ -63,23 +64,44 @@ function riskTone(risk) {
 }
 
 function drawGrants(box, items, refresh) {
-  const live = items.filter((g) => g.revoked_ms == null && (g.expires_ms == null || g.expires_ms > Date.now()));
-  if (!live.length) {
-    append(box, empty('No active grants. “Allow exactly this for 30 min” on a request lets exactly that action — the same tool with the same arguments, character for character — run again in its chat without asking, for 30 minutes.'));
+  const now = Date.now();
+  const open = items.filter((g) => g.revoked_ms == null && (g.expires_ms == null || g.expires_ms > now));
+  const live = open.filter((g) => (g.status ?? 'live') === 'live');
+  const lapsed = open.filter((g) => g.status === 'lapsed');
+  if (!open.length) {
+    append(box, empty('No active grants. “Allow exactly this for 30 min” on a request lets exactly that action — the same tool with the same arguments, character for character — run again in its chat without asking, for 30 minutes or until something else writes in the agent’s workspace.'));
     return;
   }
-  append(box, el('p', { class: 'muted small' }, 'Each grant lets exactly one action (the same tool with the same arguments, character for character) run again in its chat without asking, until it expires. Anything else still asks.'));
-  append(box, table([
-    { label: 'Agent', cell: (g) => g.agent },
-    { label: 'Tool', cell: (g) => g.tool },
-    { label: 'Exactly this action', cell: (g) => (g.target ? code(g.target) : '—') },
-    { label: 'Chat', cell: (g) => g.chat ?? 'any' },
-    { label: 'Expires', cell: (g) => expires(g.expires_ms) },
-    { label: 'By', cell: (g) => g.created_by ?? '—' },
-    { label: '', cell: (g) => el('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: async (e) => {
-      if (await act(e.currentTarget, () => api(`/api/v1/grants/${enc(g.id)}/revoke`, { method: 'POST' }), 'Grant revoked.')) refresh();
-    } }, 'Revoke') },
-  ], live, (g) => ({ 'data-grant': g.id })));
+  const revoke = (g, text) => el('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: async (e) => {
+    if (await act(e.currentTarget, () => api(`/api/v1/grants/${enc(g.id)}/revoke`, { method: 'POST' }), 'Grant revoked.')) refresh();
+  } }, text);
+  append(box, el('p', { class: 'muted small' }, 'Each grant lets exactly one action (the same tool with the same arguments, character for character) run again in its chat without asking, until it expires — or until something else writes in the agent’s workspace: then it lapses and the action asks again. Anything else still asks.'));
+  if (live.length) {
+    append(box, table([
+      { label: 'Agent', cell: (g) => g.agent },
+      { label: 'Tool', cell: (g) => g.tool },
+      { label: 'Exactly this action', cell: (g) => (g.target ? code(g.target) : '—') },
+      { label: 'Chat', cell: (g) => g.chat ?? 'any' },
+      { label: 'Expires', cell: (g) => expires(g.expires_ms) },
+      { label: 'By', cell: (g) => g.created_by ?? '—' },
+      { label: '', cell: (g) => revoke(g, 'Revoke') },
+    ], live, (g) => ({ 'data-grant': g.id, 'data-grant-status': 'live' })));
+  } else {
+    append(box, empty('No grant applies right now.'));
+  }
+  if (lapsed.length) {
+    append(box, el('h3', null, 'Lapsed grants'),
+      el('p', { class: 'muted small' }, 'These no longer apply: something wrote in the agent’s workspace after they were given, '
+        + 'and a changed file could change what the action does. The same action asks you again.'),
+      table([
+        { label: 'Agent', cell: (g) => g.agent },
+        { label: 'Exactly this action', cell: (g) => (g.target ? code(g.target) : '—') },
+        { label: 'Status', cell: () => badge('warn', 'lapsed') },
+        { label: 'Why', cell: (g) => g.lapsed_reason ?? 'something wrote in the workspace after it was given' },
+        { label: 'Lapsed', cell: (g) => when(g.lapsed_ms) },
+        { label: '', cell: (g) => revoke(g, 'Remove') },
+      ], lapsed, (g) => ({ 'data-grant': g.id, 'data-grant-status': 'lapsed' })));
+  }
 }
 
 function drawDecided(box, items) {

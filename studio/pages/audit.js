@@ -16,6 +16,7 @@ const PLAIN = {
   'approval.requested': 'asked for approval', 'approval.decided': 'decided an approval',
   'approval.denied': 'approval denied (nobody could answer)', 'approval.expired': 'approval expired unanswered',
   'grant.created': 'allowed an action for a while', 'grant.revoked': 'withdrew a permission',
+  'grant.lapsed': 'a permission lapsed: something wrote in the workspace',
   'tool.executed': 'used a tool', 'tool.refused_secret': 'tool call refused: it carried a secret',
   'policy.rule_added': 'added a policy rule', 'policy.rule_disabled': 'turned a policy rule off',
   'agent.settings_changed': 'changed an agent’s settings',

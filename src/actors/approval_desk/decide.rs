@@ -191,7 +191,7 @@ fn grant_exact_action(
     now: i64,
 ) -> crate::store::Result<i64> {
     let expires = now + duration.as_millis() as i64;
-    let grant = queries::create_grant(
+    let (grant, generation) = queries::create_grant(
         conn,
         &queries::NewGrant {
             agent: &stored.agent,
@@ -211,7 +211,9 @@ fn grant_exact_action(
         "grant.created",
         &format!("grant:{grant}"),
         &json!({"tool": stored.tool, "scope": "this exact action", "action": stored.action,
-                "action_hash": stored.action_hash, "chat": stored.chat, "expires_ms": expires}),
+                "action_hash": stored.action_hash, "chat": stored.chat, "expires_ms": expires,
+                "until": crate::protocol::approvals::GRANT_LAPSES,
+                "workspace_generation": generation}),
     )?;
     Ok(grant)
 }
@@ -255,7 +257,7 @@ fn tell_decision(
         "❌ Denied"
     };
     let granted = if grant.is_some() {
-        " Exactly this may run again in this chat for a while without asking."
+        " Exactly this may run again in this chat for a while without asking, until something else writes in the workspace."
     } else {
         ""
     };

@@ -151,6 +151,7 @@ async fn fetch_then_hand_over(
         bot: state.bot.clone(),
         registry: state.args.registry.clone(),
         store: state.args.store.clone(),
+        events: state.args.events.clone(),
         myself: myself.clone(),
         inbox: state.args.workspace.join("inbox"),
         voice: state.args.voice.clone(),
@@ -206,6 +207,7 @@ struct Fetch {
     bot: Bot,
     registry: Registry,
     store: Store,
+    events: crate::events::EventBus,
     myself: ActorRef<BotMsg>,
     inbox: PathBuf,
     voice: crate::voice::VoiceSettings,
@@ -234,6 +236,19 @@ impl Fetch {
     ) -> Option<Option<String>> {
         let mut notes = Vec::new();
         let mut notice = None;
+        if !message.files.is_empty()
+            && let Err(error) = crate::agent::workspace_writes::record_inbound_files(
+                &self.store,
+                &self.events,
+                &inbound.agent,
+                self.update_id,
+            )
+            .await
+        {
+            // Nothing lands in the workspace unrecorded: the sweep hands the update over again.
+            tracing::warn!(update = self.update_id, %error, "could not record incoming files; the sweep retries");
+            return None;
+        }
         for file in &message.files {
             if file.kind == crate::domain::AttachmentKind::Voice {
                 notice = Some(self.receive_voice(file, message, inbound).await?);

@@ -91,7 +91,7 @@ async fn a_lapsed_grant_is_shown_with_its_reason_and_the_command_asks_again() {
     let card = browser.wait_for("[data-approval]").await;
     let text = card.text().await.unwrap();
     for said in [
-        "Allow exactly this for 30 min (until something writes in the workspace)",
+        "Allow exactly this for 30 min (until the workspace changes)",
         "sh tool.sh",
         "the grant lapses and the same action asks again",
     ] {

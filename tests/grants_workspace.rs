@@ -151,7 +151,7 @@ async fn grant_tool_sh(world: &World, api: &Api) {
     let label = asked["grant"]["label"].as_str().unwrap_or_default();
     assert_eq!(
         label,
-        "Allow exactly this for 30 min (until something writes in the workspace)"
+        "Allow exactly this for 30 min (until the workspace changes)"
     );
     assert!(
         asked["grant"]["scope"]
@@ -477,7 +477,7 @@ async fn a_file_sent_in_the_chat_makes_the_grant_lapse_on_telegram() {
         .clone();
     assert_eq!(
         grant_button.text,
-        "✅ Allow exactly this for 30 min (until something writes in the workspace)"
+        "✅ Allow exactly this for 30 min (until the workspace changes)"
     );
     let data = grant_button.callback_data.unwrap();
     fake.push_callback(bot, prompt.chat_id, OWNER, prompt.message_id, &data);

@@ -695,7 +695,7 @@ async fn an_approval_prompt_leads_with_a_sentence_and_words_the_grant_once_every
         .collect();
     assert!(
         labels.iter().any(|label| label
-            .ends_with("Allow exactly this for 30 min (until something writes in the workspace)")),
+            .ends_with("Allow exactly this for 30 min (until the workspace changes)")),
         "{labels:?}"
     );
 

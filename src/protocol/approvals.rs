@@ -407,7 +407,7 @@ pub fn plain_duration(duration: Duration) -> String {
 }
 
 /// When a grant stops applying besides its expiry, in the words every channel and the audit use.
-pub const GRANT_LAPSES: &str = "until something writes in the workspace";
+pub const GRANT_LAPSES: &str = "until the workspace changes";
 
 /// The grant button's label, the same in Telegram and Studio.
 pub fn grant_label(minutes: u32) -> String {
@@ -550,7 +550,7 @@ mod wording_tests {
             "in this chat",
             "same arguments",
             "Anything else still asks",
-            "until something writes in the workspace",
+            "until the workspace changes",
             "the grant lapses and the same action asks again",
         ] {
             assert!(scope.contains(said), "`{said}` missing: {scope}");

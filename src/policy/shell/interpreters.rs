@@ -368,7 +368,9 @@ pub(super) fn classify_python_module(
     if matches!(module, "pip" | "pip3")
         && let Some(rules) = SUBCOMMAND_RULES.iter().find(|rules| rules.program == "pip")
     {
-        return classify_subcommand(rules, arguments);
+        let mut verdict = classify_subcommand(rules, arguments);
+        add_reach("pip", arguments, &mut verdict);
+        return verdict;
     }
     if let Some((_, level, reason)) = PYTHON_MODULES.iter().find(|(known, _, _)| *known == module) {
         return Verdict::new(*level, format!("`{interpreter} -m {module}` {reason}"));

@@ -122,9 +122,13 @@ pub(super) fn classify_change_directory(program: &str, arguments: &[Word]) -> Ve
         .iter()
         .map(|word| word.text.as_str())
         .find(|text| !text.starts_with('-') || *text == "-");
+    let computed = arguments
+        .iter()
+        .any(|word| word.expands_variable || word.globs());
     let leaves = match (program, target) {
-        // `popd`, `cd` alone and `cd -` go somewhere the command line does not say.
+        // `popd`, `cd` alone, `cd -` and `cd "$d"` go somewhere the command line does not say.
         ("popd", _) | (_, None | Some("-")) => true,
+        _ if computed => true,
         (_, Some(target)) => is_outside_working_directory(target),
     };
     let mut verdict = Verdict::new(
@@ -162,17 +166,17 @@ pub(super) fn container_takes_over_host(arguments: &[Word]) -> Option<&'static s
     None
 }
 
-pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -> Verdict {
-    let program = rules.program;
-    // The subcommand is the first word that is neither an option nor an option's value
-    // (`+nightly` selects a toolchain).
-    let mut subcommand = None;
+/// The subcommand: the first word that is neither an option nor an option's value (`+nightly`
+/// selects a toolchain).
+pub(super) fn find_subcommand<'a>(
+    rules: &SubcommandRules,
+    arguments: &'a [Word],
+) -> Option<&'a str> {
     let mut index = 0;
     while let Some(word) = arguments.get(index) {
         let text = word.text.as_str();
         if !text.starts_with('-') && !text.starts_with('+') {
-            subcommand = Some(text);
-            break;
+            return Some(text);
         }
         index += if option_takes_next_word(text, rules.options_with_value) {
             2
@@ -180,7 +184,12 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
             1
         };
     }
-    let mut verdict = match subcommand {
+    None
+}
+
+pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -> Verdict {
+    let program = rules.program;
+    let mut verdict = match find_subcommand(rules, arguments) {
         None => Verdict::new(rules.bare, format!("`{program}` without a subcommand")),
         Some(subcommand) => {
             let quoted = quote_for_reason(subcommand);

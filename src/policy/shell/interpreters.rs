@@ -194,8 +194,13 @@ pub(super) fn classify_interpreter(
             RiskLevel::L3,
             format!("`{name} {}` runs inline code", quote_for_reason(option)),
         ),
-        InterpreterProgram::PythonModule { module, arguments } => {
-            classify_python_module(name, module, arguments)
+        InterpreterProgram::PythonModule {
+            module,
+            arguments: module_arguments,
+        } => {
+            let mut verdict = classify_python_module(name, module, module_arguments);
+            raise_for_shadowed_module(name, module, arguments, &mut verdict);
+            verdict
         }
         InterpreterProgram::StandardInput => reads_standard_input(name, input),
         InterpreterProgram::Unnamed {

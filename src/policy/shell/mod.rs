@@ -52,9 +52,9 @@
 //!    in`, `getopts`) is at least L2 naming it (`state.rs`); `history -w`, `hash -p`, `fc`,
 //!    `compgen -C`, `mapfile -C` the same or L3.
 //! 10. What an approved command reaches (`reach.rs`): the network (network clients, remote git,
-//!    package downloads; such a command is at least L2) and writes outside the workspace
-//!    (installs, system changes, written paths outside the working directory, writes after a
-//!    `cd` out of it). An unknown or computed command stays narrow.
+//!     package downloads; such a command is at least L2) and writes outside the workspace
+//!     (installs, system changes, written paths outside the working directory, writes after a
+//!     `cd` out of it). An unknown or computed command stays narrow.
 //!
 //! An interpreter is L3 when its program is not in the command line the reviewer sees: inline code
 //! (`sh -c`, `python -c`, `perl -e`, `node -e`, …) or a program read from standard input (`curl … |
@@ -73,6 +73,7 @@ mod files;
 mod git;
 mod interpreters;
 mod lexer;
+mod loads;
 mod options;
 mod patterns;
 mod reach;
@@ -91,9 +92,11 @@ use crate::policy::{Assessment, Reach, RiskLevel, Writes, quote_for_reason};
 use builtins::*;
 use computed::*;
 use files::*;
+pub use git::git_hardening_environment;
 use git::*;
 use interpreters::*;
 use lexer::*;
+use loads::*;
 use options::*;
 use patterns::*;
 use reach::*;
@@ -204,9 +207,11 @@ pub fn classify_shell(command: &str) -> Assessment {
     }
 
     let mut left_working_directory = false;
+    let mut entered_directory = false;
     for simple_command in &commands {
         let mut verdict = classify_simple_command(simple_command);
         raise_after_leaving(&mut verdict, &mut left_working_directory);
+        raise_for_git_after_entering(simple_command, &mut entered_directory, &mut verdict);
         needs = needs.union(verdict.needs);
         add(
             &mut assessment,
@@ -226,22 +231,6 @@ pub fn classify_shell(command: &str) -> Assessment {
         .union(needs)
         .within(assessment.level);
     assessment
-}
-
-/// After a `cd` out of the working directory, an L1 command is L2 (its relative paths point
-/// elsewhere) and a command that writes writes outside the workspace. Updates whether the
-/// commands so far left it.
-fn raise_after_leaving(verdict: &mut Verdict, left_working_directory: &mut bool) {
-    if *left_working_directory && verdict.level == RiskLevel::L1 {
-        verdict.raise_to(
-            RiskLevel::L2,
-            "runs after a `cd` out of the working directory, so its relative paths point elsewhere",
-        );
-    }
-    if *left_working_directory && verdict.level >= RiskLevel::L1 {
-        verdict.needs.writes = Writes::Anywhere;
-    }
-    *left_working_directory |= verdict.leaves_working_directory;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -529,6 +518,7 @@ fn classify_program(
     if !WRAPPERS.iter().any(|wrapper| wrapper.name == program) {
         raise_for_computed_arguments(program, arguments, &mut verdict);
     }
+    raise_for_loaded_files(program, arguments, &mut verdict);
     verdict
 }
 

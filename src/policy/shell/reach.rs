@@ -179,3 +179,19 @@ pub(super) fn add_reach_for_paths(verdict: &mut Verdict, words: &[Word]) {
         verdict.needs.writes = Writes::Anywhere;
     }
 }
+
+/// After a `cd` out of the working directory, an L1 command is L2 (its relative paths point
+/// elsewhere) and a command that writes writes outside the workspace. Updates whether the
+/// commands so far left it.
+pub(super) fn raise_after_leaving(verdict: &mut Verdict, left_working_directory: &mut bool) {
+    if *left_working_directory && verdict.level == RiskLevel::L1 {
+        verdict.raise_to(
+            RiskLevel::L2,
+            "runs after a `cd` out of the working directory, so its relative paths point elsewhere",
+        );
+    }
+    if *left_working_directory && verdict.level >= RiskLevel::L1 {
+        verdict.needs.writes = Writes::Anywhere;
+    }
+    *left_working_directory |= verdict.leaves_working_directory;
+}

@@ -170,7 +170,9 @@ const SHELL_CASES: &[(&str, RiskLevel)] = &[
     ("./deploy.sh", L2),
     ("python3 script.py", L2),
     ("bash script.sh", L2),
-    ("echo data | python3 -m json.tool", L0),
+    // `python3 -m` runs a module the working directory may shadow; `-I` keeps it out.
+    ("echo data | python3 -m json.tool", L2),
+    ("echo data | python3 -I -m json.tool", L0),
     ("touch /tmp/x", L2),
     ("touch Makefile", L2),
     ("mkdir -p .github/workflows", L2),
@@ -615,5 +617,6 @@ fn pathological_input_is_classified_quickly() {
 }
 
 mod computed;
+mod loaded_files;
 mod reach;
 mod shell_state;

@@ -119,7 +119,8 @@ fn read_git_global_options(texts: &[&str]) -> Result<GitGlobalOptions, Verdict> 
             break;
         }
         match *text {
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" => index += 2,
+            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+            | "--attr-source" | "--list-cmds" => index += 2,
             "-c" => {
                 let setting = texts.get(index + 1).copied().unwrap_or("");
                 refuse_git_setting_that_runs_a_program(setting)?;

@@ -12,16 +12,25 @@ use super::*;
 /// Adds to `verdict.needs` what `program` with these arguments reaches (network, writes
 /// anywhere); the network also lifts the level to L2.
 pub(super) fn add_reach(program: &str, arguments: &[Word], verdict: &mut Verdict) {
-    let subcommand = SUBCOMMAND_RULES
+    let rules = SUBCOMMAND_RULES
         .iter()
-        .find(|rules| rules.program == program)
-        .map(|rules| find_subcommand(rules, arguments).unwrap_or(""));
+        .find(|rules| rules.program == program);
+    // Both readings when an unknown option may consume the next word.
+    let subcommands: Vec<Option<&str>> = match rules {
+        None => vec![None],
+        Some(rules) => std::iter::once(find_subcommand(rules, arguments).unwrap_or(""))
+            .chain(alternative_subcommand(rules, arguments))
+            .map(Some)
+            .collect(),
+    };
     let texts: Vec<&str> = arguments.iter().map(|word| word.text.as_str()).collect();
-    if reaches_network(program, subcommand, &texts) {
-        verdict.needs.network = true;
-    }
-    if writes_system_wide(program, subcommand, &texts) {
-        verdict.needs.writes = Writes::Anywhere;
+    for subcommand in subcommands {
+        if reaches_network(program, subcommand, &texts) {
+            verdict.needs.network = true;
+        }
+        if writes_system_wide(program, subcommand, &texts) {
+            verdict.needs.writes = Writes::Anywhere;
+        }
     }
     if let Some(path) = download_target(program, arguments) {
         verdict.written_paths.push(path);

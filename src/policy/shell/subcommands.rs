@@ -120,7 +120,11 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
         runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
-        options_with_value: &[],
+        options_with_value: &[
+            "--log", "--proxy", "--retries", "--timeout", "--exists-action", "--trusted-host",
+            "--cert", "--client-cert", "--cache-dir", "--python", "--keyring-provider",
+            "--use-feature", "--use-deprecated",
+        ],
         options_needing_approval: &[],
     },
     SubcommandRules {
@@ -132,7 +136,11 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
         runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
-        options_with_value: &[],
+        options_with_value: &[
+            "--log", "--proxy", "--retries", "--timeout", "--exists-action", "--trusted-host",
+            "--cert", "--client-cert", "--cache-dir", "--python", "--keyring-provider",
+            "--use-feature", "--use-deprecated",
+        ],
         options_needing_approval: &[],
     },
     SubcommandRules {
@@ -145,7 +153,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
         runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
-        options_with_value: &["-o"],
+        options_with_value: &["-o", "-c", "--config-file", "-t", "--target-release"],
         options_needing_approval: &[],
     },
     SubcommandRules {
@@ -158,7 +166,7 @@ pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
         runs_project_code: &[],
         blocked: &[],
         bare: RiskLevel::L0,
-        options_with_value: &["-o"],
+        options_with_value: &["-o", "-c", "--config-file"],
         options_needing_approval: &[],
     },
     SubcommandRules {

@@ -160,3 +160,29 @@ fn computed_arguments_are_never_low_and_say_so() {
 fn awk_and_sed_programs_are_read_as_programs() {
     run_table(PROGRAM_CASES, |(command, level)| check(command, level));
 }
+
+/// An option that consumes the next word: when the tables do not know whether it takes a
+/// value, both readings are classified and the higher wins.
+#[rustfmt::skip]
+const CONSUMED_WORD_CASES: &[(&str, RiskLevel)] = &[
+    ("pip --log list install evil", L2),
+    ("pip --lo list install evil", L2),
+    ("pip3 --proxy list install evil", L2),
+    ("npm --registry ls install evil", L2),
+    ("npm --foo ls install evil", L2),
+    ("cargo --frobnicate tree install evil", L2),
+    ("apt -c list install vim", L2),
+    ("apt -c planted.conf list", L2),
+    ("git --attr-source log push origin", L2),
+    ("pip list", L0),
+    ("pip --verbose list", L0),
+    ("npm ls", L0),
+    ("cargo tree", L0),
+];
+
+#[test]
+fn an_option_that_may_consume_the_next_word_is_read_both_ways() {
+    run_table(CONSUMED_WORD_CASES, |(command, level)| {
+        check(command, level)
+    });
+}

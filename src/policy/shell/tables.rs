@@ -247,7 +247,7 @@ pub(super) struct Wrapper {
 pub(super) const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         name: "env",
-        options_with_value: &["-u", "--unset", "-C", "--chdir"],
+        options_with_value: &["-u", "--unset", "-C", "--chdir", "-a", "--argv0"],
         leading_operands: 0,
     },
     Wrapper {

@@ -138,6 +138,25 @@ pub(super) fn classify_wrapper(
         };
     }
     let mut verdict = classify_wrapped(wrapper, arguments, index, input, depth);
+    // An option the table does not know may take the next word as its value (`env -a ls rm …`
+    // runs `rm`): the command after it is classified too, and the higher level wins.
+    let unknown_option_before = index
+        .checked_sub(1)
+        .and_then(|before| arguments.get(before))
+        .is_some_and(|word| {
+            let text = word.text.as_str();
+            text.starts_with('-')
+                && text != "--"
+                && text != "-"
+                && !text.contains('=')
+                && !option_takes_next_word(text, wrapper.options_with_value)
+        });
+    if unknown_option_before && arguments.len() > index + 1 {
+        let other = classify_wrapped(wrapper, arguments, index + 1, input, depth);
+        if other.level > verdict.level {
+            verdict = other;
+        }
+    }
     let own_words = arguments
         .get(..index + wrapper.leading_operands)
         .unwrap_or(arguments);

@@ -295,7 +295,6 @@ pub(super) const NETWORK_SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("docker", &["pull", "push", "login", "search"]),
     ("podman", &["pull", "push", "login", "search"]),
     ("kubectl", &["*"]),
-    ("helm", &["*"]),
 ];
 
 /// Subcommands that write outside the workspace when they run: package caches and

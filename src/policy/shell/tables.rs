@@ -133,6 +133,7 @@ pub(super) const APPROVAL_GROUPS: &[CommandGroup] = &[
             "curl", "wget", "ssh", "scp", "sftp", "ftp", "lftp", "telnet", "aria2c", "mosh",
             "dig", "nslookup", "host", "whois", "traceroute", "tracepath", "mtr", "nmap", "http",
             "https", "xh", "rclone", "s3cmd", "gsutil", "aws", "gcloud", "az", "gh", "glab",
+            "helm",
         ],
     ),
     // Installing software.

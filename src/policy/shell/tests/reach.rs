@@ -44,6 +44,7 @@ const REACH_CASES: &[(&str, Reach)] = &[
     ("gh pr list", NET_WORKSPACE),
     ("aws s3 ls", NET_WORKSPACE),
     ("kubectl get pods", NET_WORKSPACE),
+    ("helm list", NET_WORKSPACE),
     // git: remotes reach the network, local work does not.
     ("git clone https://example.com/r.git", NET_WORKSPACE),
     ("git clone https://example.com/r.git /opt/r", NET_ANYWHERE),

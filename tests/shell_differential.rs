@@ -9,6 +9,10 @@
 //! unexpanded is compared only by position). A disagreement fails the test unless it is one of
 //! the documented exceptions in `KNOWN_DIFFERENCES`.
 //!
+//! Two more generators (issue #29): commands with a computed word (`$x`, `"$x"`, `-$x`, a glob)
+//! in an option position must be at least L2 "computed at run time", and awk and sed programs
+//! whose strings hold `;`, `>`, `|` must get the level their code (not their strings) gives.
+//!
 //! Cases per run: 2,000 (a few seconds); `CLAWVISOR_FUZZ_CASES` raises it, as for `tests/fuzz.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -234,6 +238,80 @@ fn command_line() -> impl Strategy<Value = String> {
         })
 }
 
+/// A word the shell computes, in a position where it can become an option (issue #29).
+fn computed_option_word() -> impl Strategy<Value = String> {
+    let name = "[a-z]{1,3}";
+    prop_oneof![
+        name.prop_map(|name| format!("${name}")),
+        name.prop_map(|name| format!("\"${name}\"")),
+        name.prop_map(|name| format!("${{{name}}}")),
+        name.prop_map(|name| format!("-${name}")),
+        name.prop_map(|name| format!("-\"${name}\"")),
+        name.prop_map(|name| format!("--output=${name}")),
+        name.prop_map(|name| format!("x${name}")),
+        Just("*".to_string()),
+        Just("?x".to_string()),
+    ]
+}
+
+/// A command whose options include a computed word: a program with options that write or run
+/// something, literal words around the computed one.
+fn command_with_computed_option() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec![
+            "sort", "git", "tar", "rg", "find", "cp", "date", "tree", "xxd", "man", "cargo",
+            "less", "file",
+        ]),
+        prop::collection::vec("-[a-z]{1,2}|[a-z.]{1,5}", 0..2),
+        computed_option_word(),
+        prop::collection::vec("[a-z.]{1,5}", 0..2),
+    )
+        .prop_map(|(program, before, computed, after)| {
+            let mut words = vec![program.to_string()];
+            words.extend(before);
+            words.push(computed);
+            words.extend(after);
+            words.join(" ")
+        })
+}
+
+/// Text for an awk or sed string: letters, blanks and the characters a program splitter could
+/// mistake for syntax.
+fn program_string() -> impl Strategy<Value = String> {
+    "[a-z ;>|&{}]{0,8}"
+}
+
+/// An awk or sed program with strings holding `;`, `>`, `|`, and the level it must get: the
+/// strings never change it; a redirection or pipe outside them does.
+fn awk_or_sed_program() -> impl Strategy<Value = (String, RiskLevel)> {
+    prop_oneof![
+        program_string()
+            .prop_map(|text| (format!("awk '{{ print \"{text}\" }}' data"), RiskLevel::L0)),
+        (program_string(), program_string()).prop_map(|(a, b)| (
+            format!("awk '{{ x = \"{a}\"; print x, \"{b}\" }}' data"),
+            RiskLevel::L0
+        )),
+        program_string().prop_map(|text| (
+            format!("awk '{{ print \"{text}\" > \"out\" }}' data"),
+            RiskLevel::L2
+        )),
+        program_string().prop_map(|text| (
+            format!("awk '{{ print \"{text}\" | \"sh\" }}' data"),
+            RiskLevel::L3
+        )),
+        program_string().prop_map(|text| (
+            format!("awk 'BEGIN {{ s = \"{text}\"; system(s) }}'"),
+            RiskLevel::L3
+        )),
+        (program_string(), program_string())
+            .prop_map(|(a, b)| (format!("sed 's/{a}/{b}/g' data"), RiskLevel::L0)),
+        (program_string(), program_string())
+            .prop_map(|(a, b)| (format!("sed 's/{a}/{b}/w out' data"), RiskLevel::L2)),
+        (program_string(), program_string())
+            .prop_map(|(a, b)| (format!("sed 's/{a}/{b}/e' data"), RiskLevel::L3)),
+    ]
+}
+
 // ---------------------------------------------------------------------------------------------
 // The comparison.
 
@@ -301,6 +379,60 @@ fn our_lexer_reads_simple_commands_as_brush_does() {
         commands >= cases as usize / 10 && words >= commands,
         "only {commands} of {cases} commands ({words} words) were compared"
     );
+}
+
+/// A computed word in an option position is at least L2 and says "computed at run time"; both
+/// lexers still read the command alike.
+#[test]
+fn computed_options_are_never_low() {
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: fuzz_cases(2_000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&command_with_computed_option(), |command| {
+            compare(&command)?;
+            let assessment = classify_shell(&command);
+            let says_why = assessment
+                .reasons
+                .iter()
+                .any(|reason| reason.contains("computed at run time"));
+            prop_assert!(
+                assessment.level == RiskLevel::L3
+                    || (assessment.level >= RiskLevel::L2 && says_why),
+                "{command:?}: {} {:?}",
+                assessment.level,
+                assessment.reasons
+            );
+            Ok(())
+        })
+        .unwrap_or_else(|failure| panic!("{failure}"));
+}
+
+/// awk and sed programs are read as programs: strings with `;`, `>`, `|` change nothing, a
+/// redirection, pipe, `system` or `e` flag outside them does; both lexers read them alike.
+#[test]
+fn awk_and_sed_strings_do_not_split_programs() {
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: fuzz_cases(2_000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&awk_or_sed_program(), |(command, expected)| {
+            compare(&command)?;
+            let assessment = classify_shell(&command);
+            prop_assert_eq!(
+                assessment.level,
+                expected,
+                "{:?}: {:?}",
+                command,
+                assessment.reasons
+            );
+            Ok(())
+        })
+        .unwrap_or_else(|failure| panic!("{failure}"));
 }
 
 /// Hand-written cases: the quoting forms the fuzzer draws from, each compared once.

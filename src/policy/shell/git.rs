@@ -10,6 +10,32 @@ pub(super) const GIT_KEYS_THAT_RUN_PROGRAMS: &[&str] = &[
     "receivepack", "include", "command",
 ];
 
+/// Git configuration forced on every command ([`git_hardening_environment`]).
+#[rustfmt::skip]
+pub(super) const GIT_HARDENING: &[(&str, &str)] = &[
+    ("safe.bareRepository", "explicit"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("protocol.ext.allow", "never"),
+];
+
+/// Git configuration that every shell command should run with, as environment variables
+/// (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`: command scope, above the
+/// repository's own configuration): git refuses a bare repository it was not pointed at (a
+/// planted `HEAD`, `config`, `objects/` in the workspace would otherwise load), and runs no
+/// fsmonitor and no hooks. A read-only `git status` in a planted directory then runs nothing.
+pub fn git_hardening_environment() -> Vec<(String, String)> {
+    let mut environment = vec![(
+        "GIT_CONFIG_COUNT".to_string(),
+        GIT_HARDENING.len().to_string(),
+    )];
+    for (index, (key, value)) in GIT_HARDENING.iter().enumerate() {
+        environment.push((format!("GIT_CONFIG_KEY_{index}"), key.to_string()));
+        environment.push((format!("GIT_CONFIG_VALUE_{index}"), value.to_string()));
+    }
+    environment
+}
+
 /// Git subcommands that only read the repository: L0.
 #[rustfmt::skip]
 pub(super) const GIT_READ_ONLY: &[&str] = &[
@@ -93,7 +119,8 @@ fn read_git_global_options(texts: &[&str]) -> Result<GitGlobalOptions, Verdict> 
             break;
         }
         match *text {
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" => index += 2,
+            "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+            | "--attr-source" | "--list-cmds" => index += 2,
             "-c" => {
                 let setting = texts.get(index + 1).copied().unwrap_or("");
                 refuse_git_setting_that_runs_a_program(setting)?;

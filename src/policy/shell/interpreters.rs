@@ -194,8 +194,13 @@ pub(super) fn classify_interpreter(
             RiskLevel::L3,
             format!("`{name} {}` runs inline code", quote_for_reason(option)),
         ),
-        InterpreterProgram::PythonModule { module, arguments } => {
-            classify_python_module(name, module, arguments)
+        InterpreterProgram::PythonModule {
+            module,
+            arguments: module_arguments,
+        } => {
+            let mut verdict = classify_python_module(name, module, module_arguments);
+            raise_for_shadowed_module(name, module, arguments, &mut verdict);
+            verdict
         }
         InterpreterProgram::StandardInput => reads_standard_input(name, input),
         InterpreterProgram::Unnamed {
@@ -368,7 +373,9 @@ pub(super) fn classify_python_module(
     if matches!(module, "pip" | "pip3")
         && let Some(rules) = SUBCOMMAND_RULES.iter().find(|rules| rules.program == "pip")
     {
-        return classify_subcommand(rules, arguments);
+        let mut verdict = classify_subcommand(rules, arguments);
+        add_reach("pip", arguments, &mut verdict);
+        return verdict;
     }
     if let Some((_, level, reason)) = PYTHON_MODULES.iter().find(|(known, _, _)| *known == module) {
         return Verdict::new(*level, format!("`{interpreter} -m {module}` {reason}"));

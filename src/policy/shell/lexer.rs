@@ -16,6 +16,10 @@ pub(super) struct Word {
     pub(super) expands_variable: bool,
     /// Unquoted characters that drive glob and brace expansion (`*?[]{},`), in order.
     pub(super) unquoted_pattern_characters: String,
+    /// Byte offset in `text` where the first `$` or backtick expansion begins.
+    pub(super) first_expansion_at: Option<usize>,
+    /// An expansion outside double quotes: the shell splits its value into words and globs them.
+    pub(super) expands_unquoted: bool,
 }
 
 impl Word {
@@ -200,8 +204,8 @@ impl Lexer {
                 '`' => {
                     self.note_hidden("command substitution with backticks");
                     let raw = self.take_backticks()?;
+                    self.mark_expansion(Quoting::Unquoted);
                     self.push_text(&raw, Quoting::Unquoted);
-                    self.word.expands_variable = true;
                 }
                 '$' => self.lex_dollar(Quoting::Unquoted)?,
                 '#' if !self.word_started => self.skip_comment(),
@@ -274,6 +278,15 @@ impl Lexer {
         if !self.hidden_commands.contains(&description) {
             self.hidden_commands.push(description);
         }
+    }
+
+    /// Records that an expansion starts here, at the word's current end.
+    pub(super) fn mark_expansion(&mut self, quoting: Quoting) {
+        self.word.expands_variable = true;
+        self.word
+            .first_expansion_at
+            .get_or_insert(self.word.text.len());
+        self.word.expands_unquoted |= quoting == Quoting::Unquoted;
     }
 
     pub(super) fn push_character(&mut self, character: char, quoting: Quoting) {
@@ -374,8 +387,8 @@ impl Lexer {
                 '`' => {
                     self.note_hidden("command substitution with backticks");
                     let raw = self.take_backticks()?;
+                    self.mark_expansion(Quoting::Quoted);
                     self.push_text(&raw, Quoting::Quoted);
-                    self.word.expands_variable = true;
                 }
                 '$' => self.lex_dollar(Quoting::Quoted)?,
                 other => {
@@ -395,8 +408,8 @@ impl Lexer {
                     self.note_hidden("command substitution `$(…)`");
                 }
                 let raw = self.take_balanced('(', ')')?;
+                self.mark_expansion(quoting);
                 self.push_text(&raw, quoting);
-                self.word.expands_variable = true;
             }
             Some('{') => {
                 let raw = self.take_balanced('{', '}')?;
@@ -408,8 +421,8 @@ impl Lexer {
                         "a parameter expansion operator (`${x@P}`, `${!x}`, `${a[i]}`, …)",
                     );
                 }
+                self.mark_expansion(quoting);
                 self.push_text(&raw, quoting);
-                self.word.expands_variable = true;
             }
             Some('\'') if quoting == Quoting::Unquoted => {
                 self.position += 2;
@@ -425,12 +438,12 @@ impl Lexer {
             // `$[…]` is the old arithmetic expansion, which can run `a[$(…)]`.
             Some('[') => {
                 self.note_unmodelled("arithmetic expansion `$[…]`");
+                self.mark_expansion(quoting);
                 self.push_character('$', quoting);
-                self.word.expands_variable = true;
                 self.position += 1;
             }
             Some(next) if next.is_ascii_alphanumeric() || "_@*#?-$!".contains(next) => {
-                self.word.expands_variable = true;
+                self.mark_expansion(quoting);
                 self.push_character('$', quoting);
                 self.position += 1;
             }
@@ -670,8 +683,8 @@ impl Lexer {
             self.note_hidden("process substitution `<(…)`");
             self.finish_word();
             let raw = self.take_balanced('(', ')')?;
+            self.mark_expansion(Quoting::Unquoted);
             self.push_text(&raw, Quoting::Unquoted);
-            self.word.expands_variable = true;
             return Ok(());
         }
         // A word made only of digits right before the operator names a file descriptor (`2>`).

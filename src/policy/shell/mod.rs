@@ -41,23 +41,44 @@
 //! 7. After a `cd` out of the working directory (an absolute path, `~`, `..`, `-`), later L1 commands
 //!    are L2: their relative paths no longer point into the project.
 //!
+//! 8. A word the shell computes (`$x`, `"$x"` first in a word, an unquoted expansion that word
+//!    splitting may turn into several words, a glob that may match a file named `-rf`) where it
+//!    can become an option is at least L2 "computed at run time" (`computed.rs`), except for
+//!    programs whose every option only reads or prints; any expansion in an awk or sed program
+//!    counts. awk programs are tokenized (`text_tools.rs`): strings and regular expressions do
+//!    not end statements or redirect.
+//! 9. Shell state that becomes code: setting a variable of the one table `SHELL_STATE_VARIABLES`
+//!    in any way (`NAME=`, `export NAME`, `declare`, `printf -v`, `read`, `mapfile`, `for NAME
+//!    in`, `getopts`) is at least L2 naming it (`state.rs`); `history -w`, `hash -p`, `fc`,
+//!    `compgen -C`, `mapfile -C` the same or L3.
+//! 10. What an approved command reaches (`reach.rs`): the network (network clients, remote git,
+//!     package downloads; such a command is at least L2) and writes outside the workspace
+//!     (installs, system changes, written paths outside the working directory, writes after a
+//!     `cd` out of it). An unknown or computed command stays narrow.
+//!
 //! An interpreter is L3 when its program is not in the command line the reviewer sees: inline code
 //! (`sh -c`, `python -c`, `perl -e`, `node -e`, …) or a program read from standard input (`curl … |
 //! sh`, `python3 <<EOF`, a bare `bash`). Running a named script is L2.
 //!
 //! Files: `lexer` and `syntax` (reading the command as bash does), `expansions`, `builtins`,
-//! `options`, `tables` (the command tables), the per-command rules in `git`, `interpreters`,
-//! `wrappers`, `files`, `text_tools` and `system`, and `patterns`.
+//! `options`, `tables` and `subcommands` (the command tables), the per-command rules in `git`,
+//! `interpreters`, `wrappers`, `files`, `text_tools` and `system`, `patterns`, `computed`,
+//! `state` and `reach`.
 //!
 
 mod builtins;
+mod computed;
 mod expansions;
 mod files;
 mod git;
 mod interpreters;
 mod lexer;
+mod loads;
 mod options;
 mod patterns;
+mod reach;
+mod state;
+mod subcommands;
 mod syntax;
 mod system;
 mod tables;
@@ -69,12 +90,18 @@ mod wrappers;
 use crate::policy::paths::*;
 use crate::policy::{Assessment, Reach, RiskLevel, Writes, quote_for_reason};
 use builtins::*;
+use computed::*;
 use files::*;
+pub use git::git_hardening_environment;
 use git::*;
 use interpreters::*;
 use lexer::*;
+use loads::*;
 use options::*;
 use patterns::*;
+use reach::*;
+use state::*;
+use subcommands::*;
 use syntax::*;
 use system::*;
 use tables::*;
@@ -180,15 +207,11 @@ pub fn classify_shell(command: &str) -> Assessment {
     }
 
     let mut left_working_directory = false;
+    let mut entered_directory = false;
     for simple_command in &commands {
         let mut verdict = classify_simple_command(simple_command);
-        if left_working_directory && verdict.level == RiskLevel::L1 {
-            verdict.raise_to(
-                RiskLevel::L2,
-                "runs after a `cd` out of the working directory, so its relative paths point elsewhere",
-            );
-        }
-        left_working_directory |= verdict.leaves_working_directory;
+        raise_after_leaving(&mut verdict, &mut left_working_directory);
+        raise_for_git_after_entering(simple_command, &mut entered_directory, &mut verdict);
         needs = needs.union(verdict.needs);
         add(
             &mut assessment,
@@ -239,18 +262,6 @@ impl Verdict {
         }
     }
 
-    /// The command needs the network when approved.
-    pub(super) fn needing_network(mut self) -> Verdict {
-        self.needs.network = true;
-        self
-    }
-
-    /// The command writes outside the workspace when approved.
-    pub(super) fn needing_writes_anywhere(mut self) -> Verdict {
-        self.needs.writes = Writes::Anywhere;
-        self
-    }
-
     pub(super) fn writing(mut self, paths: impl IntoIterator<Item = String>) -> Verdict {
         self.written_paths.extend(paths);
         self
@@ -293,6 +304,8 @@ fn classify_simple_command(command: &SimpleCommand) -> Verdict {
     let mut verdict = classify_words(&words, standard_input_of(command), 0);
     raise_for_output_redirections(&mut verdict, &command.redirections);
     raise_for_written_paths(&mut verdict);
+    add_reach_for_paths(&mut verdict, &words);
+    raise_for_network(&mut verdict);
     raise_for_working_elsewhere(&mut verdict, &words);
     raise_for_block_device_words(&mut verdict, &words);
     escalate_for_sensitive_paths(&mut verdict, &words, &command.redirections);
@@ -492,8 +505,25 @@ fn classify_program_word(
     verdict
 }
 
-/// Looks a program up: dedicated rules first, then the tables; unknown programs are L2.
+/// Looks a program up (see [`classify_program_by_rules`]) and adds what it reaches.
 fn classify_program(
+    program: &str,
+    arguments: &[Word],
+    input: StandardInput,
+    depth: usize,
+) -> Verdict {
+    let mut verdict = classify_program_by_rules(program, arguments, input, depth);
+    add_reach(program, arguments, &mut verdict);
+    // A wrapper's own options are checked by `classify_wrapper`; the command it runs, here.
+    if !WRAPPERS.iter().any(|wrapper| wrapper.name == program) {
+        raise_for_computed_arguments(program, arguments, &mut verdict);
+    }
+    raise_for_loaded_files(program, arguments, &mut verdict);
+    verdict
+}
+
+/// Looks a program up: dedicated rules first, then the tables; unknown programs are L2.
+fn classify_program_by_rules(
     program: &str,
     arguments: &[Word],
     input: StandardInput,
@@ -528,6 +558,9 @@ fn classify_program(
 
 /// The programs with a rule of their own (`rm`, `git`, `sed`, …); None for the others.
 fn classify_by_dedicated_rule(program: &str, arguments: &[Word], depth: usize) -> Option<Verdict> {
+    if let Some(verdict) = classify_shell_state_builtin(program, arguments) {
+        return Some(verdict);
+    }
     let verdict = match program {
         "xargs" => classify_xargs(arguments, depth),
         "find" => classify_find(arguments, depth),
@@ -644,11 +677,10 @@ fn classify_by_command_tables(program: &str, arguments: &[Word]) -> Verdict {
         return Verdict::new(RiskLevel::L1, format!("`{program}` {reason}"));
     }
     if let Some(reason) = find_group(APPROVAL_GROUPS, program) {
+        // What these reach (network, writes anywhere) is added by `add_reach`.
         let verdict = Verdict::new(RiskLevel::L2, format!("`{program}` {reason}"));
         return match reason {
-            NETWORK_GROUP => verdict.needing_network(),
-            SOFTWARE_GROUP => verdict.needing_network().needing_writes_anywhere(),
-            SYSTEM_GROUP => verdict.needing_writes_anywhere(),
+            FILE_CHANGES_GROUP => verdict.writing(operands(arguments)),
             _ => verdict,
         };
     }

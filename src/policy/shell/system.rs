@@ -122,9 +122,13 @@ pub(super) fn classify_change_directory(program: &str, arguments: &[Word]) -> Ve
         .iter()
         .map(|word| word.text.as_str())
         .find(|text| !text.starts_with('-') || *text == "-");
+    let computed = arguments
+        .iter()
+        .any(|word| word.expands_variable || word.globs());
     let leaves = match (program, target) {
-        // `popd`, `cd` alone and `cd -` go somewhere the command line does not say.
+        // `popd`, `cd` alone, `cd -` and `cd "$d"` go somewhere the command line does not say.
         ("popd", _) | (_, None | Some("-")) => true,
+        _ if computed => true,
         (_, Some(target)) => is_outside_working_directory(target),
     };
     let mut verdict = Verdict::new(
@@ -162,17 +166,17 @@ pub(super) fn container_takes_over_host(arguments: &[Word]) -> Option<&'static s
     None
 }
 
-pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -> Verdict {
-    let program = rules.program;
-    // The subcommand is the first word that is neither an option nor an option's value
-    // (`+nightly` selects a toolchain).
-    let mut subcommand = None;
+/// The subcommand: the first word that is neither an option nor an option's value (`+nightly`
+/// selects a toolchain).
+pub(super) fn find_subcommand<'a>(
+    rules: &SubcommandRules,
+    arguments: &'a [Word],
+) -> Option<&'a str> {
     let mut index = 0;
     while let Some(word) = arguments.get(index) {
         let text = word.text.as_str();
         if !text.starts_with('-') && !text.starts_with('+') {
-            subcommand = Some(text);
-            break;
+            return Some(text);
         }
         index += if option_takes_next_word(text, rules.options_with_value) {
             2
@@ -180,7 +184,54 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
             1
         };
     }
-    let mut verdict = match subcommand {
+    None
+}
+
+/// The word that is the subcommand if the option just before [`find_subcommand`]'s answer takes
+/// a value the tables do not know of (`pip --log list install x` installs): an unknown option
+/// without `=` may consume the next word, so both readings are classified.
+pub(super) fn alternative_subcommand<'a>(
+    rules: &SubcommandRules,
+    arguments: &'a [Word],
+) -> Option<&'a str> {
+    let subcommand = find_subcommand(rules, arguments)?;
+    let index = arguments.iter().position(|word| word.text == subcommand)?;
+    let before = arguments.get(index.checked_sub(1)?)?.text.as_str();
+    let unknown_option = before.starts_with('-')
+        && !before.contains('=')
+        && !option_takes_next_word(before, rules.options_with_value);
+    if !unknown_option {
+        return None;
+    }
+    arguments
+        .get(index + 1)
+        .map(|word| word.text.as_str())
+        .filter(|text| !text.starts_with('-'))
+}
+
+pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -> Verdict {
+    let mut verdict = classify_named_subcommand(rules, find_subcommand(rules, arguments));
+    if let Some(alternative) = alternative_subcommand(rules, arguments) {
+        let other = classify_named_subcommand(rules, Some(alternative));
+        if other.level > verdict.level {
+            verdict.raise_to(
+                other.level,
+                format!(
+                    "if the option before it takes a value, the subcommand is `{}`: {}",
+                    quote_for_reason(alternative),
+                    other.reasons.join("; ")
+                ),
+            );
+        }
+    }
+    raise_for_options_needing_approval(rules, arguments, &mut verdict);
+    verdict
+}
+
+/// The verdict for one reading of the subcommand (None: the program alone).
+fn classify_named_subcommand(rules: &SubcommandRules, subcommand: Option<&str>) -> Verdict {
+    let program = rules.program;
+    match subcommand {
         None => Verdict::new(rules.bare, format!("`{program}` without a subcommand")),
         Some(subcommand) => {
             let quoted = quote_for_reason(subcommand);
@@ -214,7 +265,16 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
                 )
             }
         }
-    };
+    }
+}
+
+/// Options that need approval whatever the subcommand (`cargo --config`).
+fn raise_for_options_needing_approval(
+    rules: &SubcommandRules,
+    arguments: &[Word],
+    verdict: &mut Verdict,
+) {
+    let program = rules.program;
     if let Some(option) = arguments.iter().find(|word| {
         rules
             .options_needing_approval
@@ -229,5 +289,4 @@ pub(super) fn classify_subcommand(rules: &SubcommandRules, arguments: &[Word]) -
             ),
         );
     }
-    verdict
 }

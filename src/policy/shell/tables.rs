@@ -56,10 +56,11 @@ pub(super) const READ_ONLY_GROUPS: &[CommandGroup] = &[
             "journalctl", "dmesg",
         ],
     ),
-    // Network look-ups that send a query and change nothing.
+    // The machine's own sockets (a network look-up is in the network group: it needs the
+    // network, which only an approved command gets).
     (
-        "only looks up network information",
-        &["dig", "nslookup", "host", "ss", "netstat"],
+        "only reports this machine's network state",
+        &["ss", "netstat"],
     ),
 ];
 
@@ -109,6 +110,7 @@ pub(super) const RUNS_PROJECT_CODE: &[CommandGroup] = &[(
 
 /// The approval groups whose commands need more than the workspace when they run
 /// ([`crate::policy::Reach`]).
+pub(super) const FILE_CHANGES_GROUP: &str = "changes or deletes files";
 pub(super) const NETWORK_GROUP: &str = "reaches the network or another machine";
 pub(super) const SOFTWARE_GROUP: &str = "installs or removes software";
 pub(super) const SYSTEM_GROUP: &str = "changes services, processes or system settings";
@@ -119,16 +121,20 @@ pub(super) const SYSTEM_GROUP: &str = "changes services, processes or system set
 pub(super) const APPROVAL_GROUPS: &[CommandGroup] = &[
     // Moving, deleting, linking and re-permissioning files.
     (
-        "changes or deletes files",
+        FILE_CHANGES_GROUP,
         &[
-            "unlink", "shred", "mv", "ln", "install", "tee", "truncate", "patch", "rsync", "scp",
-            "sftp", "ftp",
+            "unlink", "shred", "mv", "ln", "install", "tee", "truncate", "patch", "rsync",
         ],
     ),
-    // Talking to other machines: downloads, uploads, remote shells.
+    // Talking to other machines: downloads, uploads, remote shells, look-ups, cloud clients.
     (
         NETWORK_GROUP,
-        &["curl", "wget", "ssh", "telnet", "aria2c"],
+        &[
+            "curl", "wget", "ssh", "scp", "sftp", "ftp", "lftp", "telnet", "aria2c", "mosh",
+            "dig", "nslookup", "host", "whois", "traceroute", "tracepath", "mtr", "nmap", "http",
+            "https", "xh", "rclone", "s3cmd", "gsutil", "aws", "gcloud", "az", "gh", "glab",
+            "helm",
+        ],
     ),
     // Installing software.
     (
@@ -229,256 +235,6 @@ pub(super) const READ_ONLY_OPERAND_LIMITS: &[(&str, usize, &str)] = &[
     ("hostname", 0, "sets the host name"),
 ];
 
-/// Programs driven by a subcommand (`cargo build`, `npm install`).
-pub(super) struct SubcommandRules {
-    pub(super) program: &'static str,
-    /// Subcommands that only read: L0.
-    pub(super) read_only: &'static [&'static str],
-    /// Subcommands whose effects stay in the project and that run none of its code: L1.
-    pub(super) project_local: &'static [&'static str],
-    /// Subcommands that run the project's code (build scripts, tests, package scripts): L2.
-    pub(super) runs_project_code: &'static [&'static str],
-    /// Subcommands that stop the machine or run code nobody reviews: L3.
-    pub(super) blocked: &'static [&'static str],
-    /// The level without a subcommand (`cargo` alone prints help, `yarn` alone installs).
-    pub(super) bare: RiskLevel,
-    /// Options that need approval whatever the subcommand (`cargo --config` can name a program).
-    pub(super) options_needing_approval: &'static [&'static str],
-    /// Options before the subcommand whose value is the next word (`kubectl -n prod get`).
-    pub(super) options_with_value: &'static [&'static str],
-}
-
-/// Any other subcommand needs approval (L2): installing, publishing, running downloaded code,
-/// changing services or containers.
-#[rustfmt::skip]
-pub(super) const SUBCOMMAND_RULES: &[SubcommandRules] = &[
-    SubcommandRules {
-        program: "cargo",
-        read_only: &[
-            "tree", "metadata", "search", "version", "help", "locate-project", "verify-project",
-            "pkgid", "read-manifest",
-        ],
-        project_local: &["fmt", "new", "init", "clean", "fetch", "generate-lockfile", "vendor"],
-        runs_project_code: &[
-            "build", "b", "check", "c", "test", "t", "clippy", "doc", "d", "bench", "run", "r",
-            "fix", "package", "nextest", "install", "publish",
-        ],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["-C", "-Z", "--color", "--config", "--manifest-path"],
-        options_needing_approval: &["--config"],
-    },
-    SubcommandRules {
-        program: "npm",
-        read_only: &[
-            "ls", "list", "ll", "la", "view", "v", "info", "show", "outdated", "search", "help",
-            "explain", "why", "root", "prefix", "query", "doctor", "ping", "whoami", "fund",
-        ],
-        project_local: &[],
-        runs_project_code: &[
-            "test", "t", "tst", "run", "run-script", "start", "pack", "install", "i", "ci",
-            "exec", "x", "rebuild", "restart", "stop",
-        ],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["--prefix", "-w", "--workspace"],
-        options_needing_approval: &["--script-shell"],
-    },
-    SubcommandRules {
-        program: "pnpm",
-        read_only: &[
-            "ls", "list", "outdated", "why", "view", "info", "help", "root",
-        ],
-        project_local: &[],
-        runs_project_code: &["test", "t", "run", "start", "install", "i", "exec", "dlx"],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["-C", "--dir", "--filter", "-F"],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "yarn",
-        read_only: &["info", "list", "why", "outdated", "help", "versions"],
-        project_local: &[],
-        runs_project_code: &["test", "run", "build", "start", "lint", "install", "exec", "dlx"],
-        blocked: &[],
-        bare: RiskLevel::L2,
-        options_with_value: &["--cwd"],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "bun",
-        read_only: &["pm", "help"],
-        project_local: &[],
-        runs_project_code: &["test", "run", "build", "install", "x"],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["--cwd"],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "deno",
-        read_only: &["info", "doc", "help", "types"],
-        project_local: &["fmt", "lint", "check"],
-        runs_project_code: &["test", "bench", "run", "task", "compile"],
-        blocked: &["eval", "repl"],
-        bare: RiskLevel::L3,
-        options_with_value: &[],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "go",
-        read_only: &["version", "env", "list", "doc", "help"],
-        project_local: &["fmt"],
-        runs_project_code: &["build", "test", "vet", "run", "generate", "install"],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["-C"],
-        options_needing_approval: &["-w"],
-    },
-    SubcommandRules {
-        program: "pip",
-        read_only: &[
-            "list", "show", "freeze", "check", "help", "search", "inspect", "debug",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "pip3",
-        read_only: &[
-            "list", "show", "freeze", "check", "help", "search", "inspect", "debug",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "apt",
-        read_only: &[
-            "list", "search", "show", "policy", "depends", "rdepends", "showpkg", "showsrc",
-            "changelog",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["-o"],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "apt-cache",
-        read_only: &[
-            "search", "show", "policy", "depends", "rdepends", "showpkg", "showsrc", "pkgnames",
-            "stats", "madison",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &["-o"],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "brew",
-        read_only: &[
-            "list", "ls", "info", "search", "outdated", "deps", "uses", "config", "doctor",
-            "leaves",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "gem",
-        read_only: &[
-            "list", "search", "info", "query", "specification", "contents", "environment", "help",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "systemctl",
-        read_only: &[
-            "status", "show", "is-active", "is-enabled", "is-failed", "list-units",
-            "list-unit-files", "list-timers", "list-sockets", "list-dependencies", "list-jobs",
-            "cat", "help", "get-default", "is-system-running",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[
-            "poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "soft-reboot", "suspend",
-            "hibernate", "hybrid-sleep",
-        ],
-        bare: RiskLevel::L0,
-        options_with_value: &[
-            "-H", "--host", "-M", "--machine", "-p", "--property", "-t", "--type", "--state", "-n",
-            "--lines", "-o", "--output",
-        ],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "docker",
-        read_only: &[
-            "ps", "images", "version", "info", "logs", "inspect", "stats", "top", "port",
-            "history", "search", "diff", "events", "help",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[
-            "-H", "--host", "-c", "--context", "--config", "-l", "--log-level",
-        ],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "podman",
-        read_only: &[
-            "ps", "images", "version", "info", "logs", "inspect", "stats", "top", "port",
-            "history", "search", "diff", "events", "help",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[
-            "--connection", "-c", "--url", "--log-level", "--root", "--runroot",
-        ],
-        options_needing_approval: &[],
-    },
-    SubcommandRules {
-        program: "kubectl",
-        read_only: &[
-            "get", "describe", "logs", "top", "version", "explain", "api-resources", "api-versions",
-            "cluster-info", "help",
-        ],
-        project_local: &[],
-        runs_project_code: &[],
-        blocked: &[],
-        bare: RiskLevel::L0,
-        options_with_value: &[
-            "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-s", "--server",
-            "--user",
-        ],
-        options_needing_approval: &[],
-    },
-];
-
 /// Wrappers run the command after their own options; that command is classified instead.
 pub(super) struct Wrapper {
     pub(super) name: &'static str,
@@ -492,7 +248,7 @@ pub(super) struct Wrapper {
 pub(super) const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         name: "env",
-        options_with_value: &["-u", "--unset", "-C", "--chdir"],
+        options_with_value: &["-u", "--unset", "-C", "--chdir", "-a", "--argv0"],
         leading_operands: 0,
     },
     Wrapper {
@@ -570,22 +326,218 @@ pub(super) const SHELL_KEYWORDS: &[&str] = &[
 /// Shell words that start a loop or case header; the header itself runs nothing.
 pub(super) const SHELL_HEADERS: &[&str] = &["for", "select", "case"];
 
-/// Environment variables that make the next program load or run other code: setting one is L3.
+/// Shell state that becomes code: variables that make a program (or bash itself) load or run
+/// code, read options, or look for files elsewhere, and bash's special arrays. Setting one in
+/// any way (`NAME=`, `export NAME`, `declare`, `printf -v`, `read`, `mapfile`, `for NAME in`,
+/// `getopts`) is at least the level given, naming the variable. (pattern, level, what it
+/// does); a pattern ending in `*` is a prefix. L3: it names code or a library to run; L2: it
+/// changes options or where programs look for files.
 #[rustfmt::skip]
-pub(super) const CODE_LOADING_VARIABLES: &[&str] = &[
-    "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "PYTHONPATH",
-    "PYTHONSTARTUP", "PYTHONHOME", "PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYLIB", "RUBYOPT",
-    "NODE_OPTIONS", "NODE_PATH", "PAGER", "EDITOR", "VISUAL", "MANPAGER", "LESSOPEN", "LESSCLOSE",
-    "SSH_ASKPASS", "RUSTC_WRAPPER", "RUSTC", "CARGO_BUILD_RUSTC_WRAPPER",
+pub(super) const SHELL_STATE_VARIABLES: &[(&str, RiskLevel, &str)] = &[
+    // The dynamic loader and glibc.
+    ("LD_*", RiskLevel::L3, "makes every program load a library"),
+    ("DYLD_*", RiskLevel::L3, "makes every program load a library"),
+    ("GCONV_PATH", RiskLevel::L3, "makes glibc load character-set modules from a directory"),
+    ("LOCPATH", RiskLevel::L2, "makes glibc load locale files from a directory"),
+    ("NLSPATH", RiskLevel::L2, "makes programs load message catalogs from a directory"),
+    ("HOSTALIASES", RiskLevel::L2, "makes programs read host aliases from a file"),
+    // Bash itself.
+    ("BASH_ENV", RiskLevel::L3, "names a file every non-interactive bash runs at start"),
+    ("ENV", RiskLevel::L3, "names a file sh runs at start"),
+    ("BASH_FUNC_*", RiskLevel::L3, "defines a shell function for child shells"),
+    ("BASH_CMDS", RiskLevel::L3, "is bash's command hash table: it binds a command name to another program"),
+    ("BASH_ALIASES", RiskLevel::L3, "is bash's alias table: it binds a command name to other code"),
+    ("BASH_COMPAT", RiskLevel::L3, "changes how bash reads the lines after it"),
+    ("BASH_LOADABLES_PATH", RiskLevel::L3, "is where `enable -f` loads built-ins from"),
+    ("BASH_XTRACEFD", RiskLevel::L2, "sends bash's trace to another file"),
+    ("BASHOPTS", RiskLevel::L3, "changes how bash reads the lines after it"),
+    ("SHELLOPTS", RiskLevel::L3, "changes how bash reads the lines after it"),
+    ("POSIXLY_CORRECT", RiskLevel::L3, "puts bash (and GNU tools) in POSIX mode, which reads commands differently"),
+    ("PROMPT_COMMAND", RiskLevel::L3, "is a command bash runs before each prompt"),
+    ("PS0", RiskLevel::L3, "is a prompt bash expands (and so runs) later"),
+    ("PS1", RiskLevel::L3, "is a prompt bash expands (and so runs) later"),
+    ("PS2", RiskLevel::L3, "is a prompt bash expands (and so runs) later"),
+    ("PS3", RiskLevel::L3, "is a prompt bash expands (and so runs) later"),
+    ("PS4", RiskLevel::L3, "is expanded (and so run) before every traced command"),
+    ("IFS", RiskLevel::L3, "changes how bash splits every later word"),
+    ("MAILPATH", RiskLevel::L3, "names files bash checks, with messages it expands (and so runs)"),
+    ("MAILCHECK", RiskLevel::L2, "makes bash check mail files"),
+    ("MAIL", RiskLevel::L2, "names a file bash checks"),
+    ("PATH", RiskLevel::L2, "changes which programs run"),
+    ("CDPATH", RiskLevel::L2, "changes where `cd` goes, so later relative paths point elsewhere"),
+    ("GLOBIGNORE", RiskLevel::L2, "changes what globs match"),
+    ("FIGNORE", RiskLevel::L2, "changes how names are completed"),
+    ("EXECIGNORE", RiskLevel::L2, "changes which programs run"),
+    ("HISTFILE", RiskLevel::L2, "names the file bash writes its history into"),
+    ("HISTFILESIZE", RiskLevel::L2, "truncates the history file"),
+    ("INPUTRC", RiskLevel::L2, "names a readline configuration to load"),
+    ("HOME", RiskLevel::L2, "moves where programs load their configuration from"),
+    ("XDG_CONFIG_HOME", RiskLevel::L2, "moves where programs load their configuration from"),
+    ("XDG_CONFIG_DIRS", RiskLevel::L2, "moves where programs load their configuration from"),
+    ("ZDOTDIR", RiskLevel::L3, "names the directory zsh loads its start-up files from"),
+    ("SHELL", RiskLevel::L2, "names the shell other programs start"),
+    // Pagers, editors, browsers: programs other programs run.
+    ("PAGER", RiskLevel::L3, "names a program other programs run"),
+    ("MANPAGER", RiskLevel::L3, "names a program `man` runs"),
+    ("MANOPT", RiskLevel::L3, "gives `man` options, which can name a program to run"),
+    ("MANPATH", RiskLevel::L2, "changes where `man` reads pages from"),
+    ("SYSTEMD_PAGER", RiskLevel::L3, "names a program systemd tools run"),
+    ("EDITOR", RiskLevel::L3, "names a program other programs run"),
+    ("VISUAL", RiskLevel::L3, "names a program other programs run"),
+    ("BROWSER", RiskLevel::L3, "names a program other programs run"),
+    ("TERMINAL", RiskLevel::L3, "names a program other programs run"),
+    ("LESS*", RiskLevel::L3, "gives `less` options, key bindings or an input filter (LESSOPEN, LESSCLOSE, LESSKEY, LESSEDIT), which run commands"),
+    ("MORE", RiskLevel::L2, "gives `more` options"),
+    ("VIMINIT", RiskLevel::L3, "is a command vim runs at start"),
+    ("EXINIT", RiskLevel::L3, "is a command vi runs at start"),
+    ("MYVIMRC", RiskLevel::L3, "names a file vim runs at start"),
+    // Interpreters and their module paths.
+    ("PYTHON*", RiskLevel::L3, "makes python load code or options (PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, PYTHONWARNINGS, …)"),
+    ("PERL*", RiskLevel::L3, "makes perl load code or options (PERL5LIB, PERL5OPT, PERL5DB, …)"),
+    ("RUBY*", RiskLevel::L3, "makes ruby load code or options (RUBYOPT, RUBYLIB)"),
+    ("NODE_OPTIONS", RiskLevel::L3, "gives node options, which can load code (`--require`)"),
+    ("NODE_PATH", RiskLevel::L3, "makes node load modules from a directory"),
+    ("NODE_REPL_EXTERNAL_MODULE", RiskLevel::L3, "makes node load a module"),
+    ("JAVA_TOOL_OPTIONS", RiskLevel::L3, "gives java options, which can load an agent"),
+    ("_JAVA_OPTIONS", RiskLevel::L3, "gives java options, which can load an agent"),
+    ("JDK_JAVA_OPTIONS", RiskLevel::L3, "gives java options, which can load an agent"),
+    ("CLASSPATH", RiskLevel::L2, "makes java load classes from a directory"),
+    ("AWKPATH", RiskLevel::L3, "makes gawk load programs from a directory"),
+    ("AWKLIBPATH", RiskLevel::L3, "makes gawk load extensions from a directory"),
+    ("TCLLIBPATH", RiskLevel::L3, "makes tcl load code from a directory"),
+    ("LUA_PATH*", RiskLevel::L3, "makes lua load code from a directory"),
+    ("LUA_CPATH*", RiskLevel::L3, "makes lua load libraries from a directory"),
+    ("LUA_INIT*", RiskLevel::L3, "is code lua runs at start"),
+    ("PHPRC", RiskLevel::L3, "names a php configuration, which can load code"),
+    ("PHP_INI_SCAN_DIR", RiskLevel::L3, "names php configuration, which can load code"),
+    // Build tools, compilers, package managers.
+    ("RUSTC*", RiskLevel::L3, "names the compiler or a wrapper cargo runs"),
+    ("RUSTFLAGS", RiskLevel::L3, "gives rustc options, which can name a linker to run"),
+    ("RUSTDOCFLAGS", RiskLevel::L3, "gives rustdoc options, which can name a program to run"),
+    ("CARGO_*", RiskLevel::L3, "changes cargo's configuration, which can name programs to run"),
+    ("GOFLAGS", RiskLevel::L3, "gives go options, which can name a program to run (`-toolexec`)"),
+    ("GOENV", RiskLevel::L3, "names go's configuration file, which can set `GOFLAGS`"),
+    ("GOROOT", RiskLevel::L3, "names the go installation whose tools run"),
+    ("GOTOOLCHAIN", RiskLevel::L3, "makes go download and run another toolchain"),
+    ("GOPATH", RiskLevel::L2, "moves go's module cache and installed programs"),
+    ("GOBIN", RiskLevel::L2, "moves where `go install` writes programs"),
+    ("GOPROXY", RiskLevel::L2, "changes where go downloads modules from"),
+    ("MAKEFLAGS", RiskLevel::L3, "gives make options, which can load makefiles"),
+    ("MAKEFILES", RiskLevel::L3, "names makefiles make loads"),
+    ("CC", RiskLevel::L2, "names the compiler a build runs"),
+    ("CXX", RiskLevel::L2, "names the compiler a build runs"),
+    ("NPM_CONFIG_*", RiskLevel::L3, "changes npm's configuration, which can name a shell to run scripts"),
+    ("npm_config_*", RiskLevel::L3, "changes npm's configuration, which can name a shell to run scripts"),
+    ("PIP_*", RiskLevel::L2, "changes pip's configuration (index, options)"),
+    ("OPENSSL_CONF", RiskLevel::L3, "names an OpenSSL configuration, which can load an engine"),
+    ("OPENSSL_ENGINES", RiskLevel::L3, "is where OpenSSL loads engines from"),
+    // Archivers and filters whose options come from the environment.
+    ("TAR_OPTIONS", RiskLevel::L3, "gives tar options, which can run programs (`--to-command`, `--use-compress-program`)"),
+    ("GZIP", RiskLevel::L2, "gives gzip options"),
+    ("BZIP2", RiskLevel::L2, "gives bzip2 options"),
+    ("BZIP", RiskLevel::L2, "gives bzip2 options"),
+    ("XZ_OPT", RiskLevel::L2, "gives xz options"),
+    ("XZ_DEFAULTS", RiskLevel::L2, "gives xz options"),
+    ("ZSTD_*", RiskLevel::L2, "gives zstd options"),
+    ("GREP_OPTIONS", RiskLevel::L2, "gives grep options"),
+    ("ZIPOPT", RiskLevel::L3, "gives zip options, which can run a program (`-TT`)"),
+    ("UNZIP", RiskLevel::L2, "gives unzip options"),
+    ("RSYNC_RSH", RiskLevel::L3, "names the program rsync runs to connect"),
+    ("RSYNC_CONNECT_PROG", RiskLevel::L3, "names a program rsync runs"),
+    // Network clients, git, ssh, containers.
+    ("GIT_*", RiskLevel::L3, "changes git's configuration, which can name programs to run"),
+    ("SSH_*", RiskLevel::L3, "changes ssh's programs or agent (SSH_ASKPASS, SSH_AUTH_SOCK)"),
+    ("GNUPGHOME", RiskLevel::L2, "moves where gpg loads its configuration from"),
+    ("CURL_HOME", RiskLevel::L2, "moves where curl loads `.curlrc` from"),
+    ("WGETRC", RiskLevel::L2, "names a wget configuration, which can change where files go"),
+    ("KUBECONFIG", RiskLevel::L2, "names a kubectl configuration, which can name programs to run"),
+    ("DOCKER_HOST", RiskLevel::L2, "points docker at another daemon"),
+    ("DOCKER_CONFIG", RiskLevel::L2, "names a docker configuration, which can name helper programs"),
 ];
-
-/// Every variable starting with one of these is treated as code-loading too (`LD_PRELOAD`,
-/// `GIT_SSH_COMMAND`, exported bash functions).
-pub(super) const CODE_LOADING_VARIABLE_PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_", "BASH_FUNC_"];
 
 /// Options that point a project-local (L1) command at another directory; outside the working
 /// directory, the command needs approval.
 #[rustfmt::skip]
 pub(super) const DIRECTORY_OPTIONS: &[&str] = &[
     "-C", "--directory", "--manifest-path", "--prefix", "--cwd", "--dir", "--git-dir", "--work-tree",
+];
+
+/// Programs whose every option only changes what they read or print, so an option computed at
+/// run time does no more than a literal one (`wc -l "$f"`, `grep -rn "$pattern" src`).
+/// Programs with an option that writes, runs or loads something are not here (`sort -o`,
+/// `file -C`, `less`, `xxd out`, `date -s`).
+#[rustfmt::skip]
+pub(super) const COMPUTED_ARGUMENTS_ARE_HARMLESS: &[&str] = &[
+    "echo", "ls", "dir", "vdir", "cat", "tac", "nl", "head", "tail", "wc", "stat", "realpath",
+    "readlink", "basename", "dirname", "du", "df", "md5sum", "sha1sum", "sha256sum",
+    "sha512sum", "b2sum", "cksum", "grep", "egrep", "fgrep", "cut", "tr", "paste", "comm",
+    "diff", "cmp", "fold", "fmt", "expand", "unexpand", "rev", "column", "od", "hexdump",
+    "strings", "base64", "base32", "jq", "seq", "true", "false", ":", "pwd", "sleep", "expr",
+    "exit", "return", "shift", "break", "continue", "wait", "cd", "pushd", "popd", "type",
+    "which", "whereis", "id", "groups", "getent", "nproc", "whoami", "uname",
+];
+
+/// Programs whose argument is a program text: any expansion in it makes the code computed.
+pub(super) const PROGRAM_TEXT_TOOLS: &[&str] = &["sed", "awk", "gawk", "mawk", "nawk"];
+
+/// Options that name a file (or directory) a program loads as configuration or code:
+/// (program, option, what it is loaded as). A plantable file makes the command at least L2
+/// (`loads.rs`). Options that name a program to run are in the rules as L3.
+#[rustfmt::skip]
+pub(super) const LOADED_FILE_OPTIONS: &[(&str, &str, &str)] = &[
+    ("git", "--git-dir", "the repository (its configuration and hooks name programs to run)"),
+    ("git", "--work-tree", "the working tree (its `.gitattributes` name filters to run)"),
+    ("git", "-C", "the repository it finds there (its configuration and hooks name programs to run)"),
+    ("less", "-k", "key bindings (which can run shell commands)"),
+    ("less", "--lesskey-file", "key bindings (which can run shell commands)"),
+    ("less", "--lesskey-src", "key bindings (which can run shell commands)"),
+    ("less", "--lesskey-content", "key bindings (which can run shell commands)"),
+    ("man", "-C", "its configuration (which names programs to run)"),
+    ("man", "--config-file", "its configuration (which names programs to run)"),
+    ("awk", "-f", "the awk program"),
+    ("awk", "--file", "the awk program"),
+    ("awk", "-i", "an awk library"),
+    ("awk", "--include", "an awk library"),
+    ("gawk", "-f", "the awk program"),
+    ("gawk", "--include", "an awk library"),
+    ("sed", "-f", "the sed program"),
+    ("sed", "--file", "the sed program"),
+    ("make", "-f", "the makefile (its recipes run)"),
+    ("make", "--file", "the makefile (its recipes run)"),
+    ("make", "--makefile", "the makefile (its recipes run)"),
+    ("make", "-I", "a directory of included makefiles"),
+    ("bash", "--rcfile", "start-up commands"),
+    ("bash", "--init-file", "start-up commands"),
+    ("vim", "-u", "start-up commands"),
+    ("vim", "-S", "a script of commands"),
+    ("nvim", "-u", "start-up commands"),
+    ("gdb", "-x", "a script of commands"),
+    ("gdb", "--command", "a script of commands"),
+    ("ssh", "-F", "its configuration (which can name programs to run)"),
+    ("scp", "-F", "ssh's configuration (which can name programs to run)"),
+    ("curl", "-K", "its configuration (which can write files)"),
+    ("curl", "--config", "its configuration (which can write files)"),
+    ("wget", "--config", "its configuration (which can write files)"),
+    ("kubectl", "--kubeconfig", "its configuration (which can name programs to run)"),
+    ("docker", "--config", "its configuration (which can name helper programs)"),
+    ("cargo", "--config", "configuration (which can name programs to run)"),
+    ("npm", "--userconfig", "its configuration (which can name the shell for scripts)"),
+    ("npm", "--globalconfig", "its configuration (which can name the shell for scripts)"),
+    ("node", "-r", "a module run before the program"),
+    ("node", "--require", "a module run before the program"),
+    ("node", "--import", "a module run before the program"),
+    ("node", "--loader", "a module loader"),
+    ("perl", "-I", "a directory of modules"),
+    ("ruby", "-I", "a directory of modules"),
+    ("ruby", "-r", "a library run before the program"),
+    ("apt", "-c", "its configuration (which can name commands to run)"),
+    ("apt", "--config-file", "its configuration (which can name commands to run)"),
+    ("apt-cache", "-c", "its configuration (which can name commands to run)"),
+    ("apt-get", "-c", "its configuration (which can name commands to run)"),
+    ("pip", "--config-file", "its configuration"),
+    ("gem", "--config-file", "its configuration (which can load code)"),
+    ("sqlite3", "-init", "start-up commands (which can run shell commands)"),
+    ("psql", "-f", "a script of commands (which can run shell commands)"),
+    ("tmux", "-f", "its configuration (which can run shell commands)"),
+    ("screen", "-c", "its configuration (which can run shell commands)"),
 ];

@@ -49,7 +49,6 @@ const SHELL_CASES: &[(&str, RiskLevel)] = &[
     ("git branch", L0),
     ("git branch -a", L0),
     ("git config user.name", L0),
-    ("ping -c 3 example.com", L0),
     ("true && echo ok || echo no", L0),
     ("x=5; echo $x", L0),
     ("echo $HOME", L0),
@@ -123,7 +122,9 @@ const SHELL_CASES: &[(&str, RiskLevel)] = &[
     ("printenv", L1),
     ("env", L1),
     ("set", L1),
-    ("ping example.com", L1),
+    // A network look-up needs the network, which only an approved command gets.
+    ("ping -c 3 example.com", L2),
+    ("ping example.com", L2),
     ("tar czf out.tgz src", L1),
     ("git branch feature", L1),
     ("git -C ../other commit -m x", L2),
@@ -169,7 +170,9 @@ const SHELL_CASES: &[(&str, RiskLevel)] = &[
     ("./deploy.sh", L2),
     ("python3 script.py", L2),
     ("bash script.sh", L2),
-    ("echo data | python3 -m json.tool", L0),
+    // `python3 -m` runs a module the working directory may shadow; `-I` keeps it out.
+    ("echo data | python3 -m json.tool", L2),
+    ("echo data | python3 -I -m json.tool", L0),
     ("touch /tmp/x", L2),
     ("touch Makefile", L2),
     ("mkdir -p .github/workflows", L2),
@@ -612,3 +615,8 @@ fn pathological_input_is_classified_quickly() {
         assert!(!assessment.reasons.is_empty());
     }
 }
+
+mod computed;
+mod loaded_files;
+mod reach;
+mod shell_state;

@@ -179,7 +179,8 @@ pub(super) fn sed_script_risk(script: &str) -> Option<(RiskLevel, &'static str)>
                     index += 1;
                 }
             }
-            'p' | 'P' | 'd' | 'D' | 'n' | 'N' | 'g' | 'G' | 'h' | 'H' | 'x' | 'z' | '=' | 'F' => {}
+            'p' | 'P' | 'd' | 'D' | 'n' | 'N' | 'g' | 'G' | 'h' | 'H' | 'x' | 'z' | '=' | 'F'
+            | '{' | '}' => {}
             _ => {
                 note(RiskLevel::L2, "the sed script is not understood");
                 break;
@@ -235,13 +236,34 @@ pub(super) fn skip_delimited(
     }
 }
 
+/// gawk's `-W name[=value]` is `--name[=value]` (`-W exec file`, `-Wexec=file`).
+fn awk_arguments(arguments: &[Word]) -> Vec<String> {
+    let mut texts = Vec::new();
+    let mut index = 0;
+    while let Some(word) = arguments.get(index) {
+        index += 1;
+        match word.text.strip_prefix("-W") {
+            Some("") => {
+                if let Some(next) = arguments.get(index) {
+                    texts.push(format!("--{}", next.text));
+                    index += 1;
+                }
+            }
+            Some(name) => texts.push(format!("--{name}")),
+            None => texts.push(word.text.clone()),
+        }
+    }
+    texts
+}
+
 pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
+    let texts = awk_arguments(arguments);
     let mut program_text: Option<&str> = None;
     let mut program_from_file = false;
     let mut writes_file = false;
     let mut index = 0;
-    while let Some(word) = arguments.get(index) {
-        let text = word.text.as_str();
+    while let Some(text) = texts.get(index) {
+        let text = text.as_str();
         index += 1;
         // gawk reads any unambiguous prefix of its long options (`--lo` is `--load`).
         let value_follows = !text.contains('=');
@@ -259,7 +281,7 @@ pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
             _ if option_is_any_of(text, &["-e", "--source"]) => {
                 program_text = match text.split_once('=') {
                     Some((_, source)) => Some(source),
-                    None => arguments.get(index).map(|word| word.text.as_str()),
+                    None => texts.get(index).map(String::as_str),
                 };
                 index += usize::from(value_follows);
             }
@@ -272,7 +294,7 @@ pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
             }
             "--" => {
                 if program_text.is_none() && !program_from_file {
-                    program_text = arguments.get(index).map(|word| word.text.as_str());
+                    program_text = texts.get(index).map(String::as_str);
                 }
                 break;
             }
@@ -306,31 +328,167 @@ pub(super) fn classify_awk(arguments: &[Word]) -> Verdict {
     verdict
 }
 
-/// Reads an awk program for shell commands (`system`, pipes to or from commands, extensions)
-/// and for output redirected into files.
+/// Reads an awk program for shell commands (`system`, pipes to or from commands, coprocesses,
+/// indirect calls, extensions) and for output redirected into files. The program is tokenized:
+/// strings, regular expressions and comments are skipped, so a `;`, `>` or `|` inside them
+/// neither ends a statement nor redirects; `>` and `|` redirect only at the top level of a
+/// `print`/`printf` statement (inside parentheses `>` compares).
 pub(super) fn awk_program_risk(program: &str) -> Option<(RiskLevel, &'static str)> {
-    let compact: String = program.chars().filter(|c| !c.is_whitespace()).collect();
-    if program.contains("system")
-        || program.contains("@load")
-        || compact.contains("|getline")
-        || compact.contains("|&")
-    {
-        return Some((RiskLevel::L3, "the awk program runs shell commands"));
-    }
-    let mut worst = None;
-    for (start, _) in program.match_indices("print") {
-        let statement = &program[start..];
-        let end = statement.find([';', '}', '\n']).unwrap_or(statement.len());
-        let statement = &statement[..end];
-        if statement.replace("||", "").contains('|') {
-            return Some((
-                RiskLevel::L3,
-                "the awk program pipes output into a shell command",
-            ));
-        }
-        if statement.contains('>') {
-            worst = Some((RiskLevel::L2, "the awk program may write files with `>`"));
+    let tokens = match awk_tokens(program) {
+        Some(tokens) => tokens,
+        None => return Some((RiskLevel::L2, "the awk program is not understood")),
+    };
+    let mut worst: Option<(RiskLevel, &'static str)> = None;
+    let mut in_print = false;
+    let mut depth = 0usize;
+    for (index, token) in tokens.iter().enumerate() {
+        let next = tokens.get(index + 1).map(String::as_str);
+        match token.as_str() {
+            "system" => {
+                return Some((
+                    RiskLevel::L3,
+                    "the awk program runs shell commands (`system`)",
+                ));
+            }
+            "@load" => return Some((RiskLevel::L3, "the awk program loads a compiled extension")),
+            "|&" => return Some((RiskLevel::L3, "the awk program starts a coprocess")),
+            "|" if next == Some("getline") => {
+                return Some((
+                    RiskLevel::L3,
+                    "the awk program reads the output of a shell command",
+                ));
+            }
+            "|" if in_print && depth == 0 => {
+                return Some((
+                    RiskLevel::L3,
+                    "the awk program pipes output into a shell command",
+                ));
+            }
+            _ if token.starts_with('@') && token.len() > 1 && next == Some("(") => {
+                return Some((
+                    RiskLevel::L3,
+                    "the awk program calls a function by name (it can be `system`)",
+                ));
+            }
+            "@include" => {
+                worst = Some((
+                    RiskLevel::L2,
+                    "the awk program includes a program file, which is not reviewed",
+                ));
+            }
+            ">" | ">>" if in_print && depth == 0 => {
+                worst = worst.max(Some((
+                    RiskLevel::L2,
+                    "the awk program writes files with `>`",
+                )));
+            }
+            "print" | "printf" => {
+                in_print = true;
+                depth = 0;
+            }
+            "(" => depth += 1,
+            ")" => depth = depth.saturating_sub(1),
+            ";" | "\n" | "{" | "}" => in_print = false,
+            _ => {}
         }
     }
     worst
+}
+
+/// Splits an awk program into tokens: names (`print`, `@load`), operators and punctuation, with
+/// strings, regular expressions and comments replaced by `"…"` and `/…/`. None when a string
+/// or regular expression does not end.
+fn awk_tokens(program: &str) -> Option<Vec<String>> {
+    let characters: Vec<char> = program.chars().collect();
+    let mut tokens: Vec<String> = Vec::new();
+    let mut index = 0;
+    while let Some(&character) = characters.get(index) {
+        let previous = tokens.last().map(String::as_str);
+        match character {
+            ' ' | '\t' | '\r' => index += 1,
+            '\\' if characters.get(index + 1) == Some(&'\n') => index += 2,
+            '\n' => {
+                tokens.push("\n".to_string());
+                index += 1;
+            }
+            '#' => {
+                while characters.get(index).is_some_and(|&c| c != '\n') {
+                    index += 1;
+                }
+            }
+            '"' => {
+                index = skip_delimited(&characters, index + 1, '"')?;
+                tokens.push("\"…\"".to_string());
+            }
+            '/' if awk_operand_expected(previous) => {
+                index = skip_awk_regex(&characters, index + 1)?;
+                tokens.push("/…/".to_string());
+            }
+            _ if character.is_alphanumeric() || character == '_' || character == '@' => {
+                let start = index;
+                index += 1;
+                while characters
+                    .get(index)
+                    .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+                {
+                    index += 1;
+                }
+                tokens.push(characters[start..index].iter().collect());
+            }
+            _ => {
+                let pair: String = characters[index..characters.len().min(index + 2)]
+                    .iter()
+                    .collect();
+                let operator = ["|&", "||", ">>", ">=", "&&", "==", "!=", "<="]
+                    .into_iter()
+                    .find(|operator| pair == *operator)
+                    .map_or_else(|| character.to_string(), str::to_string);
+                index += operator.chars().count();
+                tokens.push(operator);
+            }
+        }
+    }
+    Some(tokens)
+}
+
+/// Whether a `/` after this token starts a regular expression (an operand is expected) rather
+/// than a division.
+fn awk_operand_expected(previous: Option<&str>) -> bool {
+    match previous {
+        None => true,
+        Some(token) => {
+            let ends_operand = token == ")"
+                || token == "]"
+                || token == "\"…\""
+                || token == "/…/"
+                || token
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
+                    && !matches!(token, "print" | "printf" | "return" | "in");
+            !ends_operand
+        }
+    }
+}
+
+/// From `index` (after the opening `/`), skips a regular expression through its closing `/`,
+/// honouring escapes and bracket expressions (`/[/]/`).
+fn skip_awk_regex(characters: &[char], mut index: usize) -> Option<usize> {
+    let mut in_brackets = false;
+    loop {
+        match characters.get(index)? {
+            '\\' => index += 2,
+            '[' => {
+                in_brackets = true;
+                index += 1;
+            }
+            ']' => {
+                in_brackets = false;
+                index += 1;
+            }
+            '/' if !in_brackets => return Some(index + 1),
+            '\n' => return None,
+            _ => index += 1,
+        }
+    }
 }

@@ -42,21 +42,8 @@ pub(super) fn assignment_risk(word: &Word) -> Option<(RiskLevel, String)> {
             ),
         ));
     }
-    if CODE_LOADING_VARIABLES.contains(&name)
-        || CODE_LOADING_VARIABLE_PREFIXES
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
-    {
-        return Some((
-            RiskLevel::L3,
-            format!("sets `{name}`, which makes programs load or run other code"),
-        ));
-    }
-    if name == "PATH" {
-        return Some((
-            RiskLevel::L2,
-            "sets `PATH`, which changes which programs run".to_string(),
-        ));
+    if let Some(risk) = shell_state_risk(name, "sets") {
+        return Some(risk);
     }
     if value.contains("$(") || value.contains('`') {
         return Some((
@@ -86,6 +73,7 @@ pub(super) fn classify_declaration(program: &str, arguments: &[Word]) -> Verdict
             verdict.raise_to(level, reason);
         }
     }
+    raise_for_declared_names(program, arguments, &mut verdict);
     verdict
 }
 
@@ -150,6 +138,29 @@ pub(super) fn classify_wrapper(
         };
     }
     let mut verdict = classify_wrapped(wrapper, arguments, index, input, depth);
+    // An option the table does not know may take the next word as its value (`env -a ls rm …`
+    // runs `rm`): the command after it is classified too, and the higher level wins.
+    let unknown_option_before = index
+        .checked_sub(1)
+        .and_then(|before| arguments.get(before))
+        .is_some_and(|word| {
+            let text = word.text.as_str();
+            text.starts_with('-')
+                && text != "--"
+                && text != "-"
+                && !text.contains('=')
+                && !option_takes_next_word(text, wrapper.options_with_value)
+        });
+    if unknown_option_before && arguments.len() > index + 1 {
+        let other = classify_wrapped(wrapper, arguments, index + 1, input, depth);
+        if other.level > verdict.level {
+            verdict = other;
+        }
+    }
+    let own_words = arguments
+        .get(..index + wrapper.leading_operands)
+        .unwrap_or(arguments);
+    raise_for_computed_arguments(name, own_words, &mut verdict);
     if let Some(target) = timing_file {
         verdict.raise_to(
             RiskLevel::L2,
@@ -233,6 +244,23 @@ pub(super) fn classify_xargs(arguments: &[Word], depth: usize) -> Verdict {
 }
 
 pub(super) fn classify_find(arguments: &[Word], depth: usize) -> Verdict {
+    let mut verdict = classify_find_expression(arguments, depth);
+    // `find /srv -delete` or `-exec rm` changes files under its starting points.
+    let starting_points = arguments
+        .iter()
+        .take_while(|word| !word.text.starts_with(['-', '(', '!']));
+    if verdict.level >= RiskLevel::L2
+        && starting_points
+            .into_iter()
+            .any(|word| is_outside_working_directory(&word.text))
+    {
+        verdict.needs.writes = Writes::Anywhere;
+    }
+    verdict
+}
+
+/// `find`'s expression: `-delete`, `-exec` and the primaries that write files.
+fn classify_find_expression(arguments: &[Word], depth: usize) -> Verdict {
     let mut verdict = Verdict::new(RiskLevel::L0, "`find` only lists files");
     let mut index = 0;
     while let Some(word) = arguments.get(index) {
@@ -253,6 +281,7 @@ pub(super) fn classify_find(arguments: &[Word], depth: usize) -> Verdict {
                     .collect();
                 let executed_verdict =
                     classify_words(&executed, StandardInput::Inherited, depth + 1);
+                verdict.needs = verdict.needs.union(executed_verdict.needs);
                 // The matches become arguments (a file named `--upload-pack=…` is an option).
                 verdict.raise_to(
                     executed_verdict.level.max(RiskLevel::L2),

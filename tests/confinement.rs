@@ -827,3 +827,39 @@ async fn no_command_outlives_a_killed_daemon() {
     })
     .await;
 }
+
+/// A repository planted in the workspace (a bare one in a subdirectory, or a `.git/config` with
+/// an fsmonitor and hooks) cannot make a read-only `git status` run code: every command runs with
+/// git's hardening settings.
+#[tokio::test]
+async fn a_planted_repository_runs_nothing_under_git_status() {
+    let layout = Layout::new();
+    let marker = layout.workspace().join("pwned");
+    let payload = format!("touch {}", marker.display());
+    let init = layout
+        .run_with(
+            "git init -q repo && git init -q --bare bare",
+            Reach::WORKSPACE,
+        )
+        .await;
+    assert!(init.starts_with("exit code: 0"), "{init}");
+    for config in ["repo/.git/config", "bare/config"] {
+        let path = layout.workspace().join(config);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&format!(
+            "[core]\n\tfsmonitor = \"{payload}; false\"\n\thooksPath = hooks\n"
+        ));
+        std::fs::write(&path, text).unwrap();
+    }
+    for attempt in [
+        "cd repo && git status",
+        "cd bare && git status",
+        "cd bare && git log",
+    ] {
+        let text = layout.run_with(attempt, Reach::READ_ONLY).await;
+        assert!(
+            !marker.exists(),
+            "`{attempt}` ran the planted command: {text}"
+        );
+    }
+}

@@ -694,8 +694,10 @@ async fn an_approval_prompt_leads_with_a_sentence_and_words_the_grant_once_every
         .map(|b| b.text.clone())
         .collect();
     assert!(
-        labels.iter().any(|label| label
-            .ends_with("Allow exactly this for 30 min (until the workspace changes)")),
+        labels
+            .iter()
+            .any(|label| label
+                .ends_with("Allow exactly this for 30 min (until the workspace changes)")),
         "{labels:?}"
     );
 

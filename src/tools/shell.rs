@@ -343,6 +343,9 @@ async fn run_command(
         .env("PATH", launch.path)
         .env("LANG", "C.UTF-8")
         .envs(launch.home.environment())
+        // No implicit bare repositories, fsmonitor, hooks or `ext::` transport: a repository
+        // planted in the workspace cannot make `git status` run code.
+        .envs(crate::policy::shell::git_hardening_environment())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -856,7 +856,9 @@ async fn a_planted_repository_runs_nothing_under_git_status() {
         "cd bare && git status",
         "cd bare && git log",
     ] {
-        let text = layout.run_with(attempt, Reach::READ_ONLY).await;
+        // With the workspace writable, so that only git's settings stand between the planted
+        // command and the marker.
+        let text = layout.run_with(attempt, Reach::WORKSPACE).await;
         assert!(
             !marker.exists(),
             "`{attempt}` ran the planted command: {text}"

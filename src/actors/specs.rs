@@ -339,21 +339,29 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
 pub fn studio_state(context: &RootContext) -> StudioState {
     let config = &context.loaded.config;
     StudioState {
-        access: Arc::new(crate::studio::access::Access::new(
-            context
-                .studio_token
-                .iter()
-                .chain(context.loaded.secrets.get(&config.studio.token_env))
-                .cloned()
-                .collect(),
-            context
-                .loaded
-                .secrets
-                .get(config.studio.metrics_token_env.trim())
-                .cloned(),
-            config.studio_addr(),
-            &config.studio.public_url,
-        )),
+        access: Arc::new(
+            crate::studio::access::Access::new(
+                context
+                    .studio_token
+                    .iter()
+                    .chain(context.loaded.secrets.get(&config.studio.token_env))
+                    .cloned()
+                    .collect(),
+                context
+                    .loaded
+                    .secrets
+                    .get(config.studio.metrics_token_env.trim())
+                    .cloned(),
+                config.studio_addr(),
+                &config.studio.public_url,
+            )
+            .with_tls_proxies(
+                // Validated when the config was loaded; an entry that does not parse is left out.
+                (config.studio.tls_proxies.iter())
+                    .filter_map(|entry| crate::config::tls_proxy_network(entry).ok())
+                    .collect(),
+            ),
+        ),
         providers: context.views.providers.clone(),
         registry: context.registry.clone(),
         store: context.store.clone(),

@@ -23,6 +23,14 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         )
     })?;
+    for entry in &config.studio.tls_proxies {
+        super::tls_proxy_network(entry)
+            .map_err(|problem| ConfigError::key(origin, "[studio].tls_proxies", problem))?;
+    }
+    for entry in &config.tools.web_fetch_allow {
+        super::check_web_fetch_host(entry)
+            .map_err(|problem| ConfigError::key(origin, "[tools].web_fetch_allow", problem))?;
+    }
     validate_memory(config, origin)?;
     validate_transcription(config, origin)?;
     validate_supervision(&config.supervision, origin)?;

@@ -14,9 +14,9 @@
 //! - separators: the "squeezed" view of a text keeps only its ASCII letters and digits (with each
 //!   one's byte offset in the original); the squeezed forms of every secret are matched in it, and
 //!   a match is mapped back to the original span, separators included;
-//! - split in two: a secret whose squeezed form has at least `2 * MIN_HALF_LEN` characters also
-//!   has each of its halves as a pattern — any split into two pieces leaves one half whole in one
-//!   of them;
+//! - split in two: a secret whose squeezed form has at least `2 * MIN_HALF_LEN` characters and
+//!   looks generated (it mixes two of lowercase, uppercase and digits) also has each of its halves
+//!   as a pattern — any split into two pieces leaves one half whole in one of them;
 //! - base64 of anything (compressed or not): every run of base64 characters (wrapped lines
 //!   allowed, as `base64` wraps at 76) of at least [`MIN_BASE64_RUN`] characters is decoded,
 //!   inflated when it is gzip, zlib or raw deflate (at most [`MAX_INFLATED_BYTES`] of output), and
@@ -80,7 +80,7 @@ pub fn squeezed_forms(secret: &str, min_len: usize) -> Vec<String> {
         return Vec::new();
     }
     let mut pieces = vec![squeezed.clone()];
-    if squeezed.len() >= 2 * MIN_HALF_LEN {
+    if squeezed.len() >= 2 * MIN_HALF_LEN && looks_random(&squeezed) {
         // ASCII only, so any byte index is a character boundary.
         let middle = squeezed.len() / 2;
         pieces.push(squeezed[..middle].to_string());
@@ -92,6 +92,18 @@ pub fn squeezed_forms(secret: &str, min_len: usize) -> Vec<String> {
         forms.push(piece);
     }
     forms
+}
+
+/// Whether `text` mixes at least two of lowercase letters, uppercase letters and digits, as
+/// generated keys do. A secret made of words ("fake-brave-subscription-token") has halves that
+/// ordinary text holds ("subscription token"), so only its whole forms are patterns.
+fn looks_random(text: &str) -> bool {
+    let classes = [
+        text.bytes().any(|byte| byte.is_ascii_lowercase()),
+        text.bytes().any(|byte| byte.is_ascii_uppercase()),
+        text.bytes().any(|byte| byte.is_ascii_digit()),
+    ];
+    classes.iter().filter(|present| **present).count() >= 2
 }
 
 /// The two automatons a text is searched with.
@@ -314,7 +326,9 @@ mod tests {
     fn halves_are_patterns_only_for_long_secrets() {
         assert_eq!(squeezed_forms("short123", 8).len(), 4);
         assert_eq!(squeezed_forms("tiny", 8).len(), 0);
-        assert_eq!(squeezed_forms("abcdefghijklmnopqrstuvwxyz", 8).len(), 12);
+        assert_eq!(squeezed_forms("abcdefghijklmNOPQRSTUVWXYZ", 8).len(), 12);
+        // Words: their halves ("scriptiontoken") are in ordinary text.
+        assert_eq!(squeezed_forms("fake-brave-subscription-token", 8).len(), 4);
     }
 
     #[test]

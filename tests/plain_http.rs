@@ -3,7 +3,7 @@
 //! peer is then that address, as for a client on the network). Every credential — a Bearer token
 //! on the API, the gateway and `/metrics`, a session cookie, a login link — is refused from afar
 //! with what to do, and accepted over loopback; a TLS proxy the operator listed, with an `https`
-//! public URL, is accepted from afar.
+//! public URL, is accepted from afar, and so is a peer listed in `plain_http_peers`.
 //!
 //! It needs a non-loopback IPv4 address on this machine (any container or VM has one, `eth0`);
 //! without one it fails and says so rather than passing untested.
@@ -157,6 +157,23 @@ fn credentials_over_plain_http_from_afar_are_refused_with_what_to_do() {
     let (status, body) = request(
         far,
         "studio.example",
+        "/api/v1/session",
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(status, 200, "{body}");
+    daemon.kill();
+
+    // A peer the operator accepts plain HTTP from (a hop that crosses no network, like Docker's
+    // bridge gateway) is treated like loopback.
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, port) = start(
+        dir.path(),
+        &format!("plain_http_peers = [\"{outside}/32\"]"),
+    );
+    let far = SocketAddr::new(outside, port);
+    let (status, body) = request(
+        far,
+        "127.0.0.1",
         "/api/v1/session",
         &[("Authorization", &bearer)],
     );

@@ -64,7 +64,7 @@ pub use starter::{
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
 };
 pub use timezone::{DaemonTimezone, system_timezone};
-/// One `[studio] tls_proxies` entry as a network: an address is a network of one.
+/// One `[studio] tls_proxies` or `plain_http_peers` entry as a network: an address is a network of one.
 pub fn tls_proxy_network(entry: &str) -> Result<ipnet::IpNet, String> {
     let entry = entry.trim();
     entry
@@ -165,6 +165,10 @@ pub struct StudioConfig {
     /// `public_url`. Studio refuses a token, session or login link over plain HTTP from any other
     /// non-loopback peer.
     pub tls_proxies: Vec<String>,
+    /// Addresses or networks allowed to send credentials over plain HTTP though not loopback:
+    /// only for a hop that crosses no network, like Docker's bridge gateway (`172.17.0.1`) when
+    /// the port is published on the host's loopback (`-p 127.0.0.1:7070:7070`).
+    pub plain_http_peers: Vec<String>,
 }
 
 impl Default for StudioConfig {
@@ -175,6 +179,7 @@ impl Default for StudioConfig {
             public_url: String::new(),
             metrics_token_env: String::new(),
             tls_proxies: Vec::new(),
+            plain_http_peers: Vec::new(),
         }
     }
 }

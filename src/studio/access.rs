@@ -28,7 +28,9 @@
 //!   unless TLS is terminated in front: `public_url` is `https://...` and the peer is one of the
 //!   TLS proxies the operator listed in `[studio] tls_proxies` (addresses or networks). Studio
 //!   itself speaks only plain HTTP, so a credential that reached it from another machine any other
-//!   way crossed the network readable by anyone on the path. The refusal says how to reach Studio
+//!   way crossed the network readable by anyone on the path. The operator may name peers whose
+//!   hop crosses no network (`[studio] plain_http_peers`, e.g. Docker's bridge gateway for a port
+//!   published on the host's loopback); they are accepted like loopback. The refusal says how to reach Studio
 //!   safely; a session cookie that arrived that way is ended. A proxy on the same machine connects
 //!   from loopback and needs no entry. The peer is the TCP peer (`ConnectInfo`), never a header.
 //!
@@ -72,6 +74,10 @@ pub struct Access {
     /// Peers that terminate TLS in front of Studio (`[studio] tls_proxies`); they count only
     /// with an `https://` `public_url`.
     pub tls_proxies: Vec<ipnet::IpNet>,
+    /// Peers the operator lets send credentials over plain HTTP though they are not loopback
+    /// (`[studio] plain_http_peers`: a hop that crosses no network, like Docker's bridge gateway
+    /// for a port published on the host's loopback).
+    pub plain_http_peers: Vec<ipnet::IpNet>,
 }
 
 /// Who a request comes from (put in the request's extensions by the guard).
@@ -121,12 +127,19 @@ impl Access {
             secure_cookies: public.is_some_and(|url| url.scheme() == "https"),
             metrics_open,
             tls_proxies: Vec::new(),
+            plain_http_peers: Vec::new(),
         }
     }
 
     /// The same, with the TLS proxies of `[studio] tls_proxies`.
     pub fn with_tls_proxies(mut self, tls_proxies: Vec<ipnet::IpNet>) -> Access {
         self.tls_proxies = tls_proxies;
+        self
+    }
+
+    /// The same, with the peers of `[studio] plain_http_peers`.
+    pub fn with_plain_http_peers(mut self, peers: Vec<ipnet::IpNet>) -> Access {
+        self.plain_http_peers = peers;
         self
     }
 
@@ -141,7 +154,7 @@ impl Access {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
             v4 => v4,
         };
-        if ip.is_loopback() {
+        if ip.is_loopback() || self.plain_http_peers.iter().any(|net| net.contains(&ip)) {
             return false;
         }
         let behind_tls =
@@ -243,7 +256,7 @@ const LOG_IN: &str =
 const NO_TOKEN: &str = "missing access token: send `Authorization: Bearer <token>` with the token in <data_dir>/studio.token (or the one in [studio] token_env), or log in with `clawvisor studio-link`";
 const WRONG_TOKEN: &str = "wrong access token (Authorization: Bearer ...)";
 /// The refusal of a credential sent over plain HTTP from another machine.
-const PLAIN_HTTP: &str = "refused: this request carried a Studio token, session or login link over plain HTTP from another machine, where anyone on the way can read it. Reach Studio over HTTPS: put a TLS-terminating proxy in front, set [studio] public_url to its https:// address and, unless the proxy runs on this machine, list its address in [studio] tls_proxies; or use an SSH tunnel to 127.0.0.1. A session sent this way has been ended (log in again); a token sent this way should be replaced (delete <data_dir>/studio.token and restart, or change the value of [studio] token_env).";
+const PLAIN_HTTP: &str = "refused: this request carried a Studio token, session or login link over plain HTTP from another machine, where anyone on the way can read it. Reach Studio over HTTPS: put a TLS-terminating proxy in front, set [studio] public_url to its https:// address and, unless the proxy runs on this machine, list its address in [studio] tls_proxies; or use an SSH tunnel to 127.0.0.1 (in a container whose port is published on the host's loopback only, list the bridge gateway in [studio] plain_http_peers). A session sent this way has been ended (log in again); a token sent this way should be replaced (delete <data_dir>/studio.token and restart, or change the value of [studio] token_env).";
 
 /// The TCP peer of a request (set by the server's `ConnectInfo`).
 fn peer(request: &Request) -> Option<SocketAddr> {
@@ -587,6 +600,11 @@ mod tests {
         )
         .with_tls_proxies(proxies);
         assert!(http_public.exposed(peer("10.0.0.7:5000")));
+        // A peer the operator accepts plain HTTP from (Docker's bridge gateway).
+        let bridge = Access::new(Vec::new(), None, "0.0.0.0:7070".parse().unwrap(), "")
+            .with_plain_http_peers(vec!["172.17.0.1".parse::<IpAddr>().unwrap().into()]);
+        assert!(!bridge.exposed(peer("172.17.0.1:5000")));
+        assert!(bridge.exposed(peer("172.17.0.2:5000")));
     }
 
     #[test]

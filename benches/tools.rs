@@ -45,6 +45,7 @@ fn context(dir: &tempfile::TempDir) -> ToolContext {
         store: Store::open(&dir.path().join("clawvisor.db"), StoreOptions::default()).unwrap(),
         cancel: CancellationToken::new(),
         timezone: chrono_tz::Tz::UTC,
+        egress: Default::default(),
     }
 }
 

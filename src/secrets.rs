@@ -8,7 +8,12 @@
 //! (URL-encoded, base64 of any text containing it, hex) — with `***`; the tracing writer
 //! (src/logging.rs) runs every log line through it, error texts that leave a boundary (LLM errors,
 //! Telegram errors, Studio) do too, and the tool dispatcher runs every tool output and every
-//! recorded argument through it. [`contains_secret`] is the same match as a yes/no: the dispatcher
+//! recorded argument through it. Behind the value and its encodings, a second line
+//! (`transforms`) finds the common transforms — another case, reversed, rot13, separators between
+//! the characters, split in halves, gzip/deflate/zlib or plain bytes in base64. It is a second
+//! line, not the guard: a secret a tool can read is a secret it can encode beyond any match, so
+//! the guard is that tools never see secrets (the sandbox, the scrubbed environment below).
+//! [`contains_secret`] is the same match as a yes/no: the dispatcher
 //! refuses any tool call whose arguments carry a secret (so `web_fetch` cannot carry a key out in
 //! a query string while the operator sees `***`). A bot token also appears inside Telegram URLs
 //! (`/bot<TOKEN>/getMe`), so matching by value is the only way to be sure.
@@ -30,6 +35,10 @@ use std::sync::{Arc, OnceLock, RwLock};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use base64::Engine as _;
 
+mod transforms;
+
+pub use transforms::{reversed, rot13};
+
 /// Secrets shorter than this are not registered: redacting "abc" everywhere would mangle text.
 /// (So the secrets store refuses shorter values: they could not be kept out of logs.)
 pub const MIN_SECRET_LEN: usize = 8;
@@ -37,12 +46,43 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// What replaces a secret (in any form) in a text.
 pub const REDACTED: &str = "***";
 
-/// The registered secrets and one automaton over all their forms.
+/// The registered secrets and the automatons over all their forms.
 #[derive(Default)]
 struct Registry {
     secrets: Vec<String>,
     /// Every form of every secret, deduplicated; `None` while nothing is registered.
-    matcher: Option<Arc<AhoCorasick>>,
+    matcher: Option<Arc<Automatons>>,
+}
+
+/// The two automatons of `transforms::Matchers`.
+struct Automatons {
+    /// The values, their [`encoded_forms`] and their plain transforms, in the text as it is.
+    plain: AhoCorasick,
+    /// The squeezed forms (letters and digits only, halves of long secrets), in the squeezed text.
+    squeezed: Option<AhoCorasick>,
+}
+
+impl Automatons {
+    fn matchers(&self) -> transforms::Matchers<'_> {
+        transforms::Matchers {
+            plain: &self.plain,
+            squeezed: self.squeezed.as_ref(),
+        }
+    }
+}
+
+/// One automaton over `forms`: leftmost-longest (a secret containing another, or one of its
+/// forms, is replaced whole), ASCII case-insensitive (a secret in another case is the secret).
+/// A contiguous NFA, not the DFA aho-corasick picks for few patterns: with ten bots' tokens
+/// (some 150 forms) the DFA took 1.4 MiB of the idle daemon's heap (issue #20).
+fn automaton(mut forms: Vec<String>) -> Result<AhoCorasick, aho_corasick::BuildError> {
+    forms.sort();
+    forms.dedup();
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .ascii_case_insensitive(true)
+        .kind(Some(AhoCorasickKind::ContiguousNFA))
+        .build(&forms)
 }
 
 fn registry() -> &'static RwLock<Registry> {
@@ -50,7 +90,7 @@ fn registry() -> &'static RwLock<Registry> {
     SECRETS.get_or_init(|| RwLock::new(Registry::default()))
 }
 
-fn matcher() -> Option<Arc<AhoCorasick>> {
+fn matcher() -> Option<Arc<Automatons>> {
     // A poisoned lock only means another thread panicked while holding it; the list is still valid.
     registry()
         .read()
@@ -72,24 +112,30 @@ pub fn register(secret: &str) {
         return;
     }
     registry.secrets.push(secret.to_string());
-    let mut forms: Vec<String> = registry
+    let plain: Vec<String> = registry
         .secrets
         .iter()
-        .flat_map(|secret| encoded_forms(secret))
+        .flat_map(|secret| {
+            let mut forms = encoded_forms(secret);
+            forms.extend(transforms::plain_transforms(secret));
+            forms
+        })
         .collect();
-    forms.sort();
-    forms.dedup();
-    // Leftmost-longest: a secret containing another (or one of its forms) is replaced whole.
-    // A contiguous NFA, not the DFA aho-corasick picks for few patterns: with ten bots' tokens
-    // (some 150 forms) the DFA took 1.4 MiB of the idle daemon's heap (issue #20).
-    match AhoCorasick::builder()
-        .match_kind(MatchKind::LeftmostLongest)
-        .kind(Some(AhoCorasickKind::ContiguousNFA))
-        .build(&forms)
-    {
-        Ok(automaton) => registry.matcher = Some(Arc::new(automaton)),
+    let squeezed: Vec<String> = registry
+        .secrets
+        .iter()
+        .flat_map(|secret| transforms::squeezed_forms(secret, MIN_SECRET_LEN))
+        .collect();
+    let built = automaton(plain).and_then(|plain| {
+        let squeezed = (!squeezed.is_empty())
+            .then(|| automaton(squeezed))
+            .transpose()?;
+        Ok(Automatons { plain, squeezed })
+    });
+    match built {
+        Ok(automatons) => registry.matcher = Some(Arc::new(automatons)),
         // Building fails only past aho-corasick's size limits, far beyond a handful of secrets;
-        // the previous automaton (without this secret) stays rather than none at all.
+        // the previous automatons (without this secret) stay rather than none at all.
         Err(error) => eprintln!("clawvisor: cannot register a secret for redaction: {error}"),
     }
 }
@@ -144,24 +190,27 @@ fn percent_encode(bytes: &[u8], lowercase: bool) -> String {
     out
 }
 
-/// Returns `text` with every registered secret, in any of its [`encoded_forms`], replaced by `***`.
+/// Returns `text` with every registered secret, in any of its [`encoded_forms`] or the
+/// transforms of the second line (see the module header), replaced by `***`.
 pub fn redact(text: &str) -> Cow<'_, str> {
-    let Some(matcher) = matcher() else {
+    let Some(automatons) = matcher() else {
         return Cow::Borrowed(text);
     };
-    if !matcher.is_match(text) {
+    let spans = automatons.matchers().spans(text.as_bytes(), 0);
+    if spans.is_empty() {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(matcher.replace_all(text, &[REDACTED].repeat(matcher.patterns_len())))
+    Cow::Owned(transforms::replace_spans(text, &spans, REDACTED))
 }
 
-/// Whether `text` holds a registered secret in any of its [`encoded_forms`] — also once
-/// percent-decoded (twice at most), which catches URLs that encode only some characters.
+/// Whether `text` holds a registered secret in any of its [`encoded_forms`] or transforms — also
+/// once percent-decoded (twice at most), which catches URLs that encode only some characters.
 pub fn contains_secret(text: &str) -> bool {
-    let Some(matcher) = matcher() else {
+    let Some(automatons) = matcher() else {
         return false;
     };
-    if matcher.is_match(text) {
+    let matchers = automatons.matchers();
+    if matchers.any(text.as_bytes(), 0) {
         return true;
     }
     let mut decoded = Cow::Borrowed(text.as_bytes());
@@ -170,7 +219,7 @@ pub fn contains_secret(text: &str) -> bool {
             return false;
         }
         decoded = Cow::Owned(percent_decode(&decoded));
-        if matcher.is_match(decoded.as_ref()) {
+        if matchers.any(decoded.as_ref(), 0) {
             return true;
         }
     }
@@ -489,6 +538,118 @@ mod tests {
             serde_json::from_str(r#"{"u": "\u0039\u0038\u0037654:ZZEncoded/secret+value"}"#)
                 .unwrap();
         assert!(json_contains_secret(&escaped));
+    }
+
+    /// A secret registered for the second line's tests (random enough to be unguessable).
+    const TRANSFORMED: &str = "Xq7Lm2Pz9Rw4Tn8Vb3Kc6Hd5J";
+
+    fn assert_caught(form: &str, what: &str) {
+        register(TRANSFORMED);
+        assert!(contains_secret(form), "{what} not detected: {form}");
+        let redacted = redact(form);
+        assert!(redacted.contains(REDACTED), "{what} not redacted: {form}");
+        assert!(
+            !contains_secret(&redacted),
+            "{what} still recoverable after redaction: {redacted}"
+        );
+    }
+
+    #[test]
+    fn a_secret_in_another_case_is_caught() {
+        assert_caught(&format!("key={}", TRANSFORMED.to_uppercase()), "uppercase");
+        assert_caught(&format!("key={}", TRANSFORMED.to_lowercase()), "lowercase");
+    }
+
+    #[test]
+    fn a_reversed_secret_is_caught() {
+        assert_caught(&format!("here: {} done", reversed(TRANSFORMED)), "reversed");
+    }
+
+    #[test]
+    fn a_rot13_secret_is_caught() {
+        assert_caught(&format!("x {} y", rot13(TRANSFORMED)), "rot13");
+        assert_caught(
+            &format!("x {} y", reversed(&rot13(TRANSFORMED))),
+            "rot13 reversed",
+        );
+    }
+
+    #[test]
+    fn separators_between_the_characters_are_caught() {
+        for separator in [" ", "-", ".", "_", ",", "\n", ", ", " - ", "\u{200b}"] {
+            let spread: Vec<String> = TRANSFORMED.chars().map(String::from).collect();
+            let form = format!("the value is {} ok", spread.join(separator));
+            assert_caught(&form, &format!("separator {separator:?}"));
+            // The separators are redacted with the characters, and the text around them stays.
+            let redacted = redact(&form);
+            assert!(redacted.starts_with("the value is ") && redacted.ends_with(" ok"));
+        }
+        let reversed_spaced: Vec<String> =
+            reversed(TRANSFORMED).chars().map(String::from).collect();
+        assert_caught(&reversed_spaced.join(" "), "reversed and spaced");
+    }
+
+    #[test]
+    fn a_secret_split_in_two_is_caught_whichever_the_split() {
+        for split in [8, 12, 16] {
+            let (first, second) = TRANSFORMED.split_at(split);
+            let form = format!("part one: {first}\n(some text between)\npart two: {second}");
+            assert_caught(&form, &format!("split at {split}"));
+        }
+    }
+
+    #[test]
+    fn compressed_and_base64_encoded_secrets_are_caught() {
+        use std::io::Write as _;
+        let payload = format!("config dump\nTOKEN={TRANSFORMED}\nmore lines of text\n");
+        let gzip = {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(payload.as_bytes()).unwrap();
+            encoder.finish().unwrap()
+        };
+        let zlib = {
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            encoder.write_all(payload.as_bytes()).unwrap();
+            encoder.finish().unwrap()
+        };
+        let deflate = {
+            let mut encoder =
+                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            encoder.write_all(payload.as_bytes()).unwrap();
+            encoder.finish().unwrap()
+        };
+        let standard = &base64::engine::general_purpose::STANDARD;
+        let url_safe = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        for (name, bytes) in [("gzip", &gzip), ("zlib", &zlib), ("deflate", &deflate)] {
+            let encoded = standard.encode(bytes);
+            assert_caught(&format!("blob: {encoded} end"), name);
+            assert_caught(&format!("{name}: {}", url_safe.encode(bytes)), name);
+            // `gzip | base64` wraps its output at 76 characters.
+            let wrapped: Vec<String> = encoded
+                .as_bytes()
+                .chunks(76)
+                .map(|chunk| String::from_utf8(chunk.to_vec()).unwrap())
+                .collect();
+            let form = format!("$ gzip -c .env | base64\n{}\n$ ", wrapped.join("\n"));
+            assert_caught(&form, &format!("{name} wrapped"));
+            assert!(redact(&form).starts_with("$ gzip -c .env | base64\n***"));
+        }
+        // Base64 of a transform (no compression) too.
+        assert_caught(&standard.encode(rot13(TRANSFORMED)), "base64 of rot13");
+    }
+
+    #[test]
+    fn a_long_ordinary_text_is_left_untouched() {
+        register(TRANSFORMED);
+        let paragraph = "The quick brown fox jumps over the lazy dog; meanwhile, at 10:42 the \
+            build finished (exit 0) and /usr/lib/x86_64-linux-gnu/libssl.so.3 was found. \
+            Base64 of hello is aGVsbG8gd29ybGQ= and SGVsbG8sIFdvcmxkISBIb3cgYXJlIHlvdT8= is \
+            another. A-B-C-D 1.2.3.4, e_f_g; https://docs.rs/serde/latest/serde/index.html\n";
+        let text = paragraph.repeat(200);
+        assert!(!contains_secret(&text));
+        assert!(matches!(redact(&text), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -25,6 +25,8 @@ use crate::policy::{Assessment, Effect};
 use crate::registry::Registry;
 use crate::store::Store;
 
+pub mod egress;
+
 /// The result of a tool call, as text for the model. `is_error` results are fed back to the model
 /// as errors (it may retry differently); they are not failures of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +56,9 @@ impl ToolOutput {
 pub struct ToolSettings {
     /// `web_fetch` may reach private, loopback and link-local addresses (off by default).
     pub web_fetch_allow_private: bool,
+    /// Hosts `web_fetch` may always reach, even carrying text the run has not been given
+    /// (`[tools] web_fetch_allow` and the agent file's `web_fetch_allow`; see `egress`).
+    pub web_fetch_allow: Vec<String>,
     pub web_fetch_max_bytes: u64,
     pub web_fetch_timeout: Duration,
     /// The agent may use `shell` at all.
@@ -89,6 +94,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's time zone (`agent::zone`): times without an offset are read in it.
     pub timezone: chrono_tz::Tz,
+    /// What the run has read (private data, public text): `web_fetch` asks first when its URL
+    /// could carry private data out. One per run, owned by it.
+    pub egress: Arc<egress::RunEgress>,
 }
 
 /// Errors that stop a call before it produced a result. They are reported to the model as tool
@@ -314,6 +322,7 @@ impl ToolSettings {
     ) -> ToolSettings {
         ToolSettings {
             web_fetch_allow_private: tools.web_fetch_allow_private,
+            web_fetch_allow: tools.web_fetch_allow.clone(),
             web_fetch_max_bytes: tools.web_fetch_max_bytes,
             web_fetch_timeout: tools.web_fetch_timeout.0,
             shell_enabled: allow_shell,

@@ -71,6 +71,7 @@ impl Layout {
             store,
             cancel: CancellationToken::new(),
             timezone: chrono_tz::Tz::UTC,
+            egress: Default::default(),
         };
         Layout {
             _root: root,

@@ -111,6 +111,7 @@ impl Fixture {
             store,
             cancel: CancellationToken::new(),
             timezone: chrono_tz::Tz::UTC,
+            egress: Default::default(),
         };
         Fixture { _dir: dir, ctx }
     }

@@ -4174,6 +4174,7 @@ mod send_file_target {
                 store,
                 cancel: tokio_util::sync::CancellationToken::new(),
                 timezone: chrono_tz::Tz::UTC,
+                egress: Default::default(),
             };
             Bench {
                 _dir: dir,

@@ -267,7 +267,9 @@ async fn secrets_in_tool_output_and_arguments_never_reach_the_model_a_tool_or_th
     let mut options = HarnessOptions::new(llm.base_url());
     options.agents = vec![agent_toml(
         "ada",
-        "tools = [\"read_file\", \"web_fetch\"]\nautonomy = \"trust_first\"",
+        // The loopback test server may always be reached: this test is about secrets, not about
+        // a run that read private data sending new text out (tests/egress.rs).
+        "tools = [\"read_file\", \"web_fetch\"]\nautonomy = \"trust_first\"\nweb_fetch_allow = [\"127.0.0.1\"]",
     )];
     // A second provider whose key is the secret: loading the config registers it.
     options.config_extra = "[providers.other]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"SA_RUN_SECRET\"\n[tools]\nweb_fetch_allow_private = true\n".into();

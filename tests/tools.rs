@@ -61,6 +61,7 @@ impl Fixture {
             store,
             cancel: CancellationToken::new(),
             timezone: chrono_tz::Tz::UTC,
+            egress: Default::default(),
         };
         Fixture { dir, ctx }
     }
@@ -1514,7 +1515,8 @@ fn calls_are_assessed_described_and_targeted() {
             &web_fetch,
             json!({"url": "https://Example.com/a?b=c"}),
             RiskLevel::L1,
-            "web_fetch: GET https://Example.com/a?b=c",
+            // Shown as it will be fetched (the host lowercased), decoded.
+            "web_fetch: GET https://example.com/a?b=c",
             "example.com",
         ),
         (

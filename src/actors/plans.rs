@@ -56,6 +56,13 @@ pub fn agent_plans(
                     prices: prices.clone(),
                     tool_settings: Arc::new(crate::tool::ToolSettings {
                         protected_paths: crate::sandbox::protected_paths(loaded),
+                        web_fetch_allow: config
+                            .tools
+                            .web_fetch_allow
+                            .iter()
+                            .chain(&spec.web_fetch_allow)
+                            .cloned()
+                            .collect(),
                         ..crate::tool::ToolSettings::from_config(config, spec.allow_shell)
                     }),
                     workspace,

@@ -334,26 +334,39 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
     })
 }
 
+/// The networks of `[studio] tls_proxies` or `plain_http_peers` entries.
+fn networks(entries: &[String]) -> Vec<ipnet::IpNet> {
+    entries
+        .iter()
+        .filter_map(|entry| crate::config::tls_proxy_network(entry).ok())
+        .collect()
+}
+
 /// What Studio's handlers reach: built once per boot from the context (the daemon keeps a copy
 /// so that tests can call the router in-process).
 pub fn studio_state(context: &RootContext) -> StudioState {
     let config = &context.loaded.config;
     StudioState {
-        access: Arc::new(crate::studio::access::Access::new(
-            context
-                .studio_token
-                .iter()
-                .chain(context.loaded.secrets.get(&config.studio.token_env))
-                .cloned()
-                .collect(),
-            context
-                .loaded
-                .secrets
-                .get(config.studio.metrics_token_env.trim())
-                .cloned(),
-            config.studio_addr(),
-            &config.studio.public_url,
-        )),
+        access: Arc::new(
+            crate::studio::access::Access::new(
+                context
+                    .studio_token
+                    .iter()
+                    .chain(context.loaded.secrets.get(&config.studio.token_env))
+                    .cloned()
+                    .collect(),
+                context
+                    .loaded
+                    .secrets
+                    .get(config.studio.metrics_token_env.trim())
+                    .cloned(),
+                config.studio_addr(),
+                &config.studio.public_url,
+            )
+            // Validated when the config was loaded; an entry that does not parse is left out.
+            .with_tls_proxies(networks(&config.studio.tls_proxies))
+            .with_plain_http_peers(networks(&config.studio.plain_http_peers)),
+        ),
         providers: context.views.providers.clone(),
         registry: context.registry.clone(),
         store: context.store.clone(),

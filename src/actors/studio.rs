@@ -55,6 +55,8 @@ impl Actor for StudioActor {
         let app = router(args.state);
         let notify = myself.clone();
         let server = tokio::spawn(async move {
+            // The peer address lets the guard refuse credentials sent over plain HTTP from afar.
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
             let result = axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
                     let _ = stop_rx.await;

@@ -199,6 +199,7 @@ pub async fn execute(request: RunRequest) -> RunReport {
         store: runtime.store.clone(),
         cancel: request.cancel.clone(),
         timezone: zone.zone,
+        egress: Default::default(),
     };
     let mut ctx = RunCtx {
         run_id: request.run_id,
@@ -335,6 +336,8 @@ impl Turns<'_> {
             if let ControlFlow::Break(ending) = self.prepare_turn().await? {
                 return Ok(ending);
             }
+            // What the model has seen so far decides whether a fetch could carry private data.
+            (self.ctx.tools.egress).observe(&self.conversation, self.recap.is_some());
             let asked = self
                 .model
                 .ask(self.ctx, self.recap.as_deref(), &self.conversation);

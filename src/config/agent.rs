@@ -156,6 +156,10 @@ pub struct AgentSpec {
     /// Shell commands are allowed for this agent (still classified and gated).
     #[serde(default)]
     pub allow_shell: bool,
+    /// Hosts this agent's `web_fetch` may always reach, even once a run has read private data
+    /// (`"docs.rs"`, `"*.example.com"`), besides `[tools] web_fetch_allow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub web_fetch_allow: Vec<String>,
     /// The model reads images: photos a user sends are given to it (not only saved).
     #[serde(default)]
     pub vision: bool,
@@ -462,11 +466,31 @@ fn read_instructions(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
+/// Checks one `web_fetch_allow` entry: a host name, or `*.` and a host name; no scheme, port or
+/// path. The error says what to write instead.
+pub fn check_web_fetch_host(entry: &str) -> Result<(), String> {
+    let name = entry.trim().strip_prefix("*.").unwrap_or(entry.trim());
+    let valid = !name.is_empty()
+        && !name.contains(['/', ':', '@', '?', '#', '*', ' ', '\\'])
+        && url::Url::parse(&format!("http://{name}/")).is_ok();
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{entry}` is not a host name; write the host only, like \"docs.rs\" or \"*.example.com\" (no scheme, port or path)"
+        ))
+    }
+}
+
 /// Checks that hold between agents: `reports_to` names an agent and has no cycle;
 /// `can_delegate_to` names agents.
 pub fn validate_agents(agents: &[AgentSpec], _config: &Config) -> Result<(), ConfigError> {
     let names: BTreeSet<&str> = agents.iter().map(|agent| agent.name.as_str()).collect();
     for agent in agents {
+        for entry in &agent.web_fetch_allow {
+            check_web_fetch_host(entry)
+                .map_err(|problem| ConfigError::key(&agent.source, "web_fetch_allow", problem))?;
+        }
         if let Some(boss) = &agent.reports_to {
             if !names.contains(boss.as_str()) {
                 return Err(ConfigError::key(

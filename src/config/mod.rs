@@ -51,7 +51,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use agent::{
-    AgentSpec, Autonomy, FallbackModel, TelegramSpec, VoiceReplies, load_agents, parse_agent,
+    AgentSpec, Autonomy, FallbackModel, TelegramSpec, VoiceReplies, check_web_fetch_host,
+    load_agents, parse_agent,
 };
 pub use backup::BackupConfig;
 pub use duration::Dur;
@@ -63,6 +64,19 @@ pub use starter::{
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
 };
 pub use timezone::{DaemonTimezone, system_timezone};
+/// One `[studio] tls_proxies` or `plain_http_peers` entry as a network: an address is a network of one.
+pub fn tls_proxy_network(entry: &str) -> Result<ipnet::IpNet, String> {
+    let entry = entry.trim();
+    entry
+        .parse::<ipnet::IpNet>()
+        .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| {
+            format!(
+                "`{entry}` is not an address or network (write it like 10.0.0.5 or 172.18.0.0/16)"
+            )
+        })
+}
+
 pub use web_search::{BRAVE_API_URL, MAX_RESULTS_CEILING, WebSearchBackend, WebSearchConfig};
 
 use crate::supervision::RestartPolicy;
@@ -146,6 +160,15 @@ pub struct StudioConfig {
     /// Environment variable holding a token `/metrics` requires (empty: `/metrics` is open on a
     /// loopback bind without `public_url`, else it needs an access token).
     pub metrics_token_env: String,
+    /// Addresses (`10.0.0.5`) or networks (`172.18.0.0/16`) of proxies that terminate TLS in
+    /// front of Studio on another machine or container; they count only with an `https://`
+    /// `public_url`. Studio refuses a token, session or login link over plain HTTP from any other
+    /// non-loopback peer.
+    pub tls_proxies: Vec<String>,
+    /// Addresses or networks allowed to send credentials over plain HTTP though not loopback:
+    /// only for a hop that crosses no network, like Docker's bridge gateway (`172.17.0.1`) when
+    /// the port is published on the host's loopback (`-p 127.0.0.1:7070:7070`).
+    pub plain_http_peers: Vec<String>,
 }
 
 impl Default for StudioConfig {
@@ -155,6 +178,8 @@ impl Default for StudioConfig {
             token_env: "CLAWVISOR_STUDIO_TOKEN".into(),
             public_url: String::new(),
             metrics_token_env: String::new(),
+            tls_proxies: Vec::new(),
+            plain_http_peers: Vec::new(),
         }
     }
 }
@@ -334,6 +359,9 @@ impl Default for SchedulerConfig {
 pub struct ToolsConfig {
     /// `web_fetch` may reach loopback, private and link-local addresses (off: protects your LAN).
     pub web_fetch_allow_private: bool,
+    /// Hosts every agent's `web_fetch` may always reach, even once a run has read private data
+    /// (`"docs.rs"`, `"*.example.com"`); an agent file's `web_fetch_allow` adds its own.
+    pub web_fetch_allow: Vec<String>,
     pub web_fetch_max_bytes: u64,
     pub web_fetch_timeout: Dur,
     pub shell_timeout: Dur,
@@ -345,6 +373,7 @@ impl Default for ToolsConfig {
     fn default() -> Self {
         Self {
             web_fetch_allow_private: false,
+            web_fetch_allow: Vec::new(),
             web_fetch_max_bytes: 2 * 1024 * 1024,
             web_fetch_timeout: Dur::secs(20),
             shell_timeout: Dur::secs(60),

@@ -23,6 +23,19 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
             ),
         )
     })?;
+    for (key, entries) in [
+        ("[studio].tls_proxies", &config.studio.tls_proxies),
+        ("[studio].plain_http_peers", &config.studio.plain_http_peers),
+    ] {
+        for entry in entries {
+            super::tls_proxy_network(entry)
+                .map_err(|problem| ConfigError::key(origin, key, problem))?;
+        }
+    }
+    for entry in &config.tools.web_fetch_allow {
+        super::check_web_fetch_host(entry)
+            .map_err(|problem| ConfigError::key(origin, "[tools].web_fetch_allow", problem))?;
+    }
     validate_memory(config, origin)?;
     validate_transcription(config, origin)?;
     validate_supervision(&config.supervision, origin)?;

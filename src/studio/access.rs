@@ -23,11 +23,24 @@
 //!   token) as Bearer; without it, open only on a loopback bind with no `public_url` (a local
 //!   Prometheus scraper needs nothing), else an access token.
 //!
+//! - Plain HTTP from afar ([`Access::exposed`]): a request carrying a credential — a Bearer
+//!   token, the session cookie or a login link — is refused when its peer is not loopback,
+//!   unless TLS is terminated in front: `public_url` is `https://...` and the peer is one of the
+//!   TLS proxies the operator listed in `[studio] tls_proxies` (addresses or networks). Studio
+//!   itself speaks only plain HTTP, so a credential that reached it from another machine any other
+//!   way crossed the network readable by anyone on the path. The operator may name peers whose
+//!   hop crosses no network (`[studio] plain_http_peers`, e.g. Docker's bridge gateway for a port
+//!   published on the host's loopback); they are accepted like loopback. The refusal says how to reach Studio
+//!   safely; a session cookie that arrived that way is ended. A proxy on the same machine connects
+//!   from loopback and needs no entry. The peer is the TCP peer (`ConnectInfo`), never a header.
+//!
 //! `/healthz` and `/readyz` are outside the guard: probes carry no credentials, and they say only
 //! "ok", "starting" or which actor is not ready. The console's static files are public (they hold
 //! no data).
 
-use axum::extract::{Query, Request, State};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -58,6 +71,13 @@ pub struct Access {
     /// `/metrics` answers without a token: Studio binds to loopback, no `public_url` says a proxy
     /// forwards to it, and no metrics token is configured.
     pub metrics_open: bool,
+    /// Peers that terminate TLS in front of Studio (`[studio] tls_proxies`); they count only
+    /// with an `https://` `public_url`.
+    pub tls_proxies: Vec<ipnet::IpNet>,
+    /// Peers the operator lets send credentials over plain HTTP though they are not loopback
+    /// (`[studio] plain_http_peers`: a hop that crosses no network, like Docker's bridge gateway
+    /// for a port published on the host's loopback).
+    pub plain_http_peers: Vec<ipnet::IpNet>,
 }
 
 /// Who a request comes from (put in the request's extensions by the guard).
@@ -106,7 +126,40 @@ impl Access {
             hosts,
             secure_cookies: public.is_some_and(|url| url.scheme() == "https"),
             metrics_open,
+            tls_proxies: Vec::new(),
+            plain_http_peers: Vec::new(),
         }
+    }
+
+    /// The same, with the TLS proxies of `[studio] tls_proxies`.
+    pub fn with_tls_proxies(mut self, tls_proxies: Vec<ipnet::IpNet>) -> Access {
+        self.tls_proxies = tls_proxies;
+        self
+    }
+
+    /// The same, with the peers of `[studio] plain_http_peers`.
+    pub fn with_plain_http_peers(mut self, peers: Vec<ipnet::IpNet>) -> Access {
+        self.plain_http_peers = peers;
+        self
+    }
+
+    /// Whether a credential from `peer` crossed a network in plain text: the peer is not
+    /// loopback, and it is not a listed TLS proxy of an `https://` `public_url`. A request without
+    /// a peer address (an in-process call of the router) crossed no network.
+    pub fn exposed(&self, peer: Option<SocketAddr>) -> bool {
+        let Some(peer) = peer else {
+            return false;
+        };
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        if ip.is_loopback() || self.plain_http_peers.iter().any(|net| net.contains(&ip)) {
+            return false;
+        }
+        let behind_tls =
+            self.secure_cookies && self.tls_proxies.iter().any(|net| net.contains(&ip));
+        !behind_tls
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -202,12 +255,54 @@ const LOG_IN: &str =
     "not logged in: run `clawvisor studio-link` on the server and open the login link it prints";
 const NO_TOKEN: &str = "missing access token: send `Authorization: Bearer <token>` with the token in <data_dir>/studio.token (or the one in [studio] token_env), or log in with `clawvisor studio-link`";
 const WRONG_TOKEN: &str = "wrong access token (Authorization: Bearer ...)";
+/// The refusal of a credential sent over plain HTTP from another machine.
+const PLAIN_HTTP: &str = "refused: this request carried a Studio token, session or login link over plain HTTP from another machine, where anyone on the way can read it. Reach Studio over HTTPS: put a TLS-terminating proxy in front, set [studio] public_url to its https:// address and, unless the proxy runs on this machine, list its address in [studio] tls_proxies; or use an SSH tunnel to 127.0.0.1 (in a container whose port is published on the host's loopback only, list the bridge gateway in [studio] plain_http_peers). A session sent this way has been ended (log in again); a token sent this way should be replaced (delete <data_dir>/studio.token and restart, or change the value of [studio] token_env).";
+
+/// The TCP peer of a request (set by the server's `ConnectInfo`).
+fn peer(request: &Request) -> Option<SocketAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| *address)
+}
+
+/// Refuses a request whose credential came over plain HTTP from afar, ending the session its
+/// cookie names (the cookie is no longer a secret).
+async fn refuse_exposed(
+    state: &StudioState,
+    headers: &HeaderMap,
+    from: Option<SocketAddr>,
+) -> Response {
+    tracing::warn!(
+        peer = ?from,
+        "studio: refused a credential sent over plain HTTP from another machine"
+    );
+    if let Some(cookie) = cookie(headers, SESSION_COOKIE).map(str::to_string) {
+        let now = crate::clock::now_ms();
+        if let Err(error) = state
+            .store
+            .write(move |conn| queries::end_session(conn, &cookie, now))
+            .await
+        {
+            tracing::warn!(%error, "studio: ending an exposed session failed");
+        }
+    }
+    refuse(StatusCode::FORBIDDEN, PLAIN_HTTP)
+}
+
+/// Whether the request carries a credential: a Bearer token or the session cookie.
+fn carries_credential(headers: &HeaderMap) -> bool {
+    bearer_token(headers).is_some() || cookie(headers, SESSION_COOKIE).is_some()
+}
 
 /// The middleware in front of every API route.
 pub async fn guard(State(state): State<StudioState>, mut request: Request, next: Next) -> Response {
     let access = &state.access;
     if !access.host_allowed(request_host(&request)) {
         return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
+    }
+    if carries_credential(request.headers()) && access.exposed(peer(&request)) {
+        return refuse_exposed(&state, request.headers(), peer(&request)).await;
     }
     let headers = request.headers();
     let mutation = !matches!(*request.method(), Method::GET | Method::HEAD);
@@ -269,6 +364,9 @@ pub async fn metrics_guard(
     let access = &state.access;
     if !access.host_allowed(request_host(&request)) {
         return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
+    }
+    if carries_credential(request.headers()) && access.exposed(peer(&request)) {
+        return refuse_exposed(&state, request.headers(), peer(&request)).await;
     }
     match access.bearer(request.headers(), access.metrics_token.as_ref()) {
         Some(true) => next.run(request).await,
@@ -345,6 +443,13 @@ pub async fn login(
 ) -> Response {
     if !state.access.host_allowed(request_host(&request)) {
         return refuse(StatusCode::MISDIRECTED_REQUEST, WRONG_HOST);
+    }
+    let given = query
+        .token
+        .as_deref()
+        .is_some_and(|token| !token.is_empty());
+    if (given || carries_credential(request.headers())) && state.access.exposed(peer(&request)) {
+        return refuse_exposed(&state, request.headers(), peer(&request)).await;
     }
     let token = query.token.unwrap_or_default();
     let now = crate::clock::now_ms();
@@ -465,6 +570,41 @@ mod tests {
         assert!(access.host_allowed("home.example:8443"));
         assert!(!access.host_allowed("rebind.attacker.example:7070"));
         assert!(!access.host_allowed(""));
+    }
+
+    #[test]
+    fn credentials_count_as_exposed_only_from_afar_without_a_tls_proxy() {
+        let peer = |text: &str| Some(text.parse::<SocketAddr>().unwrap());
+        let plain = Access::new(Vec::new(), None, "0.0.0.0:7070".parse().unwrap(), "");
+        assert!(!plain.exposed(None));
+        assert!(!plain.exposed(peer("127.0.0.1:5000")));
+        assert!(!plain.exposed(peer("[::1]:5000")));
+        assert!(!plain.exposed(peer("[::ffff:127.0.0.1]:5000")));
+        assert!(plain.exposed(peer("192.168.1.20:5000")));
+        let proxies = vec!["10.0.0.0/24".parse().unwrap()];
+        let https = Access::new(
+            Vec::new(),
+            None,
+            "0.0.0.0:7070".parse().unwrap(),
+            "https://home.example",
+        )
+        .with_tls_proxies(proxies.clone());
+        assert!(!https.exposed(peer("10.0.0.7:5000")));
+        assert!(https.exposed(peer("10.0.1.7:5000")));
+        // A proxy counts only when the public address is https.
+        let http_public = Access::new(
+            Vec::new(),
+            None,
+            "0.0.0.0:7070".parse().unwrap(),
+            "http://home.example",
+        )
+        .with_tls_proxies(proxies);
+        assert!(http_public.exposed(peer("10.0.0.7:5000")));
+        // A peer the operator accepts plain HTTP from (Docker's bridge gateway).
+        let bridge = Access::new(Vec::new(), None, "0.0.0.0:7070".parse().unwrap(), "")
+            .with_plain_http_peers(vec!["172.17.0.1".parse::<IpAddr>().unwrap().into()]);
+        assert!(!bridge.exposed(peer("172.17.0.1:5000")));
+        assert!(bridge.exposed(peer("172.17.0.2:5000")));
     }
 
     #[test]

@@ -18,7 +18,11 @@
 //!
 //! Risk: L1 (run and notify). The fetch itself changes nothing (`ReadOnly`), but the URL is data
 //! leaving the machine: a model could put what it read into a query string. That is worth a
-//! notification, not an approval for every page. A URL carrying one of the daemon's secrets (raw
+//! notification, not an approval for every page — until the run has read private data (a
+//! workspace file, memory, a tool's output, an inbound file). From then on a URL carrying text
+//! that the user did not write and no fetched public page showed is L2: it asks first, and the
+//! prompt shows the URL decoded (`tool::egress`, the lethal-trifecta rule). Hosts in the agent's
+//! `web_fetch_allow` stay L1 always; following a link the user or a fetched page gave stays L1. A URL carrying one of the daemon's secrets (raw
 //! or encoded, in any part, redirect targets included) is refused outright: the dispatcher already
 //! refuses such calls for every tool, and this check keeps `web_fetch` safe on its own.
 
@@ -36,6 +40,7 @@ use crate::llm::ToolSpec;
 use crate::policy::Effect;
 use crate::policy::{Assessment, RiskLevel};
 use crate::secrets::redact;
+use crate::tool::egress::{decoded_url, host_allowed};
 use crate::tool::{
     Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings,
     truncate_on_char_boundary,
@@ -571,6 +576,58 @@ fn request_error(error: reqwest::Error, url: &Url) -> ToolError {
     ToolError::Failed(redact(&format!("could not fetch from {host}: {description}")).into_owned())
 }
 
+/// The risk of fetching a checked `url` in this run — the lethal-trifecta rule: a host in
+/// `web_fetch_allow`, a run that has read no private data, or a URL made only of what the user
+/// wrote or public pages showed is L1 (runs, the URL itself is data leaving: notified); a URL
+/// carrying anything else after the run read private data is L2 (asks first).
+fn egress_assessment(url: &Url, ctx: &ToolContext) -> Assessment {
+    let host = url.host_str().unwrap_or("?");
+    if host_allowed(url, &ctx.settings.web_fetch_allow) {
+        return Assessment::new(
+            RiskLevel::L1,
+            format!(
+                "network egress to {host}, a host this agent may always reach (web_fetch_allow)"
+            ),
+        );
+    }
+    let sources = ctx.egress.private_sources();
+    let novel = if sources.is_empty() {
+        Vec::new()
+    } else {
+        ctx.egress.novel_words(url)
+    };
+    if novel.is_empty() {
+        return Assessment::new(
+            RiskLevel::L1,
+            format!("network egress to {host} (the URL itself carries data out)"),
+        );
+    }
+    // The longest words first: they are the likeliest to be data rather than an address's parts.
+    let mut longest_first = novel.clone();
+    longest_first.sort_by_key(|word| std::cmp::Reverse(word.chars().count()));
+    let shown: Vec<String> = longest_first
+        .iter()
+        .take(6)
+        .map(|word| format!("\"{}\"", redact(word)))
+        .collect();
+    let more = if novel.len() > shown.len() {
+        format!(" and {} more", novel.len() - shown.len())
+    } else {
+        String::new()
+    };
+    Assessment::new(
+        RiskLevel::L2,
+        format!(
+            "this run has read private data ({}) and this address carries text that is not in \
+             the user's messages or in pages fetched in this run ({}{more}), so it could send that \
+             data to {host}; full address: {}",
+            sources.join(", "),
+            shown.join(", "),
+            redact(&decoded_url(url)),
+        ),
+    )
+}
+
 /// Our resolver's refusal somewhere in the error chain (reqwest wraps it as the source of its
 /// DNS error).
 fn find_refusal(error: &reqwest::Error) -> Option<&FetchRefusal> {
@@ -627,21 +684,31 @@ impl Tool for WebFetchTool {
             return Assessment::new(RiskLevel::L1, "invalid arguments; the call will fail");
         };
         match parse_and_check_url(text, AddressPolicy::from_settings(&ctx.settings)) {
-            Ok(url) => Assessment::new(
-                RiskLevel::L1,
-                format!(
-                    "network egress to {} (the URL itself carries data out)",
-                    url.host_str().unwrap_or("?")
-                ),
-            ),
+            Ok(url) => egress_assessment(&url, ctx),
             Err(refusal) => Assessment::new(RiskLevel::L3, refusal.to_string()),
         }
     }
 
+    /// The URL as a person reads it (decoded, see `tool::egress::decoded_url`), and as sent when
+    /// that differs.
     fn describe_call(&self, args: &Value) -> String {
-        match url_argument(args) {
-            Some(url) => format!("web_fetch: GET {}", redact(url)),
-            None => "web_fetch: (invalid arguments)".to_string(),
+        let Some(text) = url_argument(args) else {
+            return "web_fetch: (invalid arguments)".to_string();
+        };
+        match Url::parse(text.trim()) {
+            Ok(url) => {
+                let decoded = decoded_url(&url);
+                if decoded == url.as_str() {
+                    format!("web_fetch: GET {}", redact(&decoded))
+                } else {
+                    format!(
+                        "web_fetch: GET {} (as sent: {})",
+                        redact(&decoded),
+                        redact(url.as_str())
+                    )
+                }
+            }
+            Err(_) => format!("web_fetch: GET {}", redact(text)),
         }
     }
 

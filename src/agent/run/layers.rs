@@ -76,6 +76,7 @@ pub(super) async fn layers(
         ));
     }
     if let Some(memory) = recall_memory(ctx, conversation).await {
+        ctx.tools.egress.mark_private("recalled memories");
         layers.push(Layer::new("memory", priority::MEMORY, memory));
     }
     let zone = ctx.zone.zone;

@@ -24,6 +24,10 @@ pub(super) async fn resume_run(
 ) -> Result<(Option<String>, Vec<ChatMessage>), StoreError> {
     let waiting = close_interrupted_calls(ctx).await?;
     if !waiting.is_empty() {
+        // The run's egress ledger is rebuilt from what it had seen before its calls are judged
+        // again (a fetch that waited for approval must not pass as the first call of a run).
+        let (recap, seen) = load_conversation(ctx).await?;
+        ctx.tools.egress.observe(&seen, recap.is_some());
         // Calls that were waiting for a decision go through the gate again and find their
         // stored approval: they run once it is granted, or are reported denied.
         dispatch::dispatch(ctx, guard, limiter, &waiting).await?;

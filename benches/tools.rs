@@ -147,6 +147,28 @@ fn tool_calls(c: &mut Criterion) {
         }
         all
     });
+    // The same `true` started without any sandbox (bash, piped output, wait): the baseline the
+    // profiles above are compared with.
+    let bare_samples: Vec<Duration> = rt.block_on(async {
+        let bash = clawvisor::sandbox::find_bash(&clawvisor::sandbox::shell_path()).unwrap();
+        let mut samples = Vec::with_capacity(300);
+        for _ in 0..300 {
+            let start = Instant::now();
+            let output = tokio::process::Command::new(&bash)
+                .args(["--noprofile", "--norc", "-c", "true"])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .unwrap();
+            samples.push(start.elapsed());
+            assert!(output.status.success());
+        }
+        samples
+    });
+    support::report(
+        "bash -c true without any sandbox (baseline)",
+        &mut bare_samples.clone(),
+    );
     eprintln!(
         "sandbox on this machine: {}",
         clawvisor::sandbox::protections().summary()

@@ -267,7 +267,7 @@ export function approvalCard(a, refresh, extra = null) {
   let confirm = null;
   if (a.blocked) {
     confirm = el('input', { type: 'text', class: 'confirm-input', 'data-confirm': a.id, autocomplete: 'off', spellcheck: 'false',
-      placeholder: 'Type the action exactly as shown', 'aria-label': 'Type the action to allow it once' });
+      placeholder: 'Type the action exactly as shown (without the “runs with” line)', 'aria-label': 'Type the action to allow it once' });
     const allow = el('button', { type: 'button', class: 'danger', 'data-action': 'allow-once', onclick: () => {
       decide({ decision: 'allow_once', confirmation: confirm.value }, `Allowed once: ${a.tool} for ${a.agent}.`);
     } }, 'Allow once');

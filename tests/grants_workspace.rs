@@ -177,12 +177,22 @@ async fn a_grant_lapses_when_something_else_writes_in_the_workspace_and_stays_la
         1
     );
 
-    // A read-only command in between, approved once, does not make it lapse.
-    let (_, reply) =
-        say_and_decide(&world, &api, "look around", json!({"decision": "approve"})).await;
+    // A read-only command in between does not make it lapse. `ls` runs without asking where the
+    // kernel holds it to reading; elsewhere it is approved once.
+    let sandboxed = clawvisor::sandbox::protections()
+        .missing_for(clawvisor::policy::Reach::READ_ONLY)
+        .is_empty();
+    let reply = if sandboxed {
+        say(&world, "look around").await
+    } else {
+        say_and_decide(&world, &api, "look around", json!({"decision": "approve"}))
+            .await
+            .1
+    };
     assert_eq!(reply, "Ran it.");
     assert_eq!(say(&world, "run the tool once more").await, "Ran it.");
-    assert_eq!(count(&world, "SELECT COUNT(*) FROM approvals").await, 2);
+    let asked = if sandboxed { 1 } else { 2 };
+    assert_eq!(count(&world, "SELECT COUNT(*) FROM approvals").await, asked);
     assert_eq!(
         count(
             &world,
@@ -216,7 +226,12 @@ async fn a_grant_lapses_when_something_else_writes_in_the_workspace_and_stays_la
     let (asked, reply) =
         say_and_decide(&world, &api, "run the tool", json!({"decision": "deny"})).await;
     assert_eq!(reply, "Refused.");
-    assert_eq!(asked["action"], "shell: sh tool.sh");
+    assert!(
+        asked["action"]
+            .as_str()
+            .is_some_and(|action| action.starts_with("shell: sh tool.sh\nruns with network: no")),
+        "{asked}"
+    );
     let why = asked["reason"].as_str().unwrap_or_default();
     assert!(
         why.contains("for exactly this lapsed: Something wrote in the workspace"),
@@ -268,7 +283,12 @@ async fn a_file_planted_in_the_same_turn_never_runs_under_the_grant() {
     let (asked, reply) =
         say_and_decide(&world, &api, "plant and run", json!({"decision": "deny"})).await;
     assert_eq!(reply, "Refused.");
-    assert_eq!(asked["action"], "shell: sh tool.sh");
+    assert!(
+        asked["action"]
+            .as_str()
+            .is_some_and(|action| action.starts_with("shell: sh tool.sh\nruns with network: no")),
+        "{asked}"
+    );
     assert_eq!(
         std::fs::read_to_string(workspace(&world).join("tool.sh")).unwrap(),
         "echo planted > pwned.txt\n"
@@ -309,7 +329,12 @@ async fn a_writing_shell_command_approved_once_makes_the_grant_lapse() {
     let (asked, reply) =
         say_and_decide(&world, &api, "run the tool", json!({"decision": "deny"})).await;
     assert_eq!(reply, "Refused.");
-    assert_eq!(asked["action"], "shell: sh tool.sh");
+    assert!(
+        asked["action"]
+            .as_str()
+            .is_some_and(|action| action.starts_with("shell: sh tool.sh\nruns with network: no")),
+        "{asked}"
+    );
     assert!(!workspace(&world).join("pwned.txt").exists());
     world.harness.stop().await;
 }

@@ -6,10 +6,11 @@
 //!
 //! The agent runs in `trust_first` autonomy, where L0 and L1 writes (`write_file`) and read-only
 //! tools (an MCP tool that says it is read-only) run freely: those instances were rated L1 before
-//! the fix, so they would have run. `shell` always asks in this mode, so for its instances the
-//! test checks what the reviewer is asked: the recorded risk must be the bypass's real level (L3
-//! refusals, or an approval request rated at least L2), not the harmless level the bypass
-//! pretended to have. A control write shows that a call that is allowed does leave its file where
+//! the fix, so they would have run. A `shell` command rated L0 or L1 runs freely too (the kernel
+//! holds it to its profile), so for the shell instances the test checks what the reviewer is
+//! asked: the recorded risk must be the bypass's real level (L3 refusals, or an approval request
+//! rated at least L2), not the harmless level the bypass pretended to have; only the `$'…'`
+//! instance, which really is one `echo` in bash, may run unasked. A control write shows that a call that is allowed does leave its file where
 //! the test looks.
 //!
 //! The `$'…'` instance is one string read one way by bash and another by dash: rated by bash's
@@ -288,7 +289,10 @@ async fn no_bypass_runs_without_a_recorded_decision() {
             attempt.name
         );
         let too_low = matches!(outcome, Outcome::ApprovalRequested(risk) if risk < attempt.minimum);
-        if outcome == Outcome::RanWithoutDecision || marker_exists || too_low {
+        // An attempt whose real level is L0 (bash reads it as one `echo`) may run without asking:
+        // its profile holds it to reading, and its marker must still not appear.
+        let ran_unasked = outcome == Outcome::RanWithoutDecision && attempt.minimum > RiskLevel::L0;
+        if ran_unasked || marker_exists || too_low {
             failures.push(format!(
                 "{}: {outcome:?}, marker {:?} exists: {marker_exists}",
                 attempt.name, attempt.marker

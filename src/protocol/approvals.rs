@@ -327,7 +327,10 @@ pub fn plain_activity(tool: &str, action: &str) -> String {
         "write_file" if action.contains("(append)") => "add to a file in its workspace",
         "write_file" => "write a file in its workspace",
         "list_dir" => "look at the files in its workspace",
-        "shell" => return shell_activity(action.strip_prefix("shell:").unwrap_or(action).trim()),
+        "shell" => {
+            let command = typed_action(action);
+            return shell_activity(command.strip_prefix("shell:").unwrap_or(command).trim());
+        }
         "web_fetch" => "open a web page",
         "web_search" => "search the web",
         "send_message" => "send a message to a chat",
@@ -404,6 +407,15 @@ pub fn plain_duration(duration: Duration) -> String {
         _ if seconds % 3_600 < 60 => format!("{} h", seconds / 3_600),
         _ => format!("{} h {} min", seconds / 3_600, seconds % 3_600 / 60),
     }
+}
+
+/// The part of an action a person types out to allow a blocked one once: a shell command's
+/// description ends with the profile it runs with (`\nruns with network: …`), which is not typed.
+pub fn typed_action(action: &str) -> &str {
+    action
+        .rsplit_once("\nruns with network: ")
+        .map_or(action, |(command, _)| command)
+        .trim()
 }
 
 /// When a grant stops applying besides its expiry, in the words every channel and the audit use.
@@ -516,6 +528,15 @@ mod wording_tests {
     fn the_plain_sentence_names_what_the_action_does() {
         assert_eq!(
             plain_summary("assistant", "shell", "shell: rm -rf old"),
+            "assistant wants to delete files in its workspace"
+        );
+        // The profile line the shell tool adds is not a second command.
+        assert_eq!(
+            plain_summary(
+                "assistant",
+                "shell",
+                "shell: rm -rf old\nruns with network: no · writes: workspace only"
+            ),
             "assistant wants to delete files in its workspace"
         );
         assert_eq!(

@@ -353,9 +353,14 @@ async fn check_confirmation(
         .read(move |conn| queries::get(conn, &key))
         .await?;
     match row {
-        Some(row) if row.action.trim() != confirmation.trim() => Err(ApiError::bad_request(
-            "The typed action does not match (`confirmation`): type it exactly as shown to allow it once.",
-        )),
+        Some(row)
+            if crate::protocol::approvals::typed_action(&row.action) != confirmation.trim() =>
+        {
+            Err(ApiError::bad_request(
+                "The typed action does not match (`confirmation`): type it exactly as shown \
+                 (without the `runs with` line) to allow it once.",
+            ))
+        }
         _ => Ok(()),
     }
 }

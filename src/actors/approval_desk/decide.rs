@@ -120,7 +120,9 @@ fn fits_the_risk(
         Decision::AllowBlockedOnce { .. } if !blocked => {
             refuse("This action is not a blocked one: approve it with Approve once instead.")
         }
-        Decision::AllowBlockedOnce { confirmation } if confirmation.trim() != row.action.trim() => {
+        Decision::AllowBlockedOnce { confirmation }
+            if confirmation.trim() != crate::protocol::approvals::typed_action(&row.action) =>
+        {
             refuse(
                 "The typed confirmation does not match the action. Type the action exactly as shown to allow it once.",
             )

@@ -196,7 +196,10 @@ async fn a_refused_action_is_told_in_the_chat_marked_in_the_run_and_explained() 
         decision["summary"],
         "ada wants to delete files in its workspace"
     );
-    assert_eq!(decision["action"], "shell: rm -rf old");
+    assert_eq!(
+        decision["action"],
+        "shell: rm -rf old\nruns with network: no · writes: workspace only"
+    );
     assert_eq!(decision["effect"], "destructive");
     assert_eq!(decision["risk"], "L3");
     assert_eq!(decision["verdict"], "deny");

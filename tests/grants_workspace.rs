@@ -507,17 +507,25 @@ async fn a_file_sent_in_the_chat_makes_the_grant_lapse_on_telegram() {
     let data = grant_button.callback_data.unwrap();
     fake.push_callback(bot, prompt.chat_id, OWNER, prompt.message_id, &data);
     let ran = sent_with("Ran it.", prompt.message_id).await;
+    // The prompt is edited into the decision; the reply may come first, so wait for the edit.
     let decided = fake
-        .sent(bot)
-        .into_iter()
-        .find(|m| m.message_id == prompt.message_id)
-        .unwrap();
+        .wait_for_sent(
+            bot,
+            |m| {
+                m.message_id == prompt.message_id
+                    && m.visible_text
+                        .contains("until something else writes in the workspace")
+            },
+            WAIT,
+        )
+        .await;
     assert!(
-        decided
-            .visible_text
-            .contains("until something else writes in the workspace"),
-        "{}",
-        decided.visible_text
+        decided.is_some(),
+        "the decided prompt says when the grant lapses: {:?}",
+        fake.sent(bot)
+            .into_iter()
+            .find(|m| m.message_id == prompt.message_id)
+            .map(|m| m.visible_text)
     );
     fake.push_message(bot, OWNER, OWNER, "run the tool again");
     let again = sent_with("Ran it.", ran.message_id).await;

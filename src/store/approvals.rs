@@ -156,6 +156,15 @@ pub fn set_posted(conn: &Connection, id: &str, chat_id: i64, message_id: i64) ->
     Ok(())
 }
 
+/// Whether the decision on approval `id` gave a grant.
+pub fn granted(conn: &Connection, id: &str) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM grants WHERE approval_id = ?1)",
+        params![id],
+        |row| row.get(0),
+    )?)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrantRow {
     pub id: i64,

@@ -253,23 +253,10 @@ fn tell_decision(
     for waiter in state.waiters.remove(&row.id).unwrap_or_default() {
         let _ = waiter.send(verdict.clone());
     }
-    let mark = if status == ApprovalStatus::Approved {
-        "✅ Approved"
-    } else {
-        "❌ Denied"
-    };
-    let granted = if grant.is_some() {
-        " Exactly this may run again in this chat for a while without asking, until something else writes in the workspace."
-    } else {
-        ""
-    };
     resolve_message(
         &state.args,
         row,
-        &format!(
-            "{mark} by {shown_as}: `{}`{granted}",
-            row.action.chars().take(300).collect::<String>()
-        ),
+        &decided_text(row, status, shown_as, grant.is_some()),
     );
     state.args.events.publish_data(
         EventKind::ApprovalDecided,
@@ -282,4 +269,27 @@ fn tell_decision(
             agent: row.agent.clone(),
         },
     );
+}
+
+/// What the Telegram prompt becomes once decided: who decided, the action, and the grant's rule.
+pub(super) fn decided_text(
+    row: &ApprovalRow,
+    status: ApprovalStatus,
+    shown_as: &str,
+    granted: bool,
+) -> String {
+    let mark = if status == ApprovalStatus::Approved || status == ApprovalStatus::Consumed {
+        "✅ Approved"
+    } else {
+        "❌ Denied"
+    };
+    let granted = if granted {
+        " Exactly this may run again in this chat for a while without asking, until something else writes in the workspace."
+    } else {
+        ""
+    };
+    format!(
+        "{mark} by {shown_as}: `{}`{granted}",
+        row.action.chars().take(300).collect::<String>()
+    )
 }

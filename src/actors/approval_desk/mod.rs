@@ -185,11 +185,28 @@ async fn on_message(
             chat_id,
             message_id,
         } => {
-            state
+            let posted = state
                 .args
                 .store
-                .write(move |conn| queries::set_posted(conn, &id, chat_id, message_id as i64))
+                .write(move |conn| {
+                    queries::set_posted(conn, &id, chat_id, message_id as i64)?;
+                    let row = queries::get(conn, &id)?;
+                    let granted = queries::granted(conn, &id)?;
+                    Ok(row.map(|row| (row, granted)))
+                })
                 .await?;
+            // A quick approver may have decided before the prompt's message id was stored: the
+            // prompt is resolved now, so it never keeps offering its buttons.
+            if let Some((row, granted)) = posted
+                && row.status != ApprovalStatus::Pending
+            {
+                let by = row
+                    .decided_by
+                    .clone()
+                    .unwrap_or_else(|| "an approver".to_string());
+                let text = decide::decided_text(&row, row.status, &by, granted);
+                resolve_message(&state.args, &row, &text);
+            }
         }
         ApprovalDeskMsg::BotOnline { agent } => {
             if state.carried_over.is_empty() {

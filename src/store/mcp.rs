@@ -32,6 +32,13 @@ pub fn delete(conn: &Connection, token: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+pub fn delete_all(conn: &Connection, tokens: &[String]) -> Result<(), StoreError> {
+    for token in tokens {
+        delete(conn, token)?;
+    }
+    Ok(())
+}
+
 pub fn all(conn: &Connection) -> Result<Vec<ProcessRow>, StoreError> {
     let mut statement = conn.prepare(
         "SELECT token, server, pid, pgid, started_ms FROM mcp_processes ORDER BY started_ms",

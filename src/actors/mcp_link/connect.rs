@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ractor::ActorRef;
 use tokio::io::AsyncBufReadExt;
 
-use super::{LinkMsg, McpLinkArgs, STDERR_TAIL};
+use super::{LinkMsg, McpLinkArgs, Recorded, STDERR_TAIL};
 use crate::config::McpTransportKind;
 use crate::mcp::process::ServerProcess;
 use crate::mcp::{Connection, client};
@@ -18,6 +18,7 @@ use crate::protocol::mcp::McpError;
 pub(super) async fn connect(
     args: &McpLinkArgs,
     link: &ActorRef<LinkMsg>,
+    recorded: &Recorded,
 ) -> Result<Connection, (McpError, Option<ServerProcess>)> {
     let started = Instant::now();
     let timeout = args.connect_timeout;
@@ -27,11 +28,14 @@ pub(super) async fn connect(
             let (mut process, mut pipes) =
                 crate::mcp::process::spawn(server, &args.secrets).map_err(|error| (error, None))?;
             let row = process.row(&server.name);
-            let recorded = args
+            if let Ok(mut tokens) = recorded.lock() {
+                tokens.push(row.token.clone());
+            }
+            let inserted = args
                 .store
                 .write(move |conn| crate::store::mcp::insert(conn, &row))
                 .await;
-            if let Err(error) = recorded {
+            if let Err(error) = inserted {
                 tracing::warn!(server = %server.name, %error, "could not record the MCP server's process");
             }
             if let Some(child) = process.take_child() {

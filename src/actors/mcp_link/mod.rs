@@ -23,9 +23,11 @@
 //! - The tools are withdrawn from every agent the moment the link knows it is down, before it
 //!   stops; and again when its state is dropped (stop, error or panic: ractor runs no `post_stop`
 //!   after a failure, so every cleanup lives in `Drop for McpLinkState`).
-//! - A stdio server's whole process group is killed when the state drops (`ServerProcess`), its
-//!   `mcp_processes` row is deleted afterwards; a daemon killed with SIGKILL leaves the row for the
-//!   boot-time reaper (`mcp::process::reap`).
+//! - A stdio server's whole process group is killed when the link stops or its state drops
+//!   (`ServerProcess`). Every `mcp_processes` row the link recorded is deleted: awaited in
+//!   `post_stop` on a clean stop (so a shutdown never leaves rows behind), in the background
+//!   after a failure; a daemon killed with SIGKILL leaves the rows for the boot-time reaper
+//!   (`mcp::process::reap`).
 //! - Messages from agents are plain data (tool name, JSON arguments, a reply port).
 //!
 //! Background jobs (all owned by this actor, aborted when its state drops; restarting the link
@@ -107,6 +109,10 @@ pub struct McpLinkArgs {
     pub ping_every: Duration,
 }
 
+/// Tokens of the `mcp_processes` rows this link instance recorded (shared with its connect
+/// task, which records the row before the link holds the process).
+pub(super) type Recorded = Arc<std::sync::Mutex<Vec<String>>>;
+
 pub struct McpLink;
 
 pub struct McpLinkState {
@@ -129,10 +135,13 @@ pub struct McpLinkState {
     tasks: Vec<JoinHandle<()>>,
     last_ping: Instant,
     ping_in_flight: bool,
+    recorded: Recorded,
 }
 
-impl Drop for McpLinkState {
-    fn drop(&mut self) {
+impl McpLinkState {
+    /// Stops everything this link started: its tasks (a connect task in flight drops the process
+    /// it spawned, which kills the group) and the server's process group.
+    fn stop_all(&mut self) {
         self.withdraw();
         for (_, call) in self.calls.drain() {
             call.abort();
@@ -143,16 +152,34 @@ impl Drop for McpLinkState {
         self.peer = None;
         if let Some(process) = self.process.take() {
             process.kill_group();
-            let token = process.token.clone();
-            drop(process);
-            let store = self.args.store.clone();
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    let _ = store
-                        .write(move |conn| crate::store::mcp::delete(conn, &token))
-                        .await;
-                });
-            }
+        }
+    }
+
+    /// The recorded rows, taken: whoever takes them deletes them.
+    fn take_recorded(&self) -> Vec<String> {
+        match self.recorded.lock() {
+            Ok(mut tokens) => std::mem::take(&mut *tokens),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
+    }
+}
+
+impl Drop for McpLinkState {
+    /// After a failure (ractor runs no `post_stop`) the rows are deleted in the background; a
+    /// clean stop has deleted them already, awaited, in `post_stop`.
+    fn drop(&mut self) {
+        self.stop_all();
+        let tokens = self.take_recorded();
+        if tokens.is_empty() {
+            return;
+        }
+        let store = self.args.store.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = store
+                    .write(move |conn| crate::store::mcp::delete_all(conn, &tokens))
+                    .await;
+            });
         }
     }
 }
@@ -181,7 +208,31 @@ impl Actor for McpLink {
             tasks: Vec::new(),
             last_ping: Instant::now(),
             ping_in_flight: false,
+            recorded: Recorded::default(),
         })
+    }
+
+    /// A clean stop (shutdown, reload) kills the server and forgets its rows before it returns,
+    /// so the store, stopped after the MCP links, has written the deletion.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.stop_all();
+        let tokens = state.take_recorded();
+        if !tokens.is_empty() {
+            let server = state.args.server.name.clone();
+            if let Err(error) = state
+                .args
+                .store
+                .write(move |conn| crate::store::mcp::delete_all(conn, &tokens))
+                .await
+            {
+                tracing::warn!(%server, %error, "could not forget the MCP server's process; the next boot reaps it");
+            }
+        }
+        Ok(())
     }
 
     async fn post_start(
@@ -192,8 +243,9 @@ impl Actor for McpLink {
         state.report(LinkReport::Connecting);
         let args = state.args.clone();
         let link = myself.clone();
+        let recorded = state.recorded.clone();
         state.tasks.push(tokio::spawn(async move {
-            let message = match connect::connect(&args, &link).await {
+            let message = match connect::connect(&args, &link, &recorded).await {
                 Ok(connection) => LinkMsg::Connected(Box::new(connection)),
                 Err((error, process)) => LinkMsg::ConnectFailed(error, process),
             };

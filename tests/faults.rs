@@ -20,6 +20,7 @@ use clawvisor::events::{EventKind, EventReceiver};
 use clawvisor::testkit::fake_telegram::{BotId, FakeTelegram};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::tmpfs::Tmpfs;
 use clawvisor::testkit::world::World as TestWorld;
 use clawvisor::testkit::{poll_until, wait_until};
 
@@ -384,35 +385,13 @@ async fn a_database_locked_by_another_process_delays_but_loses_nothing() {
 async fn a_full_disk_delays_but_loses_nothing() {
     let dir = ScratchDir::new("clawvisor-faults-disk").unwrap();
     let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
-        .arg(&data)
-        .output();
-    match mounted {
-        Ok(output) if output.status.success() => {}
-        Ok(output) => {
-            report!(
-                "fault: disk full — not available here (mount: {}); skipped",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
+    let tmpfs = match Tmpfs::mount(&data, "6m") {
+        Ok(mounted) => mounted,
+        Err(reason) => {
+            report!("fault: disk full — not available here ({reason}); skipped");
             return;
         }
-        Err(error) => {
-            report!("fault: disk full — not available here (mount: {error}); skipped");
-            return;
-        }
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-        }
-    }
-    let _unmount = Unmount(data.clone());
+    };
     let mut world = world(dir, "").await;
     assert!(
         world
@@ -421,16 +400,7 @@ async fn a_full_disk_delays_but_loses_nothing() {
             .await
     );
     // Fill the file system to the last byte.
-    let filler = data.join("filler");
-    {
-        use std::io::Write;
-        let mut file = std::fs::File::create(&filler).unwrap();
-        let block = vec![0u8; 64 * 1024];
-        while file.write_all(&block).is_ok() {}
-        let small = [0u8; 512];
-        while file.write_all(&small).is_ok() {}
-        let _ = file.sync_all();
-    }
+    let filler = tmpfs.fill("filler").unwrap();
     world
         .storage_fault(
             "the disk full (6 MiB tmpfs filled to the last byte) for 3 s",

@@ -225,6 +225,14 @@ async fn readyz(studio: &str) -> (u16, String) {
     }
 }
 
+/// A GET's body (empty when it fails).
+async fn get(url: &str) -> String {
+    match reqwest::get(url).await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
 /// Waits until `/readyz` answers `status` with a body containing every one of `needles`.
 async fn wait_readyz(studio: &str, status: u16, needles: &[&str], what: &str) -> String {
     wait_until(Duration::from_secs(30), what, || async move {
@@ -293,6 +301,8 @@ async fn fault_under_traffic(
     let while_faulty =
         wait_readyz(&studio, 503, readyz_words, "/readyz 503 naming the cause").await;
     report!("during the fault /readyz said: {}", while_faulty.trim());
+    let metrics = get(&format!("http://{studio}/metrics")).await;
+    assert!(metrics.contains("clawvisor_store_degraded 1"), "{metrics}");
     steady(s, &mut texts, 10).await;
     release();
     let released = Instant::now();
@@ -300,6 +310,15 @@ async fn fault_under_traffic(
     let recovered_in = released.elapsed();
     steady(s, &mut texts, 10).await;
     all_answered(s, &texts).await;
+    let metrics = get(&format!("http://{studio}/metrics")).await;
+    assert!(metrics.contains("clawvisor_store_degraded 0"), "{metrics}");
+    let failed_writes = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("clawvisor_store_failed_writes_total "))
+        .and_then(|value| value.parse::<u64>().ok())
+        .expect("the failed writes are counted");
+    assert!(failed_writes > 0, "{metrics}");
+    report!("{failed_writes} write batches failed or were held back");
     let answered = s.answered(&texts);
     let duplicated: usize = answered.values().map(|count| count - 1).sum();
     assert_eq!(daemon.pid(), pid, "resumed without a restart");

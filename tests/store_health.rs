@@ -11,7 +11,9 @@
 //!   files open for writing, and the kernel keeps such an ext4 read-only until it is unmounted):
 //!   `/readyz` 503 saying read-only and naming the path, one log line, none per batch; after the
 //!   disk is mounted again and the daemon restarted, nothing lost;
-//! - boot on a read-only mount: exit 78 and the path named;
+//! - boot on a read-only mount, a full disk, a corrupt file: exit 78 and the path named; boot as
+//!   another user on a data
+//!   directory it may not write: exit 78 naming the directory, its owner and mode;
 //! - Studio's Overview in a real Chromium: no banner while healthy, a red banner saying what to do
 //!   when the disk fills (the daemon's sentence behind "Technical detail"), gone once space
 //!   returns, and a yellow one while free space is below `min_free`; desktop and phone (390×844)
@@ -484,17 +486,100 @@ async fn booting_on_a_read_only_mount_exits_78_naming_the_path() {
     assert!(output.1.contains(&data), "{}", output.1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn booting_on_a_full_disk_or_a_corrupt_file_exits_78_naming_them() {
+    let Some(s) = setup(&[4_242], false).await else {
+        return;
+    };
+    let Mount::Tmpfs(tmpfs) = &s.mount else {
+        unreachable!("set up on a tmpfs")
+    };
+    let daemon = s.start().await;
+    let (status, _) = daemon.terminate(Duration::from_secs(30)).unwrap();
+    assert_eq!(status.code(), Some(0));
+    let data = display(tmpfs.path());
+
+    let filler = tmpfs.fill("filler").expect("the tmpfs fills");
+    let (code, text) = boot_output(s.dir.path(), &s.staged.env);
+    report!("boot on a full disk: {}", last_line(&text));
+    assert_eq!(code, Some(78), "{text}");
+    assert!(text.contains("disk full at"), "{text}");
+    assert!(text.contains(&data), "{text}");
+    std::fs::remove_file(filler).unwrap();
+
+    let database = tmpfs.path().join("clawvisor.db");
+    for companion in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{companion}", database.display()));
+    }
+    std::fs::write(&database, vec![0x5a; 64 * 1024]).unwrap();
+    let (code, text) = boot_output(s.dir.path(), &s.staged.env);
+    report!("boot on a corrupt file: {}", last_line(&text));
+    assert_eq!(code, Some(78), "{text}");
+    assert!(text.contains("is corrupt"), "{text}");
+    assert!(text.contains(&display(&database)), "{text}");
+}
+
+fn last_line(text: &str) -> &str {
+    text.trim().lines().last().unwrap_or_default()
+}
+
+#[test]
+fn booting_without_permission_names_the_owner_and_mode_and_exits_78() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        report!("SKIPPED: needs root to start the daemon as another user; CI runs this as root");
+        return;
+    }
+    let dir = ScratchDir::new("clawvisor-store-permission").unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        dir.path().join("clawvisor.toml"),
+        "data_dir = \"data\"\n[providers.openai]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
+         [studio]\nbind = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    for (path, mode) in [(dir.path(), 0o755), (data.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let mut command = Command::new(BINARY);
+    command
+        .args([
+            "--config",
+            &display(&dir.path().join("clawvisor.toml")),
+            "serve",
+        ])
+        // `nobody`: the data directory is root's, mode 755.
+        .uid(65_534)
+        .gid(65_534)
+        .env("RUST_LOG", "info");
+    let (code, text) = exit_of(command);
+    report!("boot without permission: {}", text.trim());
+    assert_eq!(code, Some(78), "{text}");
+    assert!(text.contains("permission denied at"), "{text}");
+    assert!(text.contains(&display(&data)), "{text}");
+    assert!(text.contains("owner uid 0, mode 755"), "{text}");
+}
+
 /// Runs `serve` to its exit (it must not come up; killed after 30 s if it does): the exit code
 /// and everything it printed.
 fn boot_output(dir: &Path, env: &BTreeMap<String, String>) -> (Option<i32>, String) {
-    let mut child = Command::new(BINARY)
+    let mut command = Command::new(BINARY);
+    command
         .args([
             "--config",
             &dir.join("clawvisor.toml").display().to_string(),
             "serve",
         ])
         .envs(env)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info");
+    exit_of(command)
+}
+
+/// Runs `command` to its exit (killed after 30 s): the exit code and everything it printed.
+fn exit_of(mut command: Command) -> (Option<i32>, String) {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -553,6 +638,7 @@ async fn the_overview_shows_a_red_banner_while_the_disk_is_full() {
         "no banner while the store is healthy"
     );
 
+    let mut events = world.harness.daemon().events.subscribe();
     // The disk fills; the next message makes the daemon try to write.
     let filler = tmpfs.fill("filler").expect("the tmpfs fills");
     world
@@ -593,6 +679,23 @@ async fn the_overview_shows_a_red_banner_while_the_disk_is_full() {
         )
         .await;
     browser.screenshot("store-recovered-phone").await;
+    // A warning on entering, a store_health event on leaving.
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if event.subject == "database" {
+            seen.push(format!("{}: {}", event.kind.as_str(), event.detail));
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|event| event.starts_with("warning: database: disk full at")),
+        "{seen:#?}"
+    );
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("store_health: database: writes commit again"),
+        "{seen:#?}"
+    );
 
     // Space runs low (below `min_free`, above `hold_free`): a yellow warning, and writes go on.
     let ballast = tmpfs.path().join("ballast");

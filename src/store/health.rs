@@ -107,7 +107,7 @@ impl Trouble {
                 "database: permission denied at {path} (owner uid {owner}, mode {mode:o}; the daemon runs as uid {daemon_uid}) — give the daemon's user write access"
             ),
             Cause::Corrupt => format!(
-                "database: {path} is corrupt — stop the daemon and restore a backup (`clawvisor restore`)"
+                "database: {path} is corrupt — restore a backup with the daemon stopped (`clawvisor restore`)"
             ),
             Cause::TooManyFiles => format!(
                 "database: too many open files to use {path} — raise the daemon's file limit (LimitNOFILE)"

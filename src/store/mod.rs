@@ -223,6 +223,12 @@ impl Store {
         self.inner.health.report()
     }
 
+    /// Whether writes commit now (the state alone: no file-system call). What a sender asks
+    /// before it sends something whose delivery it must record.
+    pub fn writes_commit(&self) -> bool {
+        self.inner.health.state() == health::State::Healthy
+    }
+
     /// Each change of the store's health as it happens (the Store actor turns them into events).
     pub fn subscribe_health(&self) -> tokio::sync::watch::Receiver<health::Report> {
         self.inner.health.subscribe()

@@ -14,6 +14,8 @@
 //! - boot on a read-only mount, a full disk, a corrupt file: exit 78 and the path named; boot as
 //!   another user on a data
 //!   directory it may not write: exit 78 naming the directory, its owner and mode;
+//! - a WAL checkpoint that cannot run (the same read-only ext4, the real store): reported in the
+//!   health's warning once, published once;
 //! - Studio's Overview in a real Chromium: no banner while healthy, a red banner saying what to do
 //!   when the disk fills (the daemon's sentence behind "Technical detail"), gone once space
 //!   returns, and a yellow one while free space is below `min_free`; desktop and phone (390×844)
@@ -428,6 +430,72 @@ async fn a_disk_turned_read_only_is_named_and_nothing_is_lost() {
     );
     let (status, _) = daemon.terminate(Duration::from_secs(30)).unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_that_cannot_run_is_reported_once() {
+    use clawvisor::store::health::State;
+    use clawvisor::store::{Store, StoreOptions};
+    let dir = ScratchDir::new("clawvisor-store-checkpoint").unwrap();
+    let data = dir.path().join("data");
+    let ext4 = match LoopExt4::mount(dir.path(), &data) {
+        Ok(ext4) => ext4,
+        Err(reason) => {
+            report!(
+                "SKIPPED: an ext4 image cannot be mounted here ({reason}); CI runs this as root"
+            );
+            return;
+        }
+    };
+    let store = Store::open(&Store::path_in(&data), StoreOptions::default()).unwrap();
+    let mut changes = store.subscribe_health();
+    for n in 0..20 {
+        store
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT OR REPLACE INTO store_probe (id, at_ms) VALUES (1, ?1)",
+                    [n],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    // The WAL holds frames the checkpoint must copy into the database file, which the disk
+    // now refuses.
+    ext4.fail().expect("the file system turns read-only");
+    let failed = store.checkpoint().await;
+    assert!(failed.is_err(), "{failed:?}");
+    let report = store.health();
+    let warning = report.warning().unwrap_or_default();
+    report!("checkpoint on a read-only disk: {warning}");
+    assert!(warning.contains("WAL checkpoint cannot run"), "{warning}");
+    assert!(warning.contains("read-only"), "{warning}");
+    assert!(changes.has_changed().unwrap(), "the change is published");
+    changes.borrow_and_update();
+    // Told once: a second failure is no new change.
+    assert!(store.checkpoint().await.is_err());
+    assert!(
+        !changes.has_changed().unwrap(),
+        "a repeated failure is not a new change"
+    );
+    // A write now degrades the store, for the same reason; a write that changes nothing
+    // commits, but does not make it healthy.
+    let written = store
+        .write(|conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO store_probe (id, at_ms) VALUES (1, 99)",
+                [],
+            )?;
+            Ok(())
+        })
+        .await;
+    assert!(written.is_err(), "{written:?}");
+    let sentence = store.health().sentence().unwrap_or_default();
+    assert!(sentence.contains("read-only file system at"), "{sentence}");
+    store.write(|_| Ok(())).await.unwrap();
+    assert_eq!(store.health().state, State::Degraded);
+    store.stop_writer();
 }
 
 /// Ten messages a second from their own chats, `count` of them (a deliberate pace: steady

@@ -7,8 +7,8 @@
 //! commit everything queued, then stops it: the store is the last child of the root to stop.
 //!
 //! Background job: WAL checkpoint every `checkpoint_every` (60 s; owner: this actor; cancelled with
-//! it; resumes with the actor; idempotent). A checkpoint that cannot run is reported by the store's
-//! health (one log line, and in `/readyz`'s and Studio's words).
+//! it; resumes with the actor; idempotent). It runs on the writer thread; one that cannot run is
+//! reported by the store's health (one log line, a `warning` event, Studio's Overview).
 //!
 //! The store's health (`store::health`, set by the writer thread) is watched here and each change
 //! published: entering a bad state (or a new cause) as a `warning` event, every change as a

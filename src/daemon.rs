@@ -71,6 +71,13 @@ impl DaemonError {
             // Restarting cannot fix a database newer than the binary.
             DaemonError::Store(StoreError::NewerSchema { .. }) => EXIT_CONFIG,
             DaemonError::Store(StoreError::DataDir { .. }) => EXIT_CONFIG,
+            // A read-only mount, permissions, a full disk, a corrupt file, the file limit.
+            DaemonError::Store(StoreError::Unusable {
+                needs_a_person: true,
+                ..
+            }) => EXIT_CONFIG,
+            // Free space below `[store] hold_free` at boot: someone must free space first.
+            DaemonError::Store(StoreError::Holding(_)) => EXIT_CONFIG,
             // The data directory cannot hold the Studio token file: a permissions problem.
             DaemonError::StudioToken(_) => EXIT_CONFIG,
             // Anchors that do not match need the operator (restore or `audit rekey`).

@@ -65,6 +65,9 @@ pub enum EventKind {
     AuditAppended,
     /// The config and agent files were reloaded (or the reload was refused): the report's summary.
     ConfigReloaded,
+    /// The store's health changed (writes stopped committing, or commit again); entering a bad
+    /// state is also published as a `Warning`.
+    StoreHealth,
     Warning,
 }
 
@@ -99,6 +102,7 @@ impl EventKind {
             EventKind::PeopleChanged => "people_changed",
             EventKind::AuditAppended => "audit_appended",
             EventKind::ConfigReloaded => "config_reloaded",
+            EventKind::StoreHealth => "store_health",
             EventKind::Warning => "warning",
         }
     }

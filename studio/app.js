@@ -18,7 +18,7 @@ const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',
   'run_step', 'run_finished', 'approval_requested', 'approval_decided', 'cost_recorded', 'bot_status',
   'mcp_health', 'schedule_fired', 'schedule_outcome', 'handoff_changed', 'memory_changed', 'agent_changed',
-  'policy_changed', 'people_changed', 'audit_appended', 'config_reloaded', 'warning'];
+  'policy_changed', 'people_changed', 'audit_appended', 'config_reloaded', 'store_health', 'warning'];
 const SESSION = '/api/v1/session';
 const TIMEOUT_MS = 20000;
 

@@ -392,7 +392,8 @@ async fn a_full_disk_delays_but_loses_nothing() {
             return;
         }
     };
-    let mut world = world(dir, "").await;
+    // Watermarks that fit a 6 MiB disk (the defaults would hold writes from the start).
+    let mut world = world(dir, "[store]\nmin_free = \"2MiB\"\nhold_free = \"1MiB\"").await;
     assert!(
         world
             .fake

@@ -51,6 +51,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
             || StoreActor,
             StoreArgs {
                 store: context.store.clone(),
+                events: context.events.clone(),
                 checkpoint_every: Duration::from_secs(60),
             },
         )

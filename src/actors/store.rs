@@ -7,7 +7,13 @@
 //! commit everything queued, then stops it: the store is the last child of the root to stop.
 //!
 //! Background job: WAL checkpoint every `checkpoint_every` (60 s; owner: this actor; cancelled with
-//! it; resumes with the actor; idempotent).
+//! it; resumes with the actor; idempotent). It runs on the writer thread; one that cannot run is
+//! reported by the store's health (one log line, a `warning` event, Studio's Overview).
+//!
+//! The store's health (`store::health`, set by the writer thread) is watched here and each change
+//! published: entering a bad state (or a new cause) as a `warning` event, every change as a
+//! `store_health` event, so open Studio pages refresh; the log line is the writer's (one per
+//! change).
 //!
 //! Restart policy: permanent.
 
@@ -15,7 +21,9 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use crate::events::{EventBus, EventKind};
 use crate::store::Store;
+use crate::store::health::{Report, State};
 
 pub enum StoreMsg {
     /// Periodic: checkpoint the WAL and check the writer is alive.
@@ -27,6 +35,7 @@ pub enum StoreMsg {
 #[derive(Clone)]
 pub struct StoreArgs {
     pub store: Store,
+    pub events: EventBus,
     pub checkpoint_every: Duration,
 }
 
@@ -35,6 +44,7 @@ pub struct StoreActor;
 pub struct StoreState {
     store: Store,
     ticker: Option<tokio::task::JoinHandle<()>>,
+    health_watch: tokio::task::JoinHandle<()>,
 }
 
 impl Actor for StoreActor {
@@ -49,9 +59,11 @@ impl Actor for StoreActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         args.store.start_writer()?;
         let ticker = myself.send_interval(args.checkpoint_every, || StoreMsg::Tick);
+        let health_watch = tokio::spawn(publish_health(args.store.clone(), args.events));
         Ok(StoreState {
             store: args.store,
             ticker: Some(ticker),
+            health_watch,
         })
     }
 
@@ -68,8 +80,9 @@ impl Actor for StoreActor {
                 }
                 let store = state.store.clone();
                 tokio::spawn(async move {
+                    // A failure is logged once and reported by the store's health.
                     if let Err(error) = store.checkpoint().await {
-                        tracing::warn!(%error, "database checkpoint failed");
+                        tracing::debug!(%error, "database checkpoint failed");
                     }
                 });
             }
@@ -95,9 +108,44 @@ impl Actor for StoreActor {
         if let Some(ticker) = state.ticker.take() {
             ticker.abort();
         }
+        state.health_watch.abort();
         let store = state.store.clone();
         // Joining the writer blocks until the queue is committed: keep it off the async workers.
         let _ = tokio::task::spawn_blocking(move || store.stop_writer()).await;
         Ok(())
+    }
+}
+
+/// Publishes each change of the store's health until the store's handle is dropped.
+async fn publish_health(store: Store, events: EventBus) {
+    let mut changes = store.subscribe_health();
+    let mut told: Option<String> = None;
+    while changes.changed().await.is_ok() {
+        let report: Report = changes.borrow_and_update().clone();
+        let sentence = report.sentence().or_else(|| report.warning());
+        if sentence == told {
+            continue;
+        }
+        match &sentence {
+            Some(sentence) => events.publish(EventKind::Warning, "database", sentence),
+            None => events.publish(
+                EventKind::StoreHealth,
+                "database",
+                "database: writes commit again",
+            ),
+        }
+        if let Some(sentence) = &sentence {
+            let state = if report.state == State::Healthy {
+                "warning"
+            } else {
+                report.state.as_str()
+            };
+            events.publish(
+                EventKind::StoreHealth,
+                "database",
+                &format!("{state}: {sentence}"),
+            );
+        }
+        told = sentence;
     }
 }

@@ -149,6 +149,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
         voice_check(loaded),
         speech_check(loaded),
         database_check(loaded).await,
+        store_space_check(loaded),
     ];
     checks.extend(provider_checks(loaded).await);
     checks.extend(pricing_checks(loaded));
@@ -295,6 +296,64 @@ async fn check_integrity(loaded: &LoadedConfig, path: &Path, version: u32) -> Ch
         }
         Ok(Err(error)) => database(false, error.to_string()),
         Err(_) => database(false, "opening the database panicked".into()),
+    }
+}
+
+/// Whether the database can be written here, and free space against `[store] min_free` (warn)
+/// and `hold_free` (writes hold below it).
+fn store_space_check(loaded: &LoadedConfig) -> Check {
+    use crate::store::health::{check_file_system, free_bytes, human};
+    let store = &loaded.config.store;
+    let path = loaded.config.db_path();
+    let watermarks = format!(
+        "warns below {}, holds writes below {}",
+        store.min_free, store.hold_free
+    );
+    let what = "database space".to_string();
+    if let Some(trouble) = check_file_system(&path) {
+        return Check {
+            ok: false,
+            what,
+            detail: format!("{} ({watermarks})", trouble.sentence()),
+        };
+    }
+    let directory = path.parent().unwrap_or(Path::new("."));
+    match free_bytes(directory) {
+        Some(free) if free < store.hold_free.0 => Check {
+            ok: false,
+            what,
+            detail: format!(
+                "database: only {} free at {} — writes hold until space is freed ({watermarks})",
+                human(free),
+                directory.display()
+            ),
+        },
+        Some(free) if free < store.min_free.0 => Check {
+            ok: false,
+            what,
+            detail: format!(
+                "database: only {} free at {} — free space soon ({watermarks})",
+                human(free),
+                directory.display()
+            ),
+        },
+        Some(free) => Check {
+            ok: true,
+            what,
+            detail: format!(
+                "writable, {} free at {} ({watermarks})",
+                human(free),
+                directory.display()
+            ),
+        },
+        None => Check {
+            ok: true,
+            what,
+            detail: format!(
+                "{} does not exist yet; `serve` creates it ({watermarks})",
+                directory.display()
+            ),
+        },
     }
 }
 

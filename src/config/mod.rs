@@ -32,6 +32,7 @@
 
 mod agent;
 mod backup;
+mod bytes;
 mod duration;
 pub mod edit;
 mod layers;
@@ -55,6 +56,7 @@ pub use agent::{
     load_agents, parse_agent,
 };
 pub use backup::BackupConfig;
+pub use bytes::Bytes;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
@@ -274,6 +276,11 @@ pub struct StoreConfig {
     pub synchronous: SyncMode,
     /// Runtime events kept in the database (oldest are dropped).
     pub events_retention: u64,
+    /// Free space in the data directory below which the daemon warns (log, Studio, doctor).
+    pub min_free: Bytes,
+    /// Free space below which the writer refuses new writes itself, before SQLite fails: every
+    /// writer holds at once until space returns (0 turns the hold off).
+    pub hold_free: Bytes,
 }
 
 impl Default for StoreConfig {
@@ -282,6 +289,8 @@ impl Default for StoreConfig {
             busy_timeout: Dur::secs(5),
             synchronous: SyncMode::Full,
             events_retention: 20_000,
+            min_free: Bytes::mib(64),
+            hold_free: Bytes::mib(8),
         }
     }
 }

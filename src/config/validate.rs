@@ -36,6 +36,16 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
         super::check_web_fetch_host(entry)
             .map_err(|problem| ConfigError::key(origin, "[tools].web_fetch_allow", problem))?;
     }
+    if config.store.hold_free > config.store.min_free {
+        return Err(ConfigError::key(
+            origin,
+            "[store].hold_free",
+            format!(
+                "must not be larger than [store].min_free ({}): the daemon warns before it holds writes, not after",
+                config.store.min_free
+            ),
+        ));
+    }
     validate_memory(config, origin)?;
     validate_transcription(config, origin)?;
     validate_supervision(&config.supervision, origin)?;

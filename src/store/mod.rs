@@ -23,6 +23,7 @@
 //! (`synchronous = FULL` by default), never before. Callers may confirm things to the outside
 //! world (a Telegram offset, an approval callback) as soon as `write` returns `Ok`.
 
+pub mod health;
 mod migrate;
 pub(crate) mod stored_text;
 mod writer;
@@ -51,7 +52,8 @@ use tokio::sync::oneshot;
 
 pub use migrate::{MigrationReport, latest_version, migrate, schema_version};
 
-use writer::{Job, WriteJob};
+pub use writer::Checkpointed;
+use writer::{Job, WriteJob, WriterContext};
 
 /// Errors from the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +84,21 @@ pub enum StoreError {
     },
     #[error("the database writer is not running (the daemon is starting or stopping)")]
     WriterGone,
+    /// Free space is below `[store] hold_free`: the writer refused the write before SQLite
+    /// could fail it (the sentence says where and what to do).
+    #[error("{0}")]
+    Holding(String),
+    /// The database could not be opened or migrated, for a reason read from the file system.
+    #[error("cannot open the database {file}: {reason} ({detail})")]
+    Unusable {
+        file: String,
+        /// What is wrong and what to do, naming the path.
+        reason: String,
+        /// SQLite's own words.
+        detail: String,
+        /// A person must fix it (read-only, permissions, no space, corrupt, file limit).
+        needs_a_person: bool,
+    },
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0}")]
@@ -115,6 +132,10 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     pub synchronous: Synchronous,
     pub max_readers: usize,
+    /// Free space in the data directory below which the store warns.
+    pub min_free: u64,
+    /// Free space below which the writer refuses writes itself (0: never).
+    pub hold_free: u64,
 }
 
 impl Default for StoreOptions {
@@ -123,12 +144,15 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             synchronous: Synchronous::Full,
             max_readers: 4,
+            min_free: 64 << 20,
+            hold_free: 8 << 20,
         }
     }
 }
 
 struct Inner {
     path: PathBuf,
+    health: Arc<health::Health>,
     options: StoreOptions,
     writer: RwLock<Option<writer::WriterHandle>>,
     readers: Mutex<Vec<Connection>>,
@@ -160,9 +184,20 @@ impl Store {
                 source,
             })?;
         }
+        let directory = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let health = Arc::new(health::Health::new(
+            directory,
+            options.min_free,
+            options.hold_free,
+        ));
         let store = Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
+                health,
                 options,
                 writer: RwLock::new(None),
                 readers: Mutex::new(Vec::new()),
@@ -181,15 +216,39 @@ impl Store {
         &self.inner.path
     }
 
+    /// Whether writes commit, and if not why and where, with free space against the watermarks
+    /// (read again if the last reading is older than a quarter second).
+    pub fn health(&self) -> health::Report {
+        self.inner.health.space();
+        self.inner.health.report()
+    }
+
+    /// Whether writes commit now (the state alone: no file-system call). What a sender asks
+    /// before it sends something whose delivery it must record.
+    pub fn writes_commit(&self) -> bool {
+        self.inner.health.state() == health::State::Healthy
+    }
+
+    /// Each change of the store's health as it happens (the Store actor turns them into events).
+    pub fn subscribe_health(&self) -> tokio::sync::watch::Receiver<health::Report> {
+        self.inner.health.subscribe()
+    }
+
     /// Opens the read-write connection, migrates, and starts the writer thread (if not running).
     pub fn start_writer(&self) -> Result<()> {
         let mut slot = self.inner.writer.write().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|handle| handle.is_alive()) {
             return Ok(());
         }
-        let mut conn = open_writer_connection(&self.inner.path, &self.inner.options)?;
-        migrate::migrate(&mut conn, &self.inner.path)?;
-        *slot = Some(writer::WriterHandle::spawn(conn));
+        let path = &self.inner.path;
+        let mut conn = open_writer_connection(path, &self.inner.options)
+            .map_err(|error| unusable(error, path))?;
+        migrate::migrate(&mut conn, path).map_err(|error| unusable(error, path))?;
+        let context = WriterContext {
+            health: self.inner.health.clone(),
+            file: path.clone(),
+        };
+        *slot = Some(writer::WriterHandle::spawn(conn, context));
         Ok(())
     }
 
@@ -308,14 +367,44 @@ impl Store {
         .await
     }
 
-    /// Folds the WAL back into the database file (a periodic background job of the Store actor).
-    pub async fn checkpoint(&self) -> Result<()> {
-        self.write(|conn| {
-            // Inside a transaction a full checkpoint cannot run; PASSIVE does what it can.
-            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-            Ok(())
-        })
-        .await
+    /// Folds the WAL back into the database file, on the writer thread outside any transaction
+    /// (a periodic background job of the Store actor). A checkpoint that cannot run is reported
+    /// in the store's health and logged once.
+    pub async fn checkpoint(&self) -> Result<Checkpointed> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let slot = self.inner.writer.read().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(handle) => handle.checkpoint(reply)?,
+                None => return Err(StoreError::WriterGone),
+            }
+        }
+        answer.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
+/// An error opening or migrating the database, with the reason read from the file system
+/// (read-only mount, permissions with owner and mode, no space, corrupt file, file limit).
+fn unusable(error: StoreError, file: &Path) -> StoreError {
+    let sqlite = match &error {
+        StoreError::Sqlite(sqlite) | StoreError::Migration { source: sqlite, .. } => sqlite,
+        _ => return error,
+    };
+    let trouble = health::diagnose(sqlite, file);
+    if !trouble.needs_a_person() {
+        return error;
+    }
+    StoreError::Unusable {
+        file: file.display().to_string(),
+        reason: format!(
+            "{}, then start clawvisor again",
+            trouble
+                .sentence()
+                .trim_start_matches("database: ")
+                .trim_end_matches(" to resume")
+        ),
+        detail: error.to_string(),
+        needs_a_person: true,
     }
 }
 
@@ -414,6 +503,8 @@ impl From<&crate::config::Config> for StoreOptions {
                 crate::config::SyncMode::Normal => Synchronous::Normal,
             },
             max_readers: 4,
+            min_free: config.store.min_free.0,
+            hold_free: config.store.hold_free.0,
         }
     }
 }

@@ -56,6 +56,7 @@ pub mod runs;
 pub mod schedules;
 pub mod secrets;
 pub mod setup;
+pub mod store_health;
 pub mod timezones;
 pub mod token_file;
 pub mod tool_catalogue;
@@ -476,8 +477,9 @@ async fn healthz(State(state): State<StudioState>) -> Response {
 }
 
 /// 200 once every configured bot has started and every enabled MCP server has published its
-/// tools to its agents, each or failed visibly (its reason in Studio's MCP page and the log).
-/// Otherwise 503, naming what it still waits for.
+/// tools to its agents, each or failed visibly (its reason in Studio's MCP page and the log),
+/// and while database writes commit. Otherwise 503, naming what it waits for (or the store's
+/// trouble: "database: disk full at /var/lib/clawvisor — free space to resume").
 async fn readyz(State(state): State<StudioState>) -> Response {
     let Some(snapshot) = snapshot(&state).await else {
         return (
@@ -488,6 +490,10 @@ async fn readyz(State(state): State<StudioState>) -> Response {
     };
     if !snapshot.boot_complete || !state.store.writer_alive() {
         return (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response();
+    }
+    // Writes that do not commit: not ready, in the words of the store's health.
+    if let Some(sentence) = state.store.health().sentence() {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{sentence}\n")).into_response();
     }
     let mut waiting: Vec<String> = state
         .expect_ready()

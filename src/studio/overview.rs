@@ -399,11 +399,11 @@ fn hints(state: &StudioState, figures: &Figures, mcp: &[McpHealth]) -> Vec<Strin
 pub async fn overview(State(state): State<StudioState>) -> Result<Json<Value>, ApiError> {
     let tree = tree(&state).await?;
     let figures = figures(&state).await?;
-    let mcp = mcp_health(&state).await;
+    let (mcp, store) = (mcp_health(&state).await, state.store.health());
     Ok(Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "started_ms": state.started_ms,
-        "health": {"boot_complete": tree.boot_complete, "database": state.store.writer_alive()},
+        "health": {"boot_complete": tree.boot_complete, "database": state.store.writer_alive() && store.state == crate::store::health::State::Healthy, "store": super::store_health::health_json(&store)},
         "tree": tree_json(&tree),
         "bots": figures.bots.iter().map(|(agent, (status, detail, at_ms))| json!({
             "agent": agent, "status": status, "detail": detail, "at_ms": at_ms,
@@ -479,7 +479,11 @@ pub fn overview_schema() -> Value {
         ("started_ms", integer()),
         (
             "health",
-            object([("boot_complete", boolean()), ("database", boolean())]),
+            object([
+                ("boot_complete", boolean()),
+                ("database", boolean()),
+                ("store", super::store_health::health_schema()),
+            ]),
         ),
         ("tree", array(actor_schema())),
         ("bots", array(bot)),
@@ -602,6 +606,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.work(&counters, &figures, &tree);
     exposition.models(&counters);
     exposition.bots(&counters, &figures, &tree, now);
+    exposition.text += &super::store_health::metrics(&state.store.health());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         exposition.text,

@@ -29,8 +29,10 @@ impl Tmpfs {
         &self.path
     }
 
-    /// Remounts the file system read-only: every write after this fails with EROFS. Open files
-    /// stay open; a remount with files open for writing may need `force` (tmpfs allows it).
+    /// Remounts the file system read-only: every write after this fails with EROFS. Linux
+    /// refuses it (EBUSY) while any file on it is open for writing, so it serves a daemon that
+    /// boots on a read-only mount, not one already running there (`tests/store_health.rs` turns a
+    /// loop-mounted ext4 read-only under a running daemon instead).
     pub fn remount_read_only(&self) -> Result<(), String> {
         mount_command(&["-o", "remount,ro"], &self.path)
     }

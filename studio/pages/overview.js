@@ -7,11 +7,14 @@
 // run, the recorded runs and the archives kept (reloaded with the page). "Reload configuration" asks
 // the daemon to re-read its config and agent files (like SIGHUP) and shows the report: what was
 // added, removed or restarted, the settings that need a restart, or why the files were refused.
+// When the database cannot save (disk full, read-only, I/O error, permissions), a red banner at the
+// top says so in plain words with what to do, the daemon's own sentence in a <details>; low disk
+// space or a WAL checkpoint that cannot run is a yellow one. Refreshes on store_health and warning.
 import { api, load, el, append, clear, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'bot_status', 'approval_requested',
-  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health', 'config_reloaded'];
+  'approval_decided', 'run_started', 'cost_recorded', 'mcp_health', 'config_reloaded', 'store_health', 'warning'];
 
 export async function render(root, ctx) {
   const box = el('div');
@@ -91,11 +94,60 @@ function stat(label, value, href, attrs = {}) {
   return href ? el('a', { class: 'card stat', href }, body) : el('div', { class: 'card stat' }, body);
 }
 
+// What each cause means to a person: a headline, then what to do.
+const STORE_TROUBLE = {
+  disk_full: ['The disk is full, so nothing new can be saved.',
+    'Free some space on the disk that holds the data folder (delete old files or backups there). Messages wait with Telegram meanwhile and are answered when space returns; no restart is needed.'],
+  read_only: ['The disk became read-only, so nothing new can be saved.',
+    'Make the data folder writable again (a disk that turns read-only often has a fault: check it). Messages wait meanwhile and are answered when writing works again; no restart is needed.'],
+  io_error: ['The disk reports errors, so nothing new can be saved.',
+    'Check the disk that holds the data folder. Messages wait meanwhile and are answered as soon as writing works again.'],
+  permission_denied: ['The daemon is not allowed to write its files, so nothing new can be saved.',
+    'Give the daemon\'s user write access to the data folder (the detail below names the file, its owner and mode).'],
+  corrupt: ['The database file is damaged.',
+    'Stop the daemon and restore the latest backup (`clawvisor restore`).'],
+  too_many_open_files: ['The daemon has too many files open, so nothing new can be saved.',
+    'Raise the daemon\'s open-file limit (LimitNOFILE in its service file) and restart it.'],
+  other: ['Nothing new can be saved right now.',
+    'Read the detail below; messages wait and are answered once writing works again.'],
+};
+
+/** The red banner while the database cannot save, or the yellow one for low space; else nothing. */
+function storeBanner(store) {
+  if (!store) return null;
+  if (store.state !== 'healthy') {
+    const [headline, todo] = STORE_TROUBLE[store.cause] || STORE_TROUBLE.other;
+    return el('div', { class: 'card error store-banner', role: 'alert', 'data-store': store.state, 'data-cause': store.cause || 'other' },
+      el('strong', null, headline), el('p', null, todo),
+      el('details', null, el('summary', { class: 'small' }, 'Technical detail'),
+        el('p', { class: 'small' }, store.sentence || ''),
+        store.detail && el('p', { class: 'small muted' }, `SQLite: ${store.detail}`),
+        el('p', { class: 'small muted' }, 'since ', when(store.since_ms), ` · ${num(store.failed_writes)} ${store.failed_writes === 1 ? 'write' : 'writes'} failed or held back`,
+          store.free_bytes != null ? ` · ${megabytes(store.free_bytes)} free in ${store.directory} (writes hold below ${megabytes(store.hold_free_bytes)})` : '')));
+  }
+  if (store.warning) {
+    const low = store.free_bytes != null && store.free_bytes < store.min_free_bytes;
+    return el('div', { class: 'card warn store-banner', 'data-store': 'warning' },
+      el('strong', null, low ? 'Disk space is running low.' : 'The database cannot tidy its files.'),
+      el('p', null, low
+        ? 'Everything still works. Free some space on the disk that holds the data folder before it fills up: below the limit in the detail, the daemon stops saving and waits.'
+        : 'Everything still works, but the database\'s side file keeps growing until this is fixed; the detail below says why.'),
+      el('details', null, el('summary', { class: 'small' }, 'Technical detail'), el('p', { class: 'small' }, store.warning)));
+  }
+  return null;
+}
+
+function megabytes(bytes) {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
 function draw(box, d) {
   const health = d.health || {};
+  const saving = !health.store || health.store.state === 'healthy';
   const ready = health.boot_complete && health.database;
   const queue = d.needs_you || [];
   append(box,
+    storeBanner(health.store),
     el('h2', null, 'What needs you'),
     queue.length
       ? el('ul', { class: 'queue', 'data-queue': queue.length }, queue.map((item) => el('li', { class: 'card row spread', 'data-attention': item.kind },
@@ -111,9 +163,9 @@ function draw(box, d) {
       : empty('No agents yet. ', el('a', { href: '#/setup' }, 'Set up your first one'), '.'),
     el('div', { class: 'grid' },
       el('div', { class: 'card stat' },
-        el('span', { class: 'value' }, badge(ready ? 'ok' : health.database === false ? 'down' : 'starting',
-          ready ? 'healthy' : health.database === false ? 'database down' : 'starting…')),
-        el('span', { class: 'label' }, ready ? 'everything is running' : `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
+        el('span', { class: 'value' }, badge(ready ? 'ok' : !saving ? 'failed' : health.database === false ? 'down' : 'starting',
+          ready ? 'healthy' : !saving ? 'cannot save' : health.database === false ? 'database down' : 'starting…')),
+        el('span', { class: 'label' }, ready ? 'everything is running' : !saving ? 'the database cannot save: see above' : `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
         el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms))),
       stat('approvals waiting', num(d.approvals_pending ?? 0), '#/approvals', { id: 'approvals-pending' }),
       stat('runs today', num(d.runs_today), '#/runs'),

@@ -387,6 +387,10 @@ fn start_polling(myself: &ActorRef<BotMsg>, state: &mut TelegramBotState) {
 /// what to do (`crate::cause`: "raise LimitNOFILE" for too many open files).
 fn start_failure(agent: &str, error: &TelegramError) -> String {
     let cause = match error {
+        // A cause without plain advice (a cut connection, a timeout) still leads with words.
+        TelegramError::Network(cause) if crate::cause::text_advice(cause).is_none() => {
+            format!("the connection failed — check this machine's network ({cause})")
+        }
         TelegramError::Network(cause) => cause.clone(),
         other => other.to_string(),
     };
@@ -400,7 +404,7 @@ fn start_failed(state: &TelegramBotState, reason: String) -> ActorProcessingErr 
     state.args.events.publish_data(
         EventKind::BotStatus,
         &state.args.subject(),
-        &format!("failing: {reason}"),
+        &reason,
         EventData::BotPolling {
             agent: state.args.spec.name.clone(),
             state: "failing".to_string(),

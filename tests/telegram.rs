@@ -614,7 +614,7 @@ async fn photos_are_downloaded_into_the_workspace_and_given_to_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered() {
+async fn updates_older_than_the_grace_period_at_boot_are_not_answered_and_the_person_is_told() {
     let names = ["alpha"];
     // Sent while the daemon was down, more than the grace period before it starts.
     let w = world(
@@ -642,10 +642,26 @@ async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered
         || async { update_statuses(&w, USER).await == ["ignored"] },
     )
     .await;
+    // Not answered by the agent, and not dropped in silence: the person is told, once.
+    let told = w
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("reached me too late"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("the person is told the message came too late");
+    assert!(
+        told.visible_text.contains("send again"),
+        "{}",
+        told.visible_text
+    );
     assert_eq!(
         w.fake.sent(bot).len(),
-        0,
-        "the stale update is not answered"
+        1,
+        "only the notice: {:?}",
+        w.fake.sent(bot)
     );
     let note: String = w
         .harness
@@ -659,7 +675,10 @@ async fn updates_older_than_the_grace_period_at_boot_are_stored_but_not_answered
         })
         .await
         .unwrap();
-    assert!(note.starts_with("ignored: stale"), "{note}");
+    assert!(
+        note.starts_with("ignored: too late") && note.ends_with("the person was told"),
+        "{note}"
+    );
     w.fake.push_message(bot, USER, USER, "fresh");
     w.fake
         .wait_for_sent(

@@ -33,6 +33,8 @@ const RANKS: &[(&str, u8)] = &[
     ("registry", 0),
     ("supervision", 0),
     ("resident", 0),
+    ("cause", 0),
+    ("fds", 0),
     // 1: the rules the daemon is configured with.
     ("schedule", 1),
     ("config", 1),

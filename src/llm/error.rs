@@ -175,20 +175,11 @@ pub(crate) fn message_from_error_body(body: &[u8]) -> String {
     clean_text(&text)
 }
 
-/// The text of a reqwest error with its URL removed and its causes appended, redacted.
+/// The text of a reqwest error with its URL removed and its causes appended, redacted; a cause
+/// a person must fix on the machine (too many open files, ...) is said first, in plain words.
 pub(crate) fn reqwest_error_text(error: reqwest::Error) -> String {
     let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    clean_text(&text)
+    clean_text(&crate::cause::explain(&error))
 }
 
 /// Parses a `Retry-After` value: delay seconds or an HTTP date.

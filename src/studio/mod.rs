@@ -51,6 +51,7 @@ pub mod openapi;
 pub mod overview;
 pub mod people;
 pub mod providers;
+mod ready_bots;
 pub mod reload;
 pub mod runs;
 pub mod schedules;
@@ -476,10 +477,11 @@ async fn healthz(State(state): State<StudioState>) -> Response {
     }
 }
 
-/// 200 once every configured bot has started and every enabled MCP server has published its
-/// tools to its agents, each or failed visibly (its reason in Studio's MCP page and the log),
-/// and while database writes commit. Otherwise 503, naming what it waits for (or the store's
-/// trouble: "database: disk full at /var/lib/clawvisor — free space to resume").
+/// 200 once every configured bot is online (`ready_bots`: a bot that cannot get online holds it
+/// at 503 with its reason), every enabled MCP server has published its tools to its agents or
+/// failed visibly (its reason in Studio's MCP page and the log), and while database writes
+/// commit. Otherwise 503, naming what it still waits for (or the store's trouble: "database: disk
+/// full at /var/lib/clawvisor — free space to resume").
 async fn readyz(State(state): State<StudioState>) -> Response {
     let Some(snapshot) = snapshot(&state).await else {
         return (
@@ -506,6 +508,7 @@ async fn readyz(State(state): State<StudioState>) -> Response {
         })
         .cloned()
         .collect();
+    waiting.extend(ready_bots::bots_not_online(&state, &snapshot).await);
     waiting.extend(mcp_pending(&state).await);
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()

@@ -315,7 +315,7 @@ fn other_paths() -> Value {
     };
     json!({
         "/healthz": text("200 once the tree is up and the database writer is alive"),
-        "/readyz": text("200 once every bot and MCP server has started (or failed visibly) and database writes commit; otherwise what it waits for, or why writes fail and where"),
+        "/readyz": text("200 once every bot is online, every MCP server has started (or failed visibly) and database writes commit; otherwise what it waits for and why, or why writes fail and where"),
         "/metrics": {"get": {
             "summary": "Prometheus metrics (open on a loopback bind without a proxy or metrics token; otherwise `Authorization: Bearer <metrics token>`)",
             "security": [{}, {"metrics_token": []}],

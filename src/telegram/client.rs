@@ -44,6 +44,7 @@ pub enum TelegramError {
     /// it again cannot help.
     #[error("{0}")]
     Rejected(String),
+    /// The request did not get through: the whole cause, advice first (`crate::cause`).
     #[error("network error: {0}")]
     Network(String),
     #[error("{0}")]
@@ -89,10 +90,39 @@ impl From<RequestError> for TelegramError {
                 TelegramError::TopicGone(text(description))
             }
             RequestError::RetryAfter(seconds) => TelegramError::RetryAfter(retry_duration(seconds)),
-            RequestError::Network(error) => TelegramError::Network(text(&error)),
+            RequestError::Network(error) => TelegramError::Network(network_text(error.as_ref())),
+            // Reading a file to send: not the network, but its cause matters as much.
+            RequestError::Io(error) => TelegramError::Other(network_text(error.as_ref())),
             other => TelegramError::Other(text(&other)),
         }
     }
+}
+
+/// A network error's whole cause, its URL (which carries the token) left out: what a person can
+/// do about it first, when it is known (too many open files, nothing listening), then every
+/// layer down to the operating system's error — `error sending request` alone says nothing.
+fn network_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let explained = crate::cause::explain(error);
+    crate::secrets::redact(&without_url(&explained)).into_owned()
+}
+
+/// `text` without reqwest's ` for url (...)` parts.
+fn without_url(text: &str) -> String {
+    let mut rest = text;
+    let mut out = String::with_capacity(text.len());
+    while let Some(start) = rest.find(" for url (") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + " for url (".len()..];
+        match after.find(')') {
+            Some(end) => rest = &after[end + 1..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Whether an API error's description is a 4xx refusal of the request itself (rather than a
@@ -165,6 +195,33 @@ fn shared_http_client(timeout: Duration) -> Result<Bot, TelegramError> {
     Ok(shared)
 }
 
+/// File descriptors a bot leaves free when it goes online (its long poll then holds one for as
+/// long as it runs): room for Studio and `/readyz`, the database's readers, model calls and
+/// replies, so that a process with too few descriptors for all its bots runs the ones that fit
+/// and says plainly why the others are off, instead of starving everything.
+pub const FD_RESERVE: u64 = 8;
+
+/// Whether this process has room for one more bot (`FD_RESERVE` left after it); otherwise the
+/// reason, advice first. Where the headroom cannot be read (not Linux), there is room.
+pub fn room_for_a_bot() -> Result<(), TelegramError> {
+    let headroom = match crate::fds::headroom() {
+        Ok(headroom) => headroom,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(TelegramError::Network(crate::cause::explain(&error)));
+        }
+    };
+    if headroom.free() > FD_RESERVE {
+        return Ok(());
+    }
+    Err(TelegramError::Network(format!(
+        "{} ({} of {} open; a bot goes online only with more than {FD_RESERVE} left for Studio, the database and replies)",
+        crate::cause::TOO_MANY_OPEN_FILES,
+        headroom.open,
+        headroom.limit
+    )))
+}
+
 /// Asks Telegram who this token belongs to (`getMe`), within ten seconds.
 pub async fn check_token(token: &Secret, api_url: &str) -> Result<String, TelegramError> {
     let bot = build(token, api_url, Duration::from_secs(5))?;
@@ -172,5 +229,22 @@ pub async fn check_token(token: &Secret, api_url: &str) -> Result<String, Telegr
         Ok(Ok(me)) => Ok(me.username.clone().unwrap_or_default()),
         Ok(Err(error)) => Err(TelegramError::from(error)),
         Err(_) => Err(TelegramError::Network("no answer within 10 s".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_with_its_token_is_left_out_of_a_network_error() {
+        assert_eq!(
+            without_url(
+                "error sending request for url (http://127.0.0.1:9/bot1:AAH/GetMe): client error (Connect)"
+            ),
+            "error sending request: client error (Connect)"
+        );
+        assert_eq!(without_url("no url here"), "no url here");
+        assert_eq!(without_url("cut for url (http://x"), "cut");
     }
 }

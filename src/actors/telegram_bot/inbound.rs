@@ -44,25 +44,29 @@ pub(super) async fn on_message(
     None
 }
 
-/// Stops a message that must not be answered: sent long before the daemon started (unless a voice
-/// note of it is still being heard), from a blocked user, or from an unknown one (who gets one
-/// pairing reply in a private chat, or claims an unclaimed bot with `/start <code>`).
+/// Stops a message that must not be answered: sent long before the daemon started (the person is
+/// told it came too late, `late.rs`, unless an earlier incarnation accepted it and still owes the
+/// answer), from a blocked user, or from an unknown one (who gets one pairing reply in a private
+/// chat, or claims an unclaimed bot with `/start <code>`).
 async fn screen(
     state: &mut TelegramBotState,
     update: &StoredUpdate,
     message: &IncomingMessage,
 ) -> Option<(UpdateStatus, Option<String>)> {
     let grace = state.args.config.stale_grace.0.as_millis() as i64;
-    if message.date_ms < state.args.boot_ms - grace
-        && !voice::still_being_heard(message, update.received_ms, grace, crate::clock::now_ms())
-    {
-        tracing::info!(agent = %state.args.spec.name, update = update.update_id, "stale update stored but not answered");
-        return Some((
-            UpdateStatus::Ignored,
-            Some("stale: sent long before the daemon started".into()),
-        ));
+    let lateness = late::judge(
+        message.date_ms,
+        update.received_ms,
+        state.args.boot_ms,
+        grace,
+        crate::clock::now_ms(),
+    );
+    let standing = claim::standing(state, message.user_id).await;
+    if lateness == late::Lateness::TooLate {
+        let allowed = standing == claim::Standing::Allowed;
+        return Some(late::tell_too_late(state, message, allowed));
     }
-    match claim::standing(state, message.user_id).await {
+    match standing {
         claim::Standing::Allowed => None,
         // Not a word, not even a pairing reply.
         claim::Standing::Blocked => Some((

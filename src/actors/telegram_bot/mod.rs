@@ -1,8 +1,15 @@
 //! TelegramBot(agent): one per bot token; polls, routes, and delivers for exactly one agent.
 //!
+//! Starting: a task deletes the webhook and asks `getMe`. Only when that succeeds is the bot online
+//! and its poll loop and sweep started; when it fails (no network, too many open files, ...) the
+//! actor fails with the reason in words for people (its status `failing` in Studio, `/readyz` 503,
+//! one log line) and the ChannelSupervisor starts it again with backoff. Invariant: no update is
+//! confirmed to Telegram unless a fully started bot runs to dispatch it.
+//!
 //! Inbound: the poll loop (`telegram::poller`, a task owned by this actor) stores each batch with
-//! its offset before confirming it. This actor then reads every stored update in order: stale ones
-//! (older than `stale_grace` before boot) and unauthorized ones are recorded and not answered;
+//! its offset before confirming it. This actor then reads every stored update in order: ones sent
+//! long before boot are answered when an earlier incarnation accepted them, else the person is
+//! told they came too late (`late.rs`); unauthorized ones are recorded and not answered;
 //! unknown private users get one pairing reply (or, when the bot is unclaimed, may claim it with
 //! `/start <code>`); blocked users get nothing; group messages not addressed to the bot are kept
 //! as context for its next answer; commands are handled here; everything else goes to the agent
@@ -23,10 +30,10 @@
 //! outbox. The bot's one governor paces per Telegram chat, so a forum's topics share its limits.
 //!
 //! Background jobs (owner: this actor, cancelled with it through a drop guard — also when it
-//! fails):
+//! fails; the first two start only once the bot is online):
 //! - the poll loop (`inbound_updates`, `bot_offsets`; on restart it resumes from the stored
 //!   offset; idempotent: updates are unique on their id);
-//! - the sweep, at start and every 30 s, which re-dispatches stored updates that never reached a
+//! - the sweep, when online and every 30 s, which re-dispatches stored updates that never reached a
 //!   session and re-delivers replies still in the outbox (idempotent: the session dedupes, the
 //!   outbox row is checked before sending), and renews an expired claim code;
 //! - the per-conversation send workers (`outbox`, `<data dir>/outbox-files/`), which also end
@@ -40,6 +47,7 @@
 mod claim;
 mod commands;
 mod inbound;
+mod late;
 mod voice;
 
 use std::collections::HashMap;
@@ -88,6 +96,11 @@ pub enum BotMsg {
     Online {
         username: String,
     },
+    /// The startup task could not reach Telegram (network, too many open files, ...): the bot
+    /// fails, and its supervisor starts it again with backoff. `reason` is for people.
+    StartFailed {
+        reason: String,
+    },
     /// The poll loop's news: a batch stored, a poll done, its state, its end.
     Poll(PollEvent),
     /// Every 30 s: re-dispatch what never reached a session, re-deliver the outbox.
@@ -130,9 +143,9 @@ pub struct TelegramBotState {
     cancel: CancellationToken,
     /// Cancels every task of this incarnation when the state is dropped (stop or failure).
     _guard: DropGuard,
-    /// Updates stored before `getMe` answered (the username decides group addressing).
-    early: Vec<StoredUpdate>,
     sweeper: Option<tokio::task::JoinHandle<()>>,
+    /// Chats already told this incarnation that a message came too late to be answered.
+    told_late: std::collections::HashSet<ChatKey>,
     /// Updates whose attachments a task is fetching (see `inbound::InFlight`).
     fetching: inbound::Fetching,
 }
@@ -196,8 +209,8 @@ impl Actor for TelegramBot {
             username: None,
             workers: HashMap::new(),
             cancel,
-            early: Vec::new(),
             sweeper: None,
+            told_late: Default::default(),
             fetching: Default::default(),
         })
     }
@@ -207,60 +220,28 @@ impl Actor for TelegramBot {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Network work happens in a task: a failure here is a supervision event, not a boot failure.
+        // Network work happens in a task: a failure here is a supervision event, not a boot
+        // failure. Nothing else starts before it succeeds: the poll loop and the sweep begin in
+        // `on_online`, so a bot that never got online confirms no update to Telegram.
         let bot = state.bot.clone();
         let me = myself.clone();
         let cancel = state.cancel.clone();
-        let args = state.args.clone();
-        let bot_id = state.bot_id;
+        let agent = state.args.spec.name.clone();
         tokio::spawn(async move {
             let online = tokio::select! {
                 online = go_online(&bot) => online,
                 _ = cancel.cancelled() => return,
             };
-            match online {
-                Ok(username) => {
-                    let _ = me.cast(BotMsg::Online { username });
-                }
+            let _ = match online {
+                Ok(username) => me.cast(BotMsg::Online { username }),
                 Err(TelegramError::Unauthorized) => {
-                    let _ = me.cast(BotMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)));
-                    return;
+                    me.cast(BotMsg::Poll(PollEvent::Ended(PollEnd::Unauthorized)))
                 }
-                Err(error) => {
-                    // Let the poll loop's backoff handle a flaky start; report what happened.
-                    let _ = me.cast(BotMsg::Poll(PollEvent::Status {
-                        state: "network_error",
-                        detail: error.to_string(),
-                    }));
-                }
-            }
-            let report_to = me.clone();
-            Poller {
-                bot,
-                bot_id,
-                agent: args.spec.name.clone(),
-                poll_timeout: args.config.poll_timeout.0,
-                wait_for_previous: args.config.wait_for_previous.0,
-                store: args.store.clone(),
-                report: Box::new(move |event| {
-                    let _ = report_to.cast(BotMsg::Poll(event));
+                Err(error) => me.cast(BotMsg::StartFailed {
+                    reason: start_failure(&agent, &error),
                 }),
-                cancel,
-            }
-            .run()
-            .await;
+            };
         });
-        let sweep_cancel = state.cancel.clone();
-        let me = myself.clone();
-        state.sweeper = Some(tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(SWEEP_EVERY);
-            loop {
-                tokio::select! {
-                    _ = ticker.tick() => { if me.cast(BotMsg::Sweep).is_err() { return } }
-                    _ = sweep_cancel.cancelled() => return,
-                }
-            }
-        }));
         Ok(())
     }
 
@@ -273,6 +254,7 @@ impl Actor for TelegramBot {
         match message {
             BotMsg::Request(request) => on_request(state, request).await,
             BotMsg::Online { username } => on_online(&myself, state, username).await?,
+            BotMsg::StartFailed { reason } => return Err(start_failed(state, reason)),
             BotMsg::Poll(event) => on_poll(&myself, state, event).await?,
             BotMsg::Sweep => sweep(&myself, state, Recovery::Stale).await?,
         }
@@ -362,10 +344,75 @@ async fn on_online(
     );
     state.username = Some(username);
     Approvals::new(&state.args.registry).bot_online(&state.args.spec.name);
-    let early = std::mem::take(&mut state.early);
-    dispatch(myself, state, early).await?;
+    start_polling(myself, state);
     // Right after start nothing is in flight: recover everything left from before.
     sweep(myself, state, Recovery::Everything).await
+}
+
+/// Starts the poll loop and the 30 s sweep, once the bot is online: both live and die with this
+/// fully started incarnation (its cancellation token), so an update is confirmed to Telegram
+/// only while a bot that dispatches it runs.
+fn start_polling(myself: &ActorRef<BotMsg>, state: &mut TelegramBotState) {
+    let report_to = myself.clone();
+    let args = &state.args;
+    let poller = Poller {
+        bot: state.bot.clone(),
+        bot_id: state.bot_id,
+        agent: args.spec.name.clone(),
+        poll_timeout: args.config.poll_timeout.0,
+        wait_for_previous: args.config.wait_for_previous.0,
+        store: args.store.clone(),
+        report: Box::new(move |event| {
+            let _ = report_to.cast(BotMsg::Poll(event));
+        }),
+        cancel: state.cancel.clone(),
+    };
+    tokio::spawn(poller.run());
+    let sweep_cancel = state.cancel.clone();
+    let me = myself.clone();
+    state.sweeper = Some(tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(SWEEP_EVERY);
+        // The first tick is now; `on_online` has just swept everything.
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => { if me.cast(BotMsg::Sweep).is_err() { return } }
+                _ = sweep_cancel.cancelled() => return,
+            }
+        }
+    }));
+}
+
+/// Why a bot could not get online, for people: the agent, what failed, and — when it is known —
+/// what to do (`crate::cause`: "raise LimitNOFILE" for too many open files).
+fn start_failure(agent: &str, error: &TelegramError) -> String {
+    let cause = match error {
+        // A cause without plain advice (a cut connection, a timeout) still leads with words.
+        TelegramError::Network(cause) if crate::cause::text_advice(cause).is_none() => {
+            format!("the connection failed — check this machine's network ({cause})")
+        }
+        TelegramError::Network(cause) => cause.clone(),
+        other => other.to_string(),
+    };
+    format!("bot `{agent}` can't reach Telegram: {cause}")
+}
+
+/// The bot could not get online: said once in the log and as the bot's status (Studio shows it
+/// failing), then the actor fails so that its supervisor restarts it with backoff.
+fn start_failed(state: &TelegramBotState, reason: String) -> ActorProcessingErr {
+    tracing::error!(agent = %state.args.spec.name, %reason, "telegram bot failed to start; its supervisor restarts it");
+    state.args.events.publish_data(
+        EventKind::BotStatus,
+        &state.args.subject(),
+        &reason,
+        EventData::BotPolling {
+            agent: state.args.spec.name.clone(),
+            state: "failing".to_string(),
+            detail: reason.clone(),
+            at_ms: crate::clock::now_ms(),
+        },
+    );
+    reason.into()
 }
 
 /// The poll loop's news.
@@ -379,13 +426,8 @@ async fn on_poll(
             // Kept by the Events actor in memory, for `/metrics`' polling lag.
             Events::new(&state.args.registry).bot_polled(&state.args.spec.name, at_ms);
         }
-        PollEvent::Stored(updates) => {
-            if state.username.is_none() {
-                state.early.extend(updates);
-            } else {
-                dispatch(myself, state, updates).await?;
-            }
-        }
+        // The poll loop runs only once the bot is online (`start_polling`).
+        PollEvent::Stored(updates) => dispatch(myself, state, updates).await?,
         PollEvent::Status {
             state: status,
             detail,
@@ -449,8 +491,10 @@ fn token_rejected(myself: &ActorRef<BotMsg>, state: &TelegramBotState) {
     myself.stop(Some("unauthorized".into()));
 }
 
-/// deleteWebhook (we poll), getMe (checks the token), setMyCommands.
+/// Room for one more bot (`client::FD_RESERVE`), then deleteWebhook (we poll), getMe (checks the
+/// token), setMyCommands.
 async fn go_online(bot: &Bot) -> Result<String, TelegramError> {
+    client::room_for_a_bot()?;
     bot.delete_webhook().await.map_err(TelegramError::from)?;
     let me = bot.get_me().await.map_err(TelegramError::from)?;
     let commands = [

@@ -8,7 +8,8 @@
 //! transcribing afresh — the session's uniqueness on the update id makes a second hand-over a
 //! no-op) until [`RETRY_WINDOW`] after it arrived, after which the failure is told like any other.
 //! Downloads failing for now (network, Telegram's 5xx) are retried the same way. A restart does
-//! not end the retries: the next incarnation's stale check spares such notes. In a group, the
+//! not end the retries: the next incarnation still owes an answer to a note an earlier one
+//! stored promptly (`late.rs`). In a group, the
 //! earlier messages are taken as the note's context only at the hand-over, so a retry keeps them.
 
 use std::path::Path;
@@ -22,25 +23,6 @@ use crate::voice::{Audio, VoiceOutcome, VoiceSettings};
 
 /// How long after a voice note arrived a transient transcription failure is still retried.
 pub(super) const RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
-
-/// Whether a message the stale check would drop is a voice note still being worked on: it was
-/// fresh when an earlier incarnation stored it (within `grace_ms` of being sent) and is still
-/// within [`RETRY_WINDOW`] of that, so it is pending for a download or transcription retry, not
-/// something sent while the daemon was down.
-pub(super) fn still_being_heard(
-    message: &crate::telegram::intake::IncomingMessage,
-    received_ms: i64,
-    grace_ms: i64,
-    now_ms: i64,
-) -> bool {
-    let has_voice = message
-        .files
-        .iter()
-        .any(|file| file.kind == crate::domain::AttachmentKind::Voice);
-    has_voice
-        && received_ms - message.date_ms <= grace_ms
-        && now_ms - received_ms < RETRY_WINDOW.as_millis() as i64
-}
 
 /// What became of a voice note: the agent may have it now, or it waits for the sweep.
 pub(super) enum VoiceStep {

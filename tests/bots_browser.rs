@@ -95,6 +95,13 @@ async fn a_bot_that_cannot_reach_telegram_is_shown_failing_with_what_to_do() {
              .some((item) => item.textContent.startsWith('The bot of bea is not working (failing): bot'))",
         )
         .await;
+    // The health card agrees with `/readyz`: not "healthy" while a bot cannot get online.
+    browser
+        .wait_until(
+            "the health card names bea's bot",
+            "document.querySelector('[data-health-card=\"bots-failing\"]')?.textContent.includes('bea')",
+        )
+        .await;
     assert_eq!(
         browser
             .js("return document.querySelector('[data-bot=\"ada\"]').textContent.includes('failing')")

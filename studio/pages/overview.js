@@ -145,6 +145,8 @@ function draw(box, d) {
   const health = d.health || {};
   const saving = !health.store || health.store.state === 'healthy';
   const ready = health.boot_complete && health.database;
+  const failing = (d.bots || []).filter((b) => b.status === 'failing');
+  const card = healthCard(health, saving, ready, failing);
   const queue = d.needs_you || [];
   append(box,
     storeBanner(health.store),
@@ -162,10 +164,9 @@ function draw(box, d) {
         a.runs_today ? ` · ${a.runs_today} today` : '')))
       : empty('No agents yet. ', el('a', { href: '#/setup' }, 'Set up your first one'), '.'),
     el('div', { class: 'grid' },
-      el('div', { class: 'card stat' },
-        el('span', { class: 'value' }, badge(ready ? 'ok' : !saving ? 'failed' : health.database === false ? 'down' : 'starting',
-          ready ? 'healthy' : !saving ? 'cannot save' : health.database === false ? 'database down' : 'starting…')),
-        el('span', { class: 'label' }, ready ? 'everything is running' : !saving ? 'the database cannot save: see above' : `boot ${health.boot_complete ? 'complete' : 'in progress'} · database ${health.database ? 'ok' : 'not available'}`),
+      el('div', { class: 'card stat', 'data-health-card': card.state },
+        el('span', { class: 'value' }, badge(card.badge, card.word)),
+        el('span', { class: 'label' }, card.label),
         el('div', { class: 'small muted' }, `v${d.version ?? '?'} · up since `, when(d.started_ms))),
       stat('approvals waiting', num(d.approvals_pending ?? 0), '#/approvals', { id: 'approvals-pending' }),
       stat('runs today', num(d.runs_today), '#/runs'),
@@ -185,6 +186,22 @@ function draw(box, d) {
       el('summary', null, el('h2', { class: 'inline' }, 'Supervision tree'), el('span', { class: 'muted small' }, ' — every part of the daemon, restarted by its supervisor when it fails')),
       d.tree?.length ? el('div', { class: 'card' }, tree(d.tree.filter(shown))) : empty('No actors reported yet — the daemon may still be starting.')),
   );
+}
+
+/** The health card's badge and words: the database first, then bots that cannot get online. */
+function healthCard(health, saving, ready, failing) {
+  if (!saving) return { state: 'cannot-save', badge: 'failed', word: 'cannot save', label: 'the database cannot save: see above' };
+  if (!ready) {
+    return health.database === false
+      ? { state: 'down', badge: 'down', word: 'database down', label: `boot ${health.boot_complete ? 'complete' : 'in progress'} · database not available` }
+      : { state: 'starting', badge: 'starting', word: 'starting…', label: 'boot in progress' };
+  }
+  if (failing.length) {
+    const names = failing.map((b) => b.agent).join(', ');
+    return { state: 'bots-failing', badge: 'warn', word: 'needs attention',
+      label: `${failing.length === 1 ? 'a bot cannot' : `${failing.length} bots cannot`} reach Telegram (${names}): see Telegram bots below` };
+  }
+  return { state: 'healthy', badge: 'ok', word: 'healthy', label: 'everything is running' };
 }
 
 /** What the kernel lets each kind of command do, and which protections this machine enforces. */

@@ -6,6 +6,8 @@
 //!   reply is accepted by the fake Bot API while every write fails; it is sent once, and its
 //!   delivery is recorded within seconds of the store coming back (not by the next sweep's
 //!   repeat).
+//! - In-process, the same for an approval prompt: posted once, its message id recorded when
+//!   the store is back (the desk retries the record instead of failing and posting again).
 //! - The real binary with several chats talking steadily: its data directory's small tmpfs
 //!   (root; skipped with a printed reason otherwise) filled to the last byte for 4 s, then
 //!   freed; and its database write-locked by another process for 4 s. Each time: nothing lost,
@@ -117,6 +119,84 @@ async fn a_reply_whose_record_fails_for_a_while_is_sent_once_and_recorded_when_t
         1,
         "the reply whose record failed was sent again"
     );
+    world.harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_prompt_whose_message_cannot_be_recorded_is_posted_once() {
+    const CHAT: i64 = 78;
+    let script = Script::new()
+        .rule(Rule::echo().when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                serde_json::json!({"path": "notes/a.txt", "content": "a", "mode": "append"})
+                    .to_string(),
+            )
+            .when_last_user_contains("write the note"),
+        )
+        .rule(Rule::echo());
+    let world = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"",
+            "6363:AAH-hold-and-record-token-03",
+            &[CHAT],
+            &[CHAT],
+        )
+        .config_extra("[store]\nbusy_timeout = \"100ms\"\n")
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    assert!(world.fake.wait_for_poll(bot, Duration::from_secs(10)).await);
+    let prompts = || {
+        world
+            .fake
+            .sent(bot)
+            .iter()
+            .filter(|message| message.chat_id == CHAT && !message.buttons.is_empty())
+            .count()
+    };
+    // The prompt's first send gets a 429 (retry after 1 s): the moment to take the store away.
+    world.fake.rate_limit_next(bot, "sendMessage", 1, 1);
+    world.fake.push_message(bot, CHAT, CHAT, "write the note");
+    wait_until(
+        Duration::from_secs(20),
+        "the prompt's first (refused) send",
+        || async { world.fake.call_count(bot, "sendMessage") >= 1 },
+    )
+    .await;
+    let path = world.harness.dir.path().join("data").join("clawvisor.db");
+    let locker = rusqlite::Connection::open(&path).expect("open the daemon's database");
+    locker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    wait_until(Duration::from_secs(10), "the prompt posted", || async {
+        prompts() == 1
+    })
+    .await;
+    // A deliberate gap: the store refuses writes for 2 s, whatever the daemon does meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    locker.execute_batch("COMMIT").expect("unlock");
+    drop(locker);
+    wait_until(
+        Duration::from_secs(8),
+        "the prompt's message recorded",
+        || async {
+            world
+                .store()
+                .read(|conn| {
+                    Ok(conn.query_row(
+                        "SELECT COUNT(*) = 1 FROM approvals WHERE tg_message_id IS NOT NULL",
+                        [],
+                        |row| row.get::<_, bool>(0),
+                    )?)
+                })
+                .await
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    // Before, the failed record stopped the desk, and its restart posted the prompt again.
+    assert_eq!(prompts(), 1, "the approval prompt was posted again");
     world.harness.stop().await;
 }
 
@@ -277,6 +357,16 @@ async fn steady_traffic_through(fault: Fault) {
         next: 0,
     };
     steady.talk_for(Duration::from_secs(2)).await;
+    // The next reply's send gets a 429 (retry after 1 s); once it has, the fault goes in place,
+    // so that Telegram accepts that reply while its delivery cannot be recorded.
+    let calls = steady.fake.call_count(bot, "sendMessage");
+    steady.fake.rate_limit_next(bot, "sendMessage", 1, 1);
+    let refused_by = Instant::now() + Duration::from_secs(10);
+    while steady.fake.call_count(bot, "sendMessage") == calls {
+        assert!(Instant::now() < refused_by, "{name}: no reply was sent");
+        steady.talk();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let database = dir.path().join("data").join("clawvisor.db");
     let in_place = match &tmpfs {
         Some(tmpfs) => InPlace::Filler(tmpfs.fill("filler").expect("fill the tmpfs")),
@@ -351,6 +441,10 @@ async fn steady_traffic_through(fault: Fault) {
         lost.len()
     );
     assert!(lost.is_empty(), "{name}: lost {lost:?}");
+    assert!(
+        held >= 1,
+        "{name}: the reply accepted during the fault was not held"
+    );
     // A reply is sent again only when the process died between its send and its record.
     let allowed = if fault == Fault::FullThenKilled { 1 } else { 0 };
     assert!(

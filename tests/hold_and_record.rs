@@ -310,13 +310,28 @@ async fn all_answered(steady: &Steady, daemon: &mut DaemonProcess, name: &str) {
     })
     .await;
     if let Err(seen) = answered {
-        daemon.drain();
-        let tail = daemon.log.len().saturating_sub(60);
-        panic!(
-            "{name}: not every message answered in 90 s ({seen}); the daemon's log ends:\n{}",
-            daemon.log[tail..].join("\n")
+        fail_with_log(
+            daemon,
+            name,
+            &format!("not every message answered in 90 s ({seen})"),
         );
     }
+}
+
+/// Fails the test with `what` and the daemon's warnings and errors.
+fn fail_with_log(daemon: &mut DaemonProcess, name: &str, what: &str) -> ! {
+    daemon.drain();
+    let lines: Vec<&str> = daemon
+        .log
+        .iter()
+        .map(String::as_str)
+        .filter(|line| !line.contains("\"level\":\"INFO\""))
+        .collect();
+    let tail = lines.len().saturating_sub(80);
+    panic!(
+        "{name}: {what}; the daemon's warnings end:\n{}",
+        lines[tail..].join("\n")
+    );
 }
 
 async fn steady_traffic_through(fault: Fault) {
@@ -402,16 +417,19 @@ async fn steady_traffic_through(fault: Fault) {
         .flat_map(|(chat, said)| said.iter().map(move |text| (*chat, text.clone())))
         .filter(|(chat, text)| times_sent(&steady.fake, bot, *chat, text) == 0)
         .collect();
-    wait_until(
-        Duration::from_secs(60),
-        "the waiting messages answered",
-        || async {
-            waiting
-                .iter()
-                .all(|(chat, text)| times_sent(&steady.fake, bot, *chat, text) > 0)
-        },
-    )
+    let back = poll_until(Duration::from_secs(60), || async {
+        waiting
+            .iter()
+            .all(|(chat, text)| times_sent(&steady.fake, bot, *chat, text) > 0)
+    })
     .await;
+    if back.is_err() {
+        fail_with_log(
+            &mut daemon,
+            name,
+            "the waiting messages not answered in 60 s",
+        );
+    }
     let resumed = freed.elapsed();
     steady.talk_for(Duration::from_secs(3)).await;
     all_answered(&steady, &mut daemon, name).await;
@@ -441,15 +459,15 @@ async fn steady_traffic_through(fault: Fault) {
         lost.len()
     );
     assert!(lost.is_empty(), "{name}: lost {lost:?}");
-    assert!(
-        held >= 1,
-        "{name}: the reply accepted during the fault was not held"
-    );
     // A reply is sent again only when the process died between its send and its record.
     let allowed = if fault == Fault::FullThenKilled { 1 } else { 0 };
     assert!(
         duplicates.values().all(|count| *count <= allowed),
         "{name}: duplicates per chat {duplicates:?} (at most {allowed} each)"
+    );
+    assert!(
+        held >= 1,
+        "{name}: the reply accepted during the fault was not held"
     );
     let (status, _) = daemon
         .terminate(Duration::from_secs(20))

@@ -417,7 +417,8 @@ async fn steady_traffic_through(fault: Fault) {
         .flat_map(|(chat, said)| said.iter().map(move |text| (*chat, text.clone())))
         .filter(|(chat, text)| times_sent(&steady.fake, bot, *chat, text) == 0)
         .collect();
-    let back = poll_until(Duration::from_secs(60), || async {
+    // 90 s: a message whose dispatch was not recorded waits for the 30 s sweep (20 s stale).
+    let back = poll_until(Duration::from_secs(90), || async {
         waiting
             .iter()
             .all(|(chat, text)| times_sent(&steady.fake, bot, *chat, text) > 0)
@@ -427,7 +428,7 @@ async fn steady_traffic_through(fault: Fault) {
         fail_with_log(
             &mut daemon,
             name,
-            "the waiting messages not answered in 60 s",
+            "the waiting messages not answered in 90 s",
         );
     }
     let resumed = freed.elapsed();

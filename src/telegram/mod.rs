@@ -1,6 +1,7 @@
 //! The Telegram channel's edge: the Bot API client (`client`), the long-poll loop (`poller`),
 //! reading updates (`intake`), the per-conversation send workers (`sender`), how an answer is
-//! shown while written (`stream`), file and voice uploads (`upload`), the flood-limit governor
+//! shown while written (`stream`), file and voice uploads (`upload`), records of accepted sends
+//! retried rather than the sends repeated (`hold`), the flood-limit governor
 //! (`governor`), message formatting (`format`), pairing codes (`pairing`) and approval prompts
 //! (`approval`). The actor that ties them together is `actors::telegram_bot`.
 //!
@@ -11,6 +12,7 @@ pub mod approval;
 pub mod client;
 pub mod format;
 pub mod governor;
+pub mod hold;
 pub mod intake;
 pub mod pairing;
 pub mod poller;

@@ -14,7 +14,9 @@
 //!
 //! Delivery of a final answer is confirmed in the outbox (and the answered updates are marked
 //! processed) only after Telegram accepted every part. A worker checks the outbox row before
-//! sending, so a reply queued twice (live and by the sweep) is sent once.
+//! sending, so a reply queued twice (live and by the sweep) is sent once. A record that fails
+//! after Telegram accepted the reply is retried, not the send (`hold`): the row is held (the
+//! sweep skips it) and the worker sends nothing else in its chat until the record lands.
 //!
 //! A reply is formatted (`format::markdown_to_html`; plain text when Telegram rejects the
 //! entities) and split within Telegram's limit (`format::split_html`). A row with a file is an
@@ -40,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::TelegramError;
 use super::format;
 use super::governor::Governor;
+use super::hold::{self, HeldDeliveries};
 use super::stream::{EDIT_SPACING, Stream, StreamSettings};
 use super::upload;
 use crate::events::{EventBus, EventKind};
@@ -96,6 +99,8 @@ pub struct ChatWorker {
     pub speech: Option<crate::voice::speech::SpeechClient>,
     /// When and how streamed answers are shown.
     pub streaming: StreamSettings,
+    /// The bot's outbox rows whose accepted delivery is not recorded yet (`hold`).
+    pub held: HeldDeliveries,
 }
 
 impl ChatWorker {
@@ -285,14 +290,23 @@ impl ChatWorker {
             // Voice sent; the text follows for what a voice cannot carry. The voice is
             // recorded first, so a retry of the text does not speak it again.
             upload::Spoken::WithText => {
-                let recorded = self
-                    .store
-                    .write(move |conn| outbox::mark_voice_sent(conn, id))
-                    .await;
-                if let Err(error) = recorded {
-                    tracing::warn!(outbox_id = id, %error, "could not record a spoken reply's voice as sent");
-                }
-                false
+                let store = self.store.clone();
+                let _held = self.held.hold(id);
+                let what = format!(
+                    "a spoken reply to chat {} was sent (outbox {id})",
+                    self.chat_id
+                );
+                let recorded = hold::until_recorded(&what, &self.cancel, || {
+                    let store = store.clone();
+                    async move {
+                        store
+                            .write(move |conn| outbox::mark_voice_sent(conn, id))
+                            .await
+                    }
+                })
+                .await;
+                // Stopped before the voice was recorded: its text waits for the next incarnation.
+                !recorded.landed()
             }
             // No voice: the text goes instead of it.
             upload::Spoken::Failed => false,
@@ -353,6 +367,10 @@ impl ChatWorker {
 
     /// Records the outcome of delivering outbox row `id` (delivered, failed for good, or failed
     /// for now) and announces it. True when the row is done (it will not be sent again).
+    ///
+    /// A delivery Telegram accepted is recorded whatever it takes: while the store refuses, the
+    /// row is held (the sweep leaves it alone) and the record retried; this worker sends nothing
+    /// else meanwhile (`hold`).
     pub(super) async fn finish_delivery(
         &self,
         id: i64,
@@ -361,32 +379,34 @@ impl ChatWorker {
         parts: usize,
     ) -> bool {
         let now = crate::clock::now_ms();
+        let store = self.store.clone();
         let outcome = result.clone();
-        let recorded = self
-            .store
-            .write(move |conn| {
-                let Some(row) = outbox::outbox_get(conn, id)? else {
-                    return Ok(());
-                };
-                match &outcome {
-                    Ok(()) => {
-                        outbox::outbox_delivered(conn, id, now)?;
-                        updates::mark_processed(conn, &row.inbound_ids, now)
-                    }
-                    Err(error) if !error.is_transient() || row.attempts + 1 >= MAX_ATTEMPTS => {
-                        // Undeliverable (blocked, deleted) or out of attempts: stop trying, keep the record.
-                        outbox::outbox_failed(conn, id, &error.to_string())?;
-                        outbox::outbox_delivered(conn, id, now)?;
-                        updates::mark_processed(conn, &row.inbound_ids, now)
-                    }
-                    Err(error) => outbox::outbox_failed(conn, id, &error.to_string()),
+        let record = move || {
+            let outcome = outcome.clone();
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |conn| record_outcome(conn, id, &outcome, now))
+                    .await
+            }
+        };
+        let recorded = if result.is_ok() {
+            let _held = self.held.hold(id);
+            let what = format!("a reply to chat {} was sent (outbox {id})", self.chat_id);
+            hold::until_recorded(&what, &self.cancel, record)
+                .await
+                .landed()
+        } else {
+            // A send that failed repeats nothing when it is tried again; its count may wait.
+            match record().await {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(outbox_id = id, %error, "could not record a failed delivery attempt");
+                    false
                 }
-            })
-            .await;
-        if let Err(error) = &recorded {
-            tracing::error!(outbox_id = id, %error, "could not record a reply's delivery");
-        }
-        let done = recorded.is_ok()
+            }
+        };
+        let done = recorded
             && match &result {
                 Ok(()) => true,
                 Err(error) => !error.is_transient(),
@@ -526,6 +546,32 @@ impl ChatWorker {
         Err(TelegramError::Other(
             "gave up after repeated rate limits".into(),
         ))
+    }
+}
+
+/// Writes what became of outbox row `id`: delivered (and its updates processed), failed for
+/// good (kept, never sent again), or one more failed attempt.
+fn record_outcome(
+    conn: &rusqlite::Connection,
+    id: i64,
+    outcome: &Result<(), TelegramError>,
+    now: i64,
+) -> crate::store::Result<()> {
+    let Some(row) = outbox::outbox_get(conn, id)? else {
+        return Ok(());
+    };
+    match outcome {
+        Ok(()) => {
+            outbox::outbox_delivered(conn, id, now)?;
+            updates::mark_processed(conn, &row.inbound_ids, now)
+        }
+        Err(error) if !error.is_transient() || row.attempts + 1 >= MAX_ATTEMPTS => {
+            // Undeliverable (blocked, deleted) or out of attempts: stop trying, keep the record.
+            outbox::outbox_failed(conn, id, &error.to_string())?;
+            outbox::outbox_delivered(conn, id, now)?;
+            updates::mark_processed(conn, &row.inbound_ids, now)
+        }
+        Err(error) => outbox::outbox_failed(conn, id, &error.to_string()),
     }
 }
 

@@ -16,7 +16,7 @@
 //!   4xx answer, such as 404 "Not Found" from a Bot API that does not know the method) is
 //!   remembered for the bot ([`DraftSupport`]), so its other chats do not ask again. The edited
 //!   message is stored (`telegram_streams`), so that a reply delivered after a crash edits it
-//!   instead of appearing twice.
+//!   instead of appearing twice; a store that refuses has the record retried (`hold`).
 //!
 //! teloxide 0.17 has no `sendMessageDraft`: it is sent as a raw JSON request through the bot's
 //! own client ([`SendMessageDraft`]), so it shares its connection pool and its error mapping
@@ -211,14 +211,23 @@ impl ChatWorker {
                 Ok(id) => {
                     current.shown = Shown::Message(id);
                     // Kept so that the final answer edits this message even after a crash.
+                    // Not recorded, a restart would answer in a new message and leave this one
+                    // half-written: the record is retried (the chat waits) rather than lost.
                     let (run_id, chat_id, now) =
                         (current.run_id, self.chat_id, crate::clock::now_ms());
-                    let _ = self
-                        .store
-                        .write(move |conn| {
-                            updates::record_stream(conn, run_id, chat_id, id.0 as i64, now)
-                        })
-                        .await;
+                    let store = self.store.clone();
+                    let what = format!("a streamed answer's message in chat {chat_id} was sent");
+                    super::hold::until_recorded(&what, &self.cancel, || {
+                        let store = store.clone();
+                        async move {
+                            store
+                                .write(move |conn| {
+                                    updates::record_stream(conn, run_id, chat_id, id.0 as i64, now)
+                                })
+                                .await
+                        }
+                    })
+                    .await;
                 }
                 Err(error) => {
                     tracing::debug!(chat = self.chat_id, %error, "could not start a streamed message")

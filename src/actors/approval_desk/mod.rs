@@ -21,6 +21,8 @@
 //! Telegram one when its bot says it is online (`BotOnline`), since bots start after this actor. Runs
 //! waiting on them are resumed by their sessions and re-attach with `Request` (same run + call).
 //!
+//! A posted prompt's message id is recorded by retrying the record, never the post (`posted`).
+//!
 //! Background job: the expiry timer (owner: this actor; table `approvals`; one `send_after` for the
 //! earliest deadline; cancelled with the actor; on restart recomputed from `expires_ms`; expiring
 //! twice is a no-op).
@@ -28,6 +30,7 @@
 //! Restart policy: permanent.
 
 mod decide;
+mod posted;
 mod request;
 mod rules;
 
@@ -49,6 +52,7 @@ use crate::registry::Registry;
 use crate::store::Store;
 use crate::store::approvals::{self as queries, ApprovalRow, ApprovalStatus};
 use decide::on_decide;
+use posted::{PostedPrompt, record_posted};
 use request::on_request;
 
 /// Who may approve an agent's requests over Telegram.
@@ -93,6 +97,8 @@ pub enum DeskMsg {
     Request(ApprovalDeskMsg),
     /// The earliest pending request's deadline passed.
     ExpireDue,
+    /// A posted prompt's record to try again (the store refused it).
+    RecordPosted(PostedPrompt),
 }
 
 wraps_requests!(DeskMsg, ApprovalDeskMsg);
@@ -160,6 +166,7 @@ impl Actor for ApprovalDesk {
                 state.timer = None;
                 expire_due(&myself, state).await?;
             }
+            DeskMsg::RecordPosted(posted) => record_posted(&myself, state, posted).await?,
         }
         Ok(())
     }
@@ -185,28 +192,13 @@ async fn on_message(
             chat_id,
             message_id,
         } => {
-            let posted = state
-                .args
-                .store
-                .write(move |conn| {
-                    queries::set_posted(conn, &id, chat_id, message_id as i64)?;
-                    let row = queries::get(conn, &id)?;
-                    let granted = queries::granted(conn, &id)?;
-                    Ok(row.map(|row| (row, granted)))
-                })
-                .await?;
-            // A quick approver may have decided before the prompt's message id was stored: the
-            // prompt is resolved now, so it never keeps offering its buttons.
-            if let Some((row, granted)) = posted
-                && row.status != ApprovalStatus::Pending
-            {
-                let by = row
-                    .decided_by
-                    .clone()
-                    .unwrap_or_else(|| "an approver".to_string());
-                let text = decide::decided_text(&row, row.status, &by, granted);
-                resolve_message(&state.args, &row, &text);
-            }
+            let posted = PostedPrompt {
+                id,
+                chat_id,
+                message_id,
+                tries: 0,
+            };
+            record_posted(myself, state, posted).await?
         }
         ApprovalDeskMsg::BotOnline { agent } => {
             if state.carried_over.is_empty() {

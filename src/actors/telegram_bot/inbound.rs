@@ -682,6 +682,10 @@ pub(super) async fn sweep(
         dispatch(myself, state, stuck).await?;
     }
     for row in pending {
+        // Sent already; its worker is retrying the record (`telegram::hold`): never again.
+        if state.held.contains(row.id) {
+            continue;
+        }
         let delay = 20_000i64.saturating_mul(1 << row.attempts.clamp(0, 8));
         if recovery == Recovery::Stale && now - row.created_ms < delay {
             continue;

@@ -35,10 +35,13 @@
 //!   offset; idempotent: updates are unique on their id);
 //! - the sweep, when online and every 30 s, which re-dispatches stored updates that never reached a
 //!   session and re-delivers replies still in the outbox (idempotent: the session dedupes, the
-//!   outbox row is checked before sending), and renews an expired claim code;
+//!   outbox row is checked before sending, a row whose record is held is skipped), and renews an
+//!   expired claim code;
 //! - the per-conversation send workers (`outbox`, `<data dir>/outbox-files/`), which also end
 //!   after 2 minutes idle; undelivered rows are re-sent by the sweep, and at start spool copies
-//!   older than an hour that no pending row needs are removed.
+//!   older than an hour that no pending row needs are removed. A sent reply whose record failed
+//!   is held by its worker until the record lands (`telegram::hold`); the stop waits (bounded)
+//!   for the workers' last try.
 //!
 //! Restart policy: transient under the ChannelSupervisor with backoff and a budget; exhausted →
 //! degraded and retried later. A rejected token (401) stops the bot normally with a clear event:
@@ -78,6 +81,7 @@ use crate::store::telegram::{self as queries, PairingRow, StoredUpdate, UpdateSt
 use crate::telegram::approval::{self, ApprovalButton};
 use crate::telegram::client::{self, TelegramError};
 use crate::telegram::governor::{Governor, Limits};
+use crate::telegram::hold::{self, HeldDeliveries};
 use crate::telegram::intake::{self, IncomingCallback, IncomingMessage, Intake};
 use crate::telegram::pairing;
 use crate::telegram::poller::{PollEnd, PollEvent, Poller};
@@ -148,6 +152,8 @@ pub struct TelegramBotState {
     told_late: std::collections::HashSet<ChatKey>,
     /// Updates whose attachments a task is fetching (see `inbound::InFlight`).
     fetching: inbound::Fetching,
+    /// Outbox rows Telegram accepted whose record a worker is still retrying (`telegram::hold`).
+    held: HeldDeliveries,
 }
 
 impl TelegramBotArgs {
@@ -212,6 +218,7 @@ impl Actor for TelegramBot {
             sweeper: None,
             told_late: Default::default(),
             fetching: Default::default(),
+            held: HeldDeliveries::default(),
         })
     }
 
@@ -269,6 +276,14 @@ impl Actor for TelegramBot {
         state.cancel.cancel();
         if let Some(sweeper) = state.sweeper.take() {
             sweeper.abort();
+        }
+        // Workers holding a sent reply's record try it once more; the store stops after the bots.
+        if !state
+            .held
+            .wait_released(hold::LAST_TRY + Duration::from_secs(1))
+            .await
+        {
+            tracing::error!(agent = %state.args.spec.name, unrecorded = state.held.len(), "stopped with sent replies whose delivery is not recorded; each may be sent once more after the restart");
         }
         Ok(())
     }
@@ -532,6 +547,7 @@ fn worker(state: &mut TelegramBotState, chat: &ChatKey) -> mpsc::UnboundedSender
         cancel: state.cancel.child_token(),
         speech: state.args.speech.clone(),
         streaming: state.streaming.clone(),
+        held: state.held.clone(),
     }
     .spawn();
     state.workers.insert(chat.clone(), sender.clone());

@@ -504,12 +504,12 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
     let chat = ctx.chat.as_str().to_string();
     let needs_outbox = ctx.chat.kind() == ChatKind::Telegram;
     let voice_replies = ctx.runtime.spec.voice_replies;
-    let stored_text = text.clone();
     let now = crate::clock::now_ms();
-    let written = ctx
-        .runtime
-        .store
-        .write(move |conn| {
+    // The answer, the run's end and the outbox row land together or the run waits: a store that
+    // cannot commit (disk full, read-only) holds the answer here until it can, never drops it.
+    let record = || {
+        let (agent, chat, stored_text) = (agent.clone(), chat.clone(), text.clone());
+        move |conn: &rusqlite::Connection| {
             sessions::append(
                 conn,
                 session_id,
@@ -545,13 +545,18 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
                 outbox::mark_spoken(conn, id)?;
             }
             Ok(Some(id))
-        })
+        }
+    };
+    let written = ctx
+        .runtime
+        .store
+        .write_until_committed(&format!("the end of run {run_id}"), record)
         .await;
     let outbox_id = match written {
         Ok(outbox_id) => outbox_id,
         Err(error) => {
             // The run stays open in the database and is resumed after the next start.
-            tracing::error!(run_id, %error, "could not record the end of a run");
+            tracing::error!(run_id, %error, "could not record the end of a run; it is resumed after the next start");
             None
         }
     };

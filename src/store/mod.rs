@@ -279,6 +279,42 @@ impl Store {
             .is_some_and(|handle| handle.is_alive())
     }
 
+    /// Runs the job `make` builds until it commits, for records that must not be dropped while
+    /// the store holds or cannot commit (a run's end with its answer): a failure of the store
+    /// itself (holding, a failed commit, busy) is retried, 100 ms doubling to 1 s, while the
+    /// caller waits; a failure of the job's own (a missing row) is returned. `what` names the
+    /// record in the one warning logged.
+    pub async fn write_until_committed<T, F>(&self, what: &str, make: impl Fn() -> F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut wait = Duration::from_millis(100);
+        let mut warned = false;
+        loop {
+            let error = match self.write(make()).await {
+                Ok(value) => {
+                    if warned {
+                        tracing::info!("{what}: recorded now");
+                    }
+                    return Ok(value);
+                }
+                Err(error) => error,
+            };
+            let the_store_failed =
+                matches!(error, StoreError::Holding(_)) || error.is_busy() || !self.writes_commit();
+            if !the_store_failed {
+                return Err(error);
+            }
+            if !warned {
+                tracing::warn!(%error, "{what}: the database cannot record it now; it waits and is retried until it lands");
+                warned = true;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(1));
+        }
+    }
+
     /// Runs `job` in the writer's transaction. The result arrives after the commit.
     pub async fn write<T, F>(&self, job: F) -> Result<T>
     where

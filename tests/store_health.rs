@@ -57,6 +57,18 @@ const LEFT: &str = "writes commit again after";
 enum Mount {
     Tmpfs(Tmpfs),
     Ext4(LoopExt4),
+    /// An image lying sparse on a small tmpfs: filling the tmpfs fails every write the image's
+    /// block device gets (as a thin-provisioned volume out of space does), and freeing it lets
+    /// them land again. The image unmounts before the tmpfs under it (field order).
+    Thin(LoopExt4, Tmpfs),
+}
+
+/// Which file system `setup` puts the data directory on.
+#[derive(Clone, Copy, PartialEq)]
+enum Disk {
+    Tmpfs,
+    Ext4,
+    Thin,
 }
 
 /// One agent with a bot, its data directory on its own small file system.
@@ -70,13 +82,16 @@ struct Setup {
 /// Mounts a 24 MiB tmpfs (or, with `ext4`, a loop-mounted 48 MiB ext4 image) as the data
 /// directory and stages the world on it; `None` (with the reason printed) where mounting is not
 /// permitted.
-async fn setup(users: &[i64], ext4: bool) -> Option<Setup> {
+async fn setup(users: &[i64], disk: Disk) -> Option<Setup> {
     let dir = ScratchDir::new("clawvisor-store-health").unwrap();
     let data = dir.path().join("data");
-    let mounted = if ext4 {
-        LoopExt4::mount(dir.path(), &data).map(Mount::Ext4)
-    } else {
-        Tmpfs::mount(&data, "24m").map(Mount::Tmpfs)
+    let mounted = match disk {
+        Disk::Ext4 => LoopExt4::mount(dir.path(), &data, "loop,errors=remount-ro").map(Mount::Ext4),
+        Disk::Tmpfs => Tmpfs::mount(&data, "24m").map(Mount::Tmpfs),
+        Disk::Thin => Tmpfs::mount(&dir.path().join("under"), "12m").and_then(|under| {
+            LoopExt4::mount(under.path(), &data, "loop,errors=continue")
+                .map(|image| Mount::Thin(image, under))
+        }),
     };
     let mount = match mounted {
         Ok(mount) => mount,
@@ -116,10 +131,11 @@ async fn setup(users: &[i64], ext4: bool) -> Option<Setup> {
 struct LoopExt4 {
     image: std::path::PathBuf,
     path: std::path::PathBuf,
+    options: &'static str,
 }
 
 impl LoopExt4 {
-    fn mount(dir: &Path, path: &Path) -> Result<LoopExt4, String> {
+    fn mount(dir: &Path, path: &Path, options: &'static str) -> Result<LoopExt4, String> {
         let image = dir.join("data.ext4");
         std::fs::create_dir_all(path).map_err(|error| error.to_string())?;
         std::fs::File::create(&image)
@@ -129,6 +145,7 @@ impl LoopExt4 {
         let ext4 = LoopExt4 {
             image,
             path: path.to_path_buf(),
+            options,
         };
         ext4.mount_again()?;
         Ok(ext4)
@@ -140,7 +157,7 @@ impl LoopExt4 {
             "mount",
             &[
                 "-o",
-                "loop,errors=remount-ro",
+                self.options,
                 &display(&self.image),
                 &display(&self.path),
             ],
@@ -354,7 +371,7 @@ async fn fault_under_traffic(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_holds_writes_says_so_and_resumes_by_itself() {
     let users: Vec<i64> = (0..40).map(|n| 10_000 + n).collect();
-    let Some(s) = setup(&users, false).await else {
+    let Some(s) = setup(&users, Disk::Tmpfs).await else {
         return;
     };
     let Mount::Tmpfs(tmpfs) = &s.mount else {
@@ -373,10 +390,41 @@ async fn a_full_disk_holds_writes_says_so_and_resumes_by_itself() {
     assert!(entered.contains(&data), "{entered}");
 }
 
+/// An injected I/O error that ends: every write the disk under the data directory gets fails for
+/// a while (its backing store is full), then lands again; the daemon names the path, holds, and
+/// resumes by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_that_fails_writes_for_a_while_is_named_and_resumes_by_itself() {
+    let users: Vec<i64> = (0..40).map(|n| 10_000 + n).collect();
+    let Some(s) = setup(&users, Disk::Thin).await else {
+        return;
+    };
+    let Mount::Thin(image, under) = &s.mount else {
+        unreachable!("set up on an image over a tmpfs")
+    };
+    let data = display(&image.path);
+    let filler = std::cell::RefCell::new(None);
+    let entered = fault_under_traffic(
+        &s,
+        || {
+            *filler.borrow_mut() = Some(
+                under
+                    .fill("filler")
+                    .expect("the tmpfs under the disk fills"),
+            )
+        },
+        || std::fs::remove_file(filler.borrow().as_ref().unwrap()).expect("the filler goes"),
+        &[&data],
+    )
+    .await;
+    report!("writes failing at the disk: the log said {entered}");
+    assert!(entered.contains(&data), "{entered}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_turned_read_only_is_named_and_nothing_is_lost() {
     let users: Vec<i64> = (0..30).map(|n| 10_000 + n).collect();
-    let Some(s) = setup(&users, true).await else {
+    let Some(s) = setup(&users, Disk::Ext4).await else {
         return;
     };
     let Mount::Ext4(ext4) = &s.mount else {
@@ -438,7 +486,7 @@ async fn a_checkpoint_that_cannot_run_is_reported_once() {
     use clawvisor::store::{Store, StoreOptions};
     let dir = ScratchDir::new("clawvisor-store-checkpoint").unwrap();
     let data = dir.path().join("data");
-    let ext4 = match LoopExt4::mount(dir.path(), &data) {
+    let ext4 = match LoopExt4::mount(dir.path(), &data, "loop,errors=remount-ro") {
         Ok(ext4) => ext4,
         Err(reason) => {
             report!(
@@ -535,7 +583,7 @@ async fn all_answered(s: &Setup, texts: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn booting_on_a_read_only_mount_exits_78_naming_the_path() {
-    let Some(s) = setup(&[4_242], false).await else {
+    let Some(s) = setup(&[4_242], Disk::Tmpfs).await else {
         return;
     };
     // A first boot creates the database; the second finds its mount read-only.
@@ -556,7 +604,7 @@ async fn booting_on_a_read_only_mount_exits_78_naming_the_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn booting_on_a_full_disk_or_a_corrupt_file_exits_78_naming_them() {
-    let Some(s) = setup(&[4_242], false).await else {
+    let Some(s) = setup(&[4_242], Disk::Tmpfs).await else {
         return;
     };
     let Mount::Tmpfs(tmpfs) = &s.mount else {

@@ -33,6 +33,7 @@ const RANKS: &[(&str, u8)] = &[
     ("registry", 0),
     ("supervision", 0),
     ("resident", 0),
+    ("reply_latency", 0),
     // 1: the rules the daemon is configured with.
     ("schedule", 1),
     ("config", 1),

@@ -6,6 +6,12 @@
 //! answered with its error; the others commit. If the commit itself fails (disk full, I/O error)
 //! every job of the batch is answered with that error and nothing of the batch is kept.
 //!
+//! A batch made only of recoverable jobs (`Store::write_recoverable`) commits with
+//! `synchronous = NORMAL`: no sync of its own; the WAL's next sync — the next durable batch's, or
+//! a checkpoint's — makes it durable with everything before it. A power cut can so lose only a
+//! tail of recoverable commits after the last durable one: a state the daemon was in earlier, and
+//! recovers from as after a crash there.
+//!
 //! The audit log's seal lives on this thread: its key is loaded (or created) before the first job,
 //! and after each commit that appended audit rows the head outside the database is advanced
 //! (`crate::audit`).
@@ -29,6 +35,11 @@ pub(super) trait Delivery: Send {
 pub(super) trait Job: Send {
     /// Runs the job; `true` when it succeeded (its savepoint is released, not rolled back).
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Delivery>);
+    /// Whether the job's commit must be synced to disk before it is answered (`Store::write`);
+    /// false for `Store::write_recoverable`.
+    fn durable(&self) -> bool {
+        true
+    }
     /// The job never ran (the transaction could not begin).
     fn fail(self: Box<Self>, error: StoreError);
 }
@@ -36,11 +47,22 @@ pub(super) trait Job: Send {
 pub(super) struct WriteJob<F, T> {
     job: F,
     reply: oneshot::Sender<Result<T>>,
+    durable: bool,
 }
 
 impl<F, T> WriteJob<F, T> {
     pub(super) fn new(job: F, reply: oneshot::Sender<Result<T>>) -> Self {
-        Self { job, reply }
+        Self {
+            job,
+            reply,
+            durable: true,
+        }
+    }
+
+    /// A job whose commit needs no sync of its own (see `Store::write_recoverable`).
+    pub(super) fn recoverable(mut self) -> Self {
+        self.durable = false;
+        self
     }
 }
 
@@ -81,6 +103,10 @@ where
     fn fail(self: Box<Self>, error: StoreError) {
         let _ = self.reply.send(Err(error));
     }
+
+    fn durable(&self) -> bool {
+        self.durable
+    }
 }
 
 pub(super) struct WriterHandle {
@@ -119,6 +145,11 @@ impl WriterHandle {
 }
 
 fn run(conn: Connection, receiver: mpsc::Receiver<Box<dyn Job>>) {
+    // `synchronous = FULL` (2) or more: a batch of recoverable jobs only is committed without
+    // the sync; the next durable commit's sync (or a checkpoint) covers it.
+    let syncs_each_commit = conn
+        .query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0))
+        .is_ok_and(|level| level >= 2);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -127,7 +158,14 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
+        let unsynced = syncs_each_commit && !batch.iter().any(|job| job.durable());
+        if unsynced {
+            let _ = conn.execute_batch("PRAGMA synchronous = NORMAL");
+        }
         run_batch(&conn, batch);
+        if unsynced && conn.execute_batch("PRAGMA synchronous = FULL").is_err() {
+            tracing::error!("database: could not restore synchronous = FULL");
+        }
     }
     // Leave the WAL small for the next start; failure here is harmless.
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));

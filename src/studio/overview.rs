@@ -602,6 +602,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.work(&counters, &figures, &tree);
     exposition.models(&counters);
     exposition.bots(&counters, &figures, &tree, now);
+    crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         exposition.text,

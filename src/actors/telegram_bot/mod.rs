@@ -549,10 +549,12 @@ async fn dispatch(
         }
     }
     let now = crate::clock::now_ms();
+    // Recoverable: an update whose status a power cut loses is pending again and dispatched
+    // again; its session keeps one copy (unique on the update).
     state
         .args
         .store
-        .write(move |conn| {
+        .write_recoverable(move |conn| {
             for (id, status, note) in &statuses {
                 queries::set_status(conn, *id, *status, note.as_deref(), now)?;
             }

@@ -534,8 +534,13 @@ async fn black_box_reply_latency() {
         let after = scrape(&studio).await;
         latencies.sort();
         let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+        let target = if gap >= Duration::from_secs(1) {
+            "target median ≤ 30 ms"
+        } else {
+            "Telegram's pace: one message a second per chat after a burst of 3"
+        };
         println!(
-            "reply latency, {gap:?} gaps: pushed → reply visible at the fake: median {:.1} ms  p90 {:.1} ms  max {:.1} ms  ({} answered; target median ≤ 30 ms at 1.5 s)",
+            "reply latency, {gap:?} gaps: pushed → reply visible at the fake: median {:.1} ms  p90 {:.1} ms  max {:.1} ms  ({} answered; {target})",
             at(0.5).as_secs_f64() * 1000.0,
             at(0.9).as_secs_f64() * 1000.0,
             at(1.0).as_secs_f64() * 1000.0,

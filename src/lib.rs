@@ -40,6 +40,7 @@ pub mod policy;
 pub mod protocol;
 pub mod registry;
 pub mod reload;
+pub mod reply_latency;
 pub mod resident;
 pub mod sandbox;
 pub mod schedule;

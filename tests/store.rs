@@ -218,3 +218,58 @@ async fn statuses_are_stored_as_their_exact_words_and_an_unknown_word_is_an_erro
     assert!(error.contains("`half_approved`"), "{error}");
     store.stop_writer();
 }
+
+/// The `synchronous` level the writer's connection has while a job runs (2 FULL, 1 NORMAL).
+fn synchronous_level(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?)
+}
+
+#[tokio::test]
+async fn a_recoverable_write_skips_its_own_sync_and_every_other_write_is_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).unwrap();
+    store
+        .write(|conn| Ok(conn.execute_batch("CREATE TABLE t (v TEXT NOT NULL)")?))
+        .await
+        .unwrap();
+    // A durable write runs (and commits) under FULL, the default.
+    assert_eq!(store.write(synchronous_level).await.unwrap(), 2);
+    // A recoverable one alone commits without a sync of its own, and its rows are there.
+    let level = store
+        .write_recoverable(|conn| {
+            conn.execute("INSERT INTO t (v) VALUES ('recoverable')", [])?;
+            synchronous_level(conn)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        level, 1,
+        "a recoverable batch commits with synchronous = NORMAL"
+    );
+    let kept: String = store
+        .read(|conn| Ok(conn.query_row("SELECT v FROM t", [], |row| row.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(kept, "recoverable");
+    // The next durable write is synced again (and its sync covers the recoverable commit).
+    assert_eq!(store.write(synchronous_level).await.unwrap(), 2);
+    // Batched together, a durable job makes the whole batch durable.
+    let (durable, recoverable) = tokio::join!(
+        store.write(synchronous_level),
+        store.write_recoverable(synchronous_level)
+    );
+    assert_eq!(durable.unwrap(), 2);
+    assert!(matches!(recoverable, Ok(1 | 2)));
+}
+
+#[tokio::test]
+async fn a_store_opened_without_full_sync_stays_so_for_recoverable_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        synchronous: clawvisor::store::Synchronous::Normal,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&dir.path().join("clawvisor.db"), options).unwrap();
+    assert_eq!(store.write_recoverable(synchronous_level).await.unwrap(), 1);
+    assert_eq!(store.write(synchronous_level).await.unwrap(), 1);
+}

@@ -828,3 +828,71 @@ async fn send_photo(w: &World, bytes: Vec<u8>, caption: &str, answer: &str) -> s
         .unwrap()
         .clone()
 }
+
+/// `clawvisor_reply_stage_seconds_count` of each stage (and the whole, as `total`) in `/metrics`.
+async fn reply_stage_counts(w: &World) -> std::collections::BTreeMap<String, u64> {
+    let (base, http) = w.harness.studio_http().await;
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            let stage = match name.strip_prefix("clawvisor_reply_stage_seconds_count{stage=\"") {
+                Some(rest) => rest.trim_end_matches("\"}").to_string(),
+                None if name == "clawvisor_reply_seconds_count" => "total".to_string(),
+                None => return None,
+            };
+            Some((stage, value.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_is_timed_stage_by_stage_in_metrics() {
+    let w = world(
+        &["ada"],
+        Script::new().rule(Rule::text("Timed.")),
+        "",
+        |_, _| {},
+    )
+    .await;
+    let bot = w.bots[0].id;
+    assert!(w.fake.wait_for_poll(bot, Duration::from_secs(20)).await);
+    let before = reply_stage_counts(&w).await;
+    let stages = [
+        "stored",
+        "run_started",
+        "first_token",
+        "queued",
+        "sent",
+        "confirmed",
+        "total",
+    ];
+    for stage in stages {
+        assert!(before.contains_key(stage), "{stage} missing: {before:?}");
+    }
+    w.fake
+        .push_message(bot, USER, USER, "how long does this take?");
+    w.fake
+        .wait_for_sent(bot, |m| m.visible_text == "Timed.", Duration::from_secs(20))
+        .await
+        .expect("the reply");
+    // The delivery is recorded (the last stage) just after Telegram accepted the reply.
+    let after = wait_until(Duration::from_secs(10), "every stage counted", || async {
+        let after = reply_stage_counts(&w).await;
+        stages
+            .iter()
+            .all(|stage| after[*stage] > before[*stage])
+            .then_some(after)
+    })
+    .await;
+    assert!(after.len() >= stages.len(), "{after:?}");
+    w.harness.stop().await;
+}

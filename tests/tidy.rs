@@ -35,6 +35,7 @@ const RANKS: &[(&str, u8)] = &[
     ("resident", 0),
     ("cause", 0),
     ("fds", 0),
+    ("reply_latency", 0),
     // 1: the rules the daemon is configured with.
     ("schedule", 1),
     ("config", 1),

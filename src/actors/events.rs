@@ -205,7 +205,7 @@ async fn flush(store: &Store, buffer: &mut Vec<Arc<RuntimeEvent>>, retention: u6
         })
         .collect();
     if let Err(error) = store
-        .write(move |conn| crate::store::events::append(conn, &batch, retention))
+        .write_recoverable(move |conn| crate::store::events::append(conn, &batch, retention))
         .await
     {
         tracing::warn!(%error, "could not store runtime events");

@@ -339,10 +339,12 @@ async fn store_inbound(
         .collect();
     let data = (!attachments.is_empty()).then(|| json!({"attachments": attachments}).to_string());
     let now = crate::clock::now_ms();
+    // Recoverable: a Telegram update stays durable (stored before it was confirmed) and is
+    // dispatched again if a power cut loses its copy here; the run's answer is a durable write.
     let stored = state
         .runtime
         .store
-        .write(move |conn| {
+        .write_recoverable(move |conn| {
             sessions::append(
                 conn,
                 session_id,
@@ -542,10 +544,11 @@ async fn claim_pending(state: &SessionState) -> Result<Option<i64>, ActorProcess
     let correlation = state.correlation.clone();
     let trigger = trigger_of(&state.chat);
     let now = crate::clock::now_ms();
+    // Recoverable: a claim a power cut loses leaves the messages pending, claimed again.
     let created = state
         .runtime
         .store
-        .write(move |conn| {
+        .write_recoverable(move |conn| {
             let pending = sessions::pending_user_events(conn, session_id)?;
             if pending.is_empty() {
                 return Ok(None);
@@ -561,10 +564,17 @@ async fn claim_pending(state: &SessionState) -> Result<Option<i64>, ActorProcess
             )?;
             let ids: Vec<i64> = pending.iter().map(|event| event.id).collect();
             sessions::claim_events(conn, &ids, run_id)?;
-            Ok(Some(run_id))
+            let updates: Vec<i64> = pending
+                .iter()
+                .filter_map(|event| event.inbound_id)
+                .collect();
+            Ok(Some((run_id, updates)))
         })
         .await?;
-    Ok(created)
+    Ok(created.map(|(run_id, updates)| {
+        crate::reply_latency::run_started(run_id, &updates);
+        run_id
+    }))
 }
 
 fn trigger_of(chat: &ChatKey) -> Trigger {

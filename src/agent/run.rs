@@ -186,6 +186,8 @@ impl Ending {
     }
 }
 
+/// Executes one run, from its pending messages to its ending (a `debug` span per run).
+#[tracing::instrument(level = "debug", name = "run", skip_all, fields(run_id = request.run_id))]
 pub async fn execute(request: RunRequest) -> RunReport {
     let runtime = request.runtime.clone();
     let zone = super::zone::zone_for_run(&runtime, request.session_id, &request.chat).await;
@@ -553,7 +555,10 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
         .write_until_committed(&format!("the end of run {run_id}"), record)
         .await;
     let outbox_id = match written {
-        Ok(outbox_id) => outbox_id,
+        Ok(outbox_id) => {
+            crate::reply_latency::run_reached(run_id, crate::reply_latency::Stage::Queued);
+            outbox_id
+        }
         Err(error) => {
             // The run stays open in the database and is resumed after the next start.
             tracing::error!(run_id, %error, "could not record the end of a run; it is resumed after the next start");

@@ -12,6 +12,12 @@
 //! wakes every `PROBE_EVERY` to commit one probe row, so it recovers without traffic. WAL
 //! checkpoints run on this thread outside any transaction (`Command::Checkpoint`).
 //!
+//! A batch made only of recoverable jobs (`Store::write_recoverable`) commits with
+//! `synchronous = NORMAL`: no sync of its own; the WAL's next sync — the next durable batch's, or
+//! a checkpoint's — makes it durable with everything before it. A power cut can so lose only a
+//! tail of recoverable commits after the last durable one: a state the daemon was in earlier, and
+//! recovers from as after a crash there.
+//!
 //! The audit log's seal lives on this thread: its key is loaded (or created) before the first job,
 //! and after each commit that appended audit rows the head outside the database is advanced
 //! (`crate::audit`).
@@ -38,6 +44,11 @@ pub(super) trait Delivery: Send {
 pub(super) trait Job: Send {
     /// Runs the job; `true` when it succeeded (its savepoint is released, not rolled back).
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Delivery>);
+    /// Whether the job's commit must be synced to disk before it is answered (`Store::write`);
+    /// false for `Store::write_recoverable`.
+    fn durable(&self) -> bool {
+        true
+    }
     /// The job never ran (the transaction could not begin).
     fn fail(self: Box<Self>, error: StoreError);
 }
@@ -45,11 +56,22 @@ pub(super) trait Job: Send {
 pub(super) struct WriteJob<F, T> {
     job: F,
     reply: oneshot::Sender<Result<T>>,
+    durable: bool,
 }
 
 impl<F, T> WriteJob<F, T> {
     pub(super) fn new(job: F, reply: oneshot::Sender<Result<T>>) -> Self {
-        Self { job, reply }
+        Self {
+            job,
+            reply,
+            durable: true,
+        }
+    }
+
+    /// A job whose commit needs no sync of its own (see `Store::write_recoverable`).
+    pub(super) fn recoverable(mut self) -> Self {
+        self.durable = false;
+        self
     }
 }
 
@@ -89,6 +111,10 @@ where
 
     fn fail(self: Box<Self>, error: StoreError) {
         let _ = self.reply.send(Err(error));
+    }
+
+    fn durable(&self) -> bool {
+        self.durable
     }
 }
 
@@ -165,6 +191,13 @@ impl WriterHandle {
 }
 
 fn run(conn: Connection, receiver: mpsc::Receiver<Command>, context: WriterContext) {
+    // `synchronous = FULL` (2) or more: a batch of recoverable jobs only is committed without
+    // the sync; the next durable commit's sync (or a checkpoint) covers it. The configured level
+    // is put back after such a batch.
+    let configured = conn
+        .query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0))
+        .unwrap_or(2);
+    let syncs_each_commit = configured >= 2;
     loop {
         let command = if context.health.state() == State::Healthy {
             match receiver.recv() {
@@ -197,7 +230,18 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Command>, context: WriterConte
                 Err(_) => break,
             }
         }
+        let unsynced = syncs_each_commit && !batch.iter().any(|job| job.durable());
+        if unsynced {
+            let _ = conn.execute_batch("PRAGMA synchronous = NORMAL");
+        }
         run_batch(&conn, batch, &context);
+        if unsynced
+            && conn
+                .execute_batch(&format!("PRAGMA synchronous = {configured}"))
+                .is_err()
+        {
+            tracing::error!("database: could not put back synchronous = {configured}");
+        }
         for reply in checkpoints {
             let _ = reply.send(checkpoint(&conn, &context));
         }

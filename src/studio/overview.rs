@@ -607,6 +607,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.models(&counters);
     exposition.bots(&counters, &figures, &tree, now);
     exposition.text += &super::store_health::metrics(&state.store.health());
+    crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         exposition.text,

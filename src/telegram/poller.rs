@@ -126,12 +126,13 @@ impl Poller {
                     None => return,
                 },
                 Ok(Ok(updates)) => {
+                    let received = std::time::Instant::now();
                     state.backoff = BACKOFF_MIN;
                     (self.report)(PollEvent::Polled {
                         at_ms: crate::clock::now_ms(),
                     });
                     state.set_status("polling", String::new(), self.report.as_ref());
-                    match self.store(&mut state, &updates).await {
+                    match self.store(&mut state, &updates, received).await {
                         Some(wait) => wait,
                         None => continue,
                     }
@@ -206,7 +207,13 @@ impl Poller {
     /// Commits a batch with the offset after it, then hands the stored updates to the bot; when
     /// the commit fails the offset stays (Telegram sends them again) and the wait before the next
     /// poll is returned.
-    async fn store(&self, state: &mut LoopState, updates: &[Update]) -> Option<Duration> {
+    #[tracing::instrument(level = "debug", name = "store_updates", skip_all, fields(bot = self.bot_id, updates = updates.len()))]
+    async fn store(
+        &self,
+        state: &mut LoopState,
+        updates: &[Update],
+        received: std::time::Instant,
+    ) -> Option<Duration> {
         if updates.is_empty() {
             return None;
         }
@@ -237,6 +244,9 @@ impl Poller {
             .await
         {
             Ok(stored) => {
+                for update in &stored {
+                    crate::reply_latency::stored(update.id, received);
+                }
                 state.offset = next.or(state.offset);
                 if !stored.is_empty() {
                     (self.report)(PollEvent::Stored(stored));

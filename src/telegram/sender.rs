@@ -46,6 +46,7 @@ use super::hold::{self, HeldDeliveries};
 use super::stream::{EDIT_SPACING, Stream, StreamSettings};
 use super::upload;
 use crate::events::{EventBus, EventKind};
+use crate::reply_latency::{self, Stage};
 use crate::store::Store;
 use crate::store::outbox::{self, OutboxFile, OutboxRow};
 use crate::store::telegram as updates;
@@ -215,6 +216,7 @@ impl ChatWorker {
 
     /// Delivers a final answer (or a queued reply): a file, a spoken reply, or text whose first
     /// part replaces the run's streamed message; then records the outbox row's outcome.
+    #[tracing::instrument(level = "debug", name = "deliver_reply", skip_all, fields(chat = self.chat_id, run_id = ?run_id, outbox_id = ?outbox_id))]
     async fn deliver_final(
         &self,
         run_id: Option<i64>,
@@ -242,6 +244,9 @@ impl ChatWorker {
             }
         }
         let (result, parts) = self.send_text_reply(run_id, streamed.as_ref(), text).await;
+        if let (Some(run_id), Ok(())) = (run_id, &result) {
+            reply_latency::run_reached(run_id, Stage::Sent);
+        }
         let Some(id) = outbox_id else {
             if let Err(error) = result {
                 tracing::warn!(chat = self.chat_id, %error, "could not send a reply");
@@ -249,6 +254,9 @@ impl ChatWorker {
             return;
         };
         self.finish_delivery(id, result, text, parts).await;
+        if let Some(run_id) = run_id {
+            reply_latency::run_reached(run_id, Stage::Confirmed);
+        }
     }
 
     /// The outbox row `id` while it is still to be sent; `None` when it was delivered, ran out of

@@ -664,7 +664,7 @@ pub(super) async fn sweep(
         Recovery::Everything => now,
         Recovery::Stale => now - 20_000,
     };
-    let (stuck, pending) = state
+    let found = state
         .args
         .store
         .read(move |conn| {
@@ -673,7 +673,15 @@ pub(super) async fn sweep(
                 outbox::outbox_pending(conn, &agent)?,
             ))
         })
-        .await?;
+        .await;
+    // A store that cannot be read now is the store's fault, not the bot's: the next sweep tries.
+    let (stuck, pending) = match found {
+        Ok(found) => found,
+        Err(error) => {
+            tracing::debug!(agent = %state.args.spec.name, %error, "sweep: could not read what waits; the next sweep tries again");
+            return Ok(());
+        }
+    };
     if recovery == Recovery::Everything {
         remove_spool_leftovers(&state.args.store).await;
     }

@@ -609,16 +609,24 @@ async fn dispatch(
         }
     }
     let now = crate::clock::now_ms();
+    // Recoverable: an update whose status a power cut loses is pending again and dispatched
+    // again; its session keeps one copy (unique on the update).
     state
         .args
         .store
-        .write(move |conn| {
+        .write_recoverable(move |conn| {
             for (id, status, note) in &statuses {
                 queries::set_status(conn, *id, *status, note.as_deref(), now)?;
             }
             Ok(())
         })
-        .await?;
+        .await
+        .unwrap_or_else(|error| {
+            // A store fault is not the bot's: restarting it would not help, and a bot that
+            // exhausted its restarts would sit out the fault's end. The sweep hands these
+            // updates over again (a session takes each update once).
+            tracing::debug!(agent = %state.args.spec.name, %error, "could not record the updates' statuses; the sweep hands them over again");
+        });
     Ok(())
 }
 

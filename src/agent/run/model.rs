@@ -121,6 +121,8 @@ impl ModelSetup {
             }
         };
         stream.finish().await;
+        // A call that did not stream: its whole answer is its first token.
+        crate::reply_latency::run_reached(ctx.run_id, crate::reply_latency::Stage::FirstToken);
         Some(result)
     }
 
@@ -187,9 +189,11 @@ async fn record_model_call(
     };
     let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
     let now = crate::clock::now_ms();
+    // Recoverable: a power cut that loses it loses the run's progress since its last durable
+    // step too, and the call is made (and recorded) again.
     ctx.runtime
         .store
-        .write(move |conn| {
+        .write_recoverable(move |conn| {
             runs::add_step(conn, run_id, &step, now)?;
             runs::add_usage(conn, run_id, &model, &call)?;
             let site = runs::CallSite {

@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use super::RunCtx;
 use crate::domain::{OutEvent, Outbound};
 use crate::llm::StreamDelta;
+use crate::reply_latency::Stage;
 
 /// The streaming of one model call's partial answers to the channel, when the run streams.
 pub(super) struct PartialStream {
@@ -90,6 +91,11 @@ async fn forward_partials(sink: PartialSink, mut deltas: UnboundedReceiver<Strea
     while let Some(delta) = deltas.recv().await {
         match delta {
             StreamDelta::Text(piece) => {
+                if text.is_empty()
+                    && let Some(run_id) = sink.template.run_id
+                {
+                    crate::reply_latency::run_reached(run_id, Stage::FirstToken);
+                }
                 text.push_str(&piece);
                 dirty = true;
             }

@@ -12,6 +12,8 @@
 //! start to `/readyz` and memory with 1,000 live sessions; with 1 bot, the peak resident set and
 //! address space during a 500-message burst (issue #30).
 //!
+//! `CLAWVISOR_FOOTPRINT_BOTS=1` measures only the bot counts listed (comma-separated).
+//!
 //! The binary: `CLAWVISOR_FOOTPRINT_BINARY=<path>` measures that file (the profile variants in
 //! BENCHMARKS.md were built into their own `--target-dir` and measured so); without it the bench
 //! runs `cargo build --release --bin clawvisor` itself and measures `target/release/clawvisor`
@@ -379,6 +381,20 @@ async fn live_sessions(setup: &Setup, binary: &Path, chat: i64) {
     let _ = daemon.terminate(Duration::from_secs(10));
 }
 
+/// The bot counts to measure: `CLAWVISOR_FOOTPRINT_BOTS=1` (a comma-separated list) measures
+/// only those, e.g. to compare settings quickly; [`BOT_COUNTS`] by default.
+fn bot_counts() -> Vec<usize> {
+    std::env::var("CLAWVISOR_FOOTPRINT_BOTS")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|count| count.trim().parse().ok())
+                .collect()
+        })
+        .filter(|counts: &Vec<usize>| !counts.is_empty())
+        .unwrap_or_else(|| BOT_COUNTS.to_vec())
+}
+
 /// Messages in the burst (one per private chat, all pushed at once).
 const BURST: i64 = 500;
 
@@ -420,7 +436,7 @@ fn footprint(_c: &mut Criterion) {
     rt.block_on(async {
         let scratch = ScratchDir::new("clawvisor-footprint-binary").expect("dir");
         let binary = daemon_binary(scratch.path());
-        for bot_count in BOT_COUNTS {
+        for bot_count in bot_counts() {
             let setup = setup(bot_count).await;
             let mut chat = 1_000;
             for cache in [PageCache::Evicted, PageCache::AsBuilt] {

@@ -745,6 +745,51 @@ const BURST_DUPLICATE_BUDGET: usize = 8;
 /// runs would be waiting on it at once.
 const BURST_MODEL_DELAY: Duration = Duration::from_millis(400);
 
+/// The chat of the crashed run `crashed_run` leaves behind (not one of the burst's).
+const CRASHED_CHAT: i64 = 4_999;
+
+/// Writes, into the stopped daemon's database, what a run that crashed before its notice was
+/// queued left behind (as versions before issue #30 recorded a crash): two updates of `chat`
+/// to the first agent, `dispatched`, claimed by a failed run with no outbox row.
+fn crashed_run(db: &std::path::Path, chat: i64) {
+    use clawvisor::store::runs::{self, RunStatus};
+    use clawvisor::store::sessions::{self, EventKindRow, NewEvent};
+    use clawvisor::store::telegram::{self, NewUpdate, UpdateStatus};
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let now = Utc::now().timestamp_millis();
+    let update = |update_id| NewUpdate {
+        update_id,
+        kind: "message".into(),
+        chat_id: Some(chat),
+        thread_id: None,
+        user_id: Some(chat),
+        payload: "{}".into(),
+        sent_ms: Some(now),
+    };
+    let (agent, key) = (agent_name(0), format!("tg:{chat}"));
+    // A bot id of its own: these update ids mean nothing to the fake's bots.
+    let stored = telegram::store_batch(&conn, 1, &agent, &[update(1), update(2)], now).unwrap();
+    let session = sessions::active_or_create(&conn, &agent, &key, now).unwrap();
+    let run = runs::create(&conn, session.id, &agent, &key, "message", None, now).unwrap();
+    for row in &stored {
+        telegram::set_status(&conn, row.id, UpdateStatus::Dispatched, None, now).unwrap();
+        let event = NewEvent {
+            kind: EventKindRow::User,
+            sender: Some("Crash"),
+            content: "before the crash",
+            data: None,
+            run_id: None,
+            inbound_id: Some(row.id),
+        };
+        let id = sessions::append(&conn, session.id, &event, now)
+            .unwrap()
+            .expect("a new event");
+        sessions::claim_events(&conn, &[id], run).unwrap();
+    }
+    runs::finish(&conn, run, RunStatus::Failed, "crashed", now).unwrap();
+}
+
 /// Whether `prlimit` (util-linux) is there to cap the daemon.
 fn prlimit_available() -> bool {
     std::process::Command::new("prlimit")
@@ -757,9 +802,10 @@ fn prlimit_available() -> bool {
 /// real binary under an address-space cap 24 MiB above its idle reservation, like a small VPS or a tight
 /// `MemoryMax=`: it is SIGKILLed once a third is answered (runs in flight, updates stored and
 /// dispatched, replies in the outbox) and started again under the same cap, as systemd would.
-/// The daemon must slow down rather than abort (no crash at all, so no crash loop), answer
-/// every message, repeat at most the sends the kill cut off, and leave no update `pending` or
-/// `dispatched`.
+/// While it is down, the database gets a run that crashed before its notice was queued (the
+/// state that stayed `dispatched` forever). The daemon must slow down rather than abort (no
+/// crash at all, so no crash loop), answer every message, send the crashed run's notice once,
+/// repeat at most the sends the kill cut off, and leave no update `pending` or `dispatched`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
     if !prlimit_available() {
@@ -864,6 +910,9 @@ async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
             // The kill point: a third answered, the rest stored, dispatched or in runs.
             killed = true;
             drop(daemon.kill());
+            // While it is down: a run that crashed before its notice was queued, as the issue's
+            // crash loop left 14 of them (`dispatched` forever before #30).
+            crashed_run(&dir.path().join("data/clawvisor.db"), CRASHED_CHAT);
             daemon = start(Some(cap))
                 .await
                 .unwrap()
@@ -873,6 +922,16 @@ async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let answered_in = burst.elapsed();
+    wait_until(
+        Duration::from_secs(30),
+        "the crashed run's notice",
+        || async {
+            fake.sent(bots[0])
+                .iter()
+                .any(|message| message.chat_id == CRASHED_CHAT)
+        },
+    )
+    .await;
     let left = |store: &rusqlite::Connection| -> i64 {
         store
             .query_row(
@@ -903,13 +962,18 @@ async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
             }
         }
     }
+    let crash_notices = fake
+        .sent(bots[0])
+        .iter()
+        .filter(|message| message.chat_id == CRASHED_CHAT)
+        .count();
     let conn = rusqlite::Connection::open(&db).unwrap();
     let stuck = left(&conn);
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
         .unwrap();
     report!(
-        "chaos (memory cap): {total} messages answered in {answered_in:?} (1 kill, {} crashes); lost {}; duplicates {duplicates}; left pending/dispatched {stuck}; peak VmSize {:.1} MiB, peak RSS {:.1} MiB; whole case {:?}",
+        "chaos (memory cap): {total} messages answered in {answered_in:?} (1 kill, {} crashes); lost {}; duplicates {duplicates}; crashed run's notice sent {crash_notices}×; left pending/dispatched {stuck}; peak VmSize {:.1} MiB, peak RSS {:.1} MiB; whole case {:?}",
         crashes.len(),
         lost.len(),
         vm_peak as f64 / 1024.0,
@@ -917,6 +981,7 @@ async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
         started.elapsed()
     );
     assert!(crashes.is_empty(), "crashed under the cap: {crashes:?}");
+    assert_eq!(crash_notices, 1, "the crashed run's updates get one notice");
     assert!(lost.is_empty(), "unanswered (bot, chat): {lost:?}");
     assert!(
         duplicates <= BURST_DUPLICATE_BUDGET,

@@ -416,7 +416,9 @@ async fn burst(setup: &Setup, binary: &Path, first_chat: i64) {
     let pid = daemon.pid().to_string();
     let field = |name| support::status_kib_of(&pid, name) as f64 / 1024.0;
     println!(
-        "footprint: a {BURST}-message burst to 1 bot: {} answered in {:?}; peak RSS (VmHWM) {:.1}          MiB (idle before it {:.1} MiB), peak address space (VmPeak) {:.1} MiB, RSS after {:.1} MiB",
+        "footprint: a {BURST}-message burst to 1 bot: {} answered in {:?}; peak RSS (VmHWM) \
+         {:.1} MiB (idle before it {:.1} MiB), peak address space (VmPeak) {:.1} MiB, RSS after \
+         {:.1} MiB",
         telegram.sent(bot).len() - before,
         started.elapsed(),
         field("VmHWM:"),

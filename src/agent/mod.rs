@@ -105,11 +105,6 @@ impl ModelCalls {
             // The semaphore is never closed (nothing calls `close`), so acquiring cannot fail.
             .expect("the model-call semaphore is never closed")
     }
-
-    /// Turns free right now (Studio's and the tests' view of the queue).
-    pub fn available(&self) -> usize {
-        self.0.available_permits()
-    }
 }
 
 impl AgentRuntime {

@@ -9,7 +9,10 @@
 //! and the thread count — once with the binary's pages evicted from the page cache (as after a
 //! reboot, when a service manager starts the daemon) and once with the page cache holding the
 //! freshly built binary (as after `cargo run --release`). With 10 bots it also measures cold
-//! start to `/readyz` and memory with 1,000 live sessions.
+//! start to `/readyz` and memory with 1,000 live sessions; with 1 bot, the peak resident set and
+//! address space during a 500-message burst (issue #30).
+//!
+//! `CLAWVISOR_FOOTPRINT_BOTS=1` measures only the bot counts listed (comma-separated).
 //!
 //! The binary: `CLAWVISOR_FOOTPRINT_BINARY=<path>` measures that file (the profile variants in
 //! BENCHMARKS.md were built into their own `--target-dir` and measured so); without it the bench
@@ -204,6 +207,12 @@ async fn print_memory(label: &str, pid: u32, binary: &Path, window: Duration) ->
         highest.threads,
         window,
     );
+    let rows: Vec<String> =
+        support::smaps_breakdown(&pid.to_string(), &binary.display().to_string())
+            .into_iter()
+            .map(|(kind, rss, anon)| format!("{kind} {:.2} (anon {:.2})", mib(rss), mib(anon)))
+            .collect();
+    println!("footprint: {label}: where it is, MiB: {}", rows.join("; "));
     highest.rss
 }
 
@@ -372,6 +381,54 @@ async fn live_sessions(setup: &Setup, binary: &Path, chat: i64) {
     let _ = daemon.terminate(Duration::from_secs(10));
 }
 
+/// The bot counts to measure: `CLAWVISOR_FOOTPRINT_BOTS=1` (a comma-separated list) measures
+/// only those, e.g. to compare settings quickly; [`BOT_COUNTS`] by default.
+fn bot_counts() -> Vec<usize> {
+    std::env::var("CLAWVISOR_FOOTPRINT_BOTS")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|count| count.trim().parse().ok())
+                .collect()
+        })
+        .filter(|counts: &Vec<usize>| !counts.is_empty())
+        .unwrap_or_else(|| BOT_COUNTS.to_vec())
+}
+
+/// Messages in the burst (one per private chat, all pushed at once).
+const BURST: i64 = 500;
+
+/// A burst of `BURST` messages to the first bot of a daemon just started and idle: prints how
+/// long they took and the process's peak resident set (`VmHWM`) and address space (`VmPeak`),
+/// the figures a `MemoryMax=` or an address-space cap must leave room for.
+async fn burst(setup: &Setup, binary: &Path, first_chat: i64) {
+    let (daemon, idle) = start_and_idle(setup, binary, PageCache::AsBuilt, first_chat).await;
+    let (telegram, bot) = (&setup.telegram, setup.bots[0]);
+    let before = telegram.sent(bot).len();
+    let started = Instant::now();
+    for chat in 0..BURST {
+        telegram.push_message(bot, 50_000 + chat, 42, "remember the milk");
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < deadline && telegram.sent(bot).len() < before + BURST as usize {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = daemon.pid().to_string();
+    let field = |name| support::status_kib_of(&pid, name) as f64 / 1024.0;
+    println!(
+        "footprint: a {BURST}-message burst to 1 bot: {} answered in {:?}; peak RSS (VmHWM) \
+         {:.1} MiB (idle before it {:.1} MiB), peak address space (VmPeak) {:.1} MiB, RSS after \
+         {:.1} MiB",
+        telegram.sent(bot).len() - before,
+        started.elapsed(),
+        field("VmHWM:"),
+        idle as f64 / 1024.0,
+        field("VmPeak:"),
+        field("VmRSS:"),
+    );
+    let _ = daemon.terminate(Duration::from_secs(10));
+}
+
 fn footprint(_c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -381,13 +438,16 @@ fn footprint(_c: &mut Criterion) {
     rt.block_on(async {
         let scratch = ScratchDir::new("clawvisor-footprint-binary").expect("dir");
         let binary = daemon_binary(scratch.path());
-        for bot_count in BOT_COUNTS {
+        for bot_count in bot_counts() {
             let setup = setup(bot_count).await;
             let mut chat = 1_000;
             for cache in [PageCache::Evicted, PageCache::AsBuilt] {
                 chat += 1;
                 let (daemon, _) = start_and_idle(&setup, &binary, cache, chat).await;
                 let _ = daemon.terminate(Duration::from_secs(10));
+            }
+            if bot_count == 1 {
+                burst(&setup, &binary, chat + 1).await;
             }
             if bot_count >= 10 {
                 live_sessions(&setup, &binary, chat + 1).await;

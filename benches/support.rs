@@ -69,3 +69,46 @@ pub fn mapped_kib_of(pid: &str, file: &str) -> u64 {
     }
     total
 }
+
+/// Where a process's resident set is, in KiB, by kind of mapping (from `/proc/<pid>/smaps`):
+/// `(kind, Rss, of which Anonymous)`, largest first. Kinds: the binary's mappings by permission
+/// (`binary r-x` is code, `binary rw-`/`binary r--` with anonymous pages are the relocated
+/// data), `[heap]`, `[stack]`, other files by name (libc, the loader), and `anonymous` (malloc's
+/// other arenas and the threads' stacks).
+pub fn smaps_breakdown(pid: &str, binary: &str) -> Vec<(String, u64, u64)> {
+    let Ok(smaps) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return Vec::new();
+    };
+    let mut totals: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut kind = String::new();
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let perms = words.next().unwrap_or("");
+            let path = words.nth(3).unwrap_or("");
+            kind = if path.is_empty() {
+                "anonymous".to_string()
+            } else if path == binary {
+                format!("binary {}", &perms[..3.min(perms.len())])
+            } else {
+                path.rsplit('/').next().unwrap_or(path).to_string()
+            };
+            continue;
+        }
+        let kib = words.next().and_then(|kib| kib.parse().ok()).unwrap_or(0);
+        let entry = totals.entry(kind.clone()).or_default();
+        match first {
+            "Rss:" => entry.0 += kib,
+            "Anonymous:" => entry.1 += kib,
+            _ => {}
+        }
+    }
+    let mut rows: Vec<(String, u64, u64)> = totals
+        .into_iter()
+        .map(|(kind, (rss, anon))| (kind, rss, anon))
+        .filter(|(_, rss, _)| *rss > 0)
+        .collect();
+    rows.sort_by_key(|row| std::cmp::Reverse(row.1));
+    rows
+}

@@ -154,6 +154,7 @@ pub async fn start_reloadable(
         &loaded.secrets,
     ));
     let prices = Arc::new(crate::llm::prices::Prices::from_config(&loaded.config));
+    let model_calls = crate::agent::ModelCalls::new(loaded.config.sessions.max_model_calls);
     let agents = crate::actors::plans::agent_plans(
         &loaded,
         None,
@@ -161,7 +162,7 @@ pub async fn start_reloadable(
         &registry,
         &events,
         options.scheduler,
-        (&providers, &prices),
+        (&providers, &prices, &model_calls),
     );
     let context = RootContext {
         loaded: loaded.clone(),
@@ -175,6 +176,7 @@ pub async fn start_reloadable(
         studio_token,
         providers: providers.clone(),
         prices: prices.clone(),
+        model_calls,
         overrides,
         views: crate::studio::views::StudioViews::new(&loaded, &prices, &providers, options),
     };

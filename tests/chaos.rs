@@ -9,6 +9,11 @@
 //! fires lost or doubled (none), the audit chain (`clawvisor audit verify`) and
 //! `PRAGMA integrity_check`.
 //!
+//! The second case is memory pressure (issue #30): a 500-message burst to the real binary under
+//! an address-space cap (`prlimit --as`), SIGKILLed once a third is answered and started again
+//! under the cap: no crash, nothing lost, nothing left `pending` or `dispatched`, the peak
+//! address space and resident set printed.
+//!
 //! `CLAWVISOR_CHAOS_SEED` replays a run (the seed is printed); `CLAWVISOR_CHAOS_KILLS` changes the
 //! number of kills. Run it alone with `cargo test --test chaos -- --nocapture`.
 
@@ -724,5 +729,265 @@ async fn twenty_kills_lose_nothing_and_run_nothing_twice() {
         verify.status.success() && verify_out.contains("valid"),
         "{verify_out}"
     );
+    assert_eq!(integrity, "ok");
+}
+
+/// The burst under a memory cap: chats of two bots, one message each, all pushed at once.
+const BURST_CHATS: i64 = 250;
+const BURST_BOTS: usize = 2;
+/// Address space the capped daemon may use beyond the highest it reserved up to idle (a tight
+/// `MemoryMax=` or a small VPS). Before issue #30 the burst took 40 MiB more and aborted.
+const CAP_HEADROOM_MIB: u64 = 24;
+/// Replies that may repeat after the deliberate kill: sends Telegram accepted whose record the
+/// kill cut off. Replies come from at most `[sessions] max_model_calls` (8) runs at a time.
+const BURST_DUPLICATE_BUDGET: usize = 8;
+/// How long the scripted model takes to answer: slow enough that, without a bound, hundreds of
+/// runs would be waiting on it at once.
+const BURST_MODEL_DELAY: Duration = Duration::from_millis(400);
+
+/// The chat of the crashed run `crashed_run` leaves behind (not one of the burst's).
+const CRASHED_CHAT: i64 = 4_999;
+
+/// Writes, into the stopped daemon's database, what a run that crashed before its notice was
+/// queued left behind (as versions before issue #30 recorded a crash): two updates of `chat`
+/// to the first agent, `dispatched`, claimed by a failed run with no outbox row.
+fn crashed_run(db: &std::path::Path, chat: i64) {
+    use clawvisor::store::runs::{self, RunStatus};
+    use clawvisor::store::sessions::{self, EventKindRow, NewEvent};
+    use clawvisor::store::telegram::{self, NewUpdate, UpdateStatus};
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let now = Utc::now().timestamp_millis();
+    let update = |update_id| NewUpdate {
+        update_id,
+        kind: "message".into(),
+        chat_id: Some(chat),
+        thread_id: None,
+        user_id: Some(chat),
+        payload: "{}".into(),
+        sent_ms: Some(now),
+    };
+    let (agent, key) = (agent_name(0), format!("tg:{chat}"));
+    // A bot id of its own: these update ids mean nothing to the fake's bots.
+    let stored = telegram::store_batch(&conn, 1, &agent, &[update(1), update(2)], now).unwrap();
+    let session = sessions::active_or_create(&conn, &agent, &key, now).unwrap();
+    let run = runs::create(&conn, session.id, &agent, &key, "message", None, now).unwrap();
+    for row in &stored {
+        telegram::set_status(&conn, row.id, UpdateStatus::Dispatched, None, now).unwrap();
+        let event = NewEvent {
+            kind: EventKindRow::User,
+            sender: Some("Crash"),
+            content: "before the crash",
+            data: None,
+            run_id: None,
+            inbound_id: Some(row.id),
+        };
+        let id = sessions::append(&conn, session.id, &event, now)
+            .unwrap()
+            .expect("a new event");
+        sessions::claim_events(&conn, &[id], run).unwrap();
+    }
+    runs::finish(&conn, run, RunStatus::Failed, "crashed", now).unwrap();
+}
+
+/// Whether `prlimit` (util-linux) is there to cap the daemon.
+fn prlimit_available() -> bool {
+    std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+/// A 500-message burst (250 private chats of each of two bots, a model that takes 400 ms) to the
+/// real binary under an address-space cap 24 MiB above its idle reservation, like a small VPS or a tight
+/// `MemoryMax=`: it is SIGKILLed once a third is answered (runs in flight, updates stored and
+/// dispatched, replies in the outbox) and started again under the same cap, as systemd would.
+/// While it is down, the database gets a run that crashed before its notice was queued (the
+/// state that stayed `dispatched` forever). The daemon must slow down rather than abort (no
+/// crash at all, so no crash loop), answer every message, send the crashed run's notice once,
+/// repeat at most the sends the kill cut off, and leave no update `pending` or `dispatched`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_under_a_memory_cap_slows_down_and_loses_nothing() {
+    if !prlimit_available() {
+        report!("chaos (memory cap): skipped: `prlimit` (util-linux) is not installed");
+        return;
+    }
+    let started = Instant::now();
+    let dir = ScratchDir::new("clawvisor-chaos-memory").unwrap();
+    let users: Vec<i64> = (0..BURST_CHATS).map(|chat| 5_000 + chat).collect();
+    let mut builder = World::builder(Script::new().rule(Rule::echo().delay(BURST_MODEL_DELAY)))
+        .config_extra("[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"");
+    for bot in 0..BURST_BOTS {
+        let name = agent_name(bot);
+        builder = builder.agent_with_bot(
+            &name,
+            "",
+            &format!("{}:AAH-burst-token-{name}-0123456789", 900 + bot),
+            &users,
+            &[],
+        );
+    }
+    let Staged {
+        fake,
+        llm: _llm,
+        bots,
+        env,
+    } = builder.stage(dir.path()).await;
+    let bots: Vec<BotId> = bots.iter().map(|bot| bot.id).collect();
+    let start = |cap: Option<u64>| {
+        let (dir, env) = (dir.path().to_path_buf(), env.clone());
+        tokio::task::spawn_blocking(move || match cap {
+            Some(cap) => DaemonProcess::start_capped(BINARY, &dir, &env, cap),
+            None => DaemonProcess::start(BINARY, &dir, &env),
+        })
+    };
+
+    // The idle reservation, uncapped: up, every bot polling.
+    let daemon = start(None).await.unwrap().expect("the daemon starts");
+    for bot in &bots {
+        assert!(fake.wait_for_poll(*bot, Duration::from_secs(20)).await);
+    }
+    let idle_peak_kib = daemon.status_kib("VmPeak").expect("/proc/<pid>/status");
+    daemon.terminate(Duration::from_secs(30)).expect("stops");
+    let cap = (idle_peak_kib + CAP_HEADROOM_MIB * 1024) * 1024;
+    report!(
+        "chaos (memory cap): idle VmPeak {:.1} MiB; cap {:.1} MiB",
+        idle_peak_kib as f64 / 1024.0,
+        cap as f64 / 1024.0 / 1024.0
+    );
+
+    let mut daemon = start(Some(cap))
+        .await
+        .unwrap()
+        .expect("starts under the cap");
+    for bot in &bots {
+        assert!(fake.wait_for_poll(*bot, Duration::from_secs(20)).await);
+    }
+    let burst = Instant::now();
+    for bot in &bots {
+        for user in &users {
+            fake.push_message(*bot, *user, *user, &format!("burst #{user}."));
+        }
+    }
+    let answers = |bot: usize, user: i64| {
+        let needle = format!("echo: burst #{user}.");
+        fake.sent(bots[bot])
+            .iter()
+            .filter(|message| message.chat_id == user && message.visible_text.contains(&needle))
+            .count()
+    };
+    let answered = || {
+        (0..BURST_BOTS)
+            .map(|bot| users.iter().filter(|user| answers(bot, **user) > 0).count())
+            .sum::<usize>()
+    };
+    let total = BURST_BOTS * users.len();
+    let mut crashes: Vec<String> = Vec::new();
+    let mut killed = false;
+    let (mut vm_peak, mut rss_peak) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        vm_peak = vm_peak.max(daemon.status_kib("VmPeak").unwrap_or(0));
+        rss_peak = rss_peak.max(daemon.status_kib("VmHWM").unwrap_or(0));
+        if let Some(status) = daemon.exited() {
+            // Restarted as systemd would; a crash fails the test below.
+            daemon.drain();
+            let cause = daemon
+                .log
+                .iter()
+                .rev()
+                .find(|line| line.contains("memory") || line.contains("panick"))
+                .cloned()
+                .unwrap_or_default();
+            crashes.push(format!("{status}: {cause}"));
+            daemon = start(Some(cap)).await.unwrap().expect("starts again");
+        }
+        let done = answered();
+        if done == total || Instant::now() > deadline {
+            break;
+        }
+        if !killed && done * 3 >= total {
+            // The kill point: a third answered, the rest stored, dispatched or in runs.
+            killed = true;
+            drop(daemon.kill());
+            // While it is down: a run that crashed before its notice was queued, as the issue's
+            // crash loop left 14 of them (`dispatched` forever before #30).
+            crashed_run(&dir.path().join("data/clawvisor.db"), CRASHED_CHAT);
+            daemon = start(Some(cap))
+                .await
+                .unwrap()
+                .expect("starts after the kill");
+        }
+        // A polling interval for the figures above, not a wait for a state.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answered_in = burst.elapsed();
+    wait_until(
+        Duration::from_secs(30),
+        "the crashed run's notice",
+        || async {
+            fake.sent(bots[0])
+                .iter()
+                .any(|message| message.chat_id == CRASHED_CHAT)
+        },
+    )
+    .await;
+    let left = |store: &rusqlite::Connection| -> i64 {
+        store
+            .query_row(
+                "SELECT COUNT(*) FROM inbound_updates WHERE status IN ('pending', 'dispatched')",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap_or(-1)
+    };
+    let db = dir.path().join("data/clawvisor.db");
+    wait_until(
+        Duration::from_secs(30),
+        "no update left pending or dispatched",
+        || async { left(&rusqlite::Connection::open(&db).unwrap()) == 0 },
+    )
+    .await;
+    vm_peak = vm_peak.max(daemon.status_kib("VmPeak").unwrap_or(0));
+    rss_peak = rss_peak.max(daemon.status_kib("VmHWM").unwrap_or(0));
+    let (status, _log) = daemon.terminate(Duration::from_secs(30)).expect("stops");
+
+    let mut lost = Vec::new();
+    let mut duplicates = 0;
+    for bot in 0..BURST_BOTS {
+        for user in &users {
+            match answers(bot, *user) {
+                0 => lost.push((bot, *user)),
+                count => duplicates += count - 1,
+            }
+        }
+    }
+    let crash_notices = fake
+        .sent(bots[0])
+        .iter()
+        .filter(|message| message.chat_id == CRASHED_CHAT)
+        .count();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let stuck = left(&conn);
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    report!(
+        "chaos (memory cap): {total} messages answered in {answered_in:?} (1 kill, {} crashes); lost {}; duplicates {duplicates}; crashed run's notice sent {crash_notices}×; left pending/dispatched {stuck}; peak VmSize {:.1} MiB, peak RSS {:.1} MiB; whole case {:?}",
+        crashes.len(),
+        lost.len(),
+        vm_peak as f64 / 1024.0,
+        rss_peak as f64 / 1024.0,
+        started.elapsed()
+    );
+    assert!(crashes.is_empty(), "crashed under the cap: {crashes:?}");
+    assert_eq!(crash_notices, 1, "the crashed run's updates get one notice");
+    assert!(lost.is_empty(), "unanswered (bot, chat): {lost:?}");
+    assert!(
+        duplicates <= BURST_DUPLICATE_BUDGET,
+        "{duplicates} duplicate replies"
+    );
+    assert_eq!(stuck, 0, "updates left pending or dispatched");
+    assert!(status.success(), "a clean stop: {status:?}");
     assert_eq!(integrity, "ok");
 }

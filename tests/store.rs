@@ -273,3 +273,70 @@ async fn a_store_opened_without_full_sync_stays_so_for_recoverable_writes() {
     assert_eq!(store.write_recoverable(synchronous_level).await.unwrap(), 1);
     assert_eq!(store.write(synchronous_level).await.unwrap(), 1);
 }
+
+/// Issue #30: a run that crashed before its notice was queued left its updates `dispatched`
+/// forever (nothing at boot or in the sweep finished them). The recovery queues the notice once,
+/// answering exactly those updates, and never again.
+#[tokio::test]
+async fn a_crashed_run_without_a_reply_gets_its_notice_queued_once() {
+    use clawvisor::store::outbox;
+    use clawvisor::store::runs::{self, RunStatus};
+    use clawvisor::store::sessions::{self, EventKindRow, NewEvent};
+    use clawvisor::store::telegram::{self, NewUpdate, UpdateStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).unwrap();
+    let update = |update_id| NewUpdate {
+        update_id,
+        kind: "message".into(),
+        chat_id: Some(5),
+        thread_id: None,
+        user_id: Some(5),
+        payload: "{}".into(),
+        sent_ms: Some(1),
+    };
+    let ids = store
+        .write(move |conn| {
+            let stored = telegram::store_batch(conn, 1, "ada", &[update(10), update(11)], 2)?;
+            let session = sessions::active_or_create(conn, "ada", "tg:5", 2)?;
+            let run = runs::create(conn, session.id, "ada", "tg:5", "message", None, 3)?;
+            for row in &stored {
+                telegram::set_status(conn, row.id, UpdateStatus::Dispatched, None, 3)?;
+                let event = sessions::append(
+                    conn,
+                    session.id,
+                    &NewEvent {
+                        kind: EventKindRow::User,
+                        sender: Some("Ada"),
+                        content: "hello",
+                        data: None,
+                        run_id: None,
+                        inbound_id: Some(row.id),
+                    },
+                    3,
+                )?;
+                let event = event.expect("a new update id is a new event");
+                sessions::claim_events(conn, &[event], run)?;
+            }
+            // The crash as versions before #30 recorded it: failed, no outbox row.
+            runs::finish(conn, run, RunStatus::Failed, "crashed", 4)?;
+            Ok(stored.iter().map(|row| row.id).collect::<Vec<i64>>())
+        })
+        .await
+        .unwrap();
+    let first = store
+        .write(|conn| telegram::answer_crashed_runs(conn, "ada", 5))
+        .await
+        .unwrap();
+    let again = store
+        .write(|conn| telegram::answer_crashed_runs(conn, "ada", 6))
+        .await
+        .unwrap();
+    assert_eq!((first, again), (1, 0), "one notice for the run, then none");
+    let pending = store
+        .read(|conn| outbox::outbox_pending(conn, "ada"))
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].inbound_ids, ids);
+    assert_eq!(pending[0].text, telegram::CRASHED_RUN_NOTICE);
+}

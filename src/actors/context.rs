@@ -31,6 +31,8 @@ pub struct RootContext {
     /// The model providers and prices, built once per boot (agents, boot checks, Studio).
     pub providers: Arc<crate::llm::Providers>,
     pub prices: Arc<crate::llm::prices::Prices>,
+    /// The turns for model calls every agent shares (`[sessions] max_model_calls`, one per boot).
+    pub model_calls: crate::agent::ModelCalls,
     /// How the files were read (the command line's flags), so that a reload reads them the same way.
     pub overrides: crate::config::Overrides,
     /// Studio's views of the files, replaced by a reload.

@@ -12,7 +12,7 @@ use crate::registry::Registry;
 use crate::store::Store;
 
 /// Builds each agent's runtime: its providers, prices, tools and workspace (`only`: just the
-/// agents named, for a reload).
+/// agents named, for a reload); the providers, prices and model-call turns are the boot's, shared.
 pub fn agent_plans(
     loaded: &Arc<LoadedConfig>,
     only: Option<&[String]>,
@@ -20,7 +20,11 @@ pub fn agent_plans(
     registry: &Registry,
     events: &EventBus,
     scheduler: bool,
-    (providers, prices): (&Arc<Providers>, &Arc<crate::llm::prices::Prices>),
+    (providers, prices, model_calls): (
+        &Arc<Providers>,
+        &Arc<crate::llm::prices::Prices>,
+        &crate::agent::ModelCalls,
+    ),
 ) -> Vec<AgentPlan> {
     let config = &loaded.config;
     let all_agents = Arc::new(loaded.agents.clone());
@@ -73,6 +77,7 @@ pub fn agent_plans(
                     all_agents: all_agents.clone(),
                     skill_catalogue,
                     daemon_timezone: loaded.timezone.clone(),
+                    model_calls: model_calls.clone(),
                 }),
                 tools,
             }

@@ -34,6 +34,7 @@ use crate::domain::{
 use crate::events::{EventData, EventKind};
 use crate::llm::ChatMessage;
 use crate::policy::rate_limit::RateLimiter;
+use crate::store::outbox;
 use crate::store::runs::{self, RunStatus};
 use crate::store::sessions::{self, EventKindRow, NewEvent};
 
@@ -229,50 +230,18 @@ impl Actor for Session {
             };
             let error = crate::secrets::redact(&error.to_string()).into_owned();
             tracing::error!(run_id = active.run_id, %error, "a run crashed");
-            let text = "Something went wrong on my side while answering; the error is recorded. Please try again.";
-            let (run_id, session_id) = (active.run_id, state.session_id);
-            let now = crate::clock::now_ms();
-            let _ = state
-                .runtime
-                .store
-                .write(move |conn| {
-                    runs::add_step(
-                        conn,
-                        run_id,
-                        &runs::NewStep {
-                            kind: "error",
-                            name: Some("crash".into()),
-                            detail: json!({"error": error}),
-                            ..Default::default()
-                        },
-                        now,
-                    )?;
-                    sessions::append(
-                        conn,
-                        session_id,
-                        &NewEvent {
-                            kind: EventKindRow::Notice,
-                            sender: None,
-                            content: text,
-                            data: None,
-                            run_id: Some(run_id),
-                            inbound_id: None,
-                        },
-                        now,
-                    )?;
-                    runs::finish(conn, run_id, RunStatus::Failed, text, now)
-                })
-                .await;
+            let text = crate::store::telegram::CRASHED_RUN_NOTICE;
+            let outbox_id = record_crash(state, active.run_id, error, text).await;
             state.limiter = Some(RateLimiter::new(
                 state.runtime.limits.tool_calls_per_minute,
                 Duration::from_secs(60),
             ));
             deliver(
                 state,
-                Some(run_id),
+                Some(active.run_id),
                 OutEvent::Final {
                     text: text.into(),
-                    outbox_id: None,
+                    outbox_id,
                 },
             );
             advance(&myself, state).await?;
@@ -293,6 +262,70 @@ impl Actor for Session {
         }
         Ok(())
     }
+}
+
+/// Records a crashed run as failed, with the notice the person gets, in one transaction; in a
+/// Telegram chat the notice is an outbox row that answers the run's messages, so they are marked
+/// processed once it is delivered (or re-sent after a crash) instead of staying `dispatched`
+/// forever. The outbox id, or `None` when the chat has no outbox or the record failed (the run
+/// then stays open in the database and is resumed at the next start).
+async fn record_crash(
+    state: &SessionState,
+    run_id: i64,
+    error: String,
+    text: &'static str,
+) -> Option<i64> {
+    let session_id = state.session_id;
+    let agent = state.runtime.spec.name.clone();
+    let chat = state.chat.as_str().to_string();
+    let needs_outbox = state.chat.kind() == ChatKind::Telegram;
+    let now = crate::clock::now_ms();
+    let written = state
+        .runtime
+        .store
+        .write(move |conn| {
+            // A run that crashed after recording its end already has its outbox row.
+            let was_open = runs::get(conn, run_id)?.is_some_and(|run| run.status.is_open());
+            runs::add_step(
+                conn,
+                run_id,
+                &runs::NewStep {
+                    kind: "error",
+                    name: Some("crash".into()),
+                    detail: json!({"error": error}),
+                    ..Default::default()
+                },
+                now,
+            )?;
+            sessions::append(
+                conn,
+                session_id,
+                &NewEvent {
+                    kind: EventKindRow::Notice,
+                    sender: None,
+                    content: text,
+                    data: None,
+                    run_id: Some(run_id),
+                    inbound_id: None,
+                },
+                now,
+            )?;
+            runs::finish(conn, run_id, RunStatus::Failed, text, now)?;
+            if !needs_outbox || !was_open {
+                return Ok(None);
+            }
+            let inbound_ids: Vec<i64> = sessions::run_events(conn, run_id)?
+                .iter()
+                .filter_map(|event| event.inbound_id)
+                .collect();
+            outbox::enqueue_reply(conn, &agent, &chat, Some(run_id), text, &inbound_ids, now)
+                .map(Some)
+        })
+        .await;
+    written.unwrap_or_else(|error| {
+        tracing::error!(run_id, %error, "could not record a crashed run");
+        None
+    })
 }
 
 /// While its agent is paused, a conversation with a person keeps its messages (stored, unclaimed)

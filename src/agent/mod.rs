@@ -79,6 +79,32 @@ pub struct AgentRuntime {
     pub skill_catalogue: Arc<Vec<crate::skills::AgentSkill>>,
     /// The daemon's time zone, for runs whose person and agent chose none (`zone`).
     pub daemon_timezone: crate::config::DaemonTimezone,
+    /// The turns for model calls that every agent of the daemon shares.
+    pub model_calls: ModelCalls,
+}
+
+/// The daemon's turns for model calls (`[sessions] max_model_calls`), shared by every agent:
+/// a run holds one while it asks the model, so a burst of conversations queues here instead of
+/// holding a request, a response and a connection for each at once. A run waiting for a person
+/// (an approval) or a tool holds none, so waiting never starves the others.
+#[derive(Debug, Clone)]
+pub struct ModelCalls(Arc<tokio::sync::Semaphore>);
+
+impl ModelCalls {
+    /// `limit` calls at once (at least one).
+    pub fn new(limit: u32) -> ModelCalls {
+        ModelCalls(Arc::new(tokio::sync::Semaphore::new(limit.max(1) as usize)))
+    }
+
+    /// Waits for a turn; the turn ends when the permit is dropped.
+    pub async fn turn(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.0
+            .clone()
+            .acquire_owned()
+            .await
+            // The semaphore is never closed (nothing calls `close`), so acquiring cannot fail.
+            .expect("the model-call semaphore is never closed")
+    }
 }
 
 impl AgentRuntime {

@@ -335,6 +335,7 @@ pub fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => runtime,
@@ -346,6 +347,12 @@ pub fn main() -> ExitCode {
     let overrides = cli.overrides();
     runtime.block_on(run_command(cli.command, loaded, overrides, first_run))
 }
+
+/// Threads tokio may start for blocking work (file tools, the sandbox's waits, database reads,
+/// which the store itself bounds to its readers). tokio's default of 512 lets a burst start
+/// hundreds of threads, each with a 2 MiB stack of address space: under a memory cap
+/// (`prlimit --as`, `MemoryMax=`) that aborted the process instead of making the work wait.
+const BLOCKING_THREADS: usize = 64;
 
 fn config_error(error: &ConfigError) -> ExitCode {
     eprintln!("configuration error: {error}");

@@ -425,6 +425,10 @@ pub struct SessionsConfig {
     pub idle_stop: Dur,
     /// Transcript events kept verbatim before older ones are summarised into a recap.
     pub history_events: u32,
+    /// Model calls in flight at once, across all agents; further runs wait their turn, so a
+    /// burst (or the backlog after a restart) slows down instead of holding memory for every
+    /// conversation at once. Read at start.
+    pub max_model_calls: u32,
 }
 
 impl Default for SessionsConfig {
@@ -432,6 +436,7 @@ impl Default for SessionsConfig {
         Self {
             idle_stop: Dur::secs(600),
             history_events: 200,
+            max_model_calls: 8,
         }
     }
 }

@@ -158,6 +158,9 @@ struct Inner {
     options: StoreOptions,
     writer: RwLock<Option<writer::WriterHandle>>,
     readers: Mutex<Vec<Connection>>,
+    /// Async reads in flight, at most `max_readers`: a burst of reads waits here instead of
+    /// taking a blocking thread (and opening a connection) each.
+    read_turns: Arc<tokio::sync::Semaphore>,
 }
 
 /// The handle to the database. Cheap to clone.
@@ -200,9 +203,10 @@ impl Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 health,
-                options,
                 writer: RwLock::new(None),
                 readers: Mutex::new(Vec::new()),
+                read_turns: Arc::new(tokio::sync::Semaphore::new(options.max_readers.max(1))),
+                options,
             }),
         };
         store.start_writer()?;
@@ -371,11 +375,17 @@ impl Store {
         T: Send + 'static,
     {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.read_blocking(query))
-            .await
-            .map_err(|error| {
-                StoreError::Invalid(format!("a database read did not complete: {error}"))
-            })?
+        // Never closed (nothing calls `close`), so acquiring only waits; the turn is held until
+        // the blocking read is over, even when the caller stops waiting for it.
+        let turn = self.inner.read_turns.clone().acquire_owned().await.ok();
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            store.read_blocking(query)
+        })
+        .await
+        .map_err(|error| {
+            StoreError::Invalid(format!("a database read did not complete: {error}"))
+        })?
     }
 
     /// Runs `query` on a read-only connection in the current thread.

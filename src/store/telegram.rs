@@ -180,6 +180,54 @@ pub fn undelivered(
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
+/// The notice that answers updates whose run crashed (`answer_crashed_runs`).
+pub const CRASHED_RUN_NOTICE: &str =
+    "Something went wrong on my side while answering; the error is recorded. Please try again.";
+
+/// Gives every failed run of `agent` that answered Telegram updates but has no outbox row (a
+/// run that crashed before the crash notice was queued with it, as versions before issue #30
+/// did) an outbox row with [`CRASHED_RUN_NOTICE`] that answers its updates: once it is
+/// delivered they are processed instead of staying `dispatched` forever. Returns how many
+/// rows were queued. In the caller's transaction.
+pub fn answer_crashed_runs(conn: &Connection, agent: &str, now_ms: i64) -> Result<usize> {
+    let mut statement = conn.prepare_cached(
+        "SELECT r.id, r.chat, u.id FROM inbound_updates u
+         JOIN session_events e ON e.inbound_id = u.id
+         JOIN runs r ON r.id = e.run_id
+         WHERE u.agent = ?1 AND u.status = 'dispatched' AND r.status = 'failed'
+           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.id)
+         ORDER BY r.id, u.id",
+    )?;
+    let rows = statement
+        .query_map(params![agent], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs: Vec<(i64, String, Vec<i64>)> = Vec::new();
+    for (run_id, chat, update) in rows {
+        match runs.last_mut() {
+            Some((last, _, updates)) if *last == run_id => updates.push(update),
+            _ => runs.push((run_id, chat, vec![update])),
+        }
+    }
+    for (run_id, chat, updates) in &runs {
+        super::outbox::enqueue_reply(
+            conn,
+            agent,
+            chat,
+            Some(*run_id),
+            CRASHED_RUN_NOTICE,
+            updates,
+            now_ms,
+        )?;
+    }
+    Ok(runs.len())
+}
+
 /// Group messages kept as context for the next answer in that chat (in that forum topic when
 /// `thread_id` is given, outside every topic when not), oldest first.
 pub fn take_context(

@@ -37,6 +37,34 @@ impl DaemonProcess {
         dir: &Path,
         env: &BTreeMap<String, String>,
     ) -> Result<DaemonProcess, String> {
+        Self::spawn(Self::serve_command(binary, dir, env))
+    }
+
+    /// Like [`start`](Self::start), under an address-space limit of `cap_bytes` (`prlimit --as`,
+    /// which execs the daemon: the child's pid is the daemon's).
+    pub fn start_capped(
+        binary: &str,
+        dir: &Path,
+        env: &BTreeMap<String, String>,
+        cap_bytes: u64,
+    ) -> Result<DaemonProcess, String> {
+        let serve = Self::serve_command(binary, dir, env);
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--as={cap_bytes}"))
+            .arg("--")
+            .arg(serve.get_program())
+            .args(serve.get_args());
+        for (key, value) in serve.get_envs() {
+            if let Some(value) = value {
+                command.env(key, value);
+            }
+        }
+        Self::spawn(command)
+    }
+
+    /// The command [`start`](Self::start) runs.
+    fn serve_command(binary: &str, dir: &Path, env: &BTreeMap<String, String>) -> Command {
         let mut command = Command::new(binary);
         command
             .args([
@@ -50,7 +78,7 @@ impl DaemonProcess {
         for (key, value) in env {
             command.env(key, value);
         }
-        Self::spawn(command)
+        command
     }
 
     /// Starts `command` (a `serve` the caller built: arguments, working directory,
@@ -135,6 +163,21 @@ impl DaemonProcess {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The exit status if the process has ended by itself (an abort, a crash), without waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// A `kB` figure of `/proc/<pid>/status` (`VmPeak`, `VmSize`, `VmHWM`, `VmRSS`), in KiB;
+    /// `None` once the process is gone or where there is no `/proc`.
+    pub fn status_kib(&self, key: &str) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status.lines().find_map(|line| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            value.split_whitespace().next()?.parse().ok()
+        })
     }
 
     /// SIGKILL: no cleanup of any kind runs.

@@ -241,7 +241,7 @@ async fn apply(
         registry,
         &after.events,
         after.options.scheduler,
-        (&after.providers, &after.prices),
+        (&after.providers, &after.prices, &after.model_calls),
     );
     for agent_plan in &built {
         let name = agent_plan.runtime.spec.name.clone();

@@ -658,6 +658,9 @@ pub(super) async fn sweep(
     }
     // A claim code that expired is renewed (and logged); right after start it is logged anyway.
     claim::check_claim(state, recovery == Recovery::Everything).await;
+    if recovery == Recovery::Everything {
+        super::backlog::answer_crashed_runs(state).await;
+    }
     let agent = state.args.spec.name.clone();
     let now = crate::clock::now_ms();
     let threshold = match recovery {

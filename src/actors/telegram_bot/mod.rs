@@ -47,6 +47,7 @@
 //! degraded and retried later. A rejected token (401) stops the bot normally with a clear event:
 //! restarting cannot fix it.
 
+mod backlog;
 mod claim;
 mod commands;
 mod inbound;

@@ -106,6 +106,11 @@ impl ModelSetup {
         ctx: &RunCtx,
         request: ChatRequest,
     ) -> Option<Result<FallbackOutcome, LlmError>> {
+        // A turn first (`[sessions] max_model_calls`): under a burst, runs queue here.
+        let _turn = tokio::select! {
+            turn = ctx.runtime.model_calls.turn() => turn,
+            _ = ctx.cancel.cancelled() => return None,
+        };
         let stream = PartialStream::start(ctx, self.streaming);
         let call = chat_with_fallback(
             &ctx.runtime.providers,

@@ -208,6 +208,11 @@ async fn flush(store: &Store, buffer: &mut Vec<Arc<RuntimeEvent>>, retention: u6
         .write_recoverable(move |conn| crate::store::events::append(conn, &batch, retention))
         .await
     {
-        tracing::warn!(%error, "could not store runtime events");
+        // While the store cannot commit it has said so once, with the cause and the path.
+        if store.writes_commit() {
+            tracing::warn!(%error, "could not store runtime events");
+        } else {
+            tracing::debug!(%error, "could not store runtime events while the store holds");
+        }
     }
 }

@@ -462,8 +462,13 @@ async fn on_poll(
 
 /// The poll loop's state, for the log (when it is not plain polling) and Studio.
 fn publish_polling(state: &TelegramBotState, status: &'static str, detail: String) {
-    if status != "polling" {
+    // A store that cannot commit has said so once, with the cause and the path: the poller's
+    // share of it is not repeated at warn.
+    let the_store_said_it = status == "store_error" && !state.args.store.writes_commit();
+    if status != "polling" && !the_store_said_it {
         tracing::warn!(agent = %state.args.spec.name, status, %detail, "telegram polling");
+    } else if the_store_said_it {
+        tracing::debug!(agent = %state.args.spec.name, %detail, "telegram polling waits for the store");
     }
     state.args.events.publish_data(
         EventKind::BotStatus,

@@ -376,10 +376,6 @@ async fn fault_under_traffic(
             left.len(),
             "each failure's recovery said: {left:#?}"
         );
-        assert!(
-            (entered.len() as u64) < failed_writes,
-            "fewer lines than failed batches: {entered:#?}"
-        );
     } else {
         assert_eq!(entered.len(), 1, "one line entering: {entered:#?}");
         assert_eq!(left.len(), 1, "one line leaving: {left:#?}");

@@ -91,9 +91,45 @@ pub fn text_advice(text: &str) -> Option<&'static str> {
     }
 }
 
+/// A reason's words for people, without the technical cause in parentheses at its end (the bot's
+/// row keeps the whole reason): "… check this machine's network (error sending request: …)".
+pub fn without_technical_tail(reason: &str) -> &str {
+    if !reason.ends_with(')') {
+        return reason;
+    }
+    let mut depth = 0usize;
+    for (index, character) in reason.char_indices().rev() {
+        match character {
+            ')' => depth += 1,
+            '(' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    let words = reason[..index].trim_end();
+                    return if words.is_empty() { reason } else { words };
+                }
+            }
+            _ => {}
+        }
+    }
+    reason
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_technical_tail_is_left_to_the_detail() {
+        assert_eq!(
+            without_technical_tail("check the network (error sending request: client error (x))"),
+            "check the network"
+        );
+        assert_eq!(without_technical_tail("stopped"), "stopped");
+        assert_eq!(
+            without_technical_tail("(only technical)"),
+            "(only technical)"
+        );
+    }
 
     /// An error wrapping another, like reqwest's over hyper's over the OS error.
     #[derive(Debug)]

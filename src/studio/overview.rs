@@ -276,7 +276,10 @@ fn needs_you(state: &StudioState, figures: &Figures) -> Vec<Value> {
         if !matches!(status.as_str(), "online" | "polling") {
             queue.push(attention(
                 "bot",
-                format!("The bot of {agent} is not working ({status}): {detail}"),
+                format!(
+                    "The bot of {agent} is not working ({status}): {}",
+                    crate::cause::without_technical_tail(detail)
+                ),
                 "See the bot",
                 "#/overview",
             ));

@@ -64,59 +64,10 @@ impl PageCache {
     }
 }
 
-/// Builds the daemon as users do, or takes the path the operator of the bench gave, and copies
-/// it into `scratch` so that a later bench build cannot swap it mid-run.
+/// Builds the daemon as users do, or takes the path the operator of the bench gave
+/// (`CLAWVISOR_FOOTPRINT_BINARY`), copied into `scratch`.
 fn daemon_binary(scratch: &Path) -> PathBuf {
-    let built = match std::env::var_os("CLAWVISOR_FOOTPRINT_BINARY") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = std::process::Command::new(cargo)
-                .current_dir(manifest_dir)
-                .args(["build", "--release", "--bin", "clawvisor"])
-                .status()
-                .expect("cannot run cargo to build the daemon binary");
-            assert!(
-                status.success(),
-                "`cargo build --release --bin clawvisor` failed; build it yourself and set \
-                 CLAWVISOR_FOOTPRINT_BINARY=<path to the binary>"
-            );
-            // Where that build put it: `CARGO_TARGET_DIR` when set (relative to the package, where
-            // cargo ran), else the package's `target/`.
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| manifest_dir.join("target"), |dir| manifest_dir.join(dir));
-            target.join("release/clawvisor")
-        }
-    };
-    let bytes = std::fs::read(&built).unwrap_or_else(|error| {
-        panic!(
-            "cannot read the daemon binary {}: {error} (set CLAWVISOR_FOOTPRINT_BINARY to a \
-             binary from `cargo build --release --bin clawvisor`)",
-            built.display()
-        )
-    });
-    // The testkit's tracing events carry their module path; a build without the feature has none.
-    let probe = b"clawvisor::testkit::";
-    assert!(
-        !bytes.windows(probe.len()).any(|window| window == probe),
-        "{} contains the testkit: it is a bench or test build, not the daemon users run; build \
-         it with `cargo build --release --bin clawvisor` (no --features) and measure that",
-        built.display()
-    );
-    println!(
-        "footprint: binary {} — {:.1} MiB, testkit absent (no `clawvisor::testkit::` in it)",
-        built.display(),
-        bytes.len() as f64 / 1_048_576.0
-    );
-    let copy = scratch.join("clawvisor");
-    std::fs::write(&copy, &bytes).expect("copy of the binary");
-    std::fs::set_permissions(
-        &copy,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .expect("the copy made executable");
-    copy
+    support::daemon_binary(scratch, "CLAWVISOR_FOOTPRINT_BINARY", "clawvisor").0
 }
 
 /// Drops the binary's pages from the page cache (written back first; pages mapped by a running

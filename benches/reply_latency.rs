@@ -211,16 +211,9 @@ impl Drop for Helper {
     }
 }
 
-/// The target directory of this build (`CARGO_TARGET_DIR`, relative to the package, or `target/`).
-fn target_dir() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| manifest_dir.join("target"), |dir| manifest_dir.join(dir))
-}
-
 /// llmock installed into the target directory (once); the reason when it cannot be.
 fn llmock_executable() -> Result<PathBuf, String> {
-    let venv = target_dir().join("llmock-0.2.2");
+    let venv = support::target_dir().join("llmock-0.2.2");
     let executable = venv.join("bin/llmock");
     if executable.exists() {
         return Ok(executable);
@@ -301,44 +294,10 @@ async fn model_server() -> (Helper, String, String) {
     }
 }
 
-/// The release binary users run, copied into `scratch`; refuses a build with the testkit.
+/// The release binary users run (`CLAWVISOR_LATENCY_BINARY`, else built now), copied into
+/// `scratch`; refuses a build with the testkit.
 fn daemon_binary(scratch: &Path) -> PathBuf {
-    let built = match std::env::var_os("CLAWVISOR_LATENCY_BINARY") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "--release", "--bin", "clawvisor"])
-                .status()
-                .expect("cargo runs");
-            assert!(
-                status.success(),
-                "`cargo build --release --bin clawvisor` failed; build it and set CLAWVISOR_LATENCY_BINARY"
-            );
-            target_dir().join("release/clawvisor")
-        }
-    };
-    let bytes = std::fs::read(&built).expect("the daemon binary");
-    let probe = b"clawvisor::testkit::";
-    assert!(
-        !bytes.windows(probe.len()).any(|window| window == probe),
-        "{} contains the testkit; build it with `cargo build --release --bin clawvisor`",
-        built.display()
-    );
-    let copy = scratch.join("clawvisor-under-test");
-    std::fs::write(&copy, &bytes).expect("copy of the binary");
-    std::fs::set_permissions(
-        &copy,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .expect("executable");
-    println!(
-        "reply latency: binary {} ({:.1} MiB, no testkit)",
-        built.display(),
-        bytes.len() as f64 / 1_048_576.0
-    );
-    copy
+    support::daemon_binary(scratch, "CLAWVISOR_LATENCY_BINARY", "clawvisor-under-test").0
 }
 
 /// The model's own time per answer, asked directly with a prompt like the daemon's.

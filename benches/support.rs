@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Prints `name: median … p99 … (n samples)` and returns (median, p99).
@@ -111,4 +112,64 @@ pub fn smaps_breakdown(pid: &str, binary: &str) -> Vec<(String, u64, u64)> {
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.1));
     rows
+}
+
+/// Where cargo puts this package's builds: `CARGO_TARGET_DIR` when set (relative to the package,
+/// where cargo runs), else the package's `target/`.
+pub fn target_dir() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| manifest_dir.join("target"), |dir| manifest_dir.join(dir))
+}
+
+/// The daemon users run: the binary named by the environment variable `given`, else
+/// `cargo build --release --bin clawvisor` built now. Refuses a build that contains the testkit
+/// (its tracing events carry their module path; a build without the feature has none), and copies
+/// it into `scratch` as `name`, so that a later build cannot swap it mid-run. Returns the copy and
+/// the binary's size in bytes.
+pub fn daemon_binary(scratch: &Path, given: &str, name: &str) -> (PathBuf, usize) {
+    let built = match std::env::var_os(given) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(["build", "--release", "--bin", "clawvisor"])
+                .status()
+                .expect("cannot run cargo to build the daemon binary");
+            assert!(
+                status.success(),
+                "`cargo build --release --bin clawvisor` failed; build it yourself and set \
+                 {given}=<path to the binary>"
+            );
+            target_dir().join("release/clawvisor")
+        }
+    };
+    let bytes = std::fs::read(&built).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the daemon binary {}: {error} (set {given} to a binary from \
+             `cargo build --release --bin clawvisor`)",
+            built.display()
+        )
+    });
+    let probe = b"clawvisor::testkit::";
+    assert!(
+        !bytes.windows(probe.len()).any(|window| window == probe),
+        "{} contains the testkit: it is a bench or test build, not the daemon users run; build \
+         it with `cargo build --release --bin clawvisor` (no --features) and measure that",
+        built.display()
+    );
+    let copy = scratch.join(name);
+    std::fs::write(&copy, &bytes).expect("copy of the binary");
+    std::fs::set_permissions(
+        &copy,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("the copy made executable");
+    println!(
+        "binary {} — {:.1} MiB, testkit absent (no `clawvisor::testkit::` in it)",
+        built.display(),
+        bytes.len() as f64 / 1_048_576.0
+    );
+    (copy, bytes.len())
 }

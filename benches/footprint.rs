@@ -253,8 +253,11 @@ async fn start_and_idle(
         ),
         &mut latencies,
     );
-    // Idle: a while after the last reply, and after `serve` released the binary's unused pages.
-    let released = started + clawvisor::resident::RELEASE_AFTER_START + Duration::from_secs(1);
+    // Idle: a while after the last reply, after `serve` released the binary's unused pages and
+    // after the Store actor's first checkpoint handed the database's idle memory back.
+    let released = started
+        + clawvisor::resident::RELEASE_AFTER_START.max(clawvisor::actors::store::CHECKPOINT_EVERY)
+        + Duration::from_secs(1);
     tokio::time::sleep_until((Instant::now() + IDLE_AFTER).max(released).into()).await;
     let rss = print_memory(
         &format!("{bots} bot(s), {}, idle", cache.label()),

@@ -5,7 +5,8 @@
 //! read-ahead and maps what the loader and boot touched: some 17 MiB of a 22 MiB binary, while
 //! the idle daemon's code sits on about 8 MiB of it.
 //!
-//! `release_binary_pages` unmaps (`MADV_DONTNEED`), for each read-only mapping of the executable
+//! `release_binary_pages` unmaps (`MADV_DONTNEED`), for each read-only mapping of a file (the
+//! executable and the shared libraries: libc's boot-time pages count in our resident set too)
 //! that holds no private (copy-on-write) page, what is mapped now, and asks the kernel not to read
 //! ahead for it (`MADV_RANDOM`; Linux honours it for the read-only data, not for code). The pages
 //! stay in the page cache, and the next use of a page maps it back with the kernel's fault-around
@@ -19,7 +20,6 @@
 //! `serve` calls both [`RELEASE_AFTER_START`] (20 s) after start and then every
 //! [`RELEASE_EVERY`] (6 h) (`cli/serve.rs`). Elsewhere than Linux they do nothing.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// When `serve` first releases the binary's unused pages: boot (migrations, the tree, the first
@@ -89,12 +89,13 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
     mappings
 }
 
-/// The mappings that may be released: the executable's, read-only, without a private page.
-fn releasable<'a>(mappings: &'a [Mapping], executable: &str) -> Vec<&'a Mapping> {
+/// The mappings that may be released: read-only mappings of a file — the executable's and the
+/// shared libraries' (libc, libm, the loader) — without a private page.
+fn releasable(mappings: &[Mapping]) -> Vec<&Mapping> {
     mappings
         .iter()
         .filter(|mapping| {
-            mapping.path == executable
+            mapping.path.starts_with('/')
                 && !mapping.writable
                 && mapping.anonymous_kib == 0
                 && mapping.end > mapping.start
@@ -102,19 +103,18 @@ fn releasable<'a>(mappings: &'a [Mapping], executable: &str) -> Vec<&'a Mapping>
         .collect()
 }
 
-/// Unmaps the executable's read-only pages the daemon is not using (see the module docs).
+/// Unmaps the read-only pages of the executable and its libraries that the daemon is not using
+/// (see the module docs).
 #[cfg(target_os = "linux")]
 pub fn release_binary_pages() -> std::io::Result<Released> {
-    let executable: PathBuf = std::fs::read_link("/proc/self/exe")?;
-    let executable = executable.to_string_lossy().into_owned();
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mappings = parse_smaps(&smaps);
     let mut released = Released::default();
-    for mapping in releasable(&mappings, &executable) {
+    for mapping in releasable(&mappings) {
         let address = mapping.start as *mut nix::libc::c_void;
         let length = mapping.end - mapping.start;
         // SAFETY: the range is a whole mapping the kernel listed for this process (page-aligned),
-        // of the executable's file, read-only and without a private page: its contents are the
+        // of a file, read-only and without a private page: its contents are the
         // file's, so `MADV_DONTNEED` only unmaps pages that fault back in unchanged on the next
         // access. Nothing can write it meanwhile (it is not writable), so no private page can
         // appear between the smaps read and the advice.
@@ -187,15 +187,24 @@ Anonymous:             0 kB
 ";
 
     #[test]
-    fn only_the_executables_read_only_pages_without_private_copies_are_released() {
+    fn only_read_only_file_pages_without_private_copies_are_released() {
         let mappings = parse_smaps(SMAPS);
         assert_eq!(mappings.len(), 7);
         assert_eq!(mappings[6].path, "/home/me/my bin/clawvisor");
-        let chosen = releasable(&mappings, "/usr/local/bin/clawvisor");
+        let chosen = releasable(&mappings);
         let starts: Vec<usize> = chosen.iter().map(|mapping| mapping.start).collect();
-        // The headers and rodata, and the code; not the relocated relro (private pages), not the
-        // writable data, not anonymous memory, not another file.
-        assert_eq!(starts, vec![0x55d0c0000000, 0x55d0c0906000]);
+        // The headers and rodata, and the code, and the library's and the other file's read-only
+        // pages; not the relocated relro (private pages), not the writable data, not anonymous
+        // memory.
+        assert_eq!(
+            starts,
+            vec![
+                0x55d0c0000000,
+                0x55d0c0906000,
+                0x7f0000100000,
+                0x7f0000200000
+            ]
+        );
         assert_eq!(chosen[0].resident_kib, 8200);
     }
 
@@ -208,7 +217,7 @@ Anonymous:             0 kB
             "-\n\n  \n",
         ] {
             let mappings = parse_smaps(text);
-            assert!(releasable(&mappings, "/x").is_empty(), "{text:?}");
+            assert!(releasable(&mappings).is_empty(), "{text:?}");
         }
     }
 

@@ -52,7 +52,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
             StoreArgs {
                 store: context.store.clone(),
                 events: context.events.clone(),
-                checkpoint_every: Duration::from_secs(60),
+                checkpoint_every: crate::actors::store::CHECKPOINT_EVERY,
             },
         )
         .shutdown(Duration::from_secs(30)),

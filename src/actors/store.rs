@@ -8,7 +8,9 @@
 //!
 //! Background job: WAL checkpoint every `checkpoint_every` (60 s; owner: this actor; cancelled with
 //! it; resumes with the actor; idempotent). It runs on the writer thread; one that cannot run is
-//! reported by the store's health (one log line, a `warning` event, Studio's Overview).
+//! reported by the store's health (one log line, a `warning` event, Studio's Overview). With it
+//! the writer's page cache and statements are released, idle readers closed and the heap trimmed,
+//! so an idle daemon keeps no database memory (BENCHMARKS.md, "idle RSS").
 //!
 //! The store's health (`store::health`, set by the writer thread) is watched here and each change
 //! published: entering a bad state (or a new cause) as a `warning` event, every change as a
@@ -18,6 +20,9 @@
 //! Restart policy: permanent.
 
 use std::time::Duration;
+
+/// How often the WAL is checkpointed and idle database memory handed back.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
@@ -84,6 +89,11 @@ impl Actor for StoreActor {
                     if let Err(error) = store.checkpoint().await {
                         tracing::debug!(%error, "database checkpoint failed");
                     }
+                    // The checkpoint also emptied the writer's caches; with the idle readers
+                    // closed, the heap's free pages go back to the system.
+                    let readers = store.close_idle_readers();
+                    let trimmed = crate::resident::trim_heap();
+                    tracing::trace!(readers, trimmed, "handed idle database memory back");
                 });
             }
             StoreMsg::IntegrityCheck(reply) => {

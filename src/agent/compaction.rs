@@ -3,7 +3,10 @@
 //!
 //! The summary is written by the agent's own model (through the same fallback chain, recorded as a
 //! `compaction` step with its cost). The cut always falls just before a user message, so a tool
-//! call is never separated from its result.
+//! call is never separated from its result. Before the summary, `flush` saves the facts the user
+//! stated in the older turns to memory; the recap links to them.
+
+mod flush;
 
 use serde_json::json;
 
@@ -12,6 +15,7 @@ use crate::llm::{ChatMessage, ChatRequest, FallbackOutcome, chat_with_fallback};
 use crate::store::StoreError;
 use crate::store::runs::{self, NewStep};
 use crate::store::sessions::{self, EventKindRow};
+pub use flush::FLUSH_PROMPT;
 
 /// The system prompt of a compaction request (the scripted test model recognises it).
 pub const COMPACTION_PROMPT: &str = "Summarise the conversation so far for your future self. Keep facts about \
@@ -28,12 +32,17 @@ pub async fn compact(ctx: &RunCtx) -> Result<Option<String>, StoreError> {
         return Ok(None);
     };
     let older = &events[..cut];
+    // What the user stated is saved to memory before the summary can drop it (`flush`).
+    let saved = flush::flush(ctx, older).await?;
     let Some(outcome) = summarise(ctx, summary_input(recap.as_deref(), older)).await else {
         return Ok(None);
     };
-    let summary = outcome.response.text.trim().to_string();
+    let mut summary = outcome.response.text.trim().to_string();
     if summary.is_empty() {
         return Ok(None);
+    }
+    if let Some(links) = flush::recap_links(&saved) {
+        summary = format!("{summary}\n\n{links}");
     }
     store_recap(ctx, &outcome, &summary, older).await?;
     remember_recap(ctx, &summary);

@@ -51,7 +51,7 @@ mod streaming;
 use model::ModelSetup;
 
 /// A model call's usage priced for the agent: what a run's model step and a compaction record.
-pub(super) fn priced_usage(
+pub(crate) fn priced_usage(
     runtime: &AgentRuntime,
     outcome: &crate::llm::FallbackOutcome,
 ) -> runs::CallUsage {

@@ -154,6 +154,39 @@ pub fn set_recap(
     Ok(())
 }
 
+/// The flushes recorded for `session_id` covering events from `from_event` on (those of a
+/// compaction that did not finish): `(upto, facts as JSON)`, oldest first.
+pub fn flushes_from(
+    conn: &Connection,
+    session_id: i64,
+    from_event: i64,
+) -> Result<Vec<(i64, String)>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT upto, facts FROM compaction_flushes WHERE session_id = ?1 AND upto >= ?2 \
+         ORDER BY upto",
+    )?;
+    let rows = statement.query_map(params![session_id, from_event], |row| {
+        Ok((row.get(0)?, row.get(1)?))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Records a flush's facts (JSON) once; a second record for the same range keeps the first.
+pub fn record_flush(
+    conn: &Connection,
+    session_id: i64,
+    upto: i64,
+    facts: &str,
+    now_ms: i64,
+) -> Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO compaction_flushes (session_id, upto, facts, created_ms) \
+         VALUES (?1, ?2, ?3, ?4)",
+        params![session_id, upto, facts, now_ms],
+    )?;
+    Ok(())
+}
+
 /// Appends an event; returns its id. A user event whose `inbound_id` is already stored is not
 /// appended again (a replayed update after a crash): `Ok(None)`.
 pub fn append(

@@ -111,7 +111,10 @@ mod tests {
         assert!(prompt.contains(&format!("yes {code}")) && prompt.contains(&format!("no {code}")));
         let open = [("appr-1", code.as_str())];
         assert_eq!(decide(&format!("yes {code}"), open), Some(("appr-1", true)));
-        assert_eq!(decide(&format!("  NO   {}\n", code.to_uppercase()), open), Some(("appr-1", false)));
+        assert_eq!(
+            decide(&format!("  NO   {}\n", code.to_uppercase()), open),
+            Some(("appr-1", false))
+        );
     }
 
     #[test]

@@ -140,7 +140,8 @@ impl SignalInbound {
 /// What a `receive` object is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {
-    Message(SignalInbound),
+    /// Boxed: a message is much larger than the other variant.
+    Message(Box<SignalInbound>),
     /// Not a message for the agent (typing, receipts, our own sent copies, calls, stories,
     /// reactions, group updates, a message signal-cli could not decrypt); `what` says which.
     Ignored { account: String, what: String },
@@ -244,12 +245,13 @@ struct WireGroupInfo {
 /// used when signal-cli left `account` out and to remove our own mentions from the text.
 pub fn parse_receive(data: &str, own: &OwnAccount) -> Result<Received, InboundError> {
     let mut deserializer = serde_json::Deserializer::from_str(data);
-    let wire: WireReceive = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        InboundError::Shape {
-            path: error.path().to_string(),
-            detail: error.inner().to_string(),
-        }
-    })?;
+    let wire: WireReceive =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            InboundError::Shape {
+                path: error.path().to_string(),
+                detail: error.inner().to_string(),
+            }
+        })?;
     from_wire(wire, own)
 }
 
@@ -258,12 +260,11 @@ pub fn parse_receive_value(
     value: serde_json::Value,
     own: &OwnAccount,
 ) -> Result<Received, InboundError> {
-    let wire: WireReceive = serde_path_to_error::deserialize(value).map_err(|error| {
-        InboundError::Shape {
+    let wire: WireReceive =
+        serde_path_to_error::deserialize(value).map_err(|error| InboundError::Shape {
             path: error.path().to_string(),
             detail: error.inner().to_string(),
-        }
-    })?;
+        })?;
     from_wire(wire, own)
 }
 
@@ -278,44 +279,17 @@ fn from_wire(wire: WireReceive, own: &OwnAccount) -> Result<Received, InboundErr
             what: what.to_string(),
         })
     };
-    let Some(envelope) = wire.envelope else {
+    let Some(mut envelope) = wire.envelope else {
         return match wire.exception {
             Some(error) => ignored(&exception_text(&error)),
             None => Err(InboundError::Missing { field: "envelope" }),
         };
     };
-    let Some(data) = envelope.data_message else {
-        let what = if let Some(error) = &wire.exception {
-            exception_text(error)
-        } else if envelope.typing_message.is_some() {
-            "a typing notice".to_string()
-        } else if envelope.receipt_message.is_some() {
-            "a receipt".to_string()
-        } else if envelope.sync_message.is_some() {
-            "a copy of a message sent from another of our devices".to_string()
-        } else if envelope.edit_message.is_some() {
-            "an edit of an earlier message".to_string()
-        } else if envelope.call_message.is_some() {
-            "a call".to_string()
-        } else if envelope.story_message.is_some() {
-            "a story".to_string()
-        } else {
-            "an envelope without a message".to_string()
-        };
-        return ignored(&what);
+    let Some(data) = envelope.data_message.take() else {
+        return ignored(&non_message_reason(&envelope, wire.exception.as_ref()));
     };
-    if data.reaction.is_some() {
-        return ignored("a reaction");
-    }
-    if data.remote_delete.is_some() {
-        return ignored("a deletion of an earlier message");
-    }
-    if data
-        .group_info
-        .as_ref()
-        .is_some_and(|group| group.kind.as_deref() == Some("UPDATE"))
-    {
-        return ignored("a group update");
+    if let Some(what) = not_for_the_agent(&data) {
+        return ignored(what);
     }
     let source_number = envelope.source_number.filter(|text| !text.is_empty());
     let source_uuid = envelope.source_uuid.filter(|text| !text.is_empty());
@@ -369,7 +343,7 @@ fn from_wire(wire: WireReceive, own: &OwnAccount) -> Result<Received, InboundErr
         .into_iter()
         .filter_map(attachment)
         .collect();
-    Ok(Received::Message(SignalInbound {
+    Ok(Received::Message(Box::new(SignalInbound {
         account,
         source_number,
         source_uuid,
@@ -380,7 +354,47 @@ fn from_wire(wire: WireReceive, own: &OwnAccount) -> Result<Received, InboundErr
         mentions,
         quote,
         attachments,
-    }))
+    })))
+}
+
+/// Why an envelope without a data message is not for the agent.
+fn non_message_reason(envelope: &WireEnvelope, exception: Option<&WireError>) -> String {
+    if let Some(error) = exception {
+        return exception_text(error);
+    }
+    let what = if envelope.typing_message.is_some() {
+        "a typing notice"
+    } else if envelope.receipt_message.is_some() {
+        "a receipt"
+    } else if envelope.sync_message.is_some() {
+        "a copy of a message sent from another of our devices"
+    } else if envelope.edit_message.is_some() {
+        "an edit of an earlier message"
+    } else if envelope.call_message.is_some() {
+        "a call"
+    } else if envelope.story_message.is_some() {
+        "a story"
+    } else {
+        "an envelope without a message"
+    };
+    what.to_string()
+}
+
+/// Data messages that are not something said to the agent: reactions, deletions, group updates.
+fn not_for_the_agent(data: &WireDataMessage) -> Option<&'static str> {
+    if data.reaction.is_some() {
+        Some("a reaction")
+    } else if data.remote_delete.is_some() {
+        Some("a deletion of an earlier message")
+    } else if data
+        .group_info
+        .as_ref()
+        .is_some_and(|group| group.kind.as_deref() == Some("UPDATE"))
+    {
+        Some("a group update")
+    } else {
+        None
+    }
 }
 
 fn exception_text(error: &WireError) -> String {
@@ -477,7 +491,7 @@ mod tests {
 
     fn read(data: &str) -> SignalInbound {
         match parse_receive(data, &us()) {
-            Ok(Received::Message(inbound)) => inbound,
+            Ok(Received::Message(inbound)) => *inbound,
             other => panic!("expected a message, got {other:?}"),
         }
     }
@@ -504,7 +518,10 @@ mod tests {
             "timestamp": 1, "message": "dinner at 7", "groupInfo": group
         })));
         assert!(!plain.addressed_to(&us()));
-        assert_eq!(plain.group.as_ref().map(|group| group.id.as_str()), Some("Z3JvdXA="));
+        assert_eq!(
+            plain.group.as_ref().map(|group| group.id.as_str()),
+            Some("Z3JvdXA=")
+        );
 
         let mentioned = read(&message(serde_json::json!({
             "timestamp": 1, "message": "\u{FFFC} what's for dinner, ask \u{FFFC}", "groupInfo": group,
@@ -546,7 +563,11 @@ mod tests {
                 {"contentType": "image/jpeg", "id": null, "size": 3}
             ]
         })));
-        assert_eq!(inbound.attachments.len(), 2, "the one without an id cannot be fetched");
+        assert_eq!(
+            inbound.attachments.len(),
+            2,
+            "the one without an id cannot be fetched"
+        );
         assert!(inbound.attachments[0].voice_note);
         assert!(!inbound.attachments[1].voice_note);
         assert_eq!(inbound.text, "");
@@ -555,14 +576,29 @@ mod tests {
     #[test]
     fn typing_receipts_and_sync_copies_are_ignored_with_a_reason() {
         for (key, value, expected) in [
-            ("typingMessage", serde_json::json!({"action": "STARTED", "timestamp": 1}), "a typing notice"),
-            ("receiptMessage", serde_json::json!({"when": 1, "isDelivery": true, "isRead": false, "isViewed": false, "timestamps": [1]}), "a receipt"),
-            ("syncMessage", serde_json::json!({"sentMessage": {"message": "x"}}), "a copy of a message sent from another of our devices"),
+            (
+                "typingMessage",
+                serde_json::json!({"action": "STARTED", "timestamp": 1}),
+                "a typing notice",
+            ),
+            (
+                "receiptMessage",
+                serde_json::json!({"when": 1, "isDelivery": true, "isRead": false, "isViewed": false, "timestamps": [1]}),
+                "a receipt",
+            ),
+            (
+                "syncMessage",
+                serde_json::json!({"sentMessage": {"message": "x"}}),
+                "a copy of a message sent from another of our devices",
+            ),
         ] {
             let data = serde_json::json!({"account": "+4915100000000", "envelope": {"sourceNumber": "+1", "timestamp": 5, key: value}});
             assert_eq!(
                 parse_receive(&data.to_string(), &us()),
-                Ok(Received::Ignored { account: "+4915100000000".into(), what: expected.into() })
+                Ok(Received::Ignored {
+                    account: "+4915100000000".into(),
+                    what: expected.into()
+                })
             );
         }
     }
@@ -571,8 +607,11 @@ mod tests {
     fn a_wrong_shape_names_the_field() {
         let error = parse_receive(r#"{"envelope":{"timestamp":"soon"}}"#, &us()).expect_err("bad");
         assert!(error.to_string().contains("envelope.timestamp"), "{error}");
-        let error = parse_receive(r#"{"envelope":{"timestamp":5,"dataMessage":{"message":"x"}}}"#, &us())
-            .expect_err("no sender");
+        let error = parse_receive(
+            r#"{"envelope":{"timestamp":5,"dataMessage":{"message":"x"}}}"#,
+            &us(),
+        )
+        .expect_err("no sender");
         assert!(error.to_string().contains("sourceNumber"), "{error}");
     }
 

@@ -365,7 +365,8 @@ pub fn backoff(settings: &LinkSettings, failures: u32) -> Duration {
         .saturating_mul(1u32 << failures.min(20))
         .min(settings.backoff_max);
     let factor = rand::rng().random_range(0.8..=1.2);
-    base.mul_f64(factor).min(settings.backoff_max.max(settings.backoff_min))
+    base.mul_f64(factor)
+        .min(settings.backoff_max.max(settings.backoff_min))
 }
 
 #[cfg(test)]
@@ -380,11 +381,17 @@ mod tests {
             cause: format!("cause {at_ms}"),
             retry_in: Duration::ZERO,
         };
-        log.observe(&LinkEvent::Connected { at_ms: 1, gap: None });
+        log.observe(&LinkEvent::Connected {
+            at_ms: 1,
+            gap: None,
+        });
         log.observe(&drop(10));
         log.observe(&drop(20));
         assert_eq!(log.open_gap().map(|gap| gap.failed_attempts), Some(1));
-        log.observe(&LinkEvent::Connected { at_ms: 30, gap: None });
+        log.observe(&LinkEvent::Connected {
+            at_ms: 30,
+            gap: None,
+        });
         let gaps: Vec<_> = log.gaps().cloned().collect();
         assert_eq!(
             gaps,
@@ -397,7 +404,10 @@ mod tests {
         );
         for at in 0..(GAPS_KEPT as i64 + 5) {
             log.observe(&drop(100 + at * 2));
-            log.observe(&LinkEvent::Connected { at_ms: 101 + at * 2, gap: None });
+            log.observe(&LinkEvent::Connected {
+                at_ms: 101 + at * 2,
+                gap: None,
+            });
         }
         assert_eq!(log.gaps().count(), GAPS_KEPT);
     }
@@ -407,7 +417,10 @@ mod tests {
         let settings = LinkSettings::new("http://127.0.0.1:1", OwnAccount::default());
         for failures in 0..40 {
             let wait = backoff(&settings, failures);
-            assert!(wait >= settings.backoff_min.mul_f64(0.8), "{failures}: {wait:?}");
+            assert!(
+                wait >= settings.backoff_min.mul_f64(0.8),
+                "{failures}: {wait:?}"
+            );
             assert!(wait <= settings.backoff_max, "{failures}: {wait:?}");
         }
         assert!(backoff(&settings, 3) > backoff(&settings, 0));

@@ -66,7 +66,13 @@ impl OutgoingAttachment {
         let name: String = self
             .file_name
             .chars()
-            .map(|c| if matches!(c, ';' | ',' | '\n' | '\r') { '_' } else { c })
+            .map(|c| {
+                if matches!(c, ';' | ',' | '\n' | '\r') {
+                    '_'
+                } else {
+                    c
+                }
+            })
             .collect();
         let mime = if self.mime.contains(['/']) && !self.mime.contains([';', ',']) {
             self.mime.as_str()
@@ -238,10 +244,13 @@ impl SignalRpc {
                 status,
             });
         }
-        let answer: Value = response.json().await.map_err(|error| SignalError::Malformed {
-            method: method.to_string(),
-            detail: bounded(&crate::cause::chain(&error)),
-        })?;
+        let answer: Value = response
+            .json()
+            .await
+            .map_err(|error| SignalError::Malformed {
+                method: method.to_string(),
+                detail: bounded(&crate::cause::chain(&error)),
+            })?;
         read_answer(method, answer)
     }
 
@@ -444,7 +453,10 @@ mod tests {
             mime: "text/plain".into(),
             bytes: b"hi".to_vec(),
         };
-        assert_eq!(attachment.data_uri(), "data:text/plain;filename=a_b_c.txt;base64,aGk=");
+        assert_eq!(
+            attachment.data_uri(),
+            "data:text/plain;filename=a_b_c.txt;base64,aGk="
+        );
     }
 
     #[test]
@@ -454,7 +466,12 @@ mod tests {
             json!({"jsonrpc":"2.0","error":{"code":-32602,"message":"Specified account does not exist"},"id":1}),
         )
         .expect_err("an error");
-        assert!(error.to_string().contains("Specified account does not exist"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("Specified account does not exist"),
+            "{error}"
+        );
         assert!(matches!(
             read_answer("send", json!({"error":{"code":-5,"message":"slow down"}})),
             Err(SignalError::RateLimited { .. })

@@ -218,7 +218,10 @@ mod tests {
         let first = whole[0].as_ref().expect("valid");
         assert_eq!(first.data, "x\ny");
         let second = whole[1].as_ref().expect("valid");
-        assert_eq!((second.event.as_str(), second.id.as_deref()), ("message", Some("7")));
+        assert_eq!(
+            (second.event.as_str(), second.id.as_deref()),
+            ("message", Some("7"))
+        );
     }
 
     #[test]

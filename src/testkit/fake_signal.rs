@@ -61,7 +61,10 @@ impl SignalPerson {
         let digits: String = number.chars().filter(char::is_ascii_digit).collect();
         SignalPerson {
             number: number.to_string(),
-            uuid: format!("00000000-0000-4000-8000-{:0>12}", &digits[digits.len().saturating_sub(12)..]),
+            uuid: format!(
+                "00000000-0000-4000-8000-{:0>12}",
+                &digits[digits.len().saturating_sub(12)..]
+            ),
             name: name.to_string(),
         }
     }
@@ -133,7 +136,9 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock is a bug in the fake; keep serving the tests' state.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -200,7 +205,12 @@ impl FakeSignal {
 
     /// The first (or only) account.
     pub fn account(&self) -> String {
-        self.shared.lock().accounts.first().cloned().unwrap_or_default()
+        self.shared
+            .lock()
+            .accounts
+            .first()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Sets the keep-alive interval (`None`: none at all, a silent stream).
@@ -374,10 +384,12 @@ impl Drop for FakeSignal {
 fn deliver(state: &mut State, account: &str, object: Value) {
     state.streams.retain(|stream| !stream.sender.is_closed());
     let line = Bytes::from(format!("event:receive\ndata:{object}\n\n"));
-    let open = state
-        .streams
-        .iter()
-        .find(|stream| stream.account.as_deref().is_none_or(|wanted| wanted == account));
+    let open = state.streams.iter().find(|stream| {
+        stream
+            .account
+            .as_deref()
+            .is_none_or(|wanted| wanted == account)
+    });
     match open {
         Some(stream) if stream.sender.send(line).is_ok() => {}
         _ => state
@@ -431,7 +443,11 @@ async fn rebind(address: SocketAddr) -> Option<TcpListener> {
     None
 }
 
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn serve_connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
     let cut = Arc::clone(&shared);
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {

@@ -41,12 +41,20 @@ pub(super) async fn answer(shared: Arc<Shared>, request: Request<Body>) -> Respo
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let Some(method) = request.get("method").and_then(Value::as_str) else {
-        return reply(id, Err((INVALID_REQUEST, "method field must be set".into())));
+        return reply(
+            id,
+            Err((INVALID_REQUEST, "method field must be set".into())),
+        );
     };
     let params = match request.get("params") {
         Some(Value::Object(params)) => params.clone(),
         None | Some(Value::Null) => Map::new(),
-        Some(_) => return reply(id, Err((INVALID_REQUEST, "params must be an object".into()))),
+        Some(_) => {
+            return reply(
+                id,
+                Err((INVALID_REQUEST, "params must be an object".into())),
+            );
+        }
     };
     let outcome = run(&shared, method, params).await;
     shared.activity.notify_waiters();
@@ -68,10 +76,17 @@ fn reply(id: Value, outcome: Result<Value, Failure>) -> Response {
     response
 }
 
-async fn run(shared: &Arc<Shared>, method: &str, mut params: Map<String, Value>) -> Result<Value, Failure> {
+async fn run(
+    shared: &Arc<Shared>,
+    method: &str,
+    mut params: Map<String, Value>,
+) -> Result<Value, Failure> {
     let account = {
         let state = shared.lock();
-        match params.remove("account").and_then(|value| value.as_str().map(str::to_string)) {
+        match params
+            .remove("account")
+            .and_then(|value| value.as_str().map(str::to_string))
+        {
             Some(account) if state.multi_account => {
                 if !state.accounts.contains(&account) {
                     return Err((INVALID_PARAMS, "Specified account does not exist".into()));
@@ -102,7 +117,9 @@ async fn run(shared: &Arc<Shared>, method: &str, mut params: Map<String, Value>)
         "getAttachment" => {
             let id = params.get("id").and_then(Value::as_str).unwrap_or("");
             match shared.lock().attachments.get(id) {
-                Some(bytes) => Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(bytes)})),
+                Some(bytes) => {
+                    Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(bytes)}))
+                }
                 None => Err((USER_ERROR, format!("Unable to find attachment: {id}"))),
             }
         }
@@ -118,7 +135,11 @@ fn strings(params: &Map<String, Value>, names: &[&str]) -> Vec<String> {
         .filter_map(|name| params.get(*name))
         .flat_map(|value| match value {
             Value::String(text) => vec![text.clone()],
-            Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            Value::Array(items) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
             _ => Vec::new(),
         })
         .collect()
@@ -142,7 +163,11 @@ fn results(shared: &Arc<Shared>, recipients: &[String], group: Option<&String>) 
     json!({"timestamp": state.next_timestamp, "results": entries})
 }
 
-fn send(shared: &Arc<Shared>, account: &str, params: &Map<String, Value>) -> Result<Value, Failure> {
+fn send(
+    shared: &Arc<Shared>,
+    account: &str,
+    params: &Map<String, Value>,
+) -> Result<Value, Failure> {
     let recipients = strings(params, &["recipient", "recipients"]);
     let groups = strings(params, &["groupId", "group"]);
     if recipients.is_empty() && groups.is_empty() {
@@ -152,7 +177,11 @@ fn send(shared: &Arc<Shared>, account: &str, params: &Map<String, Value>) -> Res
     for attachment in strings(params, &["attachment", "attachments"]) {
         attachments.push(decode_attachment(&attachment).map_err(|error| (USER_ERROR, error))?);
     }
-    let text = params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+    let text = params
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if text.is_empty() && attachments.is_empty() {
         return Err((USER_ERROR, "Message or attachment is required".into()));
     }
@@ -174,7 +203,10 @@ fn send(shared: &Arc<Shared>, account: &str, params: &Map<String, Value>) -> Res
         .get("quoteTimestamp")
         .and_then(Value::as_i64)
         .map(|timestamp| {
-            let author = params.get("quoteAuthor").and_then(Value::as_str).unwrap_or("");
+            let author = params
+                .get("quoteAuthor")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             (timestamp, author.to_string())
         });
     shared.lock().sent.push(SentSignal {
@@ -183,7 +215,10 @@ fn send(shared: &Arc<Shared>, account: &str, params: &Map<String, Value>) -> Res
         group_id: groups.first().cloned(),
         text,
         attachments,
-        voice_note: params.get("voiceNote").and_then(Value::as_bool).unwrap_or(false),
+        voice_note: params
+            .get("voiceNote")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         quote,
         timestamp: answer["timestamp"].as_i64().unwrap_or(0),
     });
@@ -215,24 +250,38 @@ fn decode_attachment(text: &str) -> Result<SentSignalAttachment, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
         .map_err(|error| format!("Invalid data URI: {error}"))?;
-    Ok(SentSignalAttachment { mime, file_name, bytes })
+    Ok(SentSignalAttachment {
+        mime,
+        file_name,
+        bytes,
+    })
 }
 
 /// `receive` in manual mode: what waits, else what arrives within `timeout`.
-async fn receive(shared: &Arc<Shared>, account: &str, params: &Map<String, Value>) -> Result<Value, Failure> {
+async fn receive(
+    shared: &Arc<Shared>,
+    account: &str,
+    params: &Map<String, Value>,
+) -> Result<Value, Failure> {
     let timeout = params.get("timeout").and_then(Value::as_f64).unwrap_or(3.0);
     let max = params
         .get("maxMessages")
         .and_then(Value::as_i64)
         .filter(|max| *max > 0)
         .map_or(usize::MAX, |max| max as usize);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
     loop {
         let woken = shared.activity.notified();
         {
             let mut state = shared.lock();
             state.streams.retain(|stream| !stream.sender.is_closed());
-            if state.streams.iter().any(|stream| stream.account.as_deref().is_none_or(|wanted| wanted == account)) {
+            if state.streams.iter().any(|stream| {
+                stream
+                    .account
+                    .as_deref()
+                    .is_none_or(|wanted| wanted == account)
+            }) {
                 return Err((
                     USER_ERROR,
                     "Receive command cannot be used if messages are already being received.".into(),

@@ -30,6 +30,9 @@ use super::inbound::{OwnAccount, Received, parse_receive};
 use super::rpc::SignalRpc;
 use super::sse::{SseDecoder, SseEvent};
 
+/// A connection attempt gives up after this long (an address that swallows packets).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Gaps kept by a [`GapLog`].
 pub const GAPS_KEPT: usize = 50;
 
@@ -155,7 +158,11 @@ pub async fn run_event_stream(
     sink: mpsc::Sender<LinkEvent>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let http = match reqwest::Client::builder().no_proxy().build() {
+    let http = match reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+    {
         Ok(http) => http,
         Err(_) => reqwest::Client::new(),
     };
@@ -246,7 +253,6 @@ async fn stream_once(
     let response = match http
         .get(settings.events_url())
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .timeout(Duration::from_secs(3600 * 24 * 365))
         .send()
         .await
     {

@@ -194,6 +194,7 @@ impl SignalRpc {
         SignalRpc {
             http: reqwest::Client::builder()
                 .no_proxy()
+                .connect_timeout(Duration::from_secs(10))
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             rpc_url: format!("{base_url}/api/v1/rpc"),
@@ -456,6 +457,23 @@ mod tests {
         assert_eq!(
             attachment.data_uri(),
             "data:text/plain;filename=a_b_c.txt;base64,aGk="
+        );
+    }
+
+    #[test]
+    fn a_secret_in_an_error_answer_never_reaches_the_error() {
+        let secret = "sk-signal-test-0123456789abcdef0123";
+        crate::secrets::register(secret);
+        let error = read_answer(
+            "send",
+            json!({"error": {"code": -1, "message": format!("Failed: token {secret} rejected")}}),
+        )
+        .expect_err("an error");
+        assert!(!error.to_string().contains(secret), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("signal-cli refused send: Failed: token ")
         );
     }
 

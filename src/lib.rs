@@ -45,6 +45,7 @@ pub mod resident;
 pub mod sandbox;
 pub mod schedule;
 pub mod secrets;
+pub mod signal;
 pub mod skills;
 pub mod store;
 pub mod studio;

@@ -87,6 +87,23 @@ fn a_good_file_loads_with_its_agents_and_relative_paths_resolved_against_it() {
 }
 
 #[test]
+fn a_signal_table_loads_with_its_default_address() {
+    let agent = format!(
+        "{GOOD_AGENT}\n[signal]\naccount = \"+4915100000000\"\nallow_users = [\"+4917200000001\", \"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\"]\n"
+    );
+    let setup = Setup::new(GOOD_CONFIG, &[("helper.toml", agent.as_str())]);
+    let loaded = setup.load(&[], Overrides::default()).unwrap();
+    let signal = loaded.agents[0]
+        .signal
+        .as_ref()
+        .expect("the [signal] table");
+    assert_eq!(signal.account, "+4915100000000");
+    assert_eq!(signal.rpc_url, config::DEFAULT_SIGNAL_RPC_URL);
+    assert_eq!(signal.allow_users.len(), 2);
+    assert!(signal.approvers.is_empty());
+}
+
+#[test]
 fn bad_inputs_name_the_file_the_key_and_what_is_expected() {
     let agent_dir_cases: &[FileCase] = &[
         // (case, config text, agent files, substrings the error must contain)
@@ -306,6 +323,36 @@ fn bad_agent_files_are_named_with_their_key() {
                 ),
             ],
             &["[telegram].token_env", "one bot serves exactly one agent"],
+        ),
+        (
+            "a Signal account not in international form",
+            &[(
+                "a.toml",
+                "name = \"a\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"x\"\n[signal]\naccount = \"015100000000\"",
+            )],
+            &["a.toml", "[signal].account", "international form"],
+        ),
+        (
+            "a Signal person who is neither a number nor a uuid",
+            &[(
+                "a.toml",
+                "name = \"a\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"x\"\n[signal]\naccount = \"+4915100000000\"\nallow_users = [\"+4917200000001\", \"Ana\"]",
+            )],
+            &["a.toml", "[signal].allow_users[1]", "`Ana`"],
+        ),
+        (
+            "one Signal account, two agents",
+            &[
+                (
+                    "a.toml",
+                    "name = \"a\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"x\"\n[signal]\naccount = \"+4915100000000\"",
+                ),
+                (
+                    "b.toml",
+                    "name = \"b\"\nprovider = \"local\"\nmodel = \"m\"\ninstructions = \"x\"\n[signal]\naccount = \"+4915100000000\"",
+                ),
+            ],
+            &["[signal].account", "one account serves exactly one agent"],
         ),
     ];
     for (case, agents, expected) in cases {

@@ -22,6 +22,7 @@
 //! | `job_checks` | `protocol::scheduler::NewJob::into_row` (the checks the scheduler and `clawvisor jobs add` share) on schedules, prompts, names and targets | an accepted job is active, of a known kind, next fire in the future, a valid zone, a trimmed non-empty prompt and a bounded name; a refusal says why |
 //! | `backup_archive` | `backup::restore` verification on arbitrary bytes and on damaged real archives (cuts, bit flips, inserted bytes) | no panic; nothing written; an archive that still verifies carries the original manifest |
 //! | `reload_settings_comparison` | `reload` planning on every pair of config files in the corpus | no panic; the settings named as needing a restart are exactly those that differ |
+//! | `signal_events` | `signal::sse::SseDecoder` and `signal::link::read_event` (the Signal link's reader) on signal-cli event streams: mutated `receive` objects framed with any line ending, raw bytes | no panic; the same events however the bytes are chunked; a message has a sender, a positive timestamp and a dedupe key naming account and timestamp, a direct message is addressed; anything else is ignored with a reason or unreadable with a sentence naming the field |
 //! | `mcp_startup_wait` | `[mcp] startup_wait` as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline | no panic; a value is accepted within its bound (at most 10 minutes) or refused with a message naming the key |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
@@ -35,7 +36,7 @@
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
 //! send_file (see its target), claim_code 500, prices 500, pdf_streams
-//! 200 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 200, signal_events 300 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -4974,4 +4975,202 @@ fn mcp_startup_wait() {
     use mcp_startup_wait_target::*;
     replay("mcp_startup_wait", parse_case, |value| check(value));
     run(runner(REGRESSIONS, 100), strategy(), |value| check(&value));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: signal_events — signal-cli's event stream, through the SSE decoder and the reader of
+// `receive` objects the Signal link uses.
+// ---------------------------------------------------------------------------------------------
+
+mod signal_events_target {
+    use super::*;
+
+    use super::json_edits::{self, JsonEdit};
+    use clawvisor::signal::inbound::{OwnAccount, Received};
+    use clawvisor::signal::link::{LinkEvent, read_event};
+    use clawvisor::signal::sse::SseDecoder;
+    use serde_json::Value;
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/signal_events.txt";
+
+    /// A stream's bytes and where a second chunk starts (modulo the length + 1).
+    #[derive(Debug, Clone)]
+    pub struct StreamCase {
+        pub bytes: Vec<u8>,
+        pub cut: usize,
+    }
+
+    pub fn parse_case(text: &str) -> Vec<StreamCase> {
+        let bytes = text.as_bytes().to_vec();
+        (0..=bytes.len())
+            .step_by(7)
+            .map(|cut| StreamCase {
+                bytes: bytes.clone(),
+                cut,
+            })
+            .collect()
+    }
+
+    fn own() -> OwnAccount {
+        OwnAccount {
+            number: "+4915100000000".into(),
+            uuid: Some("00000000-0000-4000-8000-004915100000".into()),
+        }
+    }
+
+    /// Decodes the stream in two chunks and reads every event as the link does.
+    fn read_all(bytes: &[u8], cut: usize) -> Vec<Result<Option<LinkEvent>, String>> {
+        let mut decoder = SseDecoder::new(4096);
+        let mut decoded = decoder.push(&bytes[..cut]);
+        decoded.extend(decoder.push(&bytes[cut..]));
+        decoded
+            .into_iter()
+            .map(|event| {
+                event
+                    .map(|event| read_event(event, &own()))
+                    .map_err(|error| error.to_string())
+            })
+            .collect()
+    }
+
+    /// The property: no panic; the same events however the bytes are chunked; a message has a
+    /// sender, a positive timestamp and a dedupe key naming both; anything else is ignored with a
+    /// reason or unreadable with a sentence naming what is wrong.
+    pub fn check(case: &StreamCase) -> Result<(), TestCaseError> {
+        let cut = case.cut % (case.bytes.len() + 1);
+        let split = read_all(&case.bytes, cut);
+        prop_assert_eq!(&split, &read_all(&case.bytes, case.bytes.len()));
+        for outcome in split {
+            match outcome {
+                Err(error) => prop_assert!(error.contains("Signal stream"), "{}", error),
+                Ok(None) => {}
+                Ok(Some(LinkEvent::Received(Received::Message(message)))) => {
+                    prop_assert!(message.timestamp > 0);
+                    prop_assert!(!message.source().is_empty());
+                    let key = message.dedupe_key();
+                    prop_assert!(key.ends_with(&format!("/{}", message.timestamp)), "{}", key);
+                    prop_assert!(key.starts_with(&format!("{}/", message.account)), "{}", key);
+                    prop_assert_eq!(message.addressed_to(&own()), message.addressed_to(&own()));
+                    if message.group.is_none() {
+                        prop_assert!(message.addressed_to(&own()));
+                    }
+                    prop_assert!(message.attachments.iter().all(|a| !a.id.is_empty()));
+                }
+                Ok(Some(LinkEvent::Received(Received::Ignored { what, .. }))) => {
+                    prop_assert!(!what.is_empty())
+                }
+                Ok(Some(LinkEvent::Unreadable(why))) => prop_assert!(
+                    why.starts_with("a Signal event ")
+                        && (why.contains(" at ") || why.contains(" has no ")),
+                    "{}",
+                    why
+                ),
+                Ok(Some(other)) => prop_assert!(false, "the reader made {:?}", other),
+            }
+        }
+        Ok(())
+    }
+
+    fn keys() -> impl Strategy<Value = String> + Clone {
+        prop::sample::select(
+            &[
+                "account",
+                "envelope",
+                "dataMessage",
+                "message",
+                "timestamp",
+                "sourceNumber",
+                "sourceUuid",
+                "groupInfo",
+                "groupId",
+                "type",
+                "mentions",
+                "start",
+                "length",
+                "quote",
+                "authorNumber",
+                "attachments",
+                "id",
+                "contentType",
+                "filename",
+                "exception",
+                "typingMessage",
+                "reaction",
+            ][..],
+        )
+        .prop_map(str::to_string)
+    }
+
+    fn strings() -> impl Strategy<Value = String> + Clone {
+        prop_oneof![
+            tricky_text(),
+            Just("\u{FFFC}".to_string()),
+            Just("+4915100000000".to_string()),
+            Just("UPDATE".to_string()),
+            Just("audio/aac".to_string()),
+        ]
+    }
+
+    /// Frames `objects` as signal-cli does, with a line ending of choice.
+    fn frame(objects: &[Value], ending: &str) -> Vec<u8> {
+        let mut out = String::new();
+        for object in objects {
+            out.push_str(&format!(
+                "event:receive{ending}data:{object}{ending}{ending}"
+            ));
+        }
+        out.into_bytes()
+    }
+
+    pub fn strategy() -> impl Strategy<Value = StreamCase> {
+        let samples: Vec<Value> = corpus("signal_events")
+            .into_iter()
+            .flat_map(|(_, text)| {
+                text.lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let edited = (
+            prop::collection::vec(
+                (
+                    prop::sample::select(samples),
+                    prop::collection::vec(
+                        json_edits::edit(json_edits::value(strings(), keys()), keys()),
+                        0..5,
+                    ),
+                ),
+                1..4,
+            ),
+            prop::sample::select(&["\n", "\r\n", "\r"][..]),
+        )
+            .prop_map(|(documents, ending)| {
+                let objects: Vec<Value> = documents
+                    .into_iter()
+                    .map(|(mut document, edits): (Value, Vec<JsonEdit>)| {
+                        for edit in &edits {
+                            edit.apply(&mut document);
+                        }
+                        document
+                    })
+                    .collect();
+                frame(&objects, ending)
+            });
+        let bytes = prop_oneof![
+            8 => edited,
+            1 => prop::collection::vec(any::<u8>(), 0..512),
+            1 => "\\PC{0,64}".prop_map(|text: String| format!("data:{text}\n\n").into_bytes()),
+        ];
+        (bytes, any::<usize>()).prop_map(|(bytes, cut)| StreamCase { bytes, cut })
+    }
+}
+
+#[test]
+fn signal_events() {
+    use signal_events_target::*;
+    replay("signal_events", parse_case, |cases| {
+        cases.iter().try_for_each(check)
+    });
+    run(runner(REGRESSIONS, 300), strategy(), |case| check(&case));
 }

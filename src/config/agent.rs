@@ -153,6 +153,9 @@ pub struct AgentSpec {
     pub workspace: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telegram: Option<TelegramSpec>,
+    /// The agent's Signal account (read and checked; not yet run by the daemon, issue #31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<super::SignalSpec>,
     /// Shell commands are allowed for this agent (still classified and gated).
     #[serde(default)]
     pub allow_shell: bool,
@@ -250,6 +253,9 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
     check_limits(&spec, origin)?;
     if let Some(telegram) = &spec.telegram {
         check_telegram(telegram, origin)?;
+    }
+    if let Some(signal) = &spec.signal {
+        super::signal::check_signal(signal, origin)?;
     }
     if spec.voice_replies != VoiceReplies::Never
         && !config
@@ -536,6 +542,21 @@ pub fn validate_agents(agents: &[AgentSpec], _config: &Config) -> Result<(), Con
                 format!(
                     "{} is already the token of agent `{other}`: one bot serves exactly one agent",
                     telegram.token_env
+                ),
+            ));
+        }
+    }
+    let mut signal_accounts: BTreeMap<&str, &str> = BTreeMap::new();
+    for agent in agents {
+        if let Some(signal) = &agent.signal
+            && let Some(other) = signal_accounts.insert(signal.account.trim(), agent.name.as_str())
+        {
+            return Err(ConfigError::key(
+                &agent.source,
+                "[signal].account",
+                format!(
+                    "{} is already the Signal account of agent `{other}`: one account serves exactly one agent",
+                    signal.account
                 ),
             ));
         }

@@ -40,6 +40,7 @@ mod mcp;
 mod providers;
 mod secret_uses;
 pub mod secrets_file;
+mod signal;
 mod starter;
 mod timezone;
 mod validate;
@@ -61,6 +62,7 @@ pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
+pub use signal::{DEFAULT_SIGNAL_RPC_URL, SignalSpec};
 pub use starter::{
     CONFIG_FILE, REPOSITORY_CONFIG_PATH, STARTER_ACTORS_DIR, STARTER_AGENT_FILE, STARTER_DATA_DIR,
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,

@@ -7,7 +7,8 @@
 //! on the `request`), `fake_telegram` (the Bot API: `records`, `server`, `wire`, `state`,
 //! `methods`, `html`, `flood`, `forum` for forum supergroups and `message_thread_id`, `drafts`),
 //! `fake_embeddings`, `fake_speech` (`/v1/audio/speech` answering real Ogg/Opus),
-//! `fake_transcription` and `fake_search` (SearXNG's and Brave's JSON APIs). Around them:
+//! `fake_transcription`, `fake_search` (SearXNG's and Brave's JSON APIs) and
+//! `fake_signal` (signal-cli's HTTP daemon: event stream, JSON-RPC, drops and refusals). Around them:
 //! `harness` (a real daemon in-process on a scratch directory) and `process` (the real binary,
 //! SIGKILL and restart), both with `TZ=UTC` unless the test sets it, so the daemon's zone is never
 //! the machine's; `world` builds the usual test world (fake Bot API, scripted model, agents with
@@ -25,6 +26,7 @@
 
 pub mod fake_embeddings;
 pub mod fake_search;
+pub mod fake_signal;
 pub mod fake_speech;
 pub mod fake_telegram;
 pub mod fake_transcription;

@@ -1,0 +1,176 @@
+//! The Signal edge's costs: decoding one signal-cli event (SSE framing + the `receive` object into
+//! a typed message), a JSON-RPC `send` round trip against the fake signal-cli (with and without a
+//! 100 KiB attachment), and the delay from a message pushed to it being read off the event
+//! stream by the link. Prints median and p99 besides criterion's figures.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use clawvisor::signal::inbound::OwnAccount;
+use clawvisor::signal::link::{self, LinkEvent, LinkSettings, read_event};
+use clawvisor::signal::rpc::{OutgoingAttachment, OutgoingMessage, Recipient, SignalRpc};
+use clawvisor::signal::sse::SseDecoder;
+use clawvisor::testkit::fake_signal::{FakeSignal, SignalPerson};
+use criterion::{Criterion, criterion_group, criterion_main};
+use tokio::sync::{mpsc, watch};
+
+const OURS: &str = "+4915100000000";
+
+fn own() -> OwnAccount {
+    OwnAccount {
+        number: OURS.into(),
+        uuid: Some(SignalPerson::new(OURS, "").uuid),
+    }
+}
+
+/// A group message with a mention, a quote and a voice note, as signal-cli frames it.
+fn group_event() -> Vec<u8> {
+    let object = serde_json::json!({
+        "account": OURS,
+        "envelope": {
+            "source": "+4917200000001", "sourceNumber": "+4917200000001",
+            "sourceUuid": "00000000-0000-4000-8000-004917200001", "sourceName": "Ana",
+            "sourceDevice": 1, "timestamp": 1700000000123_i64,
+            "serverReceivedTimestamp": 1700000000200_i64, "serverDeliveredTimestamp": 1700000000300_i64,
+            "dataMessage": {
+                "timestamp": 1700000000123_i64, "message": "\u{FFFC} could you summarise what we decided about the trip?",
+                "expiresInSeconds": 0, "viewOnce": false,
+                "mentions": [{"name": OURS, "number": OURS, "uuid": own().uuid, "start": 0, "length": 1}],
+                "quote": {"id": 1700000000001_i64, "author": OURS, "authorNumber": OURS, "authorUuid": own().uuid,
+                          "text": "Shall I book the train?", "attachments": []},
+                "attachments": [{"contentType": "audio/aac", "filename": null, "id": "v.aac", "size": 5120,
+                                 "width": null, "height": null, "caption": null, "uploadTimestamp": 1}],
+                "groupInfo": {"groupId": "R3JvdXAx", "groupName": "Home", "revision": 3, "type": "DELIVER"}
+            }
+        }
+    });
+    format!("event:receive\ndata:{object}\n\n").into_bytes()
+}
+
+fn decoding(c: &mut Criterion) {
+    let bytes = group_event();
+    let own = own();
+    let decode = || {
+        let mut decoder = SseDecoder::default();
+        let events = decoder.push(&bytes);
+        let event = events
+            .into_iter()
+            .next()
+            .expect("one event")
+            .expect("valid");
+        match read_event(event, &own) {
+            Some(LinkEvent::Received(received)) => received,
+            other => panic!("not a message: {other:?}"),
+        }
+    };
+    c.bench_function("signal_decode_group_event", |b| b.iter(decode));
+    let mut samples = Vec::with_capacity(20_000);
+    for _ in 0..20_000 {
+        let start = Instant::now();
+        std::hint::black_box(decode());
+        samples.push(start.elapsed());
+    }
+    support::report(
+        &format!(
+            "signal: decode one event ({} bytes: SSE + receive object)",
+            bytes.len()
+        ),
+        &mut samples,
+    );
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+fn round_trips(c: &mut Criterion) {
+    let rt = runtime();
+    let (fake, rpc) = rt.block_on(async {
+        let fake = FakeSignal::start(OURS).await;
+        let rpc = SignalRpc::new(&fake.base_url(), None);
+        (fake, rpc)
+    });
+    let text = OutgoingMessage {
+        to: Recipient::Person("+4917200000001".into()),
+        text: "Booked: the 9:04 to Hamburg, seats 41 and 42.".into(),
+        attachments: Vec::new(),
+        voice_note: false,
+        quote: None,
+    };
+    let with_file = OutgoingMessage {
+        attachments: vec![OutgoingAttachment {
+            file_name: "tickets.pdf".into(),
+            mime: "application/pdf".into(),
+            bytes: vec![7u8; 100 * 1024],
+        }],
+        ..text.clone()
+    };
+    c.bench_function("signal_rpc_send_round_trip", |b| {
+        b.to_async(&rt)
+            .iter(|| async { rpc.send(&text).await.expect("the fake accepts it") })
+    });
+    let (sends, files, stream) = rt.block_on(async {
+        let mut sends = Vec::with_capacity(2_000);
+        for _ in 0..2_000 {
+            let start = Instant::now();
+            rpc.send(&text).await.expect("the fake accepts it");
+            sends.push(start.elapsed());
+        }
+        let mut files = Vec::with_capacity(300);
+        for _ in 0..300 {
+            let start = Instant::now();
+            rpc.send(&with_file).await.expect("the fake accepts it");
+            files.push(start.elapsed());
+        }
+        let (sink, mut events) = mpsc::channel(16);
+        let (_stop, stop_watch) = watch::channel(false);
+        tokio::spawn(link::run_event_stream(
+            LinkSettings::new(&fake.base_url(), own()),
+            sink,
+            stop_watch,
+        ));
+        assert!(matches!(
+            events.recv().await,
+            Some(LinkEvent::Connected { .. })
+        ));
+        let ana = SignalPerson::new("+4917200000001", "Ana");
+        let mut stream = Vec::with_capacity(2_000);
+        for _ in 0..2_000 {
+            let start = Instant::now();
+            fake.push_text(&ana, "ping");
+            let event = tokio::time::timeout(Duration::from_secs(5), events.recv()).await;
+            assert!(matches!(event, Ok(Some(LinkEvent::Received(_)))));
+            stream.push(start.elapsed());
+        }
+        (sends, files, stream)
+    });
+    support::report(
+        "signal: JSON-RPC send round trip (fake signal-cli)",
+        &mut sends.clone(),
+    );
+    support::report(
+        "signal: JSON-RPC send with a 100 KiB attachment",
+        &mut files.clone(),
+    );
+    support::report(
+        "signal: pushed -> read off the event stream by the link",
+        &mut stream.clone(),
+    );
+    println!(
+        "signal: {} sends recorded, RSS {} KiB",
+        fake.sent().len(),
+        support::rss_kib()
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = decoding, round_trips
+}
+criterion_main!(benches);

@@ -112,7 +112,11 @@ impl Cdp {
         }
         let (answer, answered) = oneshot::channel();
         lock(&self.pending).insert(id, answer);
-        if self.outgoing.send(message.to_string().into_bytes()).is_err() {
+        if self
+            .outgoing
+            .send(message.to_string().into_bytes())
+            .is_err()
+        {
             lock(&self.pending).remove(&id);
             return Err(CdpError::Closed);
         }
@@ -136,10 +140,10 @@ impl Cdp {
 }
 
 /// Locks `pending`; a poisoned lock only means a task panicked holding it, the map is intact.
-fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<Value, CdpError>>>> {
-    pending
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner())
+fn lock(
+    pending: &Pending,
+) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<Value, CdpError>>>> {
+    pending.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 async fn write_loop(
@@ -180,7 +184,9 @@ async fn read_loop(
         match read {
             Ok(0) | Err(_) => break,
             Ok(_) if buffer.last() != Some(&0) => {
-                tracing::warn!("a DevTools message from Chromium was larger than {MAX_MESSAGE_BYTES} bytes or cut off; closing the browser");
+                tracing::warn!(
+                    "a DevTools message from Chromium was larger than {MAX_MESSAGE_BYTES} bytes or cut off; closing the browser"
+                );
                 break;
             }
             Ok(_) => {}

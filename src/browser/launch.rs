@@ -119,7 +119,10 @@ impl StderrTail {
         use tokio::io::AsyncBufReadExt;
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            let line = crate::secrets::redact(&line).chars().take(300).collect::<String>();
+            let line = crate::secrets::redact(&line)
+                .chars()
+                .take(300)
+                .collect::<String>();
             tracing::debug!(target: "clawvisor::browser", "chromium: {line}");
             let mut kept = self.0.lock().unwrap_or_else(|poison| poison.into_inner());
             if kept.len() == STDERR_LINES {
@@ -215,7 +218,11 @@ struct Prepared {
 }
 
 /// The HOME, the profile directory and the Landlock ruleset (blocking file system work).
-fn prepare(chromium: &Path, profile: &Path, protected: &[PathBuf]) -> Result<Prepared, LaunchError> {
+fn prepare(
+    chromium: &Path,
+    profile: &Path,
+    protected: &[PathBuf],
+) -> Result<Prepared, LaunchError> {
     use std::os::unix::fs::DirBuilderExt;
     let failed = |error: std::io::Error| LaunchError::Sandbox(error.to_string());
     std::fs::DirBuilder::new()
@@ -244,7 +251,8 @@ fn prepare(chromium: &Path, profile: &Path, protected: &[PathBuf]) -> Result<Pre
         path: &search,
     })
     .map_err(|error| LaunchError::Sandbox(error.to_string()))?;
-    let namespaces = sandbox::namespace_support(sandbox::find_bash(&sandbox::shell_path()).as_deref());
+    let namespaces =
+        sandbox::namespace_support(sandbox::find_bash(&sandbox::shell_path()).as_deref());
     Ok(Prepared {
         chromium: real_binary(chromium),
         profile: profile.to_path_buf(),
@@ -286,11 +294,16 @@ fn spawn(prepared: Prepared) -> Result<Chromium, LaunchError> {
     }
     .to_string();
     // Commands: we write, Chromium reads on 3. Answers and events: Chromium writes on 4.
-    let (commands_read, commands_write) = pipe_pair().map_err(|error| spawn_failed(&confined, error))?;
-    let (answers_read, answers_write) = pipe_pair().map_err(|error| spawn_failed(&confined, error))?;
+    let (commands_read, commands_write) =
+        pipe_pair().map_err(|error| spawn_failed(&confined, error))?;
+    let (answers_read, answers_write) =
+        pipe_pair().map_err(|error| spawn_failed(&confined, error))?;
     let mut command = tokio::process::Command::new(&chromium);
     command
-        .arg(format!("--user-data-dir={}", profile.join("chromium").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            profile.join("chromium").display()
+        ))
         .arg(format!("--browser-subprocess-path={}", chromium.display()))
         .args(FLAGS)
         .current_dir(home.path())

@@ -81,27 +81,34 @@ pub fn site_covers(site: &str, host: &str) -> bool {
     !site.is_empty() && (host == site || host.ends_with(&format!(".{site}")))
 }
 
-/// The host of `site` (`https://example.com/login` → `example.com`), lowercased.
-pub fn site_host(site: &str) -> String {
-    let site = site.trim();
-    url::Url::parse(site)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_string))
-        .unwrap_or_else(|| site.split(['/', ':']).next().unwrap_or("").to_string())
-        .trim_end_matches('.')
-        .to_ascii_lowercase()
-}
+pub use crate::config::site_host;
 
 /// What the tool asks the browser to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Open { url: String, new_tab: bool },
+    Open {
+        url: String,
+        new_tab: bool,
+    },
     Snapshot,
-    Click { reference: u32 },
-    Type { reference: u32, text: String, submit: bool },
-    Select { reference: u32, value: String },
-    Press { key: String },
-    Scroll { down: bool },
+    Click {
+        reference: u32,
+    },
+    Type {
+        reference: u32,
+        text: String,
+        submit: bool,
+    },
+    Select {
+        reference: u32,
+        value: String,
+    },
+    Press {
+        key: String,
+    },
+    Scroll {
+        down: bool,
+    },
     Back,
     WaitFor {
         text: Option<String>,
@@ -111,11 +118,17 @@ pub enum Action {
     Screenshot,
     Pdf,
     /// Lists the tabs; with `switch_to`, makes that one (1-based) the current tab first.
-    Tabs { switch_to: Option<usize> },
+    Tabs {
+        switch_to: Option<usize>,
+    },
     /// Closes a tab (1-based), or the current one.
-    Close { tab: Option<usize> },
+    Close {
+        tab: Option<usize>,
+    },
     /// Fills the `[browser.logins]` entry for `site` into the current page's login form.
-    Login { site: String },
+    Login {
+        site: String,
+    },
 }
 
 impl Action {
@@ -217,7 +230,9 @@ pub enum BrowserError {
     Crashed,
     #[error("{0}")]
     Page(String),
-    #[error("there is no element [{0}] in the last snapshot; take a new snapshot and use its numbers")]
+    #[error(
+        "there is no element [{0}] in the last snapshot; take a new snapshot and use its numbers"
+    )]
     UnknownRef(u32),
     #[error("the page changed since the last snapshot; take a new snapshot and use its numbers")]
     StaleRef,

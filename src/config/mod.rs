@@ -44,6 +44,9 @@ mod starter;
 mod timezone;
 mod validate;
 mod web_search;
+// Issue #32, browser: `[browser]` and `[[browser.logins]]`.
+mod browser;
+pub use browser::{BrowserConfig, BrowserLogin, site_host};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -488,6 +491,7 @@ pub struct Config {
     pub transcription: TranscriptionConfig,
     pub mcp: McpConfig,
     pub web_search: WebSearchConfig,
+    pub browser: BrowserConfig,
     pub backup: BackupConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
@@ -513,6 +517,7 @@ impl Default for Config {
             transcription: TranscriptionConfig::default(),
             mcp: McpConfig::default(),
             web_search: WebSearchConfig::default(),
+            browser: BrowserConfig::default(),
             backup: BackupConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),

@@ -168,7 +168,10 @@ async fn login_page() -> Html<String> {
     )
 }
 
-async fn login_post(State(state): State<Shared>, Form(fields): Form<BTreeMap<String, String>>) -> Response {
+async fn login_post(
+    State(state): State<Shared>,
+    Form(fields): Form<BTreeMap<String, String>>,
+) -> Response {
     let good = fields.get("user").map(String::as_str) == Some(USERNAME)
         && fields.get("pass").map(String::as_str) == Some(PASSWORD);
     let mut recorded = fields.clone();
@@ -177,10 +180,19 @@ async fn login_post(State(state): State<Shared>, Form(fields): Form<BTreeMap<Str
     }
     lock(&state).posts.push(("/login".into(), recorded));
     if !good {
-        return (StatusCode::UNAUTHORIZED, page("Sign in failed", "<h1>Wrong user name or password</h1><a href=/login>Try again</a>")).into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            page(
+                "Sign in failed",
+                "<h1>Wrong user name or password</h1><a href=/login>Try again</a>",
+            ),
+        )
+            .into_response();
     }
     let mut response = Redirect::to("/account").into_response();
-    if let Ok(cookie) = header::HeaderValue::from_str(&format!("{SESSION_COOKIE}; Path=/; HttpOnly")) {
+    if let Ok(cookie) =
+        header::HeaderValue::from_str(&format!("{SESSION_COOKIE}; Path=/; HttpOnly"))
+    {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
@@ -193,7 +205,11 @@ async fn account(headers: HeaderMap) -> Response {
         .filter_map(|value| value.to_str().ok())
         .any(|value| value.contains(SESSION_COOKIE));
     if signed_in {
-        page("Your account", "<h1>Your account</h1><p>Signed in. Your balance is 42 euros.</p>").into_response()
+        page(
+            "Your account",
+            "<h1>Your account</h1><p>Signed in. Your balance is 42 euros.</p>",
+        )
+        .into_response()
     } else {
         Redirect::to("/login").into_response()
     }
@@ -207,9 +223,15 @@ async fn order_page() -> Html<String> {
     )
 }
 
-async fn order_post(State(state): State<Shared>, Form(fields): Form<BTreeMap<String, String>>) -> Html<String> {
+async fn order_post(
+    State(state): State<Shared>,
+    Form(fields): Form<BTreeMap<String, String>>,
+) -> Html<String> {
     lock(&state).posts.push(("/order".into(), fields));
-    page("Order placed", "<h1>Thank you</h1><p>Your order is placed.</p>")
+    page(
+        "Order placed",
+        "<h1>Thank you</h1><p>Your order is placed.</p>",
+    )
 }
 
 async fn download_page() -> Html<String> {
@@ -223,7 +245,10 @@ async fn report() -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, "text/csv"),
-            (header::CONTENT_DISPOSITION, "attachment; filename=\"report.csv\""),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"report.csv\"",
+            ),
         ],
         REPORT_CSV,
     )

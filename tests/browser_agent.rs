@@ -393,7 +393,14 @@ async fn the_browser_closes_when_idle_and_restarts_after_a_crash() {
         .collect();
     assert!(answered.is_some(), "the second answer: {texts:?}");
     assert_eq!(browser.status().await.expect("status").starts, 3);
-    let metrics = clawvisor::studio::browser_metrics::metrics(&world.harness.daemon().studio_state()).await;
-    assert!(metrics.contains("clawvisor_browser_crashes_total{agent=\"ada\"} 1"), "{metrics}");
-    assert!(metrics.contains("clawvisor_browser_idle_closes_total{agent=\"ada\"} 1"), "{metrics}");
+    let metrics =
+        clawvisor::studio::browser_metrics::metrics(&world.harness.daemon().studio_state()).await;
+    assert!(
+        metrics.contains("clawvisor_browser_crashes_total{agent=\"ada\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("clawvisor_browser_idle_closes_total{agent=\"ada\"} 1"),
+        "{metrics}"
+    );
 }

@@ -21,6 +21,7 @@ pub mod actors;
 pub mod agent;
 pub mod audit;
 pub mod backup;
+pub mod browser;
 pub mod cause;
 pub mod channels;
 pub mod cli;

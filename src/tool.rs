@@ -117,6 +117,9 @@ pub enum ToolError {
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
 
+/// What [`Tool::show_before_approval`] returns: done once the human has been shown it.
+pub type ShowFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 pub trait Tool: Send + Sync {
     /// The name the model calls it by (`read_file`, `server__tool` for MCP tools).
     fn name(&self) -> &str;
@@ -150,6 +153,17 @@ pub trait Tool: Send + Sync {
 
     /// What a scoped grant is keyed on (a path, a host, a command's program).
     fn target(&self, args: &Value) -> String;
+
+    /// Called once before a person is asked to approve this call: a tool may show them what the
+    /// call is about (the browser sends a screenshot of the page to the chat). Best effort, and
+    /// nothing by default; the approval prompt itself is unchanged.
+    fn show_before_approval<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> ShowFuture<'a> {
+        Box::pin(async {})
+    }
 
     /// How long one call may take before it is abandoned.
     fn timeout(&self) -> Duration {

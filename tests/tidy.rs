@@ -49,6 +49,7 @@ const RANKS: &[(&str, u8)] = &[
     ("voice", 2),
     ("memory", 2),
     ("sandbox", 2),
+    ("browser", 2),
     ("skills", 2),
     ("reload", 2),
     ("backup", 2),

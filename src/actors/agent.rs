@@ -65,6 +65,8 @@ pub struct AgentArgs {
     pub runtime: Arc<AgentRuntime>,
     pub tools: Vec<Arc<dyn Tool>>,
     pub session_policy: RestartPolicy,
+    /// The browser child's setup (issue #32), when the agent lists the `browser` tool.
+    pub browser: Option<crate::browser::BrowserSetup>,
 }
 
 pub struct AgentActor;
@@ -79,6 +81,7 @@ pub struct AgentState {
     sessions: Children,
     session_policy: RestartPolicy,
     routed: HashMap<ChatKey, u64>,
+    browser: Option<crate::browser::BrowserSetup>,
 }
 
 /// A session's child id, also its registered name and its id in the live tree:
@@ -145,6 +148,7 @@ impl Actor for AgentActor {
             enabled_skills,
             session_policy: args.session_policy,
             routed: HashMap::new(),
+            browser: args.browser,
         })
     }
 
@@ -153,6 +157,15 @@ impl Actor for AgentActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if let Some(setup) = state.browser.clone() {
+            // The browser is a permanent child beside the sessions (`actors/browser.rs`).
+            if let Action::Escalate(reason) =
+                super::browser::start_child(&myself, &mut state.sessions, setup, &state.runtime)
+                    .await
+            {
+                return Err(reason.into());
+            }
+        }
         resume_unfinished(&myself, state).await
     }
 

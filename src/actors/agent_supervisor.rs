@@ -43,6 +43,8 @@ impl From<ChildCmd> for AgentSupervisorMsg {
 pub struct AgentPlan {
     pub runtime: Arc<AgentRuntime>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The agent's browser (issue #32), when it lists the `browser` tool.
+    pub browser: Option<crate::browser::BrowserSetup>,
 }
 
 /// Where the agent supervisor is registered (the daemon asks it once every agent has started).
@@ -71,6 +73,7 @@ fn agent_spec(plan: AgentPlan, policy: &RestartPolicy) -> ChildSpec {
         runtime: plan.runtime,
         tools: plan.tools,
         session_policy: policy.clone(),
+        browser: plan.browser,
     };
     let id = local_name.local().to_string();
     ChildSpec::new(id, policy.clone(), move |supervisor| {

@@ -80,9 +80,47 @@ pub fn agent_plans(
                     model_calls: model_calls.clone(),
                 }),
                 tools,
+                browser: browser_setup(loaded, spec),
             }
         })
         .collect()
+}
+
+/// The agent's browser, when it lists the `browser` tool (issue #32): `[browser]` with the
+/// logins' passwords from the secrets, the profile under the data directory (never the
+/// workspace), and the paths Chromium must never reach.
+fn browser_setup(
+    loaded: &LoadedConfig,
+    spec: &crate::config::AgentSpec,
+) -> Option<crate::browser::BrowserSetup> {
+    if !spec
+        .tools
+        .iter()
+        .any(|tool| tool == crate::tools::browser::NAME)
+    {
+        return None;
+    }
+    let browser = &loaded.config.browser;
+    Some(crate::browser::BrowserSetup {
+        agent: spec.name.clone(),
+        chromium: (!browser.chromium.trim().is_empty())
+            .then(|| std::path::PathBuf::from(browser.chromium.trim())),
+        idle_timeout: browser.idle_timeout.0,
+        profile_dir: loaded.config.data_dir.join("browser").join(&spec.name),
+        protected: crate::sandbox::protected_paths(loaded),
+        snapshot_max_chars: browser.snapshot_max_chars as usize,
+        page_timeout: browser.page_timeout.0,
+        logins: browser
+            .logins
+            .iter()
+            .map(|login| crate::browser::LoginCredentials {
+                site: login.site.clone(),
+                username: login.username.clone(),
+                password: loaded.secret(&login.password_env).cloned(),
+                password_env: login.password_env.clone(),
+            })
+            .collect(),
+    })
 }
 
 /// Every skill the agent could see, each with whether it can use it (the reasons are logged for

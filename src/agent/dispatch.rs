@@ -458,6 +458,11 @@ async fn ask_for_approval(
         hash: &cleared.hash,
         target: cleared.tool.target(&cleared.args),
     };
+    // Issue #32: the browser shows the page (a screenshot in the chat) before the prompt.
+    cleared
+        .tool
+        .show_before_approval(&cleared.args, &ctx.tools)
+        .await;
     match approval::request(ctx, call, asked, envelope).await {
         ApprovalOutcome::Approved { id, by } => {
             ctx.record_step(NewStep {

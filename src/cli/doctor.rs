@@ -94,6 +94,90 @@ async fn web_search_check(loaded: &LoadedConfig) -> Check {
     }
 }
 
+/// Issue #32: when an agent lists the `browser` tool, Chromium is found and starts (confined,
+/// on a throw-away profile) and opens a blank page; each login's password is set.
+async fn browser_check(loaded: &LoadedConfig) -> Vec<Check> {
+    let listed = loaded.agents.iter().any(|agent| {
+        agent
+            .tools
+            .iter()
+            .any(|tool| tool == crate::tools::browser::NAME)
+    });
+    if !listed {
+        return Vec::new();
+    }
+    let what = "browser".to_string();
+    let mut checks = Vec::new();
+    let configured = loaded.config.browser.chromium.trim();
+    let chromium = (!configured.is_empty()).then(|| std::path::PathBuf::from(configured));
+    let profile = match tempfile::tempdir() {
+        Ok(profile) => profile,
+        Err(error) => {
+            return vec![Check {
+                ok: false,
+                what,
+                detail: format!("cannot create a test profile: {error}"),
+            }];
+        }
+    };
+    let setup = crate::browser::BrowserSetup {
+        agent: "doctor".into(),
+        chromium,
+        idle_timeout: std::time::Duration::from_secs(60),
+        profile_dir: profile.path().to_path_buf(),
+        protected: crate::sandbox::protected_paths(loaded),
+        snapshot_max_chars: 2_000,
+        page_timeout: std::time::Duration::from_secs(20),
+        logins: Vec::new(),
+    };
+    let started = std::time::Instant::now();
+    checks.push(match crate::browser::BrowserSession::start(&setup).await {
+        Ok(mut session) => {
+            let opened = session
+                .act(crate::browser::Action::Open {
+                    url: "about:blank".into(),
+                    new_tab: false,
+                })
+                .await;
+            let confined = session.confined().to_string();
+            session.stop().await;
+            match opened {
+                Ok(_) => Check {
+                    ok: true,
+                    what,
+                    detail: format!(
+                        "Chromium starts {confined} and opens a page ({} ms)",
+                        started.elapsed().as_millis()
+                    ),
+                },
+                Err(error) => Check {
+                    ok: false,
+                    what,
+                    detail: format!("Chromium started but could not open a page: {error}"),
+                },
+            }
+        }
+        Err(error) => Check {
+            ok: false,
+            what,
+            detail: error.to_string(),
+        },
+    });
+    for login in &loaded.config.browser.logins {
+        if loaded.secret(&login.password_env).is_none() {
+            checks.push(Check {
+                ok: false,
+                what: "next step".into(),
+                detail: format!(
+                    "the browser's login for {} has no password: set `{}` in Keys & tokens (or the environment)",
+                    login.site, login.password_env
+                ),
+            });
+        }
+    }
+    checks
+}
+
 /// Each MCP server: connected (within `[mcp] connect_timeout`) with its tools listed, or its
 /// error and what to fix; a disabled one says so. All at once, so that one slow server does not
 /// hold up the others.
@@ -155,6 +239,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
+    checks.extend(browser_check(loaded).await);
     checks.extend(mcp_checks(loaded).await);
     let protections = crate::sandbox::protections();
     checks.push(Check {

@@ -45,6 +45,9 @@ mod starter;
 mod timezone;
 mod validate;
 mod web_search;
+// Issue #32, browser: `[browser]` and `[[browser.logins]]`.
+mod browser;
+pub use browser::{BrowserConfig, BrowserLogin, site_host};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -490,6 +493,7 @@ pub struct Config {
     pub transcription: TranscriptionConfig,
     pub mcp: McpConfig,
     pub web_search: WebSearchConfig,
+    pub browser: BrowserConfig,
     pub backup: BackupConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
@@ -515,6 +519,7 @@ impl Default for Config {
             transcription: TranscriptionConfig::default(),
             mcp: McpConfig::default(),
             web_search: WebSearchConfig::default(),
+            browser: BrowserConfig::default(),
             backup: BackupConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),

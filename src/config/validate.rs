@@ -54,6 +54,7 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
     validate_scheduler(&config.scheduler, origin)?;
     validate_mcp(&config.mcp, origin)?;
     config.web_search.validate(&config.mcp, origin)?;
+    config.browser.validate(origin)?;
     config.backup.validate(origin)?;
     validate_pricing(config, origin)
 }

@@ -37,6 +37,8 @@ pub mod approvals;
 pub mod assets;
 pub mod audit;
 pub mod backups;
+// Issue #32: the agents' browsers on /metrics.
+pub mod browser_metrics;
 pub mod chat;
 pub mod costs;
 pub mod error;

@@ -604,12 +604,12 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
         }
     };
     let tree = snapshot(&state).await.unwrap_or_default();
-    let now = crate::clock::now_ms();
     let mut exposition = Exposition::default();
     exposition.work(&counters, &figures, &tree);
     exposition.models(&counters);
-    exposition.bots(&counters, &figures, &tree, now);
+    exposition.bots(&counters, &figures, &tree, crate::clock::now_ms());
     exposition.text += &super::store_health::metrics(&state.store.health());
+    exposition.text += &super::browser_metrics::metrics(&state).await;
     crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -10,6 +10,7 @@
 //! Architecture Invariant: every file a tool touches is reached through `Workspace::open_*` (no
 //! symlink followed at open time); no process started by `shell` outlives its call.
 
+pub mod browser;
 pub mod documents;
 pub mod files;
 pub mod handoff;
@@ -54,7 +55,8 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
 
 /// Tools built for each agent (they hold something of that agent: its people, its sub-agent
 /// slots, its skills) rather than shared from [`builtin_tools`].
-pub const PER_AGENT_TOOLS: &[&str] = &["send_message", "spawn_subagent", "use_skill"];
+pub const PER_AGENT_TOOLS: &[&str] =
+    &["send_message", "spawn_subagent", "use_skill", browser::NAME];
 
 /// Is `name` a tool an agent file may list: a built-in, a per-agent tool, a schedule tool, or an
 /// MCP tool (`mcp:<server>`, `<server>__<tool>`)?
@@ -88,6 +90,8 @@ pub fn tools_for_agent(
                 spec.telegram_people(),
             ))),
             "spawn_subagent" => tools.push(Arc::new(handoff::SpawnSubagentTool::new())),
+            // Issue #32: one per agent (it remembers the agent's last page for the risk check).
+            browser::NAME => tools.push(Arc::new(browser::BrowserTool::new())),
             WEB_SEARCH => tools.extend(web_search.cloned()),
             // Added below, also when only skills are enabled.
             "use_skill" => {}

@@ -580,7 +580,7 @@ fn request_error(error: reqwest::Error, url: &Url) -> ToolError {
 /// `web_fetch_allow`, a run that has read no private data, or a URL made only of what the user
 /// wrote or public pages showed is L1 (runs, the URL itself is data leaving: notified); a URL
 /// carrying anything else after the run read private data is L2 (asks first).
-fn egress_assessment(url: &Url, ctx: &ToolContext) -> Assessment {
+pub(crate) fn egress_assessment(url: &Url, ctx: &ToolContext) -> Assessment {
     let host = url.host_str().unwrap_or("?");
     if host_allowed(url, &ctx.settings.web_fetch_allow) {
         return Assessment::new(

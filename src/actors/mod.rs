@@ -70,3 +70,4 @@ pub mod studio;
 pub mod supervise;
 pub mod supervisor;
 pub mod telegram_bot;
+pub mod triggers;

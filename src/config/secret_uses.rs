@@ -1,6 +1,6 @@
 //! Which secret variables the configuration names, and what for: every `*_env` key of the config
 //! and the agent files (a provider's `api_key_env`, a bot's `token_env`, Studio's `token_env` and
-//! `metrics_token_env`, an MCP server's `env_from` and `headers_env`, `[web_search].api_key_env`).
+//! `metrics_token_env`, an MCP server's `env_from` and `headers_env`, `[web_search].api_key_env`, a trigger's `secret_env`).
 //!
 //! One list serves loading (`layers::read_secrets` reads exactly these variables, from the
 //! environment or the secrets store) and Studio's Keys & tokens page (where each is used, and
@@ -28,6 +28,8 @@ pub enum SecretUseKind {
     McpServer,
     /// The web search backend's key (`[web_search].api_key_env`).
     WebSearch,
+    /// A webhook trigger's secret (`[[triggers]].secret_env`).
+    Trigger,
 }
 
 /// One use of a secret variable: by what, and whether a new value applies at a reload.
@@ -49,6 +51,7 @@ impl SecretUse {
             SecretUseKind::MetricsToken => "the access token of /metrics".into(),
             SecretUseKind::McpServer => format!("tool server (MCP) {name}"),
             SecretUseKind::WebSearch => "the web search backend's key".into(),
+            SecretUseKind::Trigger => format!("the secret of webhook trigger {name}"),
         }
     }
 
@@ -105,6 +108,9 @@ pub fn secret_uses(config: &Config, agents: &[AgentSpec]) -> BTreeMap<String, Ve
     }
     for var in config.web_search.secret_vars() {
         add(var, SecretUseKind::WebSearch, "");
+    }
+    for trigger in &config.triggers {
+        add(&trigger.secret_var(), SecretUseKind::Trigger, &trigger.name);
     }
     uses
 }

@@ -2,11 +2,15 @@
 //! the agent whose answer reaches the owner's Telegram chat (the fake Bot API), the body handed to
 //! the model labelled untrusted; a redelivery runs once; a bad signature, an unknown name, a too
 //! large body and a flood are refused with one plain line and stored nowhere; Studio's test event
-//! goes the same way (audited); and a delivery stored before a SIGKILL of the real binary runs
-//! once after the restart.
+//! goes the same way (audited), clicked in a real Chromium on the Triggers page (desktop and phone
+//! screenshots `triggers-*`, `phone-triggers` in `<target>/tmp/studio-screenshots/`); and a
+//! delivery stored before a SIGKILL of the real binary runs once after the restart.
+
+mod browser;
 
 use std::time::Duration;
 
+use browser::Browser;
 use clawvisor::testkit::harness::ScratchDir;
 use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script};
@@ -169,6 +173,23 @@ async fn a_signed_delivery_runs_once_and_its_answer_reaches_the_owner() {
         .await
         .unwrap();
     assert_eq!(audited, 2);
+
+    // `/metrics` counts the deliveries by outcome.
+    let (_, studio) = world.harness.studio_http().await;
+    let metrics = studio
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "clawvisor_trigger_deliveries_total{trigger=\"doorbell\",outcome=\"succeeded\"} "
+        ),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,6 +298,69 @@ async fn studio_sends_a_test_event_the_same_way_audited() {
     assert_eq!(missing.status(), 404);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_triggers_page_sends_a_test_event_and_shows_the_answer() {
+    let world = World::builder(script())
+        .agent_with_bot("ada", "", "111:ada", &[OWNER], &[OWNER])
+        .config_extra(&trigger_config(
+            "\n[[triggers]]\nname = \"github\"\nagent = \"ada\"\nprompt = \"A GitHub event: {{body}}\"\n\
+             deliver_to = \"none\"\nsecret_env = \"GITHUB_HOOK_SECRET\"\n",
+        ))
+        .env("TRIGGER_DOORBELL_SECRET", SECRET)
+        .start()
+        .await;
+    let browser = Browser::launch().await;
+    let (base, _) = world.harness.studio_http().await;
+    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
+        .await
+        .unwrap();
+    browser.client.goto(&link).await.unwrap();
+    browser
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+    browser.open("triggers").await;
+    browser.wait_for("[data-trigger=\"doorbell\"]").await;
+    let purpose = browser
+        .js("return document.querySelector('#triggers-purpose').textContent;")
+        .await;
+    assert!(
+        purpose
+            .as_str()
+            .unwrap_or_default()
+            .contains("wake an agent")
+    );
+    browser.screenshot("triggers-empty").await;
+
+    browser.click("[data-test-trigger=\"doorbell\"]").await;
+    browser
+        .wait_for("[data-trigger=\"doorbell\"] [data-delivery][data-status=\"succeeded\"]")
+        .await;
+    browser
+        .wait_until(
+            "the answer is shown",
+            &format!("document.querySelector('[data-trigger=\"doorbell\"] .answer')?.textContent.includes({ANSWER:?})"),
+        )
+        .await;
+    let bot = world.bot("ada");
+    world
+        .fake
+        .wait_for_sent(
+            bot,
+            |message| message.chat_id == OWNER && message.text.contains(ANSWER),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("the test event's answer reaches the owner");
+    browser.screenshot("triggers-answered").await;
+
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.open("triggers").await;
+    browser.wait_for("[data-delivery]").await;
+    browser.assert_no_sideways_scroll("triggers").await;
+    browser.screenshot("phone-triggers").await;
+    browser.close().await;
+}
+
 /// A delivery stored and answered 202, its run started, then SIGKILL: after the restart it runs
 /// once, and its answer reaches the owner once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,6 +443,60 @@ async fn a_delivery_stored_before_a_kill_runs_once_after_the_restart() {
         .filter(|message| message.text.contains(ANSWER))
         .count();
     assert_eq!(answers, 1, "one answer");
+
+    // The CLI: a test event through the running daemon, then the list with both outcomes.
+    let studio = daemon.studio.clone().expect("Studio's address");
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(BINARY)
+            .args([
+                "--config",
+                dir.path().join("clawvisor.toml").to_str().unwrap(),
+            ])
+            .args(["--studio-bind", &studio])
+            .args(args)
+            .envs(&staged.env)
+            .env("TZ", "UTC")
+            .output()
+            .expect("the binary runs");
+        (
+            output.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )
+    };
+    let (ok, text) = cli(&["triggers", "test", "doorbell"]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with("Test event sent to doorbell"), "{text}");
+    wait_until(Duration::from_secs(20), "the CLI's test event was answered", || {
+        let done: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM trigger_deliveries WHERE origin = 'test' AND status = 'succeeded'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap_or(0);
+        async move { done == 1 }
+    })
+    .await;
+    let (ok, text) = cli(&["triggers", "list"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("doorbell  POST /hooks/trigger/doorbell  agent ada"),
+        "{text}"
+    );
+    assert!(
+        text.contains("webhook succeeded: A person is at the door."),
+        "{text}"
+    );
+    assert!(text.contains("test succeeded"), "{text}");
+    let (_, text) = cli(&["doctor"]);
+    assert!(
+        text.contains("TRIGGER_DOORBELL_SECRET is set"),
+        "doctor checks the trigger's secret: {text}"
+    );
     daemon.kill();
 }
 

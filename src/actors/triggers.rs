@@ -459,7 +459,7 @@ async fn finish(
     };
     let detail = match (&target, detail.is_empty()) {
         (Err(why), true) => why.clone(),
-        (Ok(Some(chat)), true) => format!("answered in {chat}"),
+        (Ok(Some(chat)), true) => format!("sent to {}", chat_in_words(chat)),
         _ => detail.to_string(),
     };
     let chat = target.ok().flatten();
@@ -573,6 +573,14 @@ impl FinishWrite {
             }),
         )?;
         Ok(Some(outbox_id))
+    }
+}
+
+/// A chat for people: "Telegram chat 42", else its key.
+fn chat_in_words(chat: &ChatKey) -> String {
+    match chat.telegram_chat_id() {
+        Some(id) => format!("Telegram chat {id}"),
+        None => format!("chat {chat}"),
     }
 }
 

@@ -178,3 +178,24 @@ pub fn test_schema() -> Value {
         ("delivery_id", string()),
     ])
 }
+
+/// `/metrics`' trigger families: stored deliveries by trigger and outcome (a database read
+/// that fails leaves them out; the rest of `/metrics` still answers).
+pub async fn metrics(store: &crate::store::Store) -> String {
+    use std::fmt::Write as _;
+    let Ok(counts) = store.read(queries::counts).await else {
+        return String::new();
+    };
+    let mut text = String::from(
+        "# HELP clawvisor_trigger_deliveries_total Webhook trigger deliveries stored, by trigger and outcome (received, running, succeeded, failed).\n\
+         # TYPE clawvisor_trigger_deliveries_total counter\n",
+    );
+    for (trigger, status, count) in counts {
+        let _ = writeln!(
+            text,
+            "clawvisor_trigger_deliveries_total{{trigger=\"{trigger}\",outcome=\"{}\"}} {count}",
+            status.as_str()
+        );
+    }
+    text
+}

@@ -159,6 +159,11 @@ async fn a_signed_delivery_runs_once_and_its_answer_reaches_the_owner() {
     assert_eq!(status, 202);
     let (status, text) = post(&url, "{\"event\":\"ring\"}", &bearer).await;
     assert_eq!(status, 200, "the same body is the same delivery: {text}");
+    // So does the secret in the query (a Pub/Sub push subscription is only given a URL).
+    let (status, _) = post(&format!("{url}?token={SECRET}"), "{\"push\":1}", &[]).await;
+    assert_eq!(status, 202);
+    let (status, _) = post(&format!("{url}?token=wrong"), "{\"push\":2}", &[]).await;
+    assert_eq!(status, 401);
 
     // Both deliveries are audited.
     let audited: i64 = world
@@ -172,7 +177,7 @@ async fn a_signed_delivery_runs_once_and_its_answer_reaches_the_owner() {
         })
         .await
         .unwrap();
-    assert_eq!(audited, 2);
+    assert_eq!(audited, 3);
 
     // `/metrics` counts the deliveries by outcome.
     let (_, studio) = world.harness.studio_http().await;
@@ -509,4 +514,76 @@ fn studio_of(daemon: &DaemonProcess) -> String {
             .as_deref()
             .expect("the daemon logs Studio's address")
     )
+}
+
+/// Each bad `[[triggers]]` value stops loading with the field named.
+#[test]
+fn bad_trigger_settings_are_refused_naming_the_field() {
+    use clawvisor::testkit::harness::{agent_toml, config_toml};
+    let cases = [
+        (
+            "name = \"Door Bell\"\nagent = \"ada\"\nprompt = \"p\"\n",
+            ".name",
+            "a-z",
+        ),
+        (
+            "name = \"bell\"\nagent = \"bob\"\nprompt = \"p\"\n",
+            ".agent",
+            "no agent `bob`",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \" \"\n",
+            ".prompt",
+            "{{body}}",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ndeliver_to = \"tg:alice\"\n",
+            ".deliver_to",
+            "tg:123456789",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\nmax_body = \"64MiB\"\n",
+            ".max_body",
+            "16MiB",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\nper_minute = 0\n",
+            ".per_minute",
+            "at least 1",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ncolour = 1\n",
+            "colour",
+            "unknown",
+        ),
+    ];
+    for (entry, field, says) in cases {
+        let dir = ScratchDir::new("clawvisor-trigger-config").expect("a scratch directory");
+        let config = config_toml("http://127.0.0.1:9", &format!("[[triggers]]\n{entry}"));
+        clawvisor::testkit::process::write_config(dir.path(), &config, &[agent_toml("ada", "")])
+            .expect("written");
+        let overrides = clawvisor::config::Overrides {
+            config: Some(dir.path().join("clawvisor.toml")),
+            ..Default::default()
+        };
+        let error = clawvisor::config::load_in(&overrides, Default::default(), dir.path())
+            .expect_err(entry)
+            .to_string();
+        assert!(error.contains(field), "{entry}: {error}");
+        assert!(error.contains(says), "{entry}: {error}");
+    }
+    // Two triggers cannot share a name.
+    let dir = ScratchDir::new("clawvisor-trigger-config").expect("a scratch directory");
+    let one = "[[triggers]]\nname = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\n";
+    let config = config_toml("http://127.0.0.1:9", &format!("{one}{one}"));
+    clawvisor::testkit::process::write_config(dir.path(), &config, &[agent_toml("ada", "")])
+        .expect("written");
+    let overrides = clawvisor::config::Overrides {
+        config: Some(dir.path().join("clawvisor.toml")),
+        ..Default::default()
+    };
+    let error = clawvisor::config::load_in(&overrides, Default::default(), dir.path())
+        .expect_err("a duplicate name")
+        .to_string();
+    assert!(error.contains("[[triggers]] #2 (bell).name"), "{error}");
 }

@@ -6,7 +6,8 @@
 //! unknown name → 404; a body over the trigger's `max_body` → 413 (by `Content-Length` before
 //! reading, else while reading); no secret configured → 503; neither `X-Signature-256:
 //! sha256=<hex HMAC-SHA256 of the body>` (or `X-Hub-Signature-256`) nor `Authorization: Bearer
-//! <secret>` matches → 401; over `per_minute` → 429 with `Retry-After`. None of these stores
+//! <secret>` (or `?token=<secret>`, for senders that can only be given a URL, like a Pub/Sub push
+//! subscription) matches → 401; over `per_minute` → 429 with `Retry-After`. None of these stores
 //! anything. Then the delivery is stored (`triggers::Receiver`) and answered `202 accepted:
 //! delivery <id>`; a delivery id this trigger has stored already is answered `200 already
 //! received: delivery <id>` and runs no second time. Every answer is one plain line.
@@ -16,7 +17,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -43,14 +44,23 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
 
+/// The `token` of a query string (`?token=<secret>`), for senders that can only be given a URL.
+fn query_token(query: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "token")
+        .map(|(_, value)| value.into_owned())
+}
+
 /// `POST /hooks/trigger/{name}` (see the module header).
 async fn trigger(
     State(state): State<StudioState>,
     Path(name): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (entry, bytes) = match admit(&state, &name, &headers, body).await {
+    let token = query.as_deref().and_then(query_token);
+    let (entry, bytes) = match admit(&state, &name, &headers, token.as_deref(), body).await {
         Ok(admitted) => admitted,
         Err(refusal) => return refusal,
     };
@@ -101,6 +111,7 @@ async fn admit(
     state: &StudioState,
     name: &str,
     headers: &HeaderMap,
+    token: Option<&str>,
     body: Body,
 ) -> Result<(Arc<BookEntry>, axum::body::Bytes), Response> {
     let Some(entry) = state.triggers.get(name) else {
@@ -141,7 +152,9 @@ async fn admit(
     };
     let signature = header_text(headers, "x-signature-256")
         .or_else(|| header_text(headers, "x-hub-signature-256"));
-    let authorization = header_text(headers, header::AUTHORIZATION.as_str());
+    let from_query = token.map(|token| format!("Bearer {token}"));
+    let authorization =
+        header_text(headers, header::AUTHORIZATION.as_str()).or(from_query.as_deref());
     if !crate::triggers::authenticate(signature, authorization, &bytes, secret.expose().as_bytes())
     {
         return Err(plain(

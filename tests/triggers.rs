@@ -587,3 +587,29 @@ fn bad_trigger_settings_are_refused_naming_the_field() {
         .to_string();
     assert!(error.contains("[[triggers]] #2 (bell).name"), "{error}");
 }
+
+/// A change of `[[triggers]]` is named by the reload as needing a restart, and a trigger's
+/// secret is a secret the config names (Keys & tokens shows it; it applies at the restart).
+#[test]
+fn a_trigger_change_needs_a_restart_and_its_secret_is_listed() {
+    let running = clawvisor::config::Config::default();
+    let mut changed = running.clone();
+    changed.triggers.push(clawvisor::config::TriggerConfig {
+        name: "bell".into(),
+        agent: "ada".into(),
+        secret_env: String::new(),
+        prompt: "p {{body}}".into(),
+        deliver_to: "none".into(),
+        max_body: clawvisor::config::Bytes(1024),
+        per_minute: 5,
+    });
+    assert_eq!(
+        clawvisor::reload::needs_restart(&running, &changed),
+        vec!["triggers".to_string()]
+    );
+    let uses = clawvisor::config::secret_uses(&changed, &[]);
+    let bell = &uses["TRIGGER_BELL_SECRET"][0];
+    assert_eq!(bell.kind, clawvisor::config::SecretUseKind::Trigger);
+    assert_eq!(bell.describe(), "the secret of webhook trigger bell");
+    assert!(bell.required() && !bell.applies_at_reload());
+}

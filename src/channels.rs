@@ -2,7 +2,7 @@
 //!
 //! Sessions and runs call [`deliver`] with a plain [`Outbound`]; the chat key's kind names the
 //! channel: `tg:` → the agent's Telegram bot, `cli:`/`studio:`/`api:` → the local channel,
-//! `sched:` → the scheduler, `handoff:` → the handoff contracts. A channel that is down simply
+//! `sched:` → the scheduler, `handoff:` → the handoff contracts, `trigger:` → the triggers service. A channel that is down simply
 //! misses the message: what must not be lost (final replies to Telegram) is in the outbox table and
 //! is delivered when the channel is back.
 
@@ -11,6 +11,7 @@ use crate::protocol::handoff::Handoffs;
 use crate::protocol::local::LocalChannel;
 use crate::protocol::scheduler::Scheduler;
 use crate::protocol::telegram::Bot;
+use crate::protocol::triggers::Triggers;
 use crate::registry::Registry;
 
 pub fn deliver(registry: &Registry, outbound: Outbound) {
@@ -19,5 +20,6 @@ pub fn deliver(registry: &Registry, outbound: Outbound) {
         ChatKind::Telegram => Bot::new(registry, &outbound.agent).deliver(outbound),
         ChatKind::Schedule => Scheduler::new(registry).deliver(outbound),
         ChatKind::Handoff => Handoffs::new(registry).deliver(outbound),
+        ChatKind::Trigger => Triggers::new(registry).deliver(outbound),
     }
 }

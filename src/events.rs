@@ -68,6 +68,8 @@ pub enum EventKind {
     /// The store's health changed (writes stopped committing, or commit again); entering a bad
     /// state is also published as a `Warning`.
     StoreHealth,
+    /// A webhook trigger's delivery was stored, started or ended (Triggers page).
+    TriggerDelivery,
     Warning,
 }
 
@@ -103,6 +105,7 @@ impl EventKind {
             EventKind::AuditAppended => "audit_appended",
             EventKind::ConfigReloaded => "config_reloaded",
             EventKind::StoreHealth => "store_health",
+            EventKind::TriggerDelivery => "trigger_delivery",
             EventKind::Warning => "warning",
         }
     }
@@ -237,6 +240,13 @@ pub enum EventData {
         job_id: i64,
         agent: String,
         outcome: String,
+    },
+    /// `trigger_delivery`: delivery `delivery` of webhook trigger `trigger` is now `status`.
+    TriggerDelivery {
+        trigger: String,
+        delivery: i64,
+        agent: String,
+        status: String,
     },
     /// `schedule_outcome` of one run of a job; `retry_at_ms` when another attempt is queued.
     JobRunFinished {

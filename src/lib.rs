@@ -56,4 +56,5 @@ pub mod telegram;
 pub mod testkit;
 pub mod tool;
 pub mod tools;
+pub mod triggers;
 pub mod voice;

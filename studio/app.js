@@ -12,13 +12,14 @@ export { markdown, markdownPreview };
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'people', 'schedules', 'memory', 'mcp',
   'handoffs', 'audit', 'costs', 'skills',
-  'logs', 'secrets', 'setup'];
+  'logs', 'secrets', 'setup', 'triggers'];
 const ALIASES = { sessions: 'agents' }; // #/sessions/ID is drawn by the agents page
 const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',
   'run_step', 'run_finished', 'approval_requested', 'approval_decided', 'cost_recorded', 'bot_status',
   'mcp_health', 'schedule_fired', 'schedule_outcome', 'handoff_changed', 'memory_changed', 'agent_changed',
-  'policy_changed', 'people_changed', 'audit_appended', 'config_reloaded', 'store_health', 'warning'];
+  'policy_changed', 'people_changed', 'audit_appended', 'config_reloaded', 'store_health', 'warning',
+  'trigger_delivery'];
 const SESSION = '/api/v1/session';
 const TIMEOUT_MS = 20000;
 

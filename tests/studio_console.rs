@@ -464,6 +464,9 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         // tests/secrets_store.rs and secrets_browser.rs: Keys & tokens, against the real daemon.
         "/api/v1/secrets",
         "/api/v1/secrets/{name}",
+        // tests/triggers.rs: webhook triggers listed and a test event sent, with triggers set up.
+        "/api/v1/triggers",
+        "/api/v1/triggers/{name}/test",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(

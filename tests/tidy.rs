@@ -66,6 +66,7 @@ const RANKS: &[(&str, u8)] = &[
     ("people", 4),
     ("signal", 4),
     ("studio", 4),
+    ("triggers", 4),
     // 5: the only place that spawns actors or holds their refs.
     ("actors", 5),
     // 6: boots the tree.

@@ -71,3 +71,4 @@ pub mod studio;
 pub mod supervise;
 pub mod supervisor;
 pub mod telegram_bot;
+pub mod triggers;

@@ -2,7 +2,8 @@
 //!
 //! Children, in start order (stopped in reverse, so input stops first and the store last):
 //! Store, Events, ApprovalDesk, Memory, Scheduler, McpSupervisor, LocalChannel, AgentSupervisor,
-//! HandoffSupervisor, ChannelSupervisor, Reloader, Backup (when scheduled), Studio. The
+//! HandoffSupervisor, ChannelSupervisor, Reloader, Triggers (with `[[triggers]]`), Backup (when
+//! scheduled), Studio. The
 //! ChannelSupervisor is a generic [`Supervisor`] whose bots start `[telegram] boot_stagger`
 //! apart; a bot that exhausts its budget is degraded instead of escalating
 //! (`specs::channel_supervisor`).
@@ -85,6 +86,7 @@ pub fn children(context: &RootContext) -> Vec<ChildSpec> {
         channel_supervisor(context, true),
         reloader_spec(context),
     ];
+    children.extend(super::triggers::child_spec(context));
     children.extend(super::backup::child_spec(context));
     if !context.options.studio {
         return children;

@@ -614,6 +614,7 @@ fn trigger_of(chat: &ChatKey) -> Trigger {
     match chat.kind() {
         ChatKind::Schedule => Trigger::Schedule,
         ChatKind::Handoff => Trigger::Handoff,
+        ChatKind::Trigger => Trigger::Webhook,
         _ => Trigger::Message,
     }
 }

@@ -382,5 +382,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,
         )),
+        triggers: Arc::new(crate::triggers::TriggerBook::new(&context.loaded)),
+        trigger_window: Arc::default(),
     }
 }

@@ -74,6 +74,8 @@ pub enum Trigger {
     Message,
     Schedule,
     Handoff,
+    /// A webhook trigger's delivery (`trigger:<name>`).
+    Webhook,
 }
 
 impl Trigger {
@@ -82,6 +84,7 @@ impl Trigger {
             Trigger::Message => "message",
             Trigger::Schedule => "schedule",
             Trigger::Handoff => "handoff",
+            Trigger::Webhook => "webhook",
         }
     }
 }
@@ -227,7 +230,10 @@ pub async fn execute(request: RunRequest) -> RunReport {
             resume: request.resume,
         },
     );
-    if ctx.chat.kind() != ChatKind::Schedule && ctx.chat.kind() != ChatKind::Handoff {
+    if !matches!(
+        ctx.chat.kind(),
+        ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger
+    ) {
         ctx.deliver(OutEvent::Working);
     }
     let ending = match drive(&mut ctx, &mut limiter, request.context, request.resume).await {

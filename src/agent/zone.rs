@@ -97,7 +97,7 @@ pub async fn zone_for_run(runtime: &AgentRuntime, session_id: i64, chat: &ChatKe
                 ),
             Err(_) => Ok(fallback()),
         },
-        ChatKind::Local | ChatKind::Handoff => Ok(fallback()),
+        ChatKind::Local | ChatKind::Handoff | ChatKind::Trigger => Ok(fallback()),
     };
     looked_up.unwrap_or_else(|error| {
         tracing::warn!(agent = %runtime.spec.name, %chat, %error, "could not read the conversation's time zone");

@@ -1,5 +1,6 @@
 //! `clawvisor doctor`: checks the config, the database and every external dependency (model
-//! providers, bot tokens, web search, each MCP server with its tools), and says what to fix.
+//! providers, bot tokens, web search, each MCP server with its tools, each webhook trigger's
+//! secret), and says what to fix.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -215,6 +216,38 @@ fn pricing_checks(loaded: &LoadedConfig) -> Vec<Check> {
         .collect()
 }
 
+/// One line per webhook trigger: its address and whether its secret is set (without one it
+/// accepts nothing).
+fn trigger_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    crate::triggers::TriggerBook::new(loaded)
+        .entries()
+        .map(|entry| {
+            let config = &entry.config;
+            let what = format!("trigger ({})", config.name);
+            match &entry.secret {
+                Some(_) => Check {
+                    ok: true,
+                    what,
+                    detail: format!(
+                        "POST /hooks/trigger/{} wakes agent `{}`; its secret {} is set",
+                        config.name,
+                        config.agent,
+                        config.secret_var()
+                    ),
+                },
+                None => Check {
+                    ok: false,
+                    what,
+                    detail: format!(
+                        "{} is not set, so the trigger accepts nothing: set it in the environment or Studio's Keys & tokens, then restart",
+                        config.secret_var()
+                    ),
+                },
+            }
+        })
+        .collect()
+}
+
 /// One line of the doctor's report.
 struct Check {
     ok: bool,
@@ -241,6 +274,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.push(web_search_check(loaded).await);
     checks.extend(browser_check(loaded).await);
     checks.extend(mcp_checks(loaded).await);
+    checks.extend(trigger_checks(loaded));
     let protections = crate::sandbox::protections();
     checks.push(Check {
         ok: protections.bash.is_some(),

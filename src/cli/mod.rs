@@ -37,6 +37,7 @@ mod reload;
 mod serve;
 mod skills;
 mod studio_link;
+mod triggers;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -169,6 +170,25 @@ pub enum Command {
     Mcp {
         #[command(subcommand)]
         command: McpCommand,
+    },
+    /// Webhook triggers: list them with their last deliveries, send a test event.
+    Triggers {
+        #[command(subcommand)]
+        command: TriggersCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TriggersCommand {
+    /// Every trigger: address, agent, where answers go, whether its secret is set, last deliveries.
+    List,
+    /// Sends a test event through the running daemon (stored, audited, run once).
+    Test {
+        /// The trigger's name.
+        name: String,
+        /// The event's body (default: a small JSON object saying it is a test).
+        #[arg(long)]
+        body: Option<String>,
     },
 }
 
@@ -413,6 +433,7 @@ async fn run_command(
         Command::Skills { command } => skills::run(&loaded, command),
         Command::Jobs { command } => jobs::run(&loaded, command).await,
         Command::Mcp { command } => mcp::run(&loaded, command).await,
+        Command::Triggers { command } => triggers::run(&loaded, command).await,
     }
 }
 

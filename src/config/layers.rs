@@ -351,6 +351,7 @@ pub(super) fn load(
         &mut warnings,
     )?;
     agent::validate_agents(&agents, &config)?;
+    super::triggers::validate(&config.triggers, &agents, &file.origin)?;
 
     // 6. Secrets: the environment, else the store Studio writes.
     let stored = read_store(&config.data_dir)?;

@@ -16,7 +16,7 @@
 //! what the daemon prints is where the files are.
 //!
 //! The settings of each `[section]` are here unless a section is large enough for its own file
-//! (`mcp`, `providers`, `backup`, `web_search`; agent files in `agent`); `layers` merges the
+//! (`mcp`, `providers`, `backup`, `web_search`, `triggers`; agent files in `agent`); `layers` merges the
 //! layers as TOML tables and deserializes them once (`serde_path_to_error` names the key of any
 //! bad value), `validate` checks what types cannot, `duration` reads durations, and `timezone`
 //! decides the daemon's zone ([`LoadedConfig::timezone`]).
@@ -43,6 +43,7 @@ pub mod secrets_file;
 mod signal;
 mod starter;
 mod timezone;
+mod triggers;
 mod validate;
 mod web_search;
 // Issue #32, browser: `[browser]` and `[[browser.logins]]`.
@@ -71,6 +72,7 @@ pub use starter::{
     config_file, config_file_in, starter_agent, starter_config, starter_config_with_data_dir,
 };
 pub use timezone::{DaemonTimezone, system_timezone};
+pub use triggers::{BODY_PLACEHOLDER, DeliverTo, MAX_BODY_CEILING, TriggerConfig};
 /// One `[studio] tls_proxies` or `plain_http_peers` entry as a network: an address is a network of one.
 pub fn tls_proxy_network(entry: &str) -> Result<ipnet::IpNet, String> {
     let entry = entry.trim();
@@ -497,6 +499,8 @@ pub struct Config {
     pub backup: BackupConfig,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: BTreeMap<String, PriceConfig>,
+    /// `[[triggers]]`: webhooks that wake an agent (`triggers.rs`; applied at a restart).
+    pub triggers: Vec<TriggerConfig>,
 }
 
 impl Default for Config {
@@ -523,6 +527,7 @@ impl Default for Config {
             backup: BackupConfig::default(),
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
+            triggers: Vec::new(),
         }
     }
 }

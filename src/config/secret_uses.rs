@@ -1,7 +1,7 @@
 //! Which secret variables the configuration names, and what for: every `*_env` key of the config
 //! and the agent files (a provider's `api_key_env`, a bot's `token_env`, Studio's `token_env` and
 //! `metrics_token_env`, an MCP server's `env_from` and `headers_env`, `[web_search].api_key_env`,
-//! `[[browser.logins]].password_env`).
+//! `[[browser.logins]].password_env`, a trigger's `secret_env`).
 //!
 //! One list serves loading (`layers::read_secrets` reads exactly these variables, from the
 //! environment or the secrets store) and Studio's Keys & tokens page (where each is used, and
@@ -31,6 +31,8 @@ pub enum SecretUseKind {
     WebSearch,
     /// A site's password for the browser tool (`[[browser.logins]].password_env`).
     BrowserLogin,
+    /// A webhook trigger's secret (`[[triggers]].secret_env`).
+    Trigger,
 }
 
 /// One use of a secret variable: by what, and whether a new value applies at a reload.
@@ -53,6 +55,7 @@ impl SecretUse {
             SecretUseKind::McpServer => format!("tool server (MCP) {name}"),
             SecretUseKind::WebSearch => "the web search backend's key".into(),
             SecretUseKind::BrowserLogin => format!("the browser's password for {name}"),
+            SecretUseKind::Trigger => format!("the secret of webhook trigger {name}"),
         }
     }
 
@@ -116,6 +119,9 @@ pub fn secret_uses(config: &Config, agents: &[AgentSpec]) -> BTreeMap<String, Ve
             SecretUseKind::BrowserLogin,
             &login.site,
         );
+    }
+    for trigger in &config.triggers {
+        add(&trigger.secret_var(), SecretUseKind::Trigger, &trigger.name);
     }
     uses
 }

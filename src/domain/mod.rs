@@ -21,6 +21,8 @@ pub enum ChatKind {
     Schedule,
     /// The delegate's session of a handoff contract (`handoff:<contract_id>`).
     Handoff,
+    /// The session of a webhook trigger (`trigger:<name>`): each delivery runs there.
+    Trigger,
 }
 
 /// Identifies one conversation of an agent: `<kind>:<id>`. Sessions are keyed by (agent, chat).
@@ -36,7 +38,7 @@ impl ChatKey {
         }
         matches!(
             prefix,
-            "tg" | "cli" | "studio" | "api" | "sched" | "handoff"
+            "tg" | "cli" | "studio" | "api" | "sched" | "handoff" | "trigger"
         )
         .then(|| ChatKey(text.to_string()))
     }
@@ -74,6 +76,11 @@ impl ChatKey {
         ChatKey(format!("handoff:{contract_id}"))
     }
 
+    /// The session of webhook trigger `name`.
+    pub fn trigger(name: &str) -> ChatKey {
+        ChatKey(format!("trigger:{name}"))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -83,6 +90,7 @@ impl ChatKey {
             Some("tg") => ChatKind::Telegram,
             Some("sched") => ChatKind::Schedule,
             Some("handoff") => ChatKind::Handoff,
+            Some("trigger") => ChatKind::Trigger,
             _ => ChatKind::Local,
         }
     }
@@ -184,6 +192,8 @@ pub enum InboundSource {
     Schedule { job_id: i64, job_run_id: i64 },
     /// A handoff contract's subtask (or a validator's review).
     Handoff { contract_id: String },
+    /// A webhook trigger's stored delivery (`trigger_deliveries.id`).
+    Trigger { delivery: i64 },
 }
 
 /// A message for an agent, from any channel.

@@ -33,6 +33,7 @@ pub mod memory;
 pub mod reload;
 pub mod scheduler;
 pub mod telegram;
+pub mod triggers;
 
 use std::time::Duration;
 

@@ -43,6 +43,7 @@ pub mod sessions;
 pub mod studio;
 pub mod telegram;
 pub mod timezones;
+pub mod triggers;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};

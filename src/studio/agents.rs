@@ -210,6 +210,7 @@ pub fn chat_label(chat: &str) -> String {
         Some("cli") => format!("Terminal: {id}"),
         Some("api") => format!("API: {id}"),
         Some("sched") => format!("Scheduled job {id}"),
+        Some("trigger") => format!("Webhook trigger {id}"),
         Some("handoff") => format!("Handed-over task {id}"),
         _ => chat.to_string(),
     }

@@ -444,7 +444,7 @@ pub struct RuleBody {
     description: Option<String>,
 }
 
-const CHANNELS: &[&str] = &["tg", "local", "sched", "handoff"];
+const CHANNELS: &[&str] = &["tg", "local", "sched", "handoff", "trigger"];
 
 fn non_empty(value: Option<String>) -> Option<String> {
     value

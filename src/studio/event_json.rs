@@ -39,7 +39,8 @@ pub fn data_json(data: &EventData) -> Value {
         | EventData::JobChanged { .. }
         | EventData::JobRunFinished { .. }
         | EventData::FiresNotRun { .. }
-        | EventData::FiresCaughtUp { .. } => schedule_json(data),
+        | EventData::FiresCaughtUp { .. }
+        | EventData::TriggerDelivery { .. } => schedule_json(data),
         EventData::HandoffChanged { .. }
         | EventData::MemoryChanged { .. }
         | EventData::AgentToolsChanged { .. }
@@ -217,7 +218,13 @@ fn schedule_json(data: &EventData) -> Value {
             agent,
             count,
         } => json!({"job_id": job_id, "agent": agent, "outcome": "caught_up", "count": count}),
-        // `data_json` routes only schedule events here; its match names every variant.
+        EventData::TriggerDelivery {
+            trigger,
+            delivery,
+            agent,
+            status,
+        } => json!({"trigger": trigger, "delivery": delivery, "agent": agent, "status": status}),
+        // `data_json` routes only schedule and trigger events here; its match names every variant.
         _ => Value::Null,
     }
 }

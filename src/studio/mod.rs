@@ -45,6 +45,7 @@ pub mod error;
 pub mod event_json;
 pub mod gateway;
 pub mod handoffs;
+pub mod hooks;
 pub mod live;
 pub mod logs;
 pub mod mcp;
@@ -63,6 +64,7 @@ pub mod store_health;
 pub mod timezones;
 pub mod token_file;
 pub mod tool_catalogue;
+pub mod triggers;
 pub mod views;
 
 use std::sync::Arc;
@@ -114,6 +116,11 @@ pub struct StudioState {
     pub ready_ids: Live<Vec<String>>,
     /// Where the config and agent files are, and what they define (the agent editor's source).
     pub files: Live<views::FileView>,
+    /// The webhook triggers with their secrets, as the daemon started (`[[triggers]]` changes
+    /// apply at a restart).
+    pub triggers: Arc<crate::triggers::TriggerBook>,
+    /// Each trigger's accepted deliveries of the last minute (`per_minute`).
+    pub trigger_window: Arc<crate::triggers::RateWindow>,
 }
 
 impl StudioState {
@@ -372,6 +379,11 @@ api! {
         200: Answer::Json(secrets::change_schema);
     post "/api/v1/reload" => reload::reload, "Re-reads the config and agent files and applies the difference (like SIGHUP); answers with the report",
         200: Answer::Json(reload::report_schema);
+    // Webhook triggers (issue #32).
+    get "/api/v1/triggers" => triggers::list, "Webhook triggers: address, agent, where answers go, whether the secret is set (never its value) and the last deliveries with their outcomes",
+        200: Answer::Json(triggers::list_schema);
+    post "/api/v1/triggers/{name}/test" => triggers::test, "Sends a test event through the trigger's path as the operator (stored, audited, run once like a webhook delivery)",
+        optional_body: triggers::TestBody, 202: Answer::Json(triggers::test_schema);
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description",
         200: Answer::Json(openapi::document_schema);
 }
@@ -394,6 +406,7 @@ pub fn router(state: StudioState) -> Router {
             )),
         )
         .route("/login", get(access::login))
+        .merge(hooks::router())
         .merge(api)
         .fallback(assets::asset)
         .with_state(state)

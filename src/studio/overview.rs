@@ -4,10 +4,9 @@
 //! a node's parent follows from its name (`agent:x` under `agents`, `session:x:..` under
 //! `agent:x`, ...). Figures come from the store with one read each.
 //!
-//! In `/metrics`, `clawvisor_bot_poll_lag_seconds` is the time since a bot's last completed
-//! `getUpdates` (told by the bot to the Events actor on every poll, kept in memory, never stored);
-//! `clawvisor_bot_last_update_age_seconds` (the time since the newest update) keeps its name but
-//! is not a lag.
+//! In `/metrics`, `clawvisor_bot_poll_lag_seconds` is the time since a bot's last `getUpdates`
+//! (told to the Events actor, kept in memory); `clawvisor_bot_last_update_age_seconds` is the time
+//! since the newest update, not a lag; the webhook triggers' families are `triggers::metrics`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -610,6 +609,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.bots(&counters, &figures, &tree, crate::clock::now_ms());
     exposition.text += &super::store_health::metrics(&state.store.health());
     exposition.text += &super::browser_metrics::metrics(&state).await;
+    exposition.text += &super::triggers::metrics(&state.store).await;
     crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -249,7 +249,7 @@ impl Tool for SendFileTool {
                         workspace.display(&resolved)
                     )));
                 }
-                ChatKind::Schedule | ChatKind::Handoff => {
+                ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {
                     return Err(ToolError::Refused(
                         "this run is not in a conversation with a person, so there is no chat to send a file to".into(),
                     ));

@@ -375,7 +375,7 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                 },
             },
         ),
-        ChatKind::Schedule | ChatKind::Handoff => {}
+        ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {}
     }
 }
 

@@ -87,6 +87,7 @@ async fn policy_lookup(
         crate::domain::ChatKind::Local => "local",
         crate::domain::ChatKind::Schedule => "sched",
         crate::domain::ChatKind::Handoff => "handoff",
+        crate::domain::ChatKind::Trigger => "trigger",
     };
     let contract = ctx.chat.handoff_contract().map(str::to_string);
     let now = crate::clock::now_ms();

@@ -290,6 +290,15 @@ async fn agents_personas_schedule_memories_and_skill_come_across_once_and_the_da
         .await
         .unwrap()
         .expect("the daemon boots on the imported config");
+    // While it runs, the import refuses to write behind its back.
+    let source = fixture().display().to_string();
+    let refused = clawvisor(dir.path(), &["import", "openclaw", &source]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "the import ran beside the daemon"
+    );
+    assert!(stderr.contains("a daemon (pid"), "{stderr}");
     let log = daemon.kill();
     for secret in FIXTURE_SECRETS {
         assert!(

@@ -9,7 +9,9 @@
 //! first (`plan.rs`), validated by loading the config with the new files as an overlay (as
 //! Studio's edits are), printed, and only then written (`apply.rs`); `--dry-run` stops after the
 //! printing and writes nothing. Running it twice creates nothing twice (see `plan.rs` for how
-//! each kind of thing is matched).
+//! each kind of thing is matched). Like every command that changes jobs, it never writes behind a
+//! running daemon's back: while one runs on the data directory it refuses (after the plan is
+//! printed) and says to stop it first.
 //!
 //! Invariant: no key or token value is ever printed; the report names the variable.
 
@@ -72,6 +74,14 @@ pub(super) fn run(path: Option<PathBuf>, dry_run: bool, overrides: &Overrides) -
         println!("Dry run: nothing was written. Run it again without --dry-run to import.");
         return ExitCode::SUCCESS;
     }
+    if let Some(pid) = running_daemon(&loaded) {
+        eprintln!(
+            "clawvisor import: nothing was written: a daemon (pid {pid}) runs on this data \
+             directory, and its scheduler and memory must not be changed behind its back. Stop it, \
+             run the import again, then start it (`--dry-run` works while it runs)."
+        );
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -92,6 +102,19 @@ pub(super) fn run(path: Option<PathBuf>, dry_run: bool, overrides: &Overrides) -
             ExitCode::FAILURE
         }
     }
+}
+
+/// The process id of a `serve` daemon running on the data directory (see `daemon_link.rs`).
+fn running_daemon(loaded: &LoadedConfig) -> Option<u32> {
+    let path = loaded.config.db_path();
+    if !path.exists() {
+        return None;
+    }
+    crate::store::running_boot(&path)
+        .ok()
+        .flatten()
+        .filter(|boot| boot.kind == crate::store::events::BootKind::Serve)
+        .map(|boot| boot.pid)
 }
 
 fn default_source() -> PathBuf {

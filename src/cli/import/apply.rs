@@ -259,8 +259,7 @@ pub async fn apply(
         "Nothing new to import: everything above is already there.".to_string()
     } else {
         format!(
-            "Imported {}, {}, {} and {}. Start the daemon with `clawvisor serve` (restart it if \
-             it runs, so that it arms the schedules).",
+            "Imported {}, {}, {} and {}. Start the daemon with `clawvisor serve`.",
             plan::count(files.agent_files.len(), "agent", "agents"),
             plan::count(files.skills.len(), "skill", "skills"),
             plan::count(memories, "memory", "memories"),

@@ -1,4 +1,4 @@
-//! The command line: `clawvisor init | serve | chat | doctor | migrate | config check | backup |
+//! The command line: `clawvisor init | import | serve | chat | doctor | migrate | config check | backup |
 //! restore | reload | jobs | mcp | ...`.
 //!
 //! This module holds the clap types and the dispatch. `init` runs before any config is loaded (it
@@ -28,6 +28,7 @@ mod daemon_link;
 mod doctor;
 #[cfg(feature = "testkit")]
 pub mod eval;
+mod import;
 mod init;
 mod jobs;
 mod mcp;
@@ -83,6 +84,19 @@ pub enum Command {
     Init {
         /// Where (default: the current directory; created if needed).
         dir: Option<PathBuf>,
+    },
+    /// Move in from another assistant: `import openclaw [path]` (default ~/.openclaw) writes its
+    /// agents, providers, Telegram bots, memories, schedules and skills into this config and
+    /// data directory (keys to the secrets store); running it again creates nothing twice.
+    Import {
+        /// What to import from.
+        #[arg(value_enum)]
+        from: import::ImportSource,
+        /// Its state directory (default: ~/.openclaw).
+        path: Option<PathBuf>,
+        /// Print what would be created and what cannot be carried over; write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run the daemon until SIGINT/SIGTERM (SIGHUP reloads the files); with no config file at
     /// all, first write the files `init` writes, in the current directory.
@@ -334,6 +348,10 @@ pub fn main() -> ExitCode {
     if let Command::Init { dir } = &cli.command {
         return init::run(dir.clone(), &cli.overrides());
     }
+    // Like `init`, before any config is loaded: it may write the first one.
+    if let Command::Import { path, dry_run, .. } = &cli.command {
+        return import::run(path.clone(), *dry_run, &cli.overrides());
+    }
     let first_run = match cli.command {
         Command::Serve => init::before_first_serve(&cli.overrides()),
         _ => None,
@@ -388,6 +406,11 @@ async fn run_command(
     match command {
         // `main` runs it before loading a config; the same here.
         Command::Init { dir } => init::run(dir, &overrides),
+        // `main` runs it before loading a config (it may write the first one).
+        Command::Import { .. } => {
+            eprintln!("clawvisor import runs before any config is loaded");
+            ExitCode::FAILURE
+        }
         Command::Serve => serve::run(loaded, overrides, first_run).await,
         Command::Reload => reload::run(&loaded).await,
         Command::Doctor => doctor::run(&loaded).await,

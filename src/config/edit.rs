@@ -99,10 +99,29 @@ impl Overlay {
         }
     }
 
+    /// Whether the overlay writes a file directly in `dir`.
+    pub fn adds_files_in(&self, dir: &Path) -> bool {
+        self.files
+            .iter()
+            .any(|(path, text)| text.is_some() && path.parent() == Some(dir))
+    }
+
     /// The agent files of `dir` as the overlay leaves them: the `*.toml` on disk, less the ones
     /// the overlay removes, plus the ones it adds there; sorted.
     pub fn agent_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => Some(entries),
+            // A folder the overlay creates (its first files are in the overlay).
+            Err(error)
+                if error.kind() == std::io::ErrorKind::NotFound && self.adds_files_in(dir) =>
+            {
+                None
+            }
+            Err(error) => return Err(error),
+        };
+        let mut files: Vec<PathBuf> = entries
+            .into_iter()
+            .flatten()
             .filter_map(|entry| entry.ok().map(|entry| entry.path()))
             .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
             .filter(|path| !matches!(self.files.get(path), Some(None)))

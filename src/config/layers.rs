@@ -480,7 +480,9 @@ fn load_agent_specs(
     overlay: &super::edit::Overlay,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<agent::AgentSpec>, Option<PathBuf>), ConfigError> {
-    if config.agents.dir.is_dir() {
+    // An edit being validated may create the folder with its first agent (an import into an
+    // empty directory): the overlay's files count as the folder.
+    if config.agents.dir.is_dir() || overlay.adds_files_in(&config.agents.dir) {
         let agents = agent::load_agents_with(&config.agents.dir, config, overlay)?;
         Ok((agents, Some(config.agents.dir.clone())))
     } else if agents_dir_explicit {

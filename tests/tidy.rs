@@ -63,6 +63,8 @@ const RANKS: &[(&str, u8)] = &[
     ("mcp", 4),
     ("telegram", 4),
     ("people", 4),
+    ("channel", 4),
+    ("whatsapp", 4),
     ("studio", 4),
     // 5: the only place that spawns actors or holds their refs.
     ("actors", 5),

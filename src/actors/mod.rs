@@ -50,6 +50,7 @@ pub mod agent;
 pub mod agent_supervisor;
 pub mod approval_desk;
 pub mod backup;
+pub mod channel_account;
 pub mod context;
 pub mod contract;
 pub mod events;

@@ -44,6 +44,7 @@ mod starter;
 mod timezone;
 mod validate;
 mod web_search;
+pub mod whatsapp;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -24,6 +24,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod channel;
 pub mod events;
 pub mod handoff;
 pub mod local;

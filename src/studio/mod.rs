@@ -62,6 +62,7 @@ pub mod timezones;
 pub mod token_file;
 pub mod tool_catalogue;
 pub mod views;
+mod whatsapp_hook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +113,8 @@ pub struct StudioState {
     pub ready_ids: Live<Vec<String>>,
     /// Where the config and agent files are, and what they define (the agent editor's source).
     pub files: Live<views::FileView>,
+    /// The WhatsApp accounts the webhook routes to, with their secrets (`/hooks/whatsapp`).
+    pub whatsapp: Live<crate::whatsapp::Directory>,
 }
 
 impl StudioState {
@@ -392,6 +395,7 @@ pub fn router(state: StudioState) -> Router {
             )),
         )
         .route("/login", get(access::login))
+        .merge(whatsapp_hook::routes())
         .merge(api)
         .fallback(assets::asset)
         .with_state(state)

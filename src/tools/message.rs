@@ -49,7 +49,9 @@ impl SendMessageTool {
         };
         let Some(chat_id) = chat_id else {
             return match ctx.chat.kind() {
-                ChatKind::Telegram | ChatKind::Local => Ok(ctx.chat.clone()),
+                ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal | ChatKind::Local => {
+                    Ok(ctx.chat.clone())
+                }
                 ChatKind::Schedule | ChatKind::Handoff => Err(ToolError::Refused(
                     "this run is not in a conversation with a person; name a `chat_id`".into(),
                 )),

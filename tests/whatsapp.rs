@@ -1,0 +1,361 @@
+//! WhatsApp through the channel seam, end to end: the fake Graph API delivers signed webhooks to
+//! the real daemon (in-process, real SQLite) and records what the daemon sends back.
+
+use std::time::Duration;
+
+use clawvisor::testkit::fake_whatsapp::FakeWhatsApp;
+use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::wait::wait_until;
+
+const PHONE_ID: &str = "1098765432";
+const TOKEN: &str = "EAAG-fake-whatsapp-access-token-0001";
+const APP_SECRET: &str = "fake-app-secret-for-signatures";
+const VERIFY: &str = "verify-me-please";
+const OWNER: &str = "4915100000001";
+const STRANGER: &str = "4917200000009";
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Setup {
+    fake: FakeWhatsApp,
+    llm: ScriptedLlm,
+    harness: Harness,
+    hook: String,
+    base: String,
+    http: reqwest::Client,
+}
+
+async fn start(script: Script, extra: &str, whatsapp_extra: &str) -> Setup {
+    let fake = FakeWhatsApp::start(PHONE_ID, TOKEN, APP_SECRET).await;
+    let llm = ScriptedLlm::start(script)
+        .await
+        .expect("the scripted model starts");
+    let table = format!(
+        "[whatsapp]\nphone_number_id = \"{PHONE_ID}\"\naccess_token_env = \"WA_TOKEN\"\napp_secret_env = \"WA_APP_SECRET\"\nverify_token_env = \"WA_VERIFY\"\napi_url = \"{}\"\n{whatsapp_extra}\n",
+        fake.api_url()
+    );
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.agents = vec![agent_toml("ada", &format!("{extra}\n{table}"))];
+    for (key, value) in [
+        ("WA_TOKEN", TOKEN),
+        ("WA_APP_SECRET", APP_SECRET),
+        ("WA_VERIFY", VERIFY),
+    ] {
+        options.env.insert(key.into(), value.into());
+    }
+    let harness = Harness::start(options).await.expect("the daemon starts");
+    let (base, http) = harness.studio_http().await;
+    let hook = format!("{base}/hooks/whatsapp");
+    Setup {
+        fake,
+        llm,
+        harness,
+        hook,
+        base,
+        http,
+    }
+}
+
+async fn count(harness: &Harness, sql: &'static str) -> i64 {
+    harness
+        .store()
+        .read(move |conn| Ok(conn.query_row(sql, [], |row| row.get::<_, i64>(0))?))
+        .await
+        .expect("a count reads")
+}
+
+const ALLOWED: &str = "allow_users = [\"+49 151 00000001\"]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_answers_only_the_right_verify_token_and_stores_only_signed_bodies() {
+    let setup = start(Script::new(), "", ALLOWED).await;
+    let check = |token: &str| {
+        format!(
+            "{}?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=1158201444",
+            setup.hook
+        )
+    };
+    let plain = reqwest::Client::new();
+    let right = plain.get(check(VERIFY)).send().await.expect("GET answers");
+    assert_eq!(right.status(), 200);
+    assert_eq!(right.text().await.expect("a body"), "1158201444");
+    let wrong = plain.get(check("guess")).send().await.expect("GET answers");
+    assert_eq!(wrong.status(), 403);
+
+    let body = setup.fake.delivery(
+        OWNER,
+        "Olivia",
+        FakeWhatsApp::text_message(OWNER, "wamid.sig1", "hello"),
+    );
+    assert_eq!(
+        setup.fake.post_signed(&setup.hook, &body, Some("")).await,
+        401,
+        "no signature"
+    );
+    assert_eq!(
+        setup
+            .fake
+            .post_signed(&setup.hook, &body, Some("not-the-secret"))
+            .await,
+        401
+    );
+    let mut tampered = body.clone();
+    let at = tampered.len() - 10;
+    tampered[at] = b' ';
+    let signed_then_changed = {
+        let header = clawvisor::whatsapp::webhook::sign(APP_SECRET.as_bytes(), &body);
+        plain
+            .post(&setup.hook)
+            .header("x-hub-signature-256", header)
+            .body(tampered)
+            .send()
+            .await
+            .expect("POST answers")
+            .status()
+    };
+    assert_eq!(
+        signed_then_changed, 401,
+        "the signature covers the raw body"
+    );
+    let malformed = br#"{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"1098765432"},"messages":[{"id":"wamid.ok","from":"4915100000001","type":"text","text":{"body":"a"}},{"from":"4915100000001","type":"text"}]}}]}]}"#;
+    assert_eq!(
+        setup.fake.post_signed(&setup.hook, malformed, None).await,
+        400
+    );
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound").await,
+        0,
+        "nothing of a refused body is stored"
+    );
+    // Studio's API stays behind its own guard; the hook is the only way in without a session.
+    let api = plain
+        .get(format!("{}/api/v1/agents", setup.base))
+        .send()
+        .await
+        .expect("answers");
+    assert_ne!(api.status(), 200);
+    let _ = &setup.http;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_answered_once_read_and_a_stranger_never_reaches_the_model() {
+    let script = Script::new().rule(Rule::echo());
+    let setup = start(script, "", ALLOWED).await;
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.in1", "hello there");
+    assert_eq!(
+        setup
+            .fake
+            .deliver(&setup.hook, OWNER, message.clone())
+            .await,
+        200
+    );
+    wait_until(WAIT, "the reply reaches WhatsApp", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("hello there"))
+    })
+    .await;
+    // Meta delivers the same message again: answered 200, stored once, answered once.
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
+    wait_until(WAIT, "the daemon settles", || async {
+        count(
+            &setup.harness,
+            "SELECT COUNT(*) FROM channel_inbound WHERE status IN ('pending','dispatched')",
+        )
+        .await
+            == 0
+            && count(
+                &setup.harness,
+                "SELECT COUNT(*) FROM outbox WHERE delivered_ms IS NULL",
+            )
+            .await
+                == 0
+    })
+    .await;
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound").await,
+        1
+    );
+    assert_eq!(
+        setup.fake.texts_to(OWNER).len(),
+        1,
+        "{:?}",
+        setup.fake.sent()
+    );
+    wait_until(WAIT, "the message is marked read", || async {
+        setup.fake.reads().contains(&"wamid.in1".to_string())
+    })
+    .await;
+
+    let requests_before = setup.llm.request_count();
+    let stranger = FakeWhatsApp::text_message(STRANGER, "wamid.in2", "let me in");
+    assert_eq!(
+        setup.fake.deliver(&setup.hook, STRANGER, stranger).await,
+        200
+    );
+    wait_until(WAIT, "the stranger's message is ignored", || async {
+        count(
+            &setup.harness,
+            "SELECT COUNT(*) FROM channel_inbound WHERE message_id = 'wamid.in2' AND status = 'ignored'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert_eq!(
+        setup.llm.request_count(),
+        requests_before,
+        "a stranger never reaches the model"
+    );
+    assert!(setup.fake.texts_to(STRANGER).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_is_split_and_rate_errors_are_paced_not_lost() {
+    let long = format!("{} end", "word ".repeat(1200));
+    let script = Script::new().rule(Rule::text(long.clone()));
+    let setup = start(script, "", ALLOWED).await;
+    setup.fake.fail_next(400, 131056);
+    setup.fake.fail_next(429, 130429);
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.long", "tell me a lot");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
+    wait_until(Duration::from_secs(40), "both parts are sent", || async {
+        setup.fake.texts_to(OWNER).len() == 2
+    })
+    .await;
+    let texts = setup.fake.texts_to(OWNER);
+    assert!(texts.iter().all(|text| text.chars().count() <= 4096));
+    assert!(texts[1].ends_with("end"));
+    assert_eq!(setup.fake.refused(), vec![131056, 130429]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_button_decides_exactly_its_request_and_only_for_an_approver() {
+    let script = Script::new()
+        .rule(Rule::text("The file tool answered.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "notes.txt", "content": "hello", "mode": "overwrite"}"#,
+            )
+            .when_last_user_contains("write"),
+        );
+    let setup = start(
+        script,
+        "tools = [\"write_file\"]\nautonomy = \"require_approval\"\napproval_ttl = \"5m\"",
+        ALLOWED,
+    )
+    .await;
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.w1", "please write the notes");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
+    let prompt = wait_until(WAIT, "the approval prompt with buttons", || async {
+        setup
+            .fake
+            .sent()
+            .into_iter()
+            .find(|body| body["type"] == "interactive")
+    })
+    .await;
+    let buttons = prompt["interactive"]["action"]["buttons"]
+        .as_array()
+        .expect("buttons")
+        .clone();
+    assert!(buttons.len() <= 3);
+    assert!(buttons.iter().all(|b| {
+        b["reply"]["title"]
+            .as_str()
+            .expect("a title")
+            .chars()
+            .count()
+            <= 20
+    }));
+    let approve = buttons[0]["reply"]["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    assert!(approve.starts_with("ap:y:"));
+    // A stranger pressing it decides nothing (they never get past the screen).
+    let forged = FakeWhatsApp::button_message(STRANGER, "wamid.b0", &approve, "Approve once");
+    assert_eq!(setup.fake.deliver(&setup.hook, STRANGER, forged).await, 200);
+    let pressed = FakeWhatsApp::button_message(OWNER, "wamid.b1", &approve, "Approve once");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, pressed).await, 200);
+    wait_until(
+        WAIT,
+        "the approved write ran and the answer came",
+        || async {
+            setup
+                .fake
+                .texts_to(OWNER)
+                .iter()
+                .any(|text| text.contains("The file tool answered."))
+        },
+    )
+    .await;
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM approvals WHERE status IN ('approved','consumed') AND decided_by LIKE 'wa:4915100000001%'").await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_the_window_a_message_is_held_and_reported_then_sent_when_they_write() {
+    let script = Script::new().rule(Rule::echo());
+    let setup = start(script, "", ALLOWED).await;
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.h1", "first");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
+    wait_until(WAIT, "the first reply", || async {
+        setup.fake.texts_to(OWNER).len() == 1
+    })
+    .await;
+    // Two days later, a scheduled message: the window is closed on both sides.
+    let old = clawvisor::clock::now_ms() - 48 * 3_600_000;
+    setup.fake.set_last_inbound(OWNER, old);
+    setup
+        .harness
+        .store()
+        .write(move |conn| {
+            conn.execute("UPDATE channel_windows SET last_inbound_ms = ?1", [old])?;
+            clawvisor::store::outbox::enqueue_reply(
+                conn,
+                "ada",
+                "wa:4915100000001",
+                None,
+                "your reminder",
+                &[],
+                old,
+            )?;
+            Ok(())
+        })
+        .await
+        .expect("a queued reminder");
+    wait_until(
+        Duration::from_secs(40),
+        "the reminder is held with its reason",
+        || async {
+            count(
+                &setup.harness,
+                "SELECT COUNT(*) FROM outbox WHERE held_reason = 'outside_window'",
+            )
+            .await
+                == 1
+        },
+    )
+    .await;
+    assert_eq!(
+        setup.fake.texts_to(OWNER).len(),
+        1,
+        "nothing went outside the window"
+    );
+    let again = FakeWhatsApp::text_message(OWNER, "wamid.h2", "I am back");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, again).await, 200);
+    wait_until(WAIT, "the held reminder goes once they wrote", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text == "your reminder")
+    })
+    .await;
+}

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use clawvisor::testkit::fake_transcription::FakeTranscription;
 use clawvisor::testkit::fake_whatsapp::FakeWhatsApp;
 use clawvisor::testkit::harness::{Harness, HarnessOptions, agent_toml};
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
@@ -26,6 +27,17 @@ struct Setup {
 }
 
 async fn start(script: Script, extra: &str, whatsapp_extra: &str) -> Setup {
+    start_with(script, extra, whatsapp_extra, "", &[]).await
+}
+
+/// [`start`] with TOML appended to the daemon's config and extra environment.
+async fn start_with(
+    script: Script,
+    extra: &str,
+    whatsapp_extra: &str,
+    config_extra: &str,
+    env: &[(&str, &str)],
+) -> Setup {
     let fake = FakeWhatsApp::start(PHONE_ID, TOKEN, APP_SECRET).await;
     let llm = ScriptedLlm::start(script)
         .await
@@ -40,9 +52,13 @@ async fn start(script: Script, extra: &str, whatsapp_extra: &str) -> Setup {
         ("WA_TOKEN", TOKEN),
         ("WA_APP_SECRET", APP_SECRET),
         ("WA_VERIFY", VERIFY),
-    ] {
-        options.env.insert(key.into(), value.into());
+    ]
+    .iter()
+    .chain(env)
+    {
+        options.env.insert(key.to_string(), value.to_string());
     }
+    options.config_extra = config_extra.to_string();
     let harness = Harness::start(options).await.expect("the daemon starts");
     let (base, http) = harness.studio_http().await;
     let hook = format!("{base}/hooks/whatsapp");
@@ -358,4 +374,133 @@ async fn outside_the_window_a_message_is_held_and_reported_then_sent_when_they_w
             .any(|text| text == "your reminder")
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_note_is_transcribed_and_a_file_goes_out_as_an_uploaded_document() {
+    const HEARD: &str = "send me the report please";
+    let transcription = FakeTranscription::start(HEARD)
+        .await
+        .expect("the fake starts");
+    let whisper = format!(
+        "[providers.whisper]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"WHISPER_TEST_KEY\"\ntranscription_model = \"whisper-1\"\nmax_retries = 0\ntimeout = \"10s\"\n",
+        transcription.base_url()
+    );
+    let script = Script::new()
+        .rule(Rule::text("There you go.").when_after_tool_result("send_file"))
+        .rule(
+            Rule::tool_call(
+                "send_file",
+                r#"{"path": "report.txt", "caption": "The report"}"#,
+            )
+            .when_last_user_contains(HEARD),
+        );
+    let setup = start_with(
+        script,
+        "tools = [\"send_file\"]",
+        ALLOWED,
+        &whisper,
+        &[("WHISPER_TEST_KEY", "sk-whisper-test-key-0042")],
+    )
+    .await;
+    let workspace = setup.harness.dir.path().join("data/workspaces/ada");
+    std::fs::create_dir_all(&workspace).expect("the workspace");
+    std::fs::write(workspace.join("report.txt"), "quarterly numbers").expect("the report");
+    let mut audio = b"OggS\0\x02".to_vec();
+    audio.extend((0..2000u32).map(|i| (i as u8).wrapping_mul(7)));
+    let media = setup.fake.add_media(audio.clone(), "audio/ogg");
+    let voice = FakeWhatsApp::voice_message(OWNER, "wamid.v1", &media);
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, voice).await, 200);
+    let document = wait_until(WAIT, "the report goes out as a document", || async {
+        setup
+            .fake
+            .sent()
+            .into_iter()
+            .find(|body| body["type"] == "document")
+    })
+    .await;
+    assert_eq!(
+        transcription.requests().len(),
+        1,
+        "the note was transcribed once"
+    );
+    assert_eq!(document["document"]["filename"], "report.txt");
+    assert_eq!(document["document"]["caption"], "The report");
+    let uploaded = setup
+        .fake
+        .media(document["document"]["id"].as_str().expect("a media id"))
+        .expect("the upload is stored");
+    assert_eq!(uploaded.0, b"quarterly numbers");
+    let saved = std::fs::read_dir(workspace.join("inbox"))
+        .expect("an inbox")
+        .filter_map(|entry| entry.ok())
+        .map(|entry| std::fs::read(entry.path()).expect("readable"))
+        .collect::<Vec<_>>();
+    assert_eq!(saved, vec![audio], "the voice note is kept in the inbox");
+    wait_until(WAIT, "the answer follows", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text == "There you go.")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_that_names_nobody_is_claimed_with_its_code_and_only_then_answers() {
+    let setup = start(Script::new().rule(Rule::echo()), "", "").await;
+    let code = wait_until(WAIT, "the claim code", || async {
+        setup
+            .harness
+            .store()
+            .read(|conn| Ok(clawvisor::store::channels::claim(conn, "ada", "wa")?))
+            .await
+            .ok()
+            .flatten()
+            .map(|claim| claim.code)
+    })
+    .await;
+    let requests_before = setup.llm.request_count();
+    let hello = FakeWhatsApp::text_message(OWNER, "wamid.c1", "hello?");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, hello).await, 200);
+    wait_until(WAIT, "the stranger is told how to claim", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("claim code"))
+    })
+    .await;
+    let claim = FakeWhatsApp::text_message(OWNER, "wamid.c2", &format!("claim {code}"));
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, claim).await, 200);
+    wait_until(WAIT, "the owner is welcomed", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("You own ada now"))
+    })
+    .await;
+    assert_eq!(
+        setup.llm.request_count(),
+        requests_before,
+        "nothing reached the model before the claim"
+    );
+    let again = FakeWhatsApp::text_message(OWNER, "wamid.c3", "now talk");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, again).await, 200);
+    wait_until(WAIT, "the owner is answered", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("now talk"))
+    })
+    .await;
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action = 'people.claimed' AND subject = 'wa:4915100000001'").await,
+        1
+    );
+    let audit_has_code = count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE details LIKE '%' || (SELECT code FROM channel_claims) || '%'").await;
+    assert_eq!(audit_has_code, 0, "the code never reaches the audit log");
 }

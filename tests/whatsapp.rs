@@ -504,3 +504,127 @@ async fn an_account_that_names_nobody_is_claimed_with_its_code_and_only_then_ans
     let audit_has_code = count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE details LIKE '%' || (SELECT code FROM channel_claims) || '%'").await;
     assert_eq!(audit_has_code, 0, "the code never reaches the audit log");
 }
+
+/// Meta's side of a burst across SIGKILLs of the real binary: every delivery is retried (to the
+/// daemon's current address) until it is answered 200, as Meta retries for days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_daemon_during_a_burst_loses_nothing_and_repeats_at_most_one_reply_per_kill() {
+    use clawvisor::testkit::harness::{ScratchDir, config_toml};
+    use clawvisor::testkit::process::{DaemonProcess, write_config};
+    const MESSAGES: usize = 30;
+    const KILLS: usize = 2;
+    const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
+    let users: Vec<String> = (0..MESSAGES).map(|i| format!("49151000{i:05}")).collect();
+    let fake = FakeWhatsApp::start(PHONE_ID, TOKEN, APP_SECRET).await;
+    let llm =
+        ScriptedLlm::start(Script::new().rule(Rule::echo().delay(Duration::from_millis(150))))
+            .await
+            .expect("the scripted model starts");
+    let allow = users
+        .iter()
+        .map(|user| format!("\"+{user}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let table = format!(
+        "[whatsapp]\nphone_number_id = \"{PHONE_ID}\"\naccess_token_env = \"WA_TOKEN\"\napp_secret_env = \"WA_APP_SECRET\"\nverify_token_env = \"WA_VERIFY\"\napi_url = \"{}\"\nallow_users = [{allow}]\n",
+        fake.api_url()
+    );
+    let dir = ScratchDir::new("clawvisor-wa-crash").expect("a scratch dir");
+    write_config(
+        dir.path(),
+        &config_toml(&llm.base_url(), ""),
+        &[agent_toml("ada", &table)],
+    )
+    .expect("the config is written");
+    let env: std::collections::BTreeMap<String, String> = [
+        ("WA_TOKEN", TOKEN),
+        ("WA_APP_SECRET", APP_SECRET),
+        ("WA_VERIFY", VERIFY),
+        ("TZ", "UTC"),
+    ]
+    .iter()
+    .map(|(key, value)| (key.to_string(), value.to_string()))
+    .collect();
+    let start = || DaemonProcess::start(BINARY, dir.path(), &env).expect("the daemon starts");
+    let hook_of = |daemon: &DaemonProcess| {
+        format!(
+            "http://{}/hooks/whatsapp",
+            daemon.studio.clone().expect("Studio's address")
+        )
+    };
+    let mut daemon = start();
+    let mut unanswered: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut kills = 0;
+    for (i, user) in users.iter().enumerate() {
+        let message = FakeWhatsApp::text_message(
+            user,
+            &format!("wamid.burst{i}"),
+            &format!("message number {i}"),
+        );
+        let body = fake.delivery(user, "Burst", message);
+        if fake.post_signed(&hook_of(&daemon), &body, None).await != 200 {
+            unanswered.push((user.clone(), body));
+        }
+        if kills < KILLS && i > 0 && i % (MESSAGES / (KILLS + 1)) == 0 {
+            daemon.kill();
+            kills += 1;
+            daemon = start();
+        }
+        // Meta retries what was not answered 200, now at the daemon's current address.
+        let hook = hook_of(&daemon);
+        let mut still = Vec::new();
+        for (user, body) in unanswered.drain(..) {
+            if fake.post_signed(&hook, &body, None).await != 200 {
+                still.push((user, body));
+            }
+        }
+        unanswered = still;
+    }
+    let pending = std::sync::Arc::new(tokio::sync::Mutex::new(unanswered));
+    let hook = hook_of(&daemon);
+    wait_until(
+        Duration::from_secs(30),
+        "Meta's retries are all answered 200",
+        || {
+            let (pending, hook, fake) = (pending.clone(), hook.clone(), &fake);
+            async move {
+                let mut pending = pending.lock().await;
+                let mut still = Vec::new();
+                for (user, body) in pending.drain(..) {
+                    if fake.post_signed(&hook, &body, None).await != 200 {
+                        still.push((user, body));
+                    }
+                }
+                *pending = still;
+                pending.is_empty()
+            }
+        },
+    )
+    .await;
+    let answered = |i: usize| {
+        fake.texts_to(&users[i])
+            .iter()
+            .filter(|text| **text == format!("echo: message number {i}"))
+            .count()
+    };
+    wait_until(
+        Duration::from_secs(90),
+        "every message answered after the kills",
+        || async {
+            let missing: Vec<usize> = (0..MESSAGES).filter(|i| answered(*i) == 0).collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("unanswered: {missing:?}"))
+            }
+        },
+    )
+    .await;
+    let duplicates: usize = (0..MESSAGES).map(|i| answered(i).saturating_sub(1)).sum();
+    println!("{MESSAGES} messages, {KILLS} kills, {duplicates} duplicate replies");
+    assert!(
+        duplicates <= KILLS,
+        "{duplicates} duplicates for {KILLS} kills"
+    );
+    daemon.kill();
+}

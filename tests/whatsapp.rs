@@ -628,3 +628,59 @@ async fn killing_the_daemon_during_a_burst_loses_nothing_and_repeats_at_most_one
     );
     daemon.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_token_and_phone_number_id_and_never_prints_a_secret() {
+    use clawvisor::testkit::harness::{ScratchDir, config_toml};
+    use clawvisor::testkit::process::write_config;
+    let fake = FakeWhatsApp::start(PHONE_ID, TOKEN, APP_SECRET).await;
+    let table = |id: &str, token_env: &str| {
+        format!(
+            "[whatsapp]\nphone_number_id = \"{id}\"\naccess_token_env = \"{token_env}\"\napp_secret_env = \"WA_APP_SECRET\"\nverify_token_env = \"WA_VERIFY\"\napi_url = \"{}\"\nallow_users = [\"+{OWNER}\"]\n",
+            fake.api_url()
+        )
+    };
+    let dir = ScratchDir::new("clawvisor-wa-doctor").expect("a scratch dir");
+    let agents = [
+        agent_toml("ada", &table(PHONE_ID, "WA_TOKEN")),
+        agent_toml("bob", &table("555000", "WA_WRONG_TOKEN")),
+    ];
+    write_config(
+        dir.path(),
+        &config_toml("http://127.0.0.1:9/v1", ""),
+        &agents,
+    )
+    .expect("the config is written");
+    let path = dir.path().to_path_buf();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_clawvisor"))
+            .args([
+                "--config",
+                path.join("clawvisor.toml").to_str().expect("a path"),
+                "doctor",
+            ])
+            .env("WA_TOKEN", TOKEN)
+            .env("WA_WRONG_TOKEN", "EAAG-a-revoked-token-0000000000")
+            .env("WA_APP_SECRET", APP_SECRET)
+            .env("WA_VERIFY", VERIFY)
+            .output()
+            .expect("doctor runs")
+    })
+    .await
+    .expect("doctor ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "Fake Business +1 555-000-1111 (phone number id 1098765432) serves agent `ada`"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("whatsapp (bob)") && stdout.contains("WA_WRONG_TOKEN"),
+        "{stdout}"
+    );
+    for secret in [TOKEN, APP_SECRET, VERIFY, "EAAG-a-revoked-token-0000000000"] {
+        assert!(!stdout.contains(secret), "a secret printed: {stdout}");
+    }
+    assert!(!output.status.success(), "a failing check fails doctor");
+}

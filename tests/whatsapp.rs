@@ -684,3 +684,33 @@ async fn doctor_checks_the_token_and_phone_number_id_and_never_prints_a_secret()
     }
     assert!(!output.status.success(), "a failing check fails doctor");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_the_whatsapp_table_says_it_applies_at_the_restart() {
+    let setup = start(Script::new().rule(Rule::echo()), "", ALLOWED).await;
+    let file = setup.harness.dir.path().join("actors/agent0.toml");
+    let text = std::fs::read_to_string(&file).expect("the agent file");
+    std::fs::write(&file, text.replace("+49 151 00000001", "+49 151 00000002")).expect("written");
+    let report: serde_json::Value = setup
+        .http
+        .post(format!("{}/api/v1/reload", setup.base))
+        .send()
+        .await
+        .expect("reload answers")
+        .json()
+        .await
+        .expect("a JSON report");
+    let needs = report["needs_restart"].to_string();
+    assert!(needs.contains("[whatsapp] of agent ada"), "{report}");
+    // Until then the running account keeps the boot's people: the old number is still answered.
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.r1", "still here");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
+    wait_until(WAIT, "the boot's allowed number is answered", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("still here"))
+    })
+    .await;
+}

@@ -120,8 +120,7 @@ impl StudioViews {
         self.files.set(FileView::new(loaded));
         self.providers.set_arc(providers.clone());
         self.secrets.set(super::secrets::SecretsView::new(loaded));
-        self.whatsapp
-            .set(crate::whatsapp::Directory::new(loaded, options.channels));
+        // `whatsapp` keeps the boot's accounts: they change at a restart (`reload::whatsapp_changes`).
     }
 }
 

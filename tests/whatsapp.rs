@@ -1,5 +1,10 @@
 //! WhatsApp through the channel seam, end to end: the fake Graph API delivers signed webhooks to
-//! the real daemon (in-process, real SQLite) and records what the daemon sends back.
+//! the real daemon (in-process, real SQLite) and records what the daemon sends back. The People
+//! page's WhatsApp block is clicked through in real Chromium; its screenshots
+//! (`whatsapp-people-*.png`, `phone-whatsapp-people-*.png` at 390×844) are in
+//! `<target>/tmp/studio-screenshots/`.
+
+mod browser;
 
 use std::time::Duration;
 
@@ -713,4 +718,94 @@ async fn a_reload_that_changes_the_whatsapp_table_says_it_applies_at_the_restart
             .any(|text| text.contains("still here"))
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_people_page_shows_the_whatsapp_claim_code_then_the_owner_and_what_is_held() {
+    use browser::Browser;
+    let setup = start(Script::new().rule(Rule::echo()), "", "").await;
+    let browser = Browser::launch().await;
+    let link = clawvisor::studio::access::login_link(setup.harness.store(), &setup.base, "cli")
+        .await
+        .expect("a login link");
+    browser.client.goto(&link).await.expect("Studio opens");
+    browser
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+    browser.open("people").await;
+    browser
+        .wait_until(
+            "the WhatsApp claim code is shown",
+            "document.querySelector('[data-wa-claim-code]')",
+        )
+        .await;
+    let code = browser
+        .js("return document.querySelector('[data-wa-claim-code]').textContent")
+        .await
+        .as_str()
+        .expect("the code's text")
+        .to_string();
+    browser.screenshot("whatsapp-people-unclaimed").await;
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("a phone viewport");
+    browser.assert_no_sideways_scroll("people").await;
+    browser.screenshot("phone-whatsapp-people-unclaimed").await;
+    browser
+        .client
+        .set_window_size(1280, 900)
+        .await
+        .expect("a desktop viewport");
+
+    // The owner sends the code from their phone: the page updates by itself.
+    let claim = FakeWhatsApp::text_message(OWNER, "wamid.p1", &code);
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, claim).await, 200);
+    browser
+        .wait_until(
+            "the page shows the owner",
+            "document.querySelector('[data-wa-claim=\"claimed\"]')?.textContent.includes('Olivia')",
+        )
+        .await;
+    // A reminder for someone outside the 24-hour window is held and shown.
+    setup
+        .harness
+        .store()
+        .write(|conn| {
+            let id = clawvisor::store::outbox::enqueue_reply(
+                conn,
+                "ada",
+                "wa:4917200000009",
+                None,
+                "your reminder",
+                &[],
+                1,
+            )?;
+            clawvisor::store::outbox::hold(conn, id, "outside_window", clawvisor::clock::now_ms())?;
+            Ok(())
+        })
+        .await
+        .expect("a held reminder");
+    browser.client.refresh().await.expect("the page reloads");
+    browser
+        .wait_for("[data-page=\"people\"][data-loaded=\"true\"]")
+        .await;
+    browser
+        .wait_until(
+            "the held message is shown",
+            "document.querySelector('[data-wa-held=\"1\"]')",
+        )
+        .await;
+    browser.screenshot("whatsapp-people-claimed-held").await;
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("a phone viewport");
+    browser.assert_no_sideways_scroll("people").await;
+    browser
+        .screenshot("phone-whatsapp-people-claimed-held")
+        .await;
+    browser.close().await;
 }

@@ -314,6 +314,24 @@ pub fn claim(conn: &Connection, agent: &str, channel: &str) -> Result<Option<Cha
         .optional()?)
 }
 
+/// Every account's claim code.
+pub fn claims(conn: &Connection) -> Result<Vec<ChannelClaim>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT agent, channel, code, created_ms, expires_ms, claimed_ms FROM channel_claims ORDER BY agent, channel",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(ChannelClaim {
+            agent: row.get(0)?,
+            channel: row.get(1)?,
+            code: row.get(2)?,
+            created_ms: row.get(3)?,
+            expires_ms: row.get(4)?,
+            claimed_ms: row.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
 /// Stores a new live code (replacing an expired or unused one).
 pub fn put_claim(conn: &Connection, claim: &ChannelClaim) -> Result<()> {
     conn.prepare_cached(

@@ -459,7 +459,7 @@ async fn an_account_that_names_nobody_is_claimed_with_its_code_and_only_then_ans
         setup
             .harness
             .store()
-            .read(|conn| Ok(clawvisor::store::channels::claim(conn, "ada", "wa")?))
+            .read(|conn| clawvisor::store::channels::claim(conn, "ada", "wa"))
             .await
             .ok()
             .flatten()

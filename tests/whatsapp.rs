@@ -732,6 +732,17 @@ async fn the_people_page_shows_the_whatsapp_claim_code_then_the_owner_and_what_i
     browser
         .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
         .await;
+    // The Overview's supervision tree shows the account under the channels, running.
+    browser
+        .wait_until(
+            "the WhatsApp account in the tree, under the channels",
+            "document.querySelector('[data-actor=\"channels\"] [data-actor=\"channel:wa:ada\"][data-status=\"running\"]')",
+        )
+        .await;
+    browser
+        .js("document.querySelector('[data-tree]').open = true; document.querySelector('[data-actor=\"channel:wa:ada\"]').scrollIntoView(); return true")
+        .await;
+    browser.screenshot("whatsapp-overview-tree").await;
     browser.open("people").await;
     browser
         .wait_until(

@@ -36,6 +36,10 @@ pub struct Scenario {
     /// The main agent gets a bot on a fake Bot API; turns may then talk to `tg:` chats.
     #[serde(default)]
     pub telegram: bool,
+    /// The main agent gets a WhatsApp account on a fake Graph API; turns may then talk to
+    /// `wa:<number>` chats (`wa:4915100000001` may talk and approve, by reply buttons).
+    #[serde(default)]
+    pub whatsapp: bool,
     /// The bot's agent file names nobody (no `allow_users`, no `approvers`): the bot waits to be
     /// claimed; a turn's `{{claim_code}}` is its claim code.
     #[serde(default)]
@@ -251,6 +255,11 @@ impl Scenario {
             }
             match turn.chat.as_deref().map(str::trim) {
                 Some("") => return Err(format!("turn {number}: `chat` is empty")),
+                Some(chat) if chat.starts_with("wa:") && !self.whatsapp => {
+                    return Err(format!(
+                        "turn {number}: `chat = \"{chat}\"` needs `whatsapp = true`"
+                    ));
+                }
                 Some(chat) if chat.starts_with("tg:") => {
                     if !self.telegram {
                         return Err(format!(
@@ -296,9 +305,9 @@ impl Turn {
 
     pub(super) fn chat(&self) -> ChatKey {
         let chat = self.chat.as_deref().unwrap_or(DEFAULT_CHAT).trim();
-        match chat.strip_prefix("tg:") {
-            Some(_) => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
-            None => ChatKey::cli(chat),
+        match chat.starts_with("tg:") || chat.starts_with("wa:") {
+            true => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
+            false => ChatKey::cli(chat),
         }
     }
 }

@@ -191,6 +191,16 @@ impl Scenario {
             .collect()
     }
 
+    /// A `wa:` chat needs `whatsapp = true`.
+    fn whatsapp_chat(&self, number: usize, turn: &Turn) -> Result<(), String> {
+        match turn.chat.as_deref().map(str::trim) {
+            Some(chat) if chat.starts_with("wa:") && !self.whatsapp => Err(format!(
+                "turn {number}: `chat = \"{chat}\"` needs `whatsapp = true`"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// What serde cannot check: references between keys, one of `user` / `wait`, safe paths.
     fn check(&self) -> Result<(), String> {
         if self.turns.is_empty() {
@@ -253,13 +263,9 @@ impl Scenario {
                     names.iter().copied().collect::<Vec<_>>().join(", ")
                 ));
             }
+            self.whatsapp_chat(number, turn)?;
             match turn.chat.as_deref().map(str::trim) {
                 Some("") => return Err(format!("turn {number}: `chat` is empty")),
-                Some(chat) if chat.starts_with("wa:") && !self.whatsapp => {
-                    return Err(format!(
-                        "turn {number}: `chat = \"{chat}\"` needs `whatsapp = true`"
-                    ));
-                }
                 Some(chat) if chat.starts_with("tg:") => {
                     if !self.telegram {
                         return Err(format!(

@@ -183,6 +183,34 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
     changed.into_iter().collect()
 }
 
+/// The agents whose WhatsApp account (its `[whatsapp]` table or one of its secrets) differs
+/// between two reads, each as a sentence: a seam account starts only at a restart (its webhook
+/// directory and its actor keep the boot's account until then, so the two never disagree).
+pub fn whatsapp_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<String> {
+    let account = |loaded: &LoadedConfig, agent: &str| {
+        let spec = loaded.agent(agent)?.whatsapp.clone()?;
+        let secrets: Vec<Option<String>> = spec
+            .secret_vars()
+            .iter()
+            .map(|var| loaded.secret(var).map(|secret| secret.expose().to_string()))
+            .collect();
+        Some((spec, secrets))
+    };
+    let names: BTreeSet<&str> = running
+        .agents
+        .iter()
+        .chain(&new.agents)
+        .map(|spec| spec.name.as_str())
+        .collect();
+    names
+        .into_iter()
+        .filter(|agent| account(running, agent) != account(new, agent))
+        .map(|agent| {
+            format!("[whatsapp] of agent {agent} (WhatsApp accounts start at the next restart)")
+        })
+        .collect()
+}
+
 /// What a reload changes, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {

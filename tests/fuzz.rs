@@ -25,6 +25,7 @@
 //! | `signal_events` | `signal::sse::SseDecoder` and `signal::link::read_event` (the Signal link's reader) on signal-cli event streams: mutated `receive` objects framed with any line ending, raw bytes | no panic; the same events however the bytes are chunked; a message has a sender, a positive timestamp and a dedupe key naming account and timestamp, a direct message is addressed; anything else is ignored with a reason or unreadable with a sentence naming the field |
 //! | `trigger_endpoint` | `triggers::authenticate`, `delivery_id` and `prompt` (what `POST /hooks/trigger/{name}` decides) on any headers and body | deterministic; authenticated exactly by the body's HMAC or the exact bearer secret, never with an empty secret; a delivery id is a bounded printable header or the body's hash; the body sits in exactly one untrusted wrapper |
 //! | `mcp_startup_wait` | `[mcp] startup_wait` as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline | no panic; a value is accepted within its bound (at most 10 minutes) or refused with a message naming the key |
+//! | `whatsapp_webhook` | `whatsapp::webhook::parse` (what `/hooks/whatsapp` reads after the signature), `whatsapp::client::parse_message`, then `store::channels::store_inbound` in one transaction on a real store | deterministic; a refusal names the field (or says it is not JSON) and nothing is stored; every accepted message has an id, a digits-only sender and its own object as payload; a body stores whole and a redelivery stores nothing |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -5324,4 +5325,189 @@ fn trigger_endpoint() {
     run(runner(REGRESSIONS, 500), requests(), |request| {
         check(&request)
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: whatsapp_webhook — Meta's webhook bodies as `/hooks/whatsapp` reads them.
+// ---------------------------------------------------------------------------------------------
+
+mod whatsapp_webhook_target {
+    use super::*;
+
+    use clawvisor::store::channels::{NewChannelInbound, store_inbound};
+    use clawvisor::store::{Store, StoreOptions};
+    use clawvisor::whatsapp::client::parse_message;
+    use clawvisor::whatsapp::webhook::parse;
+    use serde_json::{Value, json};
+
+    pub const REGRESSIONS: &str = "tests/fuzz_corpus/proptest-regressions/whatsapp_webhook.txt";
+
+    pub fn parse_case(text: &str) -> Vec<u8> {
+        text.as_bytes().to_vec()
+    }
+
+    /// The property: deterministic; a refusal says what is wrong (naming a field, or that it is
+    /// not JSON) and stores nothing; an accepted body's every message has an id, a digits-only
+    /// sender and its own object as payload, reads for the seam as something or a reason, and
+    /// stores whole (a second store of the same body adds nothing).
+    pub fn check(body: &[u8]) -> Result<(), TestCaseError> {
+        let first = parse(body);
+        prop_assert_eq!(&first, &parse(body));
+        let messages = match first {
+            Err(reason) => {
+                prop_assert!(
+                    reason.contains('`') || reason.contains("JSON"),
+                    "an unclear refusal: {}",
+                    reason
+                );
+                return Ok(());
+            }
+            Ok(messages) => messages,
+        };
+        for message in &messages {
+            prop_assert!(!message.message_id.is_empty());
+            prop_assert!(
+                !message.from.is_empty() && message.from.chars().all(|c| c.is_ascii_digit())
+            );
+            let payload: Value = serde_json::from_str(&message.payload).expect("a payload is JSON");
+            prop_assert_eq!(payload["id"].as_str(), Some(message.message_id.as_str()));
+            if let Err(reason) = parse_message(&message.payload) {
+                prop_assert!(!reason.is_empty());
+            }
+        }
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store =
+            Store::open(&dir.path().join("db.sqlite"), StoreOptions::default()).expect("a store");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (first_time, second_time) = runtime.block_on(async {
+            let first_time = store
+                .write(store_all(messages.clone()))
+                .await
+                .expect("a parsed body stores");
+            let second_time = store
+                .write(store_all(messages.clone()))
+                .await
+                .expect("a parsed body stores again");
+            (first_time, second_time)
+        });
+        let unique: std::collections::BTreeSet<(&str, &str)> = messages
+            .iter()
+            .map(|m| (m.phone_number_id.as_str(), m.message_id.as_str()))
+            .collect();
+        prop_assert_eq!(first_time, unique.len());
+        prop_assert_eq!(second_time, 0, "a redelivery stores nothing");
+        Ok(())
+    }
+
+    /// Stores every message in one transaction (as the webhook does); how many were new.
+    fn store_all(
+        messages: Vec<clawvisor::whatsapp::webhook::WebhookMessage>,
+    ) -> impl FnOnce(&rusqlite::Connection) -> clawvisor::store::Result<usize> + Send + 'static
+    {
+        move |conn| {
+            let mut fresh = 0;
+            for message in &messages {
+                let chat = format!("wa:{}", message.from);
+                let new = NewChannelInbound {
+                    channel: "wa",
+                    account: &message.phone_number_id,
+                    message_id: &message.message_id,
+                    agent: "ada",
+                    chat: &chat,
+                    sender: &message.from,
+                    sender_name: &message.name,
+                    kind: message.kind,
+                    payload: &message.payload,
+                    sent_ms: message.sent_ms,
+                };
+                if store_inbound(conn, &new, 1_700_000_000_000)?.is_some() {
+                    fresh += 1;
+                }
+            }
+            Ok(fresh)
+        }
+    }
+
+    fn field() -> impl Strategy<Value = Option<Value>> + Clone {
+        prop_oneof![
+            4 => "[0-9]{1,15}".prop_map(|text| Some(json!(text))),
+            1 => tricky_text().prop_map(|text| Some(json!(text))),
+            1 => Just(None),
+            1 => Just(Some(json!(5))),
+            1 => Just(Some(Value::Null)),
+            1 => Just(Some(json!("x".repeat(300)))),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = Value> {
+        (
+            field(),
+            field(),
+            prop::sample::select(vec![
+                "text",
+                "interactive",
+                "audio",
+                "image",
+                "document",
+                "sticker",
+                "",
+                "button",
+            ]),
+            tricky_text(),
+        )
+            .prop_map(|(id, from, kind, text)| {
+                let mut object = serde_json::Map::new();
+                if let Some(id) = id {
+                    object.insert("id".into(), id);
+                }
+                if let Some(from) = from {
+                    object.insert("from".into(), from);
+                }
+                object.insert("type".into(), json!(kind));
+                object.insert("timestamp".into(), json!("1700000000"));
+                object.insert("text".into(), json!({"body": text}));
+                object.insert(
+                    "interactive".into(),
+                    json!({"button_reply": {"id": text, "title": "t"}}),
+                );
+                object.insert("audio".into(), json!({"id": text, "voice": true}));
+                Value::Object(object)
+            })
+    }
+
+    pub fn strategy() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            4 => (prop::collection::vec(message(), 0..4), field()).prop_map(|(messages, phone)| {
+                let mut value = serde_json::Map::new();
+                if let Some(phone) = phone {
+                    value.insert("metadata".into(), json!({"phone_number_id": phone}));
+                }
+                value.insert("messages".into(), Value::Array(messages));
+                json!({"object": "whatsapp_business_account",
+                       "entry": [{"changes": [{"field": "messages", "value": value}]}]})
+                .to_string()
+                .into_bytes()
+            }),
+            1 => prop::sample::select(vec![
+                json!({}), json!([]), json!({"object": "page"}), json!({"object": "whatsapp_business_account"}),
+                json!({"object": "whatsapp_business_account", "entry": {}}),
+                json!({"object": "whatsapp_business_account", "entry": [{"changes": 3}]}),
+            ])
+            .prop_map(|value| value.to_string().into_bytes()),
+            1 => prop::collection::vec(any::<u8>(), 0..256),
+        ]
+    }
+}
+
+#[test]
+fn whatsapp_webhook() {
+    use whatsapp_webhook_target::*;
+    replay("whatsapp_webhook", parse_case, |body| check(body));
+    run(runner(REGRESSIONS, 300), strategy(), |body| check(&body));
 }

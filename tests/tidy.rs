@@ -65,6 +65,8 @@ const RANKS: &[(&str, u8)] = &[
     ("telegram", 4),
     ("people", 4),
     ("signal", 4),
+    ("channel", 4),
+    ("whatsapp", 4),
     ("studio", 4),
     ("triggers", 4),
     // 5: the only place that spawns actors or holds their refs.

@@ -51,6 +51,7 @@ pub mod agent_supervisor;
 pub mod approval_desk;
 pub mod backup;
 pub mod browser;
+pub mod channel_account;
 pub mod context;
 pub mod contract;
 pub mod events;

@@ -278,7 +278,7 @@ async fn record_crash(
     let session_id = state.session_id;
     let agent = state.runtime.spec.name.clone();
     let chat = state.chat.as_str().to_string();
-    let needs_outbox = state.chat.kind() == ChatKind::Telegram;
+    let needs_outbox = state.chat.kind().has_outbox();
     let now = crate::clock::now_ms();
     let written = state
         .runtime
@@ -333,7 +333,8 @@ async fn record_crash(
 /// wakes it when resumed. Scheduled, handoff and stateless requests still get a run that says
 /// the agent is paused (their callers wait for an outcome).
 fn holds_for_pause(state: &SessionState) -> bool {
-    state.settings.paused && matches!(state.chat.kind(), ChatKind::Telegram | ChatKind::Local)
+    state.settings.paused
+        && (state.chat.kind().has_outbox() || state.chat.kind() == ChatKind::Local)
 }
 
 fn is_idle(state: &SessionState) -> bool {
@@ -355,6 +356,8 @@ async fn store_inbound(
 ) -> Result<(), ActorProcessingErr> {
     let inbound_id = match inbound.source {
         InboundSource::Telegram { inbound_id } => Some(inbound_id),
+        // A seam channel's message: negated, so that it never collides with a Telegram update.
+        InboundSource::Channel { inbound_id } => Some(-inbound_id),
         _ => None,
     };
     let (session_id, text, sender) = (

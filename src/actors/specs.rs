@@ -206,11 +206,16 @@ pub fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
                 .unwrap_or_default();
             let has_bot = context.options.channels
                 && telegram.is_some_and(|t| loaded.secret(&t.token_env).is_some());
+            let mut channels = std::collections::BTreeMap::new();
+            if let Some(whatsapp) = &spec.whatsapp {
+                channels.insert("wa".to_string(), whatsapp.people().1);
+            }
             (
                 spec.name.clone(),
                 AgentApprovers {
                     has_bot,
                     telegram: ids,
+                    channels,
                 },
             )
         })
@@ -310,10 +315,11 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
     let policy = config.supervision.policy();
     let stagger = config.telegram.boot_stagger.0;
     let voice = BotVoice::new(context, log);
-    let bots: Vec<ChildSpec> = bots(context)
+    let mut bots: Vec<ChildSpec> = bots(context)
         .into_iter()
         .map(|(spec, token)| bot_spec(context, &spec, token, context.boot_ms, &voice))
         .collect();
+    bots.extend(whatsapp_specs(context, &voice));
     let registry = context.registry.clone();
     let events = context.events.clone();
     let name = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
@@ -332,6 +338,55 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
             spawn_child(&registry, &name, Supervisor, args, supervisor).await
         }
     })
+}
+
+/// One seam account (`actors/channel_account`) per agent with a WhatsApp account whose secrets
+/// are set, supervised like the bots.
+pub fn whatsapp_specs(context: &RootContext, voice: &BotVoice) -> Vec<ChildSpec> {
+    let config = &context.loaded.config;
+    crate::whatsapp::Directory::new(&context.loaded, context.options.channels)
+        .accounts
+        .into_values()
+        .filter_map(|account| {
+            let spec = context.loaded.agent(&account.agent)?.clone();
+            let (allowed, approvers) = account.spec.people();
+            let template = account
+                .spec
+                .template
+                .clone()
+                .map(|name| (name, account.spec.template_language.clone()));
+            let args = super::channel_account::ChannelAccountArgs {
+                agent: spec.name.clone(),
+                adapter: std::sync::Arc::new(crate::whatsapp::client::WhatsAppAdapter::new(
+                    account,
+                )),
+                people: crate::channel::screen::FilePeople { allowed, approvers },
+                template,
+                store: context.store.clone(),
+                registry: context.registry.clone(),
+                events: context.events.clone(),
+                workspace: spec
+                    .workspace
+                    .clone()
+                    .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name)),
+                voice: voice.voice.clone(),
+                echo_transcripts: spec.echo_transcripts,
+            };
+            Some(
+                actor_spec(
+                    &context.registry,
+                    &crate::protocol::channel::name("wa", &spec.name),
+                    config.supervision.policy(),
+                    || super::channel_account::ChannelAccount,
+                    args,
+                )
+                .restart(Restart::Transient)
+                .on_exhausted(OnExhausted::Degrade {
+                    retry_after: config.telegram.degraded_retry.0,
+                }),
+            )
+        })
+        .collect()
 }
 
 /// The networks of `[studio] tls_proxies` or `plain_http_peers` entries.
@@ -378,6 +433,7 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         bill: context.views.bill.clone(),
         ready_ids: context.views.ready.clone(),
         files: context.views.files.clone(),
+        whatsapp: context.views.whatsapp.clone(),
         secrets: context.views.secrets.clone(),
         backups: Arc::new(crate::backup::schedule::BackupPlan::from_config(
             &context.loaded,

@@ -142,7 +142,7 @@ pub struct Told<'a> {
 pub async fn tell_refusal(ctx: &RunCtx, told: &Told<'_>, waits: bool) {
     let source = told.envelope.source.as_str();
     let by_policy = source == "risk" || source.starts_with("rule:");
-    if !by_policy || !matches!(ctx.chat.kind(), ChatKind::Telegram | ChatKind::Local) {
+    if !by_policy || !(ctx.chat.kind().has_outbox() || ctx.chat.kind() == ChatKind::Local) {
         return;
     }
     let why = if source == "risk" && !told.why.is_empty() {

@@ -510,7 +510,7 @@ async fn finish(ctx: &RunCtx, ending: Ending, limiter: RateLimiter) -> RunReport
     let (session_id, run_id) = (ctx.session_id, ctx.run_id);
     let agent = ctx.agent().to_string();
     let chat = ctx.chat.as_str().to_string();
-    let needs_outbox = ctx.chat.kind() == ChatKind::Telegram;
+    let needs_outbox = ctx.chat.kind().has_outbox();
     let voice_replies = ctx.runtime.spec.voice_replies;
     let now = crate::clock::now_ms();
     // The answer, the run's end and the outbox row land together or the run waits: a store that

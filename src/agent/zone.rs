@@ -76,6 +76,7 @@ pub async fn zone_for_run(runtime: &AgentRuntime, session_id: i64, chat: &ChatKe
     let agent = runtime.spec.timezone.as_deref();
     let fallback = || resolve(None, agent, &runtime.daemon_timezone);
     let looked_up = match chat.kind() {
+        ChatKind::WhatsApp | ChatKind::Signal => Ok(fallback()),
         ChatKind::Telegram => runtime
             .store
             .read(move |conn| timezones::latest_speaker_timezone(conn, session_id))

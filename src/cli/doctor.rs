@@ -41,6 +41,53 @@ async fn telegram_checks(loaded: &LoadedConfig) -> Vec<Check> {
     checks
 }
 
+/// Each WhatsApp account's token and phone number id checked against the Graph API (the
+/// number's verified name), or which variable is missing.
+async fn whatsapp_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    use crate::channel::Adapter;
+    let directory = crate::whatsapp::Directory::new(loaded, true);
+    let mut checks = Vec::new();
+    for agent in &loaded.agents {
+        let Some(whatsapp) = &agent.whatsapp else {
+            continue;
+        };
+        let what = format!("whatsapp ({})", agent.name);
+        let Some(account) = directory.of_agent(&agent.name) else {
+            let missing: Vec<&str> = whatsapp
+                .secret_vars()
+                .into_iter()
+                .filter(|var| loaded.secret(var).is_none())
+                .collect();
+            checks.push(Check {
+                ok: false,
+                what,
+                detail: format!(
+                    "{} not set: set them, or add them in Studio's Keys & tokens",
+                    missing.join(", ")
+                ),
+            });
+            continue;
+        };
+        let adapter = crate::whatsapp::client::WhatsAppAdapter::new(account.clone());
+        checks.push(match adapter.check().await {
+            Ok(name) => Check {
+                ok: true,
+                what,
+                detail: format!("{name} (phone number id {}) serves agent `{}`", whatsapp.phone_number_id, agent.name),
+            },
+            Err(error) => Check {
+                ok: false,
+                what,
+                detail: format!(
+                    "{error}: check {} and that phone number id {} is the one WhatsApp Manager shows",
+                    whatsapp.access_token_env, whatsapp.phone_number_id
+                ),
+            },
+        });
+    }
+    checks
+}
+
 /// Every provider asked for its model list, with what to do when it fails.
 async fn provider_checks(loaded: &LoadedConfig) -> Vec<Check> {
     let providers =
@@ -271,6 +318,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.extend(provider_checks(loaded).await);
     checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
+    checks.extend(whatsapp_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
     checks.extend(browser_check(loaded).await);
     checks.extend(mcp_checks(loaded).await);

@@ -156,6 +156,9 @@ pub struct AgentSpec {
     /// The agent's Signal account (read and checked; not yet run by the daemon, issue #31).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<super::SignalSpec>,
+    /// The agent's WhatsApp Business account (`config/whatsapp.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatsapp: Option<super::whatsapp::WhatsAppSpec>,
     /// Shell commands are allowed for this agent (still classified and gated).
     #[serde(default)]
     pub allow_shell: bool,
@@ -256,6 +259,9 @@ pub fn parse_agent(text: &str, origin: &str, config: &Config) -> Result<AgentSpe
     }
     if let Some(signal) = &spec.signal {
         super::signal::check_signal(signal, origin)?;
+    }
+    if let Some(whatsapp) = &spec.whatsapp {
+        super::whatsapp::check_whatsapp(whatsapp, origin)?;
     }
     if spec.voice_replies != VoiceReplies::Never
         && !config
@@ -529,6 +535,22 @@ pub fn validate_agents(agents: &[AgentSpec], _config: &Config) -> Result<(), Con
                     format!("no agent is named `{delegate}`"),
                 ));
             }
+        }
+    }
+    let mut numbers: BTreeMap<&str, &str> = BTreeMap::new();
+    for agent in agents {
+        if let Some(whatsapp) = &agent.whatsapp
+            && let Some(other) =
+                numbers.insert(whatsapp.phone_number_id.trim(), agent.name.as_str())
+        {
+            return Err(ConfigError::key(
+                &agent.source,
+                "[whatsapp].phone_number_id",
+                format!(
+                    "{} is already the WhatsApp number of agent `{other}`: one number serves exactly one agent",
+                    whatsapp.phone_number_id
+                ),
+            ));
         }
     }
     let mut tokens: BTreeMap<&str, &str> = BTreeMap::new();

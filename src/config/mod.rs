@@ -49,6 +49,7 @@ mod web_search;
 // Issue #32, browser: `[browser]` and `[[browser.logins]]`.
 mod browser;
 pub use browser::{BrowserConfig, BrowserLogin, site_host};
+pub mod whatsapp;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

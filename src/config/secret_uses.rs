@@ -33,6 +33,8 @@ pub enum SecretUseKind {
     BrowserLogin,
     /// A webhook trigger's secret (`[[triggers]].secret_env`).
     Trigger,
+    /// An agent's WhatsApp account: its access token, app secret or verify token.
+    WhatsApp,
 }
 
 /// One use of a secret variable: by what, and whether a new value applies at a reload.
@@ -56,6 +58,7 @@ impl SecretUse {
             SecretUseKind::WebSearch => "the web search backend's key".into(),
             SecretUseKind::BrowserLogin => format!("the browser's password for {name}"),
             SecretUseKind::Trigger => format!("the secret of webhook trigger {name}"),
+            SecretUseKind::WhatsApp => format!("the WhatsApp account of agent {name}"),
         }
     }
 
@@ -69,7 +72,10 @@ impl SecretUse {
     /// Whether a changed value is applied by a reload (bots restart, the agents of a provider
     /// restart with the new key); otherwise it applies at the next restart of the daemon.
     pub fn applies_at_reload(&self) -> bool {
-        matches!(self.kind, SecretUseKind::Provider | SecretUseKind::Bot)
+        matches!(
+            self.kind,
+            SecretUseKind::Provider | SecretUseKind::Bot | SecretUseKind::WhatsApp
+        )
     }
 }
 
@@ -97,6 +103,11 @@ pub fn secret_uses(config: &Config, agents: &[AgentSpec]) -> BTreeMap<String, Ve
     for agent in agents {
         if let Some(telegram) = &agent.telegram {
             add(&telegram.token_env, SecretUseKind::Bot, &agent.name);
+        }
+        if let Some(whatsapp) = &agent.whatsapp {
+            for var in whatsapp.secret_vars() {
+                add(var, SecretUseKind::WhatsApp, &agent.name);
+            }
         }
     }
     add(&config.studio.token_env, SecretUseKind::StudioToken, "");

@@ -15,6 +15,10 @@ use std::path::PathBuf;
 pub enum ChatKind {
     /// A Telegram chat (`tg:<chat_id>`), reached through the agent's bot.
     Telegram,
+    /// A WhatsApp conversation (`wa:<number>`), reached through the agent's WhatsApp account.
+    WhatsApp,
+    /// A Signal conversation (`sg:<number>`), reached through the agent's Signal account.
+    Signal,
     /// The terminal (`cli:<name>`), Studio (`studio:<id>`) or the OpenAI-compatible gateway (`api:<user>`).
     Local,
     /// The isolated session of a scheduled job (`sched:<job_id>`).
@@ -23,6 +27,31 @@ pub enum ChatKind {
     Handoff,
     /// The session of a webhook trigger (`trigger:<name>`): each delivery runs there.
     Trigger,
+}
+
+impl ChatKind {
+    /// A person's messaging channel (Telegram, WhatsApp, Signal): replies go through the outbox
+    /// and are marked delivered only once the channel accepted them.
+    pub fn has_outbox(self) -> bool {
+        matches!(
+            self,
+            ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal
+        )
+    }
+
+    /// A channel served by the channel seam (`crate::channel`), not by the Telegram bot.
+    pub fn is_seam_channel(self) -> bool {
+        matches!(self, ChatKind::WhatsApp | ChatKind::Signal)
+    }
+
+    /// The seam's short name of the channel (`wa`, `sg`), also its chat keys' prefix.
+    pub fn seam_name(self) -> Option<&'static str> {
+        match self {
+            ChatKind::WhatsApp => Some("wa"),
+            ChatKind::Signal => Some("sg"),
+            _ => None,
+        }
+    }
 }
 
 /// Identifies one conversation of an agent: `<kind>:<id>`. Sessions are keyed by (agent, chat).
@@ -38,7 +67,7 @@ impl ChatKey {
         }
         matches!(
             prefix,
-            "tg" | "cli" | "studio" | "api" | "sched" | "handoff" | "trigger"
+            "tg" | "wa" | "sg" | "cli" | "studio" | "api" | "sched" | "handoff" | "trigger"
         )
         .then(|| ChatKey(text.to_string()))
     }
@@ -54,6 +83,22 @@ impl ChatKey {
             Some(thread) => ChatKey(format!("tg:{chat_id}/{thread}")),
             None => ChatKey::telegram(chat_id),
         }
+    }
+
+    /// A WhatsApp conversation with the person whose WhatsApp id (their number, digits only) is
+    /// `number`.
+    pub fn whatsapp(number: &str) -> ChatKey {
+        ChatKey(format!("wa:{number}"))
+    }
+
+    /// A Signal conversation with `number` (or a group id).
+    pub fn signal(number: &str) -> ChatKey {
+        ChatKey(format!("sg:{number}"))
+    }
+
+    /// A conversation on a seam channel by its short name (`wa`, `sg`); `None` for another name.
+    pub fn seam(channel: &str, peer: &str) -> Option<ChatKey> {
+        matches!(channel, "wa" | "sg").then(|| ChatKey(format!("{channel}:{peer}")))
     }
 
     pub fn cli(name: &str) -> ChatKey {
@@ -88,6 +133,8 @@ impl ChatKey {
     pub fn kind(&self) -> ChatKind {
         match self.0.split_once(':').map(|(prefix, _)| prefix) {
             Some("tg") => ChatKind::Telegram,
+            Some("wa") => ChatKind::WhatsApp,
+            Some("sg") => ChatKind::Signal,
             Some("sched") => ChatKind::Schedule,
             Some("handoff") => ChatKind::Handoff,
             Some("trigger") => ChatKind::Trigger,
@@ -186,6 +233,9 @@ impl AttachmentKind {
 pub enum InboundSource {
     /// A stored Telegram update (`inbound_updates.id`).
     Telegram { inbound_id: i64 },
+    /// A stored message of a seam channel (`channel_inbound.id`); its session event carries
+    /// `-inbound_id`, so that it never collides with a Telegram update's id.
+    Channel { inbound_id: i64 },
     /// Terminal, Studio or the gateway: not stored before it reaches the session.
     Local,
     /// A scheduled job's run (`job_runs.id`).

@@ -71,6 +71,15 @@ pub enum Decider {
         name: String,
         approver: bool,
     },
+    /// A person on a seam channel (WhatsApp, Signal) pressing a button or replying `yes <id>`;
+    /// `approver` as the channel's account knows it.
+    Channel {
+        channel: String,
+        agent: String,
+        user: String,
+        name: String,
+        approver: bool,
+    },
     /// The Studio operator.
     Operator { name: String },
     /// The user of a local (terminal) chat, for requests of that chat only.
@@ -81,7 +90,7 @@ impl Decider {
     /// Who decided, as people in a chat read it: the person's name, "the operator in Studio".
     pub fn display_name(&self) -> String {
         match self {
-            Decider::Telegram { name, .. } => name.clone(),
+            Decider::Telegram { name, .. } | Decider::Channel { name, .. } => name.clone(),
             Decider::Operator { .. } => "the operator in Studio".to_string(),
             Decider::Local { .. } => "the terminal's user".to_string(),
         }
@@ -92,6 +101,12 @@ impl Decider {
     pub fn label(&self) -> String {
         match self {
             Decider::Telegram { user_id, name, .. } => format!("telegram:{user_id} ({name})"),
+            Decider::Channel {
+                channel,
+                user,
+                name,
+                ..
+            } => format!("{channel}:{user} ({name})"),
             Decider::Operator { name } => format!("operator ({name})"),
             Decider::Local { chat } => format!("local:{chat}"),
         }

@@ -25,6 +25,7 @@
 pub mod agent;
 pub mod approvals;
 pub mod browser;
+pub mod channel;
 pub mod events;
 pub mod handoff;
 pub mod local;

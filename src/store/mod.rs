@@ -31,6 +31,7 @@ pub(crate) mod stored_text;
 mod writer;
 
 pub mod approvals;
+pub mod channels;
 pub mod events;
 pub mod handoff;
 pub mod mcp;

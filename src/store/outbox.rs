@@ -1,4 +1,9 @@
-//! Queries for `outbox`: final answers waiting to be delivered to Telegram.
+//! Queries for `outbox`: final answers waiting to be delivered to a person's channel (Telegram,
+//! and the seam's channels: WhatsApp, Signal). A row's `chat` key names its channel (`tg:`,
+//! `wa:`, `sg:`); each channel reads only its own rows ([`outbox_pending`] is Telegram's,
+//! [`outbox_pending_channel`] a seam channel's). A seam channel may hold a row it cannot send now
+//! (outside WhatsApp's 24-hour window without a template): `held_ms` and `held_reason` say so,
+//! and [`release_held`] lets it go when the person writes again.
 //!
 //! A reply is queued in the same transaction as its run's end; the per-chat sender marks it
 //! delivered (or counts a failed attempt) only after Telegram accepted it, and the bot's sweep
@@ -169,12 +174,74 @@ pub fn outbox_get(conn: &Connection, id: i64) -> Result<Option<OutboxRow>> {
         .optional()?)
 }
 
-/// Undelivered replies of an agent, oldest first.
+/// Undelivered Telegram replies of an agent (chats `tg:…`), oldest first.
 pub fn outbox_pending(conn: &Connection, agent: &str) -> Result<Vec<OutboxRow>> {
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL ORDER BY id"
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL AND chat LIKE 'tg:%' ORDER BY id"
     ))?;
     let rows = statement.query_map(params![agent], outbox_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Undelivered, unheld replies of an agent on seam channel `channel` (`wa`, `sg`), oldest first.
+pub fn outbox_pending_channel(
+    conn: &Connection,
+    agent: &str,
+    channel: &str,
+) -> Result<Vec<OutboxRow>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE agent = ?1 AND delivered_ms IS NULL
+           AND held_ms IS NULL AND substr(chat, 1, length(?2) + 1) = ?2 || ':' ORDER BY id"
+    ))?;
+    let rows = statement.query_map(params![agent, channel], outbox_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Holds an undelivered row the channel cannot send now, with the reason for people.
+pub fn hold(conn: &Connection, id: i64, reason: &str, now_ms: i64) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox SET held_ms = ?2, held_reason = ?3 WHERE id = ?1 AND delivered_ms IS NULL",
+    )?
+    .execute(params![id, now_ms, reason])?;
+    Ok(())
+}
+
+/// Lets the held rows of `chat` go (its person wrote again); returns their ids.
+pub fn release_held(conn: &Connection, agent: &str, chat: &str) -> Result<Vec<i64>> {
+    let mut statement = conn.prepare_cached(
+        "UPDATE outbox SET held_ms = NULL, held_reason = NULL
+          WHERE agent = ?1 AND chat = ?2 AND held_ms IS NOT NULL AND delivered_ms IS NULL
+          RETURNING id",
+    )?;
+    let rows = statement.query_map(params![agent, chat], |row| row.get::<_, i64>(0))?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// A held row, as Studio and the CLI show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRow {
+    pub id: i64,
+    pub agent: String,
+    pub chat: String,
+    pub held_ms: i64,
+    pub reason: String,
+}
+
+/// Every held row, oldest first.
+pub fn held(conn: &Connection) -> Result<Vec<HeldRow>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, agent, chat, held_ms, held_reason FROM outbox
+          WHERE held_ms IS NOT NULL AND delivered_ms IS NULL ORDER BY id",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(HeldRow {
+            id: row.get(0)?,
+            agent: row.get(1)?,
+            chat: row.get(2)?,
+            held_ms: row.get(3)?,
+            reason: row.get::<_, Option<String>>(4)?.unwrap_or_default(),
+        })
+    })?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 

@@ -66,6 +66,7 @@ pub mod token_file;
 pub mod tool_catalogue;
 pub mod triggers;
 pub mod views;
+mod whatsapp_hook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +122,8 @@ pub struct StudioState {
     pub triggers: Arc<crate::triggers::TriggerBook>,
     /// Each trigger's accepted deliveries of the last minute (`per_minute`).
     pub trigger_window: Arc<crate::triggers::RateWindow>,
+    /// The WhatsApp accounts the webhook routes to, with their secrets (`/hooks/whatsapp`).
+    pub whatsapp: Live<crate::whatsapp::Directory>,
 }
 
 impl StudioState {
@@ -407,6 +410,7 @@ pub fn router(state: StudioState) -> Router {
         )
         .route("/login", get(access::login))
         .merge(hooks::router())
+        .merge(whatsapp_hook::routes())
         .merge(api)
         .fallback(assets::asset)
         .with_state(state)

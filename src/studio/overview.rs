@@ -43,7 +43,7 @@ pub fn parent_of(id: &str) -> Option<String> {
         "session" => agent::name(rest.split(':').next().unwrap_or(rest))
             .local()
             .to_string(),
-        "bot" => telegram::CHANNELS.to_string(),
+        "bot" | "channel" => telegram::CHANNELS.to_string(),
         "mcp" => mcp::NAME.local().to_string(),
         "contract" => handoff::NAME.local().to_string(),
         _ => "root".to_string(),

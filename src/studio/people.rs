@@ -115,6 +115,17 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
             ))
         })
         .await?;
+    let seam = state
+        .store
+        .read(|conn| {
+            Ok((
+                crate::store::channels::people(conn)?,
+                crate::store::channels::claims(conn)?,
+                crate::store::outbox::held(conn)?,
+            ))
+        })
+        .await?;
+    let whatsapp = state.whatsapp.get();
     let agents: Vec<Value> = state
         .people
         .get()
@@ -147,6 +158,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
                 "people": mine.iter().map(|person| person_json(person)).collect::<Vec<_>>(),
                 "pending": pending.iter().filter(|row| row.agent == file.agent)
                     .map(pairing_json).collect::<Vec<_>>(),
+                "whatsapp": whatsapp_json(&whatsapp, &file.agent, &seam, now),
             })
         })
         .collect();
@@ -154,6 +166,55 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         "agents": agents,
         "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it and restart to change them.",
     })))
+}
+
+/// An agent's WhatsApp account as the People page shows it: its number id, its claim, the
+/// numbers its file names, the people it knows and the messages held outside the window.
+fn whatsapp_json(
+    directory: &crate::whatsapp::Directory,
+    agent: &str,
+    (people, claims, held): &(
+        Vec<crate::store::channels::ChannelPerson>,
+        Vec<crate::store::channels::ChannelClaim>,
+        Vec<crate::store::outbox::HeldRow>,
+    ),
+    now: i64,
+) -> Value {
+    let Some(account) = directory.of_agent(agent) else {
+        return json!({"account": false});
+    };
+    let (allowed, approvers) = account.spec.people();
+    let mine: Vec<_> = people
+        .iter()
+        .filter(|p| p.agent == agent && p.channel == "wa")
+        .collect();
+    let owner = mine
+        .iter()
+        .find(|p| p.status == crate::store::channels::ChannelPersonStatus::Owner);
+    let claim = claims
+        .iter()
+        .find(|c| c.agent == agent && c.channel == "wa");
+    let claim = match (owner, claim) {
+        _ if !allowed.is_empty() || !approvers.is_empty() => json!({"state": "managed_by_file"}),
+        (Some(owner), _) => {
+            json!({"state": "claimed", "owner": {"number": owner.user, "name": owner.name}, "claimed_ms": owner.changed_ms})
+        }
+        (None, Some(claim)) if claim.claimed_ms.is_none() && claim.expires_ms > now => json!({
+            "state": "unclaimed", "code": crate::telegram::pairing::display(&claim.code), "expires_ms": claim.expires_ms}),
+        _ => json!({"state": "waiting_for_account"}),
+    };
+    let mut numbers: Vec<&String> = allowed.iter().chain(&approvers).collect();
+    numbers.sort();
+    numbers.dedup();
+    json!({
+        "account": true,
+        "phone_number_id": account.spec.phone_number_id,
+        "claim": claim,
+        "from_file": numbers.iter().map(|n| json!({"number": n, "approver": approvers.contains(n)})).collect::<Vec<_>>(),
+        "people": mine.iter().map(|p| json!({"number": p.user, "name": p.name, "status": p.status.as_str(), "changed_ms": p.changed_ms})).collect::<Vec<_>>(),
+        "held": held.iter().filter(|h| h.agent == agent && h.chat.starts_with("wa:"))
+            .map(|h| json!({"chat": h.chat, "held_ms": h.held_ms, "reason": h.reason})).collect::<Vec<_>>(),
+    })
 }
 
 /// What `GET /api/v1/people` answers.
@@ -220,6 +281,38 @@ pub fn list_schema() -> Value {
         (
             "pending",
             described("pairing requests waiting for an answer", array(pairing)),
+        ),
+        (
+            "whatsapp",
+            described(
+                "the agent's WhatsApp account: `account` false without one; else its phone number id, claim (state, code, owner), the numbers its file names, the people it knows and the messages held outside the 24-hour window",
+                object([
+                    ("account", boolean()),
+                    ("phone_number_id?", string()),
+                    ("claim?", object([("state", string())])),
+                    (
+                        "from_file?",
+                        array(object([("number", string()), ("approver", boolean())])),
+                    ),
+                    (
+                        "people?",
+                        array(object([
+                            ("number", string()),
+                            ("name", string()),
+                            ("status", string()),
+                            ("changed_ms", integer()),
+                        ])),
+                    ),
+                    (
+                        "held?",
+                        array(object([
+                            ("chat", string()),
+                            ("held_ms", integer()),
+                            ("reason", string()),
+                        ])),
+                    ),
+                ]),
+            ),
         ),
     ]);
     object([("agents", array(agent)), ("note", string())])

@@ -28,6 +28,8 @@ pub struct StudioViews {
     pub providers: Live<Providers>,
     /// The secret variables the files name and where each value comes from (Keys & tokens).
     pub secrets: Live<super::secrets::SecretsView>,
+    /// The WhatsApp accounts `/hooks/whatsapp` routes to.
+    pub whatsapp: Live<crate::whatsapp::Directory>,
 }
 
 /// Where the files are that Studio's editors change, and what they define.
@@ -93,6 +95,7 @@ impl StudioViews {
             files: Live::new(FileView::new(loaded)),
             providers: Live::from_arc(providers.clone()),
             secrets: Live::new(super::secrets::SecretsView::new(loaded)),
+            whatsapp: Live::new(crate::whatsapp::Directory::new(loaded, options.channels)),
         }
     }
 
@@ -117,6 +120,7 @@ impl StudioViews {
         self.files.set(FileView::new(loaded));
         self.providers.set_arc(providers.clone());
         self.secrets.set(super::secrets::SecretsView::new(loaded));
+        // `whatsapp` keeps the boot's accounts: they change at a restart (`reload::whatsapp_changes`).
     }
 }
 

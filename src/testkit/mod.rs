@@ -7,8 +7,9 @@
 //! on the `request`), `fake_telegram` (the Bot API: `records`, `server`, `wire`, `state`,
 //! `methods`, `html`, `flood`, `forum` for forum supergroups and `message_thread_id`, `drafts`),
 //! `fake_embeddings`, `fake_speech` (`/v1/audio/speech` answering real Ogg/Opus),
-//! `fake_transcription`, `fake_search` (SearXNG's and Brave's JSON APIs) and
-//! `fake_signal` (signal-cli's HTTP daemon: event stream, JSON-RPC, drops and refusals). Around them:
+//! `fake_transcription`, `fake_search` (SearXNG's and Brave's JSON APIs), `fake_signal`
+//! (signal-cli's HTTP daemon: event stream, JSON-RPC, drops and refusals) and `fake_whatsapp` (the
+//! Graph API with signed webhooks, media, the 24-hour window and rate errors). Around them:
 //! `harness` (a real daemon in-process on a scratch directory) and `process` (the real binary,
 //! SIGKILL and restart), both with `TZ=UTC` unless the test sets it, so the daemon's zone is never
 //! the machine's; `world` builds the usual test world (fake Bot API, scripted model, agents with
@@ -30,6 +31,7 @@ pub mod fake_signal;
 pub mod fake_speech;
 pub mod fake_telegram;
 pub mod fake_transcription;
+pub mod fake_whatsapp;
 pub mod harness;
 pub mod process;
 pub mod scripted_llm;

@@ -49,12 +49,12 @@ impl SendMessageTool {
         };
         let Some(chat_id) = chat_id else {
             return match ctx.chat.kind() {
-                ChatKind::Telegram | ChatKind::Local => Ok(ctx.chat.clone()),
-                ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {
-                    Err(ToolError::Refused(
-                        "this run is not in a conversation with a person; name a `chat_id`".into(),
-                    ))
+                ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal | ChatKind::Local => {
+                    Ok(ctx.chat.clone())
                 }
+                ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => Err(ToolError::Refused(
+                    "this run is not in a conversation with a person; name a `chat_id`".into(),
+                )),
             };
         };
         // The run's own chat by its id is the run's conversation: in a forum, its topic.

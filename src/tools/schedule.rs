@@ -371,12 +371,12 @@ fn target(tool: &str, parsed: &Args<'_>, ctx: &ToolContext) -> Result<Option<Cha
     match parsed.choice("deliver", &["here", "silent"], "here")? {
         "silent" => Ok(None),
         _ => match ctx.chat.kind() {
-            ChatKind::Telegram | ChatKind::Local => Ok(Some(ctx.chat.clone())),
-            ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {
-                Err(ToolError::InvalidArguments(format!(
-                    "{tool}: this run is not in a conversation with a person; use `deliver = \"silent\"`"
-                )))
+            ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal | ChatKind::Local => {
+                Ok(Some(ctx.chat.clone()))
             }
+            ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => Err(ToolError::InvalidArguments(format!(
+                "{tool}: this run is not in a conversation with a person; use `deliver = \"silent\"`"
+            ))),
         },
     }
 }

@@ -239,7 +239,7 @@ impl Tool for SendFileTool {
             let workspace = Workspace::new(&ctx.workspace)
                 .map_err(|error| ToolError::Failed(error.to_string()))?;
             match ctx.chat.kind() {
-                ChatKind::Telegram => {}
+                ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal => {}
                 ChatKind::Local => {
                     let resolved = workspace.resolve(&path, Purpose::Read)?;
                     return Ok(ToolOutput::error(format!(

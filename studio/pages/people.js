@@ -2,7 +2,9 @@
 // /start <code> to the bot becomes its owner), pending pairing requests with Approve / Deny /
 // Block, the owner and paired people with Revoke / Block, blocked people with Unblock (they get no
 // answer at all), a form to block anyone by Telegram id, and the people the agent file names
-// (managed in the file, not here). Refreshes on people_changed and on a bot's pairing requests.
+// (managed in the file, not here); an agent's WhatsApp account (its claim code, its people, the
+// messages held outside WhatsApp's 24-hour window). Refreshes on people_changed and on a bot's
+// pairing requests.
 import { api, load, el, append, enc, badge, when, expires, empty, act, code, toast } from '/app.js';
 
 export const events = ['people_changed', 'bot_status'];
@@ -10,7 +12,7 @@ export const events = ['people_changed', 'bot_status'];
 export async function render(root, ctx) {
   const box = el('div');
   append(root, el('h1', null, 'People'),
-    el('p', { class: 'muted small' }, 'Who may talk to each agent through its Telegram bot. Changes apply to the next message.'),
+    el('p', { class: 'muted small' }, 'Who may talk to each agent through its Telegram bot or WhatsApp number. Changes apply to the next message.'),
     box);
   const refresh = (quiet) => load(box, () => api('/api/v1/people'), (d) => draw(box, d, () => refresh(true)), { root, quiet });
   ctx.refresh = () => refresh(true);
@@ -49,6 +51,42 @@ function claimBlock(claim) {
   }
 }
 
+// An agent's WhatsApp number: who may write to it, its claim code while nobody owns it, and the
+// messages waiting because the person has not written in the last 24 hours.
+function whatsappBlock(w) {
+  if (!w?.account) return null;
+  const claim = w.claim || {};
+  const people = w.people || [];
+  const fromFile = w.from_file || [];
+  const held = w.held || [];
+  return el('div', { 'data-whatsapp': w.phone_number_id },
+    el('h4', null, 'WhatsApp'),
+    claim.state === 'unclaimed'
+      ? el('div', { class: 'hint', 'data-wa-claim': 'unclaimed' },
+        el('p', { style: 'margin:0 0 .3rem' }, el('strong', null, 'Nobody owns this WhatsApp number yet. '),
+          'The first person to send this code to it becomes its owner (and approver):'),
+        el('p', { style: 'margin:0' }, el('code', { 'data-wa-claim-code': claim.code }, claim.code), ' ',
+          el('span', { class: 'muted small' }, expires(claim.expires_ms))),
+        el('p', { class: 'muted small', style: 'margin:.3rem 0 0' }, 'Keep it private: it works once.'))
+      : claim.state === 'claimed'
+        ? el('p', { 'data-wa-claim': 'claimed' }, 'Owned by ', el('strong', null, claim.owner?.name ?? '?'), ` (+${claim.owner?.number}) `, when(claim.claimed_ms), '.')
+        : claim.state === 'managed_by_file'
+          ? el('p', { class: 'muted small', 'data-wa-claim': 'file' }, 'The agent file names who may write to this number.')
+          : el('p', { class: 'muted small', 'data-wa-claim': 'waiting' }, 'A claim code is made when the number comes online.'),
+    fromFile.map((p) => el('div', { class: 'row person', 'data-wa-file-person': p.number },
+      el('strong', null, `+${p.number}`), p.approver && badge('ok', 'approver'))),
+    people.filter((p) => p.status !== 'owner').map((p) => el('div', { class: 'row person', 'data-wa-person': p.number },
+      el('strong', null, p.name), ` (+${p.number}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status))),
+    held.length > 0 && el('div', { class: 'hint', 'data-wa-held': held.length },
+      el('p', { style: 'margin:0' }, el('strong', null, held.length === 1 ? 'One message is waiting. ' : `${held.length} messages are waiting. `),
+        'WhatsApp lets the agent write only within 24 hours of the person\'s last message. ',
+        held.length === 1 ? 'It is sent as soon as the person writes again; to send it now, set a message template in the agent file.'
+          : 'They are sent as soon as each person writes again; to send them now, set a message template in the agent file.'),
+      held.map((h) => el('p', { class: 'muted small', style: 'margin:.2rem 0 0' }, `To +${h.chat.replace(/^wa:/, '')}, held `, when(h.held_ms)))),
+    el('details', null, el('summary', { class: 'muted small' }, 'Technical detail'),
+      el('p', { class: 'muted small' }, `Phone number id ${w.phone_number_id}. Meta delivers messages to /hooks/whatsapp on this server (signed with the app secret).`)));
+}
+
 function agentCard(a, refresh) {
   // A button that makes a change and then redraws (the change's event would too, a little later).
   const button = (label, action, cls, run, done) => el('button', { type: 'button', class: cls, 'data-action': action,
@@ -59,8 +97,9 @@ function agentCard(a, refresh) {
   const change = (p, op) => () => api(`/api/v1/people/${enc(a.agent)}/${enc(p.user_id)}/${op}`, { method: 'POST' });
   const blockId = el('input', { type: 'text', inputmode: 'numeric', placeholder: 'Telegram user id', 'aria-label': 'Telegram user id', name: 'block-id', size: 14 });
   return el('div', { class: 'card', 'data-people-agent': a.agent },
-    el('div', { class: 'row spread' }, el('h3', null, a.agent), a.bot ? badge(a.claim?.state === 'unclaimed' ? 'warn' : 'ok', a.claim?.state === 'unclaimed' ? 'unclaimed' : 'bot') : badge('idle', 'no bot')),
-    claimBlock(a.claim),
+    el('div', { class: 'row spread' }, el('h3', null, a.agent), a.bot ? badge(a.claim?.state === 'unclaimed' ? 'warn' : 'ok', a.claim?.state === 'unclaimed' ? 'unclaimed' : 'bot')
+      : a.whatsapp?.account ? badge('ok', 'WhatsApp') : badge('idle', 'no bot')),
+    !a.bot && a.whatsapp?.account ? el('p', { class: 'muted small', 'data-claim': 'no-bot' }, 'No Telegram bot: this agent talks on WhatsApp.') : claimBlock(a.claim),
     a.bot && [
       el('h4', null, 'Waiting for approval'),
       pending.length ? pending.map((r) => el('div', { class: 'row spread person', 'data-pairing': r.code },
@@ -86,6 +125,7 @@ function agentCard(a, refresh) {
         if (await act(e.submitter, change({ user_id: id }, 'block'), `Blocked ${id}: they get no answer.`)) { blockId.value = ''; refresh(); }
       } }, blockId, el('button', { type: 'submit', class: 'danger', 'data-action': 'block-id' }, 'Block by id')),
     ],
+    whatsappBlock(a.whatsapp),
     fromFile.length > 0 && [
       el('h4', null, 'From the agent file'),
       el('p', { class: 'muted small' }, 'Named in allow_users or approvers: not revocable here — edit the agent file.'),

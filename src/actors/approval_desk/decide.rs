@@ -91,6 +91,11 @@ fn decidable(
         } if !approver || *agent != row.agent => Err(DecideOutcome::NotAllowed {
             reason: "Only this agent's approvers can decide this.".into(),
         }),
+        Decider::Channel {
+            agent, approver, ..
+        } if !approver || *agent != row.agent => Err(DecideOutcome::NotAllowed {
+            reason: "Only this agent's approvers can decide this.".into(),
+        }),
         Decider::Local { chat } if chat.as_str() != row.chat => Err(DecideOutcome::NotAllowed {
             reason: "You can only decide requests of your own chat.".into(),
         }),

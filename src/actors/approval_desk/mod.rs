@@ -47,6 +47,7 @@ use crate::policy::RiskLevel;
 use crate::protocol::approvals::{
     ApprovalDeskMsg, ApprovalRequest, ApprovalVerdict, GRANT_MINUTES, plain_duration,
 };
+use crate::protocol::channel::ChannelAccount;
 use crate::protocol::telegram::{ApprovalPrompt, Bot};
 use crate::registry::Registry;
 use crate::store::Store;
@@ -61,6 +62,8 @@ pub struct AgentApprovers {
     pub has_bot: bool,
     /// Telegram user ids (the agent's `approvers`, or its `allow_users` when none are set).
     pub telegram: Vec<i64>,
+    /// Per seam channel (`wa`, `sg`): the file's approvers (or `allow_users`), normalized.
+    pub channels: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -257,7 +260,13 @@ async fn reachable(state: &DeskState, request: &ApprovalRequest) -> Option<&'sta
     }
     match request.chat.kind() {
         ChatKind::Local if request.chat.as_str().starts_with("cli:") => return Some("terminal"),
-        ChatKind::Telegram => {}
+        kind if kind.is_seam_channel() => {
+            let approvers = channel_approvers(&state.args, &request.agent, &request.chat).await;
+            let account =
+                ChannelAccount::for_chat(&state.args.registry, &request.agent, &request.chat)?;
+            return (!approvers.is_empty() && account.is_online().await)
+                .then_some(kind.seam_name().unwrap_or("channel"));
+        }
         _ => {}
     }
     let approvers = state.args.approvers.get(&request.agent)?;
@@ -288,6 +297,30 @@ async fn telegram_approvers(
         && !all.contains(&owner.user_id)
     {
         all.push(owner.user_id);
+    }
+    all
+}
+
+/// The agent's approvers on the seam channel of `chat`: its file's, and the owner who claimed
+/// the account (`channel_people`).
+async fn channel_approvers(args: &ApprovalDeskArgs, agent: &str, chat: &ChatKey) -> Vec<String> {
+    let Some(channel) = chat.kind().seam_name() else {
+        return Vec::new();
+    };
+    let mut all = args
+        .approvers
+        .get(agent)
+        .and_then(|approvers| approvers.channels.get(channel))
+        .cloned()
+        .unwrap_or_default();
+    let (agent, channel_name) = (agent.to_string(), channel.to_string());
+    if let Ok(Some(owner)) = args
+        .store
+        .read(move |conn| crate::store::channels::owner(conn, &agent, &channel_name))
+        .await
+        && !all.contains(&owner.user)
+    {
+        all.push(owner.user);
     }
     all
 }
@@ -375,6 +408,25 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                 },
             },
         ),
+        ChatKind::WhatsApp | ChatKind::Signal => {
+            let Some(account) = ChannelAccount::for_chat(&args.registry, &row.agent, &chat) else {
+                return;
+            };
+            account.post_approval(chat.clone(), prompt.clone());
+            // Approvers who are not this conversation get it in their own.
+            for approver in channel_approvers(args, &row.agent, &chat).await {
+                if let Some(theirs) =
+                    ChatKey::seam(chat.kind().seam_name().unwrap_or(""), &approver)
+                    && theirs != chat
+                {
+                    let private = ApprovalPrompt {
+                        from_chat: Some(chat.clone()),
+                        ..prompt.clone()
+                    };
+                    account.post_approval(theirs, private);
+                }
+            }
+        }
         ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {}
     }
 }

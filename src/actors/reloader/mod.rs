@@ -117,7 +117,10 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
     }
     let mut report = ReloadReport {
         ok: true,
-        needs_restart: crate::reload::needs_restart(&running.config, &new.config),
+        needs_restart: crate::reload::needs_restart(&running.config, &new.config)
+            .into_iter()
+            .chain(crate::reload::whatsapp_changes(&running, &new))
+            .collect(),
         warnings: new.warnings.clone(),
         ..ReloadReport::default()
     };

@@ -118,7 +118,7 @@ pub(super) async fn finish(
         row: row.clone(),
         outbox: target
             .as_ref()
-            .filter(|chat| chat.kind() == ChatKind::Telegram)
+            .filter(|chat| chat.kind().has_outbox())
             .map(|chat| chat.as_str().to_string())
             .zip(deliver_text.clone()),
         now,
@@ -398,7 +398,7 @@ pub(super) async fn tell(state: &SchedulerState, agent: &str, target: Option<&st
     let Some(target) = target.and_then(ChatKey::parse) else {
         return;
     };
-    let outbox_id = if target.kind() == ChatKind::Telegram {
+    let outbox_id = if target.kind().has_outbox() {
         let (agent, chat, body) = (agent.to_string(), target.to_string(), text.clone());
         let now = state.now();
         match state
@@ -430,7 +430,7 @@ pub(super) fn deliver(
     outbox_id: Option<i64>,
 ) {
     let event = match target.kind() {
-        ChatKind::Telegram => OutEvent::Final { text, outbox_id },
+        kind if kind.has_outbox() => OutEvent::Final { text, outbox_id },
         _ => OutEvent::Notice { text },
     };
     crate::channels::deliver(

@@ -84,6 +84,8 @@ async fn policy_lookup(
     );
     let channel = match ctx.chat.kind() {
         crate::domain::ChatKind::Telegram => "tg",
+        crate::domain::ChatKind::WhatsApp => "wa",
+        crate::domain::ChatKind::Signal => "sg",
         crate::domain::ChatKind::Local => "local",
         crate::domain::ChatKind::Schedule => "sched",
         crate::domain::ChatKind::Handoff => "handoff",

@@ -106,6 +106,8 @@ pub(super) async fn layers(
 fn channel_name(chat: &ChatKey) -> &'static str {
     match chat.kind() {
         ChatKind::Telegram => "a Telegram chat; keep answers short and use simple Markdown",
+        ChatKind::WhatsApp => "a WhatsApp chat; keep answers short, plain text with *bold* at most",
+        ChatKind::Signal => "a Signal chat; keep answers short and in plain text",
         ChatKind::Local => "a direct session with the operator",
         ChatKind::Schedule => {
             "a scheduled job; your answer is delivered to the job's chat if it has one"

@@ -47,6 +47,9 @@
 //!   `last_tool_result_contains`), so that a broken tool shows in the reply.
 //! - `telegram = true`: the main agent gets a bot on a fake Bot API (users 1001 "Ada", the
 //!   approver, and 1002 "Bo" may talk to it); turns may then talk in Telegram chats (below).
+//! - `whatsapp = true`: the main agent gets a WhatsApp account on a fake Graph API
+//!   (`+4915100000001` "Ada" may talk and approve); turns to `wa:4915100000001` are signed webhook
+//!   deliveries, and a turn's `approval` presses the prompt's reply button (`eval/whatsapp.rs`).
 //! - `unclaimed = true` (with `telegram`): the bot's agent file names nobody, so the bot waits to
 //!   be claimed; `{{claim_code}}` in a Telegram turn's text is its claim code.
 //! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API
@@ -125,3 +128,4 @@ pub mod runner;
 pub mod scenario;
 mod services;
 mod telegram;
+mod whatsapp;

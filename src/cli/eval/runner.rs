@@ -21,6 +21,7 @@ use super::scenario::{
 };
 use super::services::Services;
 use super::telegram::{self, Said, TelegramSide, Utterance};
+use super::whatsapp::WhatsAppSide;
 use crate::testkit::fake_transcription::FakeTranscription;
 
 /// How long an agent may take to be offered the tools its file lists.
@@ -242,6 +243,30 @@ impl Conversation<'_> {
         prefix: &str,
     ) -> Result<Heard, String> {
         let chat = turn.chat();
+        if let Some(whatsapp) = &self.services.whatsapp
+            && chat.kind() == crate::domain::ChatKind::WhatsApp
+        {
+            let (base, _) = self.harness.studio_http().await;
+            let mut decided = HashSet::new();
+            let limit = turn.wait.map_or(self.limit, |wait| wait.0);
+            let heard = whatsapp
+                .converse(
+                    self.harness.store(),
+                    &format!("{base}/hooks/whatsapp"),
+                    &chat,
+                    turn.user.as_deref(),
+                    turn.approval,
+                    &mut decided,
+                    limit,
+                )
+                .await;
+            if turn.approval.is_some() && decided.is_empty() {
+                failures.push(format!(
+                    "{prefix}: `approval` is set but no approval was requested during the turn"
+                ));
+            }
+            return heard;
+        }
         match (&self.services.telegram, listeners.get_mut(&chat)) {
             (Some(telegram), _) if is_telegram(turn) => {
                 let transcription = self.services.transcription.as_ref();
@@ -588,12 +613,19 @@ async fn setup(
     services: &Services,
 ) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
     let start = StartOptions {
-        studio: false,
-        channels: scenario.telegram,
+        // WhatsApp's webhook is on Studio's port.
+        studio: scenario.whatsapp,
+        channels: scenario.telegram || scenario.whatsapp,
         scheduler: true,
     };
     let (mut options, llm) =
         harness_options(scenario, source, start, services.telegram.as_ref()).await?;
+    if let Some(whatsapp) = &services.whatsapp {
+        if let Some(main) = options.agents.first_mut() {
+            main.push_str(&whatsapp.agent_table());
+        }
+        options.env.extend(WhatsAppSide::env());
+    }
     options.config_extra.push_str(&services.config());
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;

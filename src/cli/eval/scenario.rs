@@ -36,6 +36,10 @@ pub struct Scenario {
     /// The main agent gets a bot on a fake Bot API; turns may then talk to `tg:` chats.
     #[serde(default)]
     pub telegram: bool,
+    /// The main agent gets a WhatsApp account on a fake Graph API; turns may then talk to
+    /// `wa:<number>` chats (`wa:4915100000001` may talk and approve, by reply buttons).
+    #[serde(default)]
+    pub whatsapp: bool,
     /// The bot's agent file names nobody (no `allow_users`, no `approvers`): the bot waits to be
     /// claimed; a turn's `{{claim_code}}` is its claim code.
     #[serde(default)]
@@ -187,6 +191,16 @@ impl Scenario {
             .collect()
     }
 
+    /// A `wa:` chat needs `whatsapp = true`.
+    fn whatsapp_chat(&self, number: usize, turn: &Turn) -> Result<(), String> {
+        match turn.chat.as_deref().map(str::trim) {
+            Some(chat) if chat.starts_with("wa:") && !self.whatsapp => Err(format!(
+                "turn {number}: `chat = \"{chat}\"` needs `whatsapp = true`"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// What serde cannot check: references between keys, one of `user` / `wait`, safe paths.
     fn check(&self) -> Result<(), String> {
         if self.turns.is_empty() {
@@ -249,6 +263,7 @@ impl Scenario {
                     names.iter().copied().collect::<Vec<_>>().join(", ")
                 ));
             }
+            self.whatsapp_chat(number, turn)?;
             match turn.chat.as_deref().map(str::trim) {
                 Some("") => return Err(format!("turn {number}: `chat` is empty")),
                 Some(chat) if chat.starts_with("tg:") => {
@@ -296,9 +311,9 @@ impl Turn {
 
     pub(super) fn chat(&self) -> ChatKey {
         let chat = self.chat.as_deref().unwrap_or(DEFAULT_CHAT).trim();
-        match chat.strip_prefix("tg:") {
-            Some(_) => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
-            None => ChatKey::cli(chat),
+        match chat.starts_with("tg:") || chat.starts_with("wa:") {
+            true => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
+            false => ChatKey::cli(chat),
         }
     }
 }

@@ -9,10 +9,12 @@ use crate::testkit::fake_transcription::FakeTranscription;
 
 use super::scenario::Scenario;
 use super::telegram::TelegramSide;
+use super::whatsapp::WhatsAppSide;
 
 #[derive(Default)]
 pub(super) struct Services {
     pub(super) telegram: Option<TelegramSide>,
+    pub(super) whatsapp: Option<WhatsAppSide>,
     pub(super) transcription: Option<FakeTranscription>,
     speech: Option<FakeSpeech>,
     search: Option<FakeSearch>,
@@ -26,6 +28,9 @@ impl Services {
         if scenario.telegram {
             services.telegram =
                 Some(TelegramSide::start(&scenario.forums, scenario.unclaimed).await?);
+        }
+        if scenario.whatsapp {
+            services.whatsapp = Some(WhatsAppSide::start().await);
         }
         if scenario.voice {
             services.transcription = Some(

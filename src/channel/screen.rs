@@ -1,0 +1,231 @@
+//! Who may talk to an agent on a seam channel, and claiming an account that names nobody.
+//!
+//! Who may talk: the agent file's numbers (`allow_users`, `approvers`), then the stored owner and
+//! allowed people (`channel_people`); a blocked person is never answered. Anyone else is a
+//! stranger: their message is stored as ignored and never reaches the model.
+//!
+//! Claiming: an account whose file names nobody and that has no owner yet has a one-time code
+//! (`channel_claims`, 24 h, shown on Studio's People page and logged when the account starts);
+//! the first person to send it (alone, or after `claim` or `/start`) becomes the owner — they
+//! talk to the agent and approve. The claim is stored with its audit row in one transaction.
+//!
+//! Architecture Invariant: the claim code never reaches the audit log or an event.
+
+use crate::audit;
+use crate::events::{EventBus, EventData, EventKind};
+use crate::people::{CLAIM_VALIDITY_MS, StartArgument, parse_start_argument};
+use crate::store::channels::{self as queries, ChannelClaim, ChannelPerson, ChannelPersonStatus};
+use crate::store::{Store, StoreError};
+
+/// The people an agent's file names on a channel (normalized ids).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilePeople {
+    pub allowed: Vec<String>,
+    pub approvers: Vec<String>,
+}
+
+impl FilePeople {
+    pub fn names_anyone(&self) -> bool {
+        !self.allowed.is_empty() || !self.approvers.is_empty()
+    }
+}
+
+/// Where a sender stands with the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// May talk; `approver` when they may decide approvals too.
+    Allowed { approver: bool },
+    /// Never answered.
+    Blocked,
+    /// Nobody the agent knows; `claimable` when the account has no owner and names nobody.
+    Stranger { claimable: bool },
+}
+
+/// Where `user` stands with `agent` on `channel`.
+pub async fn standing(
+    store: &Store,
+    agent: &str,
+    channel: &str,
+    file: &FilePeople,
+    user: &str,
+) -> Result<Standing, StoreError> {
+    let (agent_name, channel_name, user_id) =
+        (agent.to_string(), channel.to_string(), user.to_string());
+    let (person, owner) = store
+        .read(move |conn| {
+            Ok((
+                queries::person(conn, &agent_name, &channel_name, &user_id)?,
+                queries::owner(conn, &agent_name, &channel_name)?,
+            ))
+        })
+        .await?;
+    if let Some(person) = &person
+        && person.status == ChannelPersonStatus::Blocked
+    {
+        return Ok(Standing::Blocked);
+    }
+    let approver = file.approvers.iter().any(|number| number == user)
+        || person
+            .as_ref()
+            .is_some_and(|person| person.status == ChannelPersonStatus::Owner);
+    if approver || file.allowed.iter().any(|number| number == user) || person.is_some() {
+        return Ok(Standing::Allowed { approver });
+    }
+    Ok(Standing::Stranger {
+        claimable: !file.names_anyone() && owner.is_none(),
+    })
+}
+
+/// The live claim code of an account that names nobody and has no owner (made when there is
+/// none or it expired); `None` once it is owned.
+pub async fn ensure_claim_code(
+    store: &Store,
+    events: &EventBus,
+    agent: &str,
+    channel: &str,
+) -> Result<Option<String>, StoreError> {
+    let now = crate::clock::now_ms();
+    let (agent_name, channel_name) = (agent.to_string(), channel.to_string());
+    let (code, fresh) = store
+        .write(move |conn| {
+            if queries::owner(conn, &agent_name, &channel_name)?.is_some() {
+                return Ok((None, false));
+            }
+            if let Some(claim) = queries::claim(conn, &agent_name, &channel_name)?
+                && claim.claimed_ms.is_none()
+                && claim.expires_ms > now
+            {
+                return Ok((Some(claim.code), false));
+            }
+            let claim = ChannelClaim {
+                agent: agent_name.clone(),
+                channel: channel_name.clone(),
+                code: crate::telegram::pairing::new_code(),
+                created_ms: now,
+                expires_ms: now + CLAIM_VALIDITY_MS,
+                claimed_ms: None,
+            };
+            queries::put_claim(conn, &claim)?;
+            Ok((Some(claim.code), true))
+        })
+        .await?;
+    if fresh {
+        changed(
+            events,
+            agent,
+            "claim_code",
+            &format!("a new {channel} claim code was made"),
+        );
+    }
+    Ok(code)
+}
+
+/// What a stranger's message did to an unclaimed account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// They own it now.
+    Claimed,
+    /// The message was shaped like a code but is not this one (or it expired).
+    Wrong,
+    /// Not a claim at all.
+    NotAClaim,
+}
+
+/// Reads `text` as a claim (`ABCD-EFGH`, `claim ABCD-EFGH`, `/start ABCD-EFGH`) and, when it is
+/// the live code, makes `user` the owner (stored with its audit row).
+pub async fn claim(
+    store: &Store,
+    events: &EventBus,
+    agent: &str,
+    channel: &str,
+    user: &str,
+    name: &str,
+    text: &str,
+) -> Result<ClaimOutcome, StoreError> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let argument = match words.as_slice() {
+        [code] => parse_start_argument(code),
+        [first, code] if matches!(first.to_ascii_lowercase().as_str(), "claim" | "/start") => {
+            parse_start_argument(code)
+        }
+        _ => return Ok(ClaimOutcome::NotAClaim),
+    };
+    let StartArgument::Code(code) = argument else {
+        return Ok(ClaimOutcome::NotAClaim);
+    };
+    let now = crate::clock::now_ms();
+    let subject = format!("{channel}:{user}");
+    let (agent_name, channel_name, user_id, person_name, audited) = (
+        agent.to_string(),
+        channel.to_string(),
+        user.to_string(),
+        name.to_string(),
+        subject.clone(),
+    );
+    let outcome = store
+        .write(move |conn| {
+            if queries::owner(conn, &agent_name, &channel_name)?.is_some() {
+                return Ok(ClaimOutcome::Wrong);
+            }
+            let Some(claim) = queries::claim(conn, &agent_name, &channel_name)? else {
+                return Ok(ClaimOutcome::Wrong);
+            };
+            let right = claim.code.len() == code.len()
+                && claim
+                    .code
+                    .bytes()
+                    .zip(code.bytes())
+                    .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+                    == 0;
+            if !right || claim.expires_ms <= now {
+                return Ok(ClaimOutcome::Wrong);
+            }
+            if !queries::consume_claim(conn, &agent_name, &channel_name, &user_id, now)? {
+                return Ok(ClaimOutcome::Wrong);
+            }
+            queries::set_person(
+                conn,
+                &ChannelPerson {
+                    agent: agent_name.clone(),
+                    channel: channel_name.clone(),
+                    user: user_id.clone(),
+                    name: person_name.clone(),
+                    status: ChannelPersonStatus::Owner,
+                    changed_ms: now,
+                    changed_by: audited.clone(),
+                },
+            )?;
+            audit::append(
+                conn,
+                &audited,
+                "people.claimed",
+                &audited,
+                &serde_json::json!({"agent": agent_name, "channel": channel_name, "name": person_name}),
+            )?;
+            Ok(ClaimOutcome::Claimed)
+        })
+        .await?;
+    if outcome == ClaimOutcome::Claimed {
+        audit::announce(events, "people.claimed", &subject);
+        changed(
+            events,
+            agent,
+            "claimed",
+            &format!("{name} ({subject}) claimed the account and is its owner"),
+        );
+    }
+    Ok(outcome)
+}
+
+fn changed(events: &EventBus, agent: &str, change: &str, detail: &str) {
+    events.publish_data(
+        EventKind::PeopleChanged,
+        &format!("people:{agent}"),
+        detail,
+        EventData::PeopleChanged {
+            agent: agent.to_string(),
+            user_id: None,
+            change: change.to_string(),
+        },
+    );
+}

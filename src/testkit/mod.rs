@@ -31,6 +31,7 @@ pub mod fake_transcription;
 pub mod harness;
 pub mod process;
 pub mod scripted_llm;
+pub mod test_model;
 pub mod tmpfs;
 pub mod wait;
 pub mod world;

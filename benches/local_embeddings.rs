@@ -114,11 +114,16 @@ const DISTRACTORS: [&str; 20] = [
     "Grandpa's watch was repaired last year.",
 ];
 
+/// Resident plus swapped-out memory (a loaded machine swaps idle pages out).
 fn rss_mib() -> f64 {
+    status_mib("VmRSS:") + status_mib("VmSwap:")
+}
+
+fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|value| {
             value
                 .trim()
@@ -239,6 +244,12 @@ fn local_embeddings(c: &mut Criterion) {
         }
     });
     let unloaded = rss_mib();
+    eprintln!(
+        "  (now: RSS {:.1} MiB, of it anonymous {:.1}; swapped {:.1})",
+        status_mib("VmRSS:"),
+        status_mib("RssAnon:"),
+        status_mib("VmSwap:")
+    );
 
     println!(
         "local embeddings (all-MiniLM-L6-v2, CPU, {} threads):",

@@ -36,6 +36,7 @@ pub mod harness;
 pub mod process;
 pub mod scripted_llm;
 pub mod test_site;
+pub mod test_model;
 pub mod tmpfs;
 pub mod wait;
 pub mod world;

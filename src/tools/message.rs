@@ -52,9 +52,11 @@ impl SendMessageTool {
                 ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal | ChatKind::Local => {
                     Ok(ctx.chat.clone())
                 }
-                ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => Err(ToolError::Refused(
-                    "this run is not in a conversation with a person; name a `chat_id`".into(),
-                )),
+                ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {
+                    Err(ToolError::Refused(
+                        "this run is not in a conversation with a person; name a `chat_id`".into(),
+                    ))
+                }
             };
         };
         // The run's own chat by its id is the run's conversation: in a forum, its topic.

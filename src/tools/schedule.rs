@@ -374,9 +374,11 @@ fn target(tool: &str, parsed: &Args<'_>, ctx: &ToolContext) -> Result<Option<Cha
             ChatKind::Telegram | ChatKind::WhatsApp | ChatKind::Signal | ChatKind::Local => {
                 Ok(Some(ctx.chat.clone()))
             }
-            ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => Err(ToolError::InvalidArguments(format!(
-                "{tool}: this run is not in a conversation with a person; use `deliver = \"silent\"`"
-            ))),
+            ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {
+                Err(ToolError::InvalidArguments(format!(
+                    "{tool}: this run is not in a conversation with a person; use `deliver = \"silent\"`"
+                )))
+            }
         },
     }
 }

@@ -47,7 +47,6 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
         ));
     }
     validate_memory(config, origin)?;
-    super::memory::validate_embeddings(config, origin)?;
     validate_transcription(config, origin)?;
     validate_supervision(&config.supervision, origin)?;
     validate_telegram(&config.telegram, origin)?;

@@ -281,6 +281,15 @@ pub enum EventData {
     },
     /// `memory_changed`: memory `id` was `saved`, or governed (`change` names the operation).
     MemoryChanged { id: i64, change: String },
+    /// `memory_changed`: memories are being embedded with a new model (`done` of `total`), or
+    /// that ended (`running` false; `error` when it stopped early).
+    MemoryReindex {
+        model: String,
+        done: u64,
+        total: u64,
+        running: bool,
+        error: Option<String>,
+    },
     /// `agent_changed`: the tools from `source` (an MCP server, ...) changed.
     AgentToolsChanged { agent: String, source: String },
     /// `agent_changed`: a skill was turned on or off.

@@ -605,7 +605,7 @@ async fn memory_stats_and_reindex_commands_read_the_database() {
     let text = String::from_utf8_lossy(&stats.stdout);
     assert!(stats.status.success(), "{text}");
     assert!(text.contains("2 live (2 embedded)"), "{text}");
-    assert!(text.contains("semantic"), "{text}");
+    assert!(text.contains("provider embeddings"), "{text}");
     let dump = dir.path().join("data/memory");
     std::fs::remove_dir_all(&dump).unwrap();
     let reindex = run("reindex").await;

@@ -3,8 +3,10 @@
 //! with the owner's private chat preselected and the daemon's zone filled in; the job created
 //! there is run now, its answer arrives in the owner's Telegram chat (the fake Bot API), its last
 //! run links to the agent's run, and it is edited on its own page (a new time, the answer moved to
-//! the family group). Memory: a fact added, found by another form of its words, and edited.
-//! Desktop and phone (390×844) screenshots of each step go to
+//! the family group). Memory: a fact added, found by another form of its words, and edited; a
+//! household switched from full text to a local model (issue #33): the page says how search
+//! works, shows its memories being re-read for the model, and "my dentist" then finds
+//! "Dr. Weber's practice". Desktop and phone (390×844) screenshots of each step go to
 //! `<target>/tmp/studio-screenshots/` (`schedules-*`, `memory-*`, `phone-*`).
 
 mod browser;
@@ -384,6 +386,110 @@ async fn a_memory_is_added_found_by_another_form_of_its_words_and_edited() {
     browser.assert_no_sideways_scroll("memory editor").await;
     browser.screenshot("phone-memory-edit").await;
 
+    browser.close().await;
+    world.harness.stop().await;
+}
+
+/// Memories stored in full-text mode before the switch to a local model.
+const STORED_BEFORE: usize = 300;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_a_local_model_shows_the_mode_and_the_rereading_and_finds_by_meaning() {
+    // Full text first: the page says search goes by words; memories pile up.
+    let world = World::builder(Script::new().rule(Rule::text("Hello.")))
+        .agent("ada", "")
+        .start()
+        .await;
+    let browser = Browser::launch().await;
+    log_in(&browser, &world).await;
+    browser.open("memory").await;
+    browser
+        .wait_until(
+            "the mode says search goes by words",
+            "document.querySelector('#memory-mode [data-mode=\"full_text\"]')?.textContent.includes('by their words only')",
+        )
+        .await;
+    browser.screenshot("memory-mode-full-text").await;
+    world
+        .store()
+        .write(|conn| {
+            let now = clawvisor::clock::now_ms();
+            for index in 0..STORED_BEFORE {
+                let text = if index == 0 {
+                    "Dr. Weber's practice cleans our teeth twice a year.".to_string()
+                } else {
+                    format!("Household note {index}: the spare key number {index} hangs in hook {index}.")
+                };
+                clawvisor::store::memory::insert(
+                    conn,
+                    &clawvisor::store::memory::NewFact {
+                        owner: "ada".into(),
+                        class: "durable".into(),
+                        sensitivity: "normal".into(),
+                        source: "user_said".into(),
+                        chat: None,
+                        text,
+                        run_id: None,
+                        message_id: None,
+                        surprise: None,
+                        embedding: None,
+                    },
+                    now,
+                )?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    browser.close().await;
+    let dir = world.harness.stop().await;
+
+    // The same household with a local model: the memories are re-read, visibly.
+    let model = clawvisor::testkit::test_model::minilm_dir();
+    let world = World::builder(Script::new().rule(Rule::text("Hello.")))
+        .agent("ada", "")
+        .config_extra(&format!(
+            "[memory]\nembeddings = \"local\"\nlocal_model = \"{}\"\n",
+            model.display()
+        ))
+        .dir(dir)
+        .start()
+        .await;
+    let browser = Browser::launch().await;
+    log_in(&browser, &world).await;
+    browser.open("memory").await;
+    browser.wait_for("#memory-mode [data-mode=\"local\"]").await;
+    // Whatever the re-reading shows first (running on a slow machine, done on a fast one).
+    browser.screenshot("memory-mode-local-rereading").await;
+    browser
+        .wait_until(
+            "the page says every memory was re-read",
+            &format!(
+                "document.querySelector('#memory-reindex[data-running=\"false\"]')?.textContent.includes('All {STORED_BEFORE} memories')"
+            ),
+        )
+        .await;
+    let line = browser.wait_for("#memory-mode-line").await;
+    assert!(line.text().await.unwrap().contains("on this computer"));
+    browser.screenshot("memory-mode-local").await;
+    browser.type_into("#memory-q", "my dentist").await;
+    click(&browser, "#memory-search").await;
+    browser
+        .wait_until(
+            "a search by meaning finds the dentist",
+            "document.querySelector('#memory-results [data-memory]')?.textContent.includes('Dr. Weber')",
+        )
+        .await;
+    browser.screenshot("memory-local-search").await;
+
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.open("memory").await;
+    browser.wait_for("#memory-mode [data-mode=\"local\"]").await;
+    browser.click("#memory-mode summary").await;
+    browser
+        .assert_no_sideways_scroll("memory (local mode)")
+        .await;
+    browser.screenshot("phone-memory-mode-local").await;
     browser.close().await;
     world.harness.stop().await;
 }

@@ -47,13 +47,13 @@ fn empty_supervisor(context: &RootContext, local_name: &str) -> ChildSpec {
 /// The memory actor's slice of the config: its embeddings provider (if any) and the hierarchy.
 pub fn memory_args(context: &RootContext) -> MemoryArgs {
     let config = &context.loaded.config;
-    let (embeddings, full_text_reason) =
-        crate::memory::embeddings_config(config, &context.loaded.secrets);
+    let (embeddings, mode_reason) =
+        crate::memory::embeddings_choice(config, &context.loaded.secrets);
     MemoryArgs {
         store: context.store.clone(),
         dir: config.data_dir.join("memory"),
         embeddings,
-        full_text_reason,
+        mode_reason,
         surprise_threshold: config.memory.surprise_threshold,
         hierarchy: context
             .loaded

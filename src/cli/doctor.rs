@@ -362,16 +362,38 @@ fn profile_checks(protections: &crate::sandbox::Protections) -> Vec<Check> {
         .collect()
 }
 
-/// How memory is searched: semantically with an embeddings model, or full-text only and why.
+/// How memory is searched and why: a provider's or a local model's embeddings, or full text;
+/// a local model directory without its files is a failure naming the missing file.
 fn memory_check(loaded: &LoadedConfig) -> Check {
-    let (embeddings, reason) = crate::memory::embeddings_config(&loaded.config, &loaded.secrets);
+    let (choice, why) = crate::memory::embeddings_choice(&loaded.config, &loaded.secrets);
+    let (ok, detail) = match &choice {
+        None => (true, format!("full-text search only — {why}")),
+        Some(crate::memory::EmbeddingsChoice::Provider(config)) => (
+            true,
+            format!(
+                "semantic search with embeddings model `{}` — {why}",
+                config.model
+            ),
+        ),
+        Some(crate::memory::EmbeddingsChoice::Local(settings)) => {
+            match crate::memory::local::model::check_dir(&settings.dir) {
+                Ok(()) => (
+                    true,
+                    format!(
+                        "semantic search with the local model `{}` — {why}; loaded on first use, \
+                         unloaded after {} idle",
+                        crate::memory::local::model_name(&settings.dir),
+                        crate::config::Dur(settings.idle_unload)
+                    ),
+                ),
+                Err(error) => (false, format!("local embeddings cannot start: {error}")),
+            }
+        }
+    };
     Check {
-        ok: true,
+        ok,
         what: "memory".into(),
-        detail: match embeddings {
-            Some(config) => format!("semantic search with embeddings model `{}`", config.model),
-            None => format!("full-text search only — {reason}"),
-        },
+        detail,
     }
 }
 

@@ -322,8 +322,18 @@ pub enum SkillsCommand {
 pub enum MemoryCommand {
     /// Memories per owner, embedded or not, archived, redacted; semantic or full-text mode.
     Stats,
-    /// Rebuild the vector index from the database (run it with the daemon stopped).
+    /// Embed the memories that have no vector of the current model (after a model change),
+    /// then rebuild the vector index (run it with the daemon stopped; the daemon does the
+    /// same at start, with progress in Studio).
     Reindex,
+    /// Download a known local embeddings model (checked by SHA-256) into <data dir>/models/.
+    FetchModel {
+        /// The model's name (all-MiniLM-L6-v2).
+        name: String,
+        /// Download from this mirror instead of the model's hub (`{url}/{file}`).
+        #[arg(long, value_name = "URL")]
+        from: Option<String>,
+    },
 }
 
 impl Cli {

@@ -37,6 +37,7 @@ mod duration;
 pub mod edit;
 mod layers;
 mod mcp;
+mod memory;
 mod providers;
 mod secret_uses;
 pub mod secrets_file;
@@ -65,6 +66,7 @@ pub use backup::BackupConfig;
 pub use bytes::Bytes;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
+pub use memory::EmbeddingsMode;
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use signal::{DEFAULT_SIGNAL_RPC_URL, SignalSpec};
@@ -460,6 +462,14 @@ pub struct MemoryConfig {
     pub surprise_threshold: f32,
     /// Memories put into the prompt for each message (0: no memory layer).
     pub recall_limit: u32,
+    /// How memories are embedded: auto, provider, local or off (`config/memory.rs`).
+    pub embeddings: EmbeddingsMode,
+    /// The local model's directory (absolute, or a name under `<data dir>/models/`).
+    pub local_model: String,
+    /// The local model leaves memory after this long unused.
+    pub local_idle_unload: Dur,
+    /// Texts per forward pass of the local model.
+    pub local_batch: u32,
 }
 
 impl Default for MemoryConfig {
@@ -468,6 +478,10 @@ impl Default for MemoryConfig {
             embeddings_provider: String::new(),
             surprise_threshold: 0.25,
             recall_limit: 6,
+            embeddings: EmbeddingsMode::Auto,
+            local_model: String::new(),
+            local_idle_unload: Dur::secs(600),
+            local_batch: 32,
         }
     }
 }

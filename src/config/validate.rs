@@ -47,6 +47,7 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
         ));
     }
     validate_memory(config, origin)?;
+    super::memory::validate_embeddings(config, origin)?;
     validate_transcription(config, origin)?;
     validate_supervision(&config.supervision, origin)?;
     validate_telegram(&config.telegram, origin)?;

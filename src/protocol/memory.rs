@@ -112,6 +112,28 @@ pub struct MemoryStats {
     pub mode: String,
     pub indexed: usize,
     pub tombstones: usize,
+    /// `full_text`, `provider` or `local`.
+    pub embeddings: &'static str,
+    /// The model recorded with each vector (empty in full text).
+    pub model: String,
+    /// Why this mode, in words (`[memory] embeddings`, the provider, the model directory).
+    pub why: String,
+    /// Local mode: whether the model is in memory now (it is unloaded when idle).
+    pub local_loaded: Option<bool>,
+    /// The re-embedding of memories after a model change, while it runs and after it ended.
+    pub reindex: Option<ReindexProgress>,
+}
+
+/// How far memory is in embedding every memory with the current model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReindexProgress {
+    pub model: String,
+    /// Memories to embed when it started.
+    pub total: u64,
+    pub done: u64,
+    pub running: bool,
+    /// Why it stopped early (it resumes at the next start or `reindex`).
+    pub error: Option<String>,
 }
 
 /// What others may ask of the memory service.
@@ -147,7 +169,8 @@ pub enum MemoryMsg {
     /// The owners an agent may read (the read model), for queries made outside this actor.
     ReadableOwners(String, RpcReplyPort<Vec<String>>),
     Stats(RpcReplyPort<MemoryStats>),
-    /// Rebuild the index from SQLite now; the number of memories indexed.
+    /// Rebuild the index from SQLite now and embed the memories that have no vector of the
+    /// current model (in the background, with progress); the number of memories indexed.
     Reindex(RpcReplyPort<Result<usize, MemoryError>>),
 }
 

@@ -298,6 +298,59 @@ pub fn embedded_vectors(conn: &Connection, model: &str) -> Result<Vec<(i64, Stri
     Ok(out)
 }
 
+/// How many live memories have no embedding of `model` (to embed after a model change).
+pub fn count_needing_embedding(conn: &Connection, model: &str) -> Result<u64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM memory_facts WHERE archived_ms IS NULL AND redacted_ms IS NULL
+             AND (embedding IS NULL OR embedding_model IS NOT ?1)",
+        )?
+        .query_row([model], |row| row.get::<_, i64>(0))? as u64)
+}
+
+/// `(id, owner, text)` of up to `limit` live memories after `after_id` without an embedding of
+/// `model`, in id order.
+pub fn needing_embedding(
+    conn: &Connection,
+    model: &str,
+    after_id: i64,
+    limit: u32,
+) -> Result<Vec<(i64, String, String)>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, owner, text FROM memory_facts WHERE id > ?2 AND archived_ms IS NULL
+         AND redacted_ms IS NULL AND (embedding IS NULL OR embedding_model IS NOT ?1)
+         ORDER BY id LIMIT ?3",
+    )?;
+    let rows = statement.query_map(params![model, after_id, limit], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Stores `vector` as the embedding of `model` for memory `id`, if its text is still `text`
+/// (an edit meanwhile re-embedded it already). Whether it was stored.
+pub fn set_embedding(
+    conn: &Connection,
+    id: i64,
+    text: &str,
+    vector: &[f32],
+    model: &str,
+) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE memory_facts SET embedding = ?3, embedding_model = ?4, dimension = ?5
+             WHERE id = ?1 AND text = ?2",
+        )?
+        .execute(params![
+            id,
+            text,
+            encode_vector(vector),
+            model,
+            vector.len() as i64
+        ])?
+        == 1)
+}
+
 /// The dimension of the vectors stored for `model`, if any.
 pub fn stored_dimension(conn: &Connection, model: &str) -> Result<Option<usize>> {
     Ok(conn

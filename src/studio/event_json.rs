@@ -43,6 +43,7 @@ pub fn data_json(data: &EventData) -> Value {
         | EventData::TriggerDelivery { .. } => schedule_json(data),
         EventData::HandoffChanged { .. }
         | EventData::MemoryChanged { .. }
+        | EventData::MemoryReindex { .. }
         | EventData::AgentToolsChanged { .. }
         | EventData::AgentSkillToggled { .. }
         | EventData::AgentSettingsChanged { .. }
@@ -241,6 +242,14 @@ fn change_json(data: &EventData) -> Value {
         } => json!({"id": id, "status": status, "change": change,
                     "owner": owner, "delegate": delegate}),
         EventData::MemoryChanged { id, change } => json!({"id": id, "change": change}),
+        EventData::MemoryReindex {
+            model,
+            done,
+            total,
+            running,
+            error,
+        } => json!({"change": "reindex", "model": model, "done": done, "total": total,
+                    "running": running, "error": error}),
         EventData::AgentToolsChanged { agent, source } => {
             json!({"agent": agent, "change": "tools", "source": source})
         }
@@ -500,6 +509,17 @@ mod tests {
                     change: text("saved"),
                 },
                 json!({"id": 9, "change": "saved"}),
+            ),
+            (
+                EventData::MemoryReindex {
+                    model: text("local:all-MiniLM-L6-v2"),
+                    done: 3,
+                    total: 9,
+                    running: true,
+                    error: None,
+                },
+                json!({"change": "reindex", "model": "local:all-MiniLM-L6-v2", "done": 3,
+                       "total": 9, "running": true, "error": null}),
             ),
             (
                 EventData::AgentToolsChanged {

@@ -133,6 +133,14 @@ pub async fn stats(State(state): State<StudioState>) -> Result<Json<Value>, ApiE
         "archived": stats.facts.archived, "redacted": stats.facts.redacted,
         "indexed": stats.indexed, "tombstones": stats.tombstones,
         "by_owner": stats.facts.by_owner.iter().map(|(owner, count)| json!({"owner": owner, "live": count})).collect::<Vec<_>>(),
+        "embeddings": {
+            "mode": stats.embeddings, "model": stats.model, "why": stats.why,
+            "loaded": stats.local_loaded,
+            "reindex": stats.reindex.map(|progress| json!({
+                "model": progress.model, "done": progress.done, "total": progress.total,
+                "running": progress.running, "error": progress.error,
+            })),
+        },
     })))
 }
 
@@ -155,6 +163,40 @@ pub fn stats_schema() -> Value {
         (
             "by_owner",
             array(object([("owner", string()), ("live", integer())])),
+        ),
+        (
+            "embeddings",
+            object([
+                (
+                    "mode",
+                    described("`full_text`, `provider` or `local`", string()),
+                ),
+                (
+                    "model",
+                    described("recorded with each vector; empty in full text", string()),
+                ),
+                ("why", described("why this mode, in words", string())),
+                (
+                    "loaded",
+                    described(
+                        "local mode: whether the model is in memory now (null otherwise)",
+                        nullable(boolean()),
+                    ),
+                ),
+                (
+                    "reindex",
+                    described(
+                        "embedding every memory with the current model after a change; null when none was needed",
+                        nullable(object([
+                            ("model", string()),
+                            ("done", integer()),
+                            ("total", integer()),
+                            ("running", boolean()),
+                            ("error", nullable(string())),
+                        ])),
+                    ),
+                ),
+            ]),
         ),
     ])
 }

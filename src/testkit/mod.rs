@@ -35,6 +35,7 @@ pub mod fake_whatsapp;
 pub mod harness;
 pub mod process;
 pub mod scripted_llm;
+pub mod test_model;
 pub mod test_site;
 pub mod tmpfs;
 pub mod wait;

@@ -3,7 +3,9 @@
 // with where it came from, Edit (the text changes, its origin stays, the change is audited) and
 // Archive / Restore / Erase text (redact), with Delete (purge) behind a confirm(). Counts and the
 // search mode are under "How search works". Only the fact list refreshes on memory_changed, and not while a fact is being
-// edited, so nothing the operator types is lost.
+// edited, so nothing the operator types is lost. At the top, one line says how search works now (by meaning with a
+// model on this computer or the provider's, or by words only) and, after a model change, how far re-reading the
+// memories for it is (a progress bar fed by memory_changed); the technical detail is behind "Details".
 import { api, load, el, append, enc, qs, badge, when, empty, act, toast, clear, errorBox } from '/app.js';
 
 export const events = ['memory_changed'];
@@ -16,6 +18,7 @@ const SOURCES = { user_said: 'said in a chat', agent_saved: 'saved by the agent'
 
 export async function render(root, ctx) {
   const stats = el('div', { class: 'muted small', id: 'memory-stats' });
+  const mode = el('div', { id: 'memory-mode', 'aria-live': 'polite' });
   const q = el('input', { id: 'memory-q', type: 'search', placeholder: 'Search memories…', 'aria-label': 'Search' });
   const owner = el('input', { id: 'memory-owner', placeholder: 'only this agent (optional)', 'aria-label': 'Only this agent' });
   const results = el('div', { id: 'memory-results' });
@@ -70,6 +73,7 @@ export async function render(root, ctx) {
     }, { quiet });
   };
   const loadStats = () => api('/api/v1/memory/stats').then((s) => {
+    drawMode(mode, s.embeddings || {});
     clear(stats, el('details', null, el('summary', null, 'How search works'),
       el('p', null, `${s.live ?? '?'} memories in use · ${s.archived ?? 0} archived · ${s.redacted ?? 0} redacted.`),
       el('p', null, 'Search matches words in all their forms ("plants" finds "plant" and "planting")',
@@ -85,6 +89,7 @@ export async function render(root, ctx) {
 
   append(root, el('h1', null, 'Memory'),
     el('p', { class: 'muted', id: 'memory-purpose' }, 'What your agents remember about you and your household. Search it, add a fact they should know, or correct one that is wrong.'),
+    mode,
     addForm(afterChange),
     el('form', { class: 'row', style: 'margin:1rem 0', onsubmit: (e) => { e.preventDefault(); search(false); refreshList(true); } },
       q, owner, el('button', { type: 'submit', id: 'memory-search', class: 'primary' }, 'Search')),
@@ -92,6 +97,36 @@ export async function render(root, ctx) {
   ctx.refresh = () => { refreshList(true); loadStats(); };
   loadStats();
   return refreshList(false);
+}
+
+/** The search mode in one plain sentence, the re-reading progress after a model change, details on request. */
+function drawMode(box, e) {
+  const sentence = {
+    local: 'Search understands meaning: a language model on this computer reads every memory (no internet, no paid service).',
+    provider: 'Search understands meaning: your AI provider reads every memory.',
+    full_text: 'Search finds memories by their words only: “my dentist” will not find “Dr. Weber’s practice”.',
+  }[e.mode] ?? 'Search finds memories by their words.';
+  const r = e.reindex;
+  let progress = null;
+  if (r && r.running) {
+    progress = el('div', { id: 'memory-reindex', 'data-running': 'true' },
+      el('p', null, `Memory is re-reading your memories for the new search model: ${r.done} of ${r.total} done. Search by meaning finds more as it goes; nothing else is needed.`),
+      el('progress', { max: String(r.total || 1), value: String(r.done), 'aria-label': 'Re-reading memories', style: 'width:100%' }));
+  } else if (r && r.error) {
+    progress = el('div', { id: 'memory-reindex', 'data-running': 'false', class: 'field-error' },
+      el('p', null, `Re-reading memories for the new search model stopped after ${r.done} of ${r.total}. It goes on by itself at the next start; the reason is under Details.`));
+  } else if (r) {
+    progress = el('p', { id: 'memory-reindex', 'data-running': 'false', class: 'small' },
+      `All ${r.total} memories were re-read for the new search model.`);
+  }
+  const details = el('details', null, el('summary', null, 'Details'),
+    el('p', { class: 'small' }, `Mode: ${e.mode ?? '?'}${e.model ? ` · model ${e.model}` : ''}${e.loaded == null ? '' : e.loaded ? ' · loaded now' : ' · not loaded now (it loads on the next search and leaves memory when idle)'}`),
+    e.why ? el('p', { class: 'small' }, e.why) : null,
+    r && r.error ? el('p', { class: 'small' }, `Why re-reading stopped: ${r.error}`) : null,
+    e.mode === 'full_text' ? el('p', { class: 'small' },
+      'To search by meaning without a paid service: run “clawvisor memory fetch-model all-MiniLM-L6-v2”, then set embeddings = "local" and local_model = "all-MiniLM-L6-v2" under [memory] in the config file, and restart.') : null);
+  clear(box, el('div', { class: 'card', 'data-mode': e.mode ?? '' },
+    el('p', { style: 'margin:0', id: 'memory-mode-line' }, sentence), progress, details));
 }
 
 /** "Add a memory": who should remember it, the text, how private it is. */

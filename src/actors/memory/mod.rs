@@ -33,6 +33,7 @@
 
 mod editing;
 mod governance;
+mod reembed;
 mod retrieval;
 mod saving;
 mod upkeep;
@@ -51,11 +52,11 @@ use saving::{announce_saved, save_embedded, save_full_text, validate};
 use upkeep::{dump, rebuild};
 
 use crate::events::EventBus;
-use crate::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig};
 use crate::memory::index::{IndexParams, LoadOutcome, VectorIndex, Watermark};
+use crate::memory::{Embedder, EmbeddingsChoice};
 use crate::protocol::memory::{
-    MemoryError, MemoryMsg, MemoryStats, PLATFORM, SaveOutcome, SaveRequest, SearchRequest,
-    SearchResult,
+    MemoryError, MemoryMsg, MemoryStats, PLATFORM, ReindexProgress, SaveOutcome, SaveRequest,
+    SearchRequest, SearchResult,
 };
 use crate::store::Store;
 use crate::store::memory::{self as queries, FactRow};
@@ -91,6 +92,10 @@ pub enum MemoryEvent {
     ),
     /// Every 5 minutes: rebuild the index when it is worn, dump it when it changed.
     Maintain,
+    /// The re-embedding task stored a batch of vectors of the current model (`reembed.rs`).
+    Reembedded(reembed::Embedded),
+    /// The re-embedding task ended (an error: it stopped early and resumes later).
+    ReembedEnded(Result<(), String>),
 }
 
 wraps_requests!(MemoryEvent, MemoryMsg);
@@ -100,9 +105,10 @@ pub struct MemoryArgs {
     pub store: Store,
     /// Where the index is dumped.
     pub dir: PathBuf,
-    pub embeddings: Option<EmbeddingsConfig>,
-    /// Why there are no embeddings, when there are none (shown by stats, doctor, Studio).
-    pub full_text_reason: String,
+    /// What embeds memories (a provider or a local model); none: full text.
+    pub embeddings: Option<EmbeddingsChoice>,
+    /// Why this mode, in words (shown by stats, doctor, Studio).
+    pub mode_reason: String,
     pub surprise_threshold: f32,
     /// Each agent and the agent it reports to.
     pub hierarchy: BTreeMap<String, Option<String>>,
@@ -114,10 +120,12 @@ pub struct MemoryActor;
 
 pub struct MemoryState {
     args: MemoryArgs,
-    client: Option<Arc<EmbeddingsClient>>,
+    client: Option<Arc<Embedder>>,
     model: String,
     index: Option<VectorIndex>,
     dirty: bool,
+    /// Embedding memories with the current model after a change (`reembed.rs`).
+    reindex: Option<ReindexProgress>,
 }
 
 impl MemoryArgs {
@@ -144,20 +152,21 @@ impl Actor for MemoryActor {
         myself: ActorRef<Self::Msg>,
         args: MemoryArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let mut args = args;
         let client = match &args.embeddings {
-            Some(config) => match EmbeddingsClient::new(config.clone()) {
+            Some(choice) => match Embedder::new(choice) {
                 Ok(client) => Some(Arc::new(client)),
                 Err(error) => {
                     tracing::warn!(%error, "memory: embeddings are not usable; full-text mode");
+                    args.mode_reason = format!("the embeddings are not usable: {error}");
                     None
                 }
             },
             None => None,
         };
-        let model = args
-            .embeddings
+        let model = client
             .as_ref()
-            .map(|config| config.model.clone())
+            .map(|client| client.model().to_string())
             .unwrap_or_default();
         myself.send_interval(MAINTAIN_EVERY, || MemoryEvent::Maintain);
         Ok(MemoryState {
@@ -166,59 +175,21 @@ impl Actor for MemoryActor {
             model,
             index: None,
             dirty: false,
+            reindex: None,
         })
     }
 
     async fn post_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if state.client.is_none() {
-            tracing::info!(reason = %state.args.full_text_reason, "memory: full-text mode");
+            tracing::info!(reason = %state.args.mode_reason, "memory: full-text mode");
             return Ok(());
         }
-        let model = state.model.clone();
-        let (dimension, ids) = state
-            .args
-            .store
-            .read(move |conn| {
-                Ok((
-                    queries::stored_dimension(conn, &model)?,
-                    queries::embedded_ids(conn, &model)?,
-                ))
-            })
-            .await?;
-        let Some(dimension) = dimension else {
-            return Ok(());
-        };
-        let expected = Watermark::from_chunks(
-            dimension,
-            &state.model,
-            ids.iter().map(|(id, owner)| (*id, owner.as_str())),
-        );
-        let dir = state.args.dir.clone();
-        let loaded = tokio::task::spawn_blocking(move || {
-            VectorIndex::load(&dir, &expected, IndexParams::default())
-        })
-        .await?;
-        match loaded {
-            Ok(LoadOutcome::Loaded(index)) => {
-                tracing::info!(memories = index.len(), "memory: index loaded from its dump");
-                state.index = Some(*index);
-            }
-            Ok(LoadOutcome::Missing) => {
-                rebuild(state).await?;
-            }
-            Ok(LoadOutcome::Stale { reason }) | Ok(LoadOutcome::Corrupt { reason }) => {
-                tracing::warn!(%reason, "memory: the index dump does not match the database; rebuilding it from SQLite");
-                rebuild(state).await?;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "memory: could not read the index dump; rebuilding it from SQLite");
-                rebuild(state).await?;
-            }
-        }
+        load_index(state).await?;
+        reembed::start_if_needed(&myself, state).await;
         Ok(())
     }
 
@@ -235,7 +206,7 @@ impl Actor for MemoryActor {
                 let outcome = match vector {
                     Ok(vector) => save_embedded(state, request, vector, by).await,
                     Err(error) => Err(format!(
-                        "the memory was not saved: the embeddings provider failed ({error})"
+                        "the memory was not saved: embedding it failed ({error})"
                     )),
                 };
                 announce_saved(&state.args, &outcome, audited);
@@ -245,7 +216,7 @@ impl Actor for MemoryActor {
                 let result = match vector {
                     Ok(vector) => apply_edit(state, edit, Some(vector)).await,
                     Err(error) => Err(format!(
-                        "the memory was not changed: the embeddings provider failed ({error})"
+                        "the memory was not changed: embedding it failed ({error})"
                     )),
                 };
                 announce_edited(&state.args, &result);
@@ -256,12 +227,14 @@ impl Actor for MemoryActor {
                     Ok(vector) => search(state, request, Some(vector), "hybrid".into()).await,
                     Err(error) => {
                         tracing::warn!(%error, "memory: could not embed a query; full-text only");
-                        let mode = format!("full_text (the embeddings provider failed: {error})");
+                        let mode = format!("full_text (embedding the query failed: {error})");
                         search(state, request, None, mode).await
                     }
                 };
                 let _ = reply.send(result.map_err(MemoryError::from));
             }
+            MemoryEvent::Reembedded(embedded) => reembed::on_batch(state, embedded),
+            MemoryEvent::ReembedEnded(outcome) => reembed::on_end(state, outcome),
             MemoryEvent::Maintain => {
                 if state.index.as_ref().is_some_and(VectorIndex::needs_rebuild) {
                     rebuild(state).await?;
@@ -327,6 +300,7 @@ async fn on_request(myself: &ActorRef<MemoryEvent>, state: &mut MemoryState, req
             if result.is_ok() {
                 dump(state).await;
             }
+            reembed::start_if_needed(myself, state).await;
             let _ = reply.send(result.map_err(MemoryError::from));
         }
     }
@@ -428,7 +402,7 @@ async fn start_search(
             let mode = if state.client.is_some() {
                 "full_text (no memory has an embedding yet)".to_string()
             } else {
-                format!("full_text ({})", state.args.full_text_reason)
+                format!("full_text ({})", state.args.mode_reason)
             };
             let result = search(state, request, None, mode).await;
             let _ = reply.send(result.map_err(MemoryError::from));
@@ -453,12 +427,71 @@ async fn stats(state: &MemoryState) -> MemoryStats {
             )
         }
         (Some(_), None) => format!("semantic ({}, nothing embedded yet)", state.model),
-        (None, _) => format!("full-text only ({})", state.args.full_text_reason),
+        (None, _) => format!("full-text only ({})", state.args.mode_reason),
     };
     MemoryStats {
         facts,
         mode,
         indexed: state.index.as_ref().map_or(0, VectorIndex::len),
         tombstones: state.index.as_ref().map_or(0, VectorIndex::tombstones),
+        embeddings: state
+            .client
+            .as_ref()
+            .map_or("full_text", |client| client.mode()),
+        model: state.model.clone(),
+        why: state.args.mode_reason.clone(),
+        local_loaded: state
+            .client
+            .as_ref()
+            .and_then(|client| client.local())
+            .map(|local| local.is_loaded()),
+        reindex: state.reindex.clone(),
     }
+}
+
+/// Loads the index of the current model from its dump, or rebuilds it from SQLite; none while
+/// no memory has a vector of this model.
+async fn load_index(state: &mut MemoryState) -> Result<(), ActorProcessingErr> {
+    let model = state.model.clone();
+    let (dimension, ids) = state
+        .args
+        .store
+        .read(move |conn| {
+            Ok((
+                queries::stored_dimension(conn, &model)?,
+                queries::embedded_ids(conn, &model)?,
+            ))
+        })
+        .await?;
+    let Some(dimension) = dimension else {
+        return Ok(());
+    };
+    let expected = Watermark::from_chunks(
+        dimension,
+        &state.model,
+        ids.iter().map(|(id, owner)| (*id, owner.as_str())),
+    );
+    let dir = state.args.dir.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        VectorIndex::load(&dir, &expected, IndexParams::default())
+    })
+    .await?;
+    match loaded {
+        Ok(LoadOutcome::Loaded(index)) => {
+            tracing::info!(memories = index.len(), "memory: index loaded from its dump");
+            state.index = Some(*index);
+        }
+        Ok(LoadOutcome::Missing) => {
+            rebuild(state).await?;
+        }
+        Ok(LoadOutcome::Stale { reason }) | Ok(LoadOutcome::Corrupt { reason }) => {
+            tracing::warn!(%reason, "memory: the index dump does not match the database; rebuilding it from SQLite");
+            rebuild(state).await?;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "memory: could not read the index dump; rebuilding it from SQLite");
+            rebuild(state).await?;
+        }
+    }
+    Ok(())
 }

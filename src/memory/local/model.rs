@@ -1,0 +1,296 @@
+//! One sentence-embedding model on the CPU: a BERT-family encoder (candle) with its tokenizer,
+//! pooled and normalised the way sentence-transformers does it.
+//!
+//! The model directory has the common layout: `config.json` (a BERT config), `tokenizer.json`
+//! and `model.safetensors`; optionally sentence-transformers' `modules.json` (is there a
+//! `Normalize` module?), `1_Pooling/config.json` (mean, CLS, max or mean-sqrt-len pooling) and
+//! `sentence_bert_config.json` (`max_seq_length`). Without them: mean pooling, normalised, up to
+//! 512 tokens (what all-MiniLM-L6-v2, bge-small and e5-small expect, bge saying CLS in its
+//! pooling file).
+//!
+//! Invariants: every error names the file that is missing or wrong; every vector handed back
+//! is finite and of the model's dimension (unit length when the model normalises). Pure CPU work:
+//! callers run it off the async threads.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use serde::Deserialize;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// The files a model directory must have.
+pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// How token vectors become one sentence vector (sentence-transformers' `Pooling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    Mean,
+    Cls,
+    Max,
+    MeanSqrtLen,
+}
+
+/// `1_Pooling/config.json`, the fields that choose the pooling.
+#[derive(Debug, Default, Deserialize)]
+struct PoolingFile {
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pooling_mode_mean_sqrt_len_tokens: bool,
+}
+
+/// One entry of `modules.json`.
+#[derive(Debug, Deserialize)]
+struct ModuleEntry {
+    #[serde(default)]
+    path: String,
+    #[serde(default, rename = "type")]
+    kind: String,
+}
+
+/// `sentence_bert_config.json`.
+#[derive(Debug, Deserialize)]
+struct SentenceBertFile {
+    max_seq_length: Option<usize>,
+}
+
+/// A loaded model: weights in memory, ready to embed.
+pub struct SentenceModel {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+    pooling: Pooling,
+    normalize: bool,
+    dimension: usize,
+}
+
+impl std::fmt::Debug for SentenceModel {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SentenceModel")
+            .field("pooling", &self.pooling)
+            .field("normalize", &self.normalize)
+            .field("dimension", &self.dimension)
+            .finish()
+    }
+}
+
+/// Reads a JSON file of the model directory, naming the file in every error.
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    serde_json::from_str(&text).map_err(|error| {
+        format!(
+            "{} is not a valid file of a sentence-embedding model: {error}",
+            path.display()
+        )
+    })
+}
+
+/// Checks that `dir` has the required files; the first missing one is named.
+pub fn check_dir(dir: &Path) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!(
+            "the local embeddings model directory {} does not exist; download a model with \
+             `clawvisor memory fetch-model all-MiniLM-L6-v2` or set `[memory] local_model` to a \
+             directory with {}",
+            dir.display(),
+            REQUIRED_FILES.join(", ")
+        ));
+    }
+    for file in REQUIRED_FILES {
+        let path = dir.join(file);
+        if !path.is_file() {
+            return Err(format!(
+                "{} is missing: a local embeddings model needs {} in its directory",
+                path.display(),
+                REQUIRED_FILES.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The pooling and normalisation sentence-transformers' files ask for (defaults without them).
+fn pooling_of(dir: &Path) -> Result<(Pooling, bool), String> {
+    let modules_path = dir.join("modules.json");
+    let modules: Vec<ModuleEntry> = if modules_path.is_file() {
+        read_json(&modules_path)?
+    } else {
+        Vec::new()
+    };
+    let normalize = modules.is_empty()
+        || modules
+            .iter()
+            .any(|module| module.kind.ends_with("Normalize"));
+    let pooling_dir = modules
+        .iter()
+        .find(|module| module.kind.ends_with("Pooling"))
+        .map_or_else(
+            || PathBuf::from("1_Pooling"),
+            |module| PathBuf::from(&module.path),
+        );
+    let pooling_path = dir.join(pooling_dir).join("config.json");
+    let file: PoolingFile = if pooling_path.is_file() {
+        read_json(&pooling_path)?
+    } else {
+        PoolingFile {
+            pooling_mode_mean_tokens: true,
+            ..PoolingFile::default()
+        }
+    };
+    let pooling = if file.pooling_mode_cls_token {
+        Pooling::Cls
+    } else if file.pooling_mode_max_tokens {
+        Pooling::Max
+    } else if file.pooling_mode_mean_sqrt_len_tokens {
+        Pooling::MeanSqrtLen
+    } else if file.pooling_mode_mean_tokens {
+        Pooling::Mean
+    } else {
+        return Err(format!(
+            "{} chooses no pooling mode this daemon knows (mean, cls, max, mean_sqrt_len)",
+            pooling_path.display()
+        ));
+    };
+    Ok((pooling, normalize))
+}
+
+impl SentenceModel {
+    /// Loads the model in `dir` (reads about the size of `model.safetensors` into memory).
+    pub fn load(dir: &Path) -> Result<SentenceModel, String> {
+        check_dir(dir)?;
+        let config_path = dir.join("config.json");
+        let config: BertConfig = read_json(&config_path)?;
+        let (pooling, normalize) = pooling_of(dir)?;
+        let sentence_bert = dir.join("sentence_bert_config.json");
+        let max_length = if sentence_bert.is_file() {
+            read_json::<SentenceBertFile>(&sentence_bert)?.max_seq_length
+        } else {
+            None
+        }
+        .unwrap_or(512)
+        .min(config.max_position_embeddings);
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|error| {
+            format!(
+                "{} is not a tokenizer this daemon can read: {error}",
+                tokenizer_path.display()
+            )
+        })?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                ..TruncationParams::default()
+            }))
+            .map_err(|error| format!("{}: {error}", tokenizer_path.display()))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_id: config.pad_token_id as u32,
+            ..PaddingParams::default()
+        }));
+        let weights_path = dir.join("model.safetensors");
+        let weights = std::fs::read(&weights_path)
+            .map_err(|error| format!("cannot read {}: {error}", weights_path.display()))?;
+        let builder = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|error| {
+                format!(
+                    "{} is not a safetensors file: {error}",
+                    weights_path.display()
+                )
+            })?;
+        let bert = BertModel::load(builder, &config).map_err(|error| {
+            format!(
+                "{} does not hold the BERT weights {} describes: {error}",
+                weights_path.display(),
+                config_path.display()
+            )
+        })?;
+        Ok(SentenceModel {
+            bert,
+            tokenizer,
+            pooling,
+            normalize,
+            dimension: config.hidden_size,
+        })
+    }
+
+    /// The length of every vector.
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// Embeds `texts` as one batch (padded to the longest): one vector per text, in order.
+    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|error| format!("the tokenizer failed: {error}"))?;
+        let rows = encodings.len();
+        let width = encodings.first().map_or(0, |encoding| encoding.len());
+        let mut ids = Vec::with_capacity(rows * width);
+        let mut types = Vec::with_capacity(rows * width);
+        let mut mask = Vec::with_capacity(rows * width);
+        for encoding in &encodings {
+            ids.extend_from_slice(encoding.get_ids());
+            types.extend_from_slice(encoding.get_type_ids());
+            mask.extend_from_slice(encoding.get_attention_mask());
+        }
+        self.forward(rows, width, ids, types, mask)
+            .map_err(|error| format!("the local embeddings model failed: {error}"))
+    }
+
+    /// The encoder, the pooling and the normalisation over one padded batch.
+    fn forward(
+        &self,
+        rows: usize,
+        width: usize,
+        ids: Vec<u32>,
+        types: Vec<u32>,
+        mask: Vec<u32>,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let device = Device::Cpu;
+        let ids = Tensor::from_vec(ids, (rows, width), &device)?;
+        let types = Tensor::from_vec(types, (rows, width), &device)?;
+        let mask = Tensor::from_vec(mask, (rows, width), &device)?;
+        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
+        // (rows, width, 1): 1.0 for real tokens, 0.0 for padding.
+        let weights = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let pooled = match self.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean | Pooling::MeanSqrtLen => {
+                let summed = hidden.broadcast_mul(&weights)?.sum(1)?;
+                let counts = weights.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+                let counts = match self.pooling {
+                    Pooling::MeanSqrtLen => counts.sqrt()?,
+                    _ => counts,
+                };
+                summed.broadcast_div(&counts)?
+            }
+            Pooling::Max => {
+                // Padding gets a very low value so it never wins the maximum.
+                let penalty = ((weights.ones_like()? - &weights)? * -1e9f64)?;
+                hidden.broadcast_add(&penalty)?.max(1)?
+            }
+        };
+        let pooled = if self.normalize {
+            let norms = pooled
+                .sqr()?
+                .sum_keepdim(1)?
+                .sqrt()?
+                .clamp(1e-12f32, f32::MAX)?;
+            pooled.broadcast_div(&norms)?
+        } else {
+            pooled
+        };
+        pooled.to_vec2::<f32>()
+    }
+}

@@ -129,6 +129,64 @@ async fn summarise(ctx: &RunCtx, transcript: String) -> Option<FallbackOutcome> 
     }
 }
 
+/// A model call of a compaction (the flush's or the summary's), priced, ready to be recorded as
+/// a step of the run with its cost row.
+struct ModelCall {
+    run_id: i64,
+    agent: String,
+    provider: String,
+    model: String,
+    usage: crate::llm::Usage,
+    call: runs::CallUsage,
+}
+
+impl ModelCall {
+    fn of(ctx: &RunCtx, outcome: &FallbackOutcome) -> ModelCall {
+        ModelCall {
+            run_id: ctx.run_id,
+            agent: ctx.agent().to_string(),
+            provider: outcome.model.provider.clone(),
+            model: outcome.model.model.clone(),
+            usage: outcome.response.usage,
+            call: super::run::priced_usage(&ctx.runtime, outcome),
+        }
+    }
+
+    /// Adds the step `kind` (its `detail` gains `unpriced`) and the cost row, in the caller's
+    /// transaction.
+    fn record(
+        &self,
+        conn: &rusqlite::Connection,
+        kind: &'static str,
+        mut detail: serde_json::Value,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        detail["unpriced"] = json!(self.call.unpriced);
+        runs::add_step(
+            conn,
+            self.run_id,
+            &NewStep {
+                kind,
+                name: Some(format!("{}/{}", self.provider, self.model)),
+                detail,
+                tokens_in: Some(self.usage.input_tokens),
+                tokens_out: Some(self.usage.output_tokens),
+                cost_usd: Some(self.call.cost_usd),
+                duration_ms: None,
+            },
+            now,
+        )?;
+        let site = runs::CallSite {
+            at_ms: now,
+            agent: &self.agent,
+            provider: &self.provider,
+            model: &self.model,
+            run_id: Some(self.run_id),
+        };
+        runs::record_cost(conn, &site, &self.call)
+    }
+}
+
 /// Stores the summary as the session's recap of `older`, with the `compaction` step and the
 /// call's cost, in one transaction.
 async fn store_recap(
@@ -139,39 +197,16 @@ async fn store_recap(
 ) -> Result<(), StoreError> {
     let session_id = ctx.session_id;
     let upto = older.last().map(|event| event.id).unwrap_or(0);
-    let usage = outcome.response.usage;
-    let model = outcome.model.model.clone();
-    let provider = outcome.model.provider.clone();
-    let call = super::run::priced_usage(&ctx.runtime, outcome);
-    let (run_id, agent, stored) = (ctx.run_id, ctx.agent().to_string(), summary.to_string());
+    let call = ModelCall::of(ctx, outcome);
+    let stored = summary.to_string();
     let compacted = older.len();
     let now = crate::clock::now_ms();
     ctx.runtime
         .store
         .write(move |conn| {
             sessions::set_recap(conn, session_id, &stored, upto, now)?;
-            runs::add_step(
-                conn,
-                run_id,
-                &NewStep {
-                    kind: "compaction",
-                    name: Some(format!("{provider}/{model}")),
-                    detail: json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len(), "unpriced": call.unpriced}),
-                    tokens_in: Some(usage.input_tokens),
-                    tokens_out: Some(usage.output_tokens),
-                    cost_usd: Some(call.cost_usd),
-                    duration_ms: None,
-                },
-                now,
-            )?;
-            let site = runs::CallSite {
-                at_ms: now,
-                agent: &agent,
-                provider: &provider,
-                model: &model,
-                run_id: Some(run_id),
-            };
-            runs::record_cost(conn, &site, &call)
+            let detail = json!({"events_compacted": compacted, "recap_upto": upto, "recap_chars": stored.len()});
+            call.record(conn, "compaction", detail, now)
         })
         .await
 }

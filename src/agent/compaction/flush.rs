@@ -22,7 +22,7 @@ use crate::agent::run::RunCtx;
 use crate::llm::{ChatMessage, ChatRequest, FallbackOutcome, chat_with_fallback};
 use crate::protocol::memory::{MAX_TEXT_CHARS, Memory, SaveOutcome, SaveRequest};
 use crate::store::StoreError;
-use crate::store::runs::{self, NewStep};
+use crate::store::runs::NewStep;
 use crate::store::sessions::{self, EventKindRow, EventRow};
 
 /// The system prompt of a flush request (the scripted test model recognises it).
@@ -187,37 +187,11 @@ async fn record_call(
     outcome: &FallbackOutcome,
     facts: usize,
 ) -> Result<(), StoreError> {
-    let usage = outcome.response.usage;
-    let (model, provider) = (outcome.model.model.clone(), outcome.model.provider.clone());
-    let call = crate::agent::run::priced_usage(&ctx.runtime, outcome);
-    let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
+    let call = super::ModelCall::of(ctx, outcome);
     let now = crate::clock::now_ms();
     ctx.runtime
         .store
-        .write(move |conn| {
-            runs::add_step(
-                conn,
-                run_id,
-                &NewStep {
-                    kind: "compaction_flush",
-                    name: Some(format!("{provider}/{model}")),
-                    detail: json!({"facts": facts, "unpriced": call.unpriced}),
-                    tokens_in: Some(usage.input_tokens),
-                    tokens_out: Some(usage.output_tokens),
-                    cost_usd: Some(call.cost_usd),
-                    duration_ms: None,
-                },
-                now,
-            )?;
-            let site = runs::CallSite {
-                at_ms: now,
-                agent: &agent,
-                provider: &provider,
-                model: &model,
-                run_id: Some(run_id),
-            };
-            runs::record_cost(conn, &site, &call)
-        })
+        .write(move |conn| call.record(conn, "compaction_flush", json!({"facts": facts}), now))
         .await
 }
 

@@ -260,47 +260,7 @@ impl Tool for SendFileTool {
                 copy_to_spool(&workspace, &path, requested, &spool)
             })
             .await?;
-            let (agent, chat, stored_caption) = (
-                ctx.agent.clone(),
-                ctx.chat.as_str().to_string(),
-                caption.clone(),
-            );
-            let file = copied.file.clone();
-            let queued = ctx
-                .store
-                .write(move |conn| {
-                    outbox::enqueue_file(
-                        conn,
-                        &agent,
-                        &chat,
-                        &stored_caption,
-                        &file,
-                        crate::clock::now_ms(),
-                    )
-                })
-                .await;
-            let id = match queued {
-                Ok(id) => id,
-                Err(error) => {
-                    let _ = std::fs::remove_file(&copied.file.path);
-                    return Err(ToolError::Failed(format!(
-                        "could not queue the file: {error}"
-                    )));
-                }
-            };
-            crate::channels::deliver(
-                &ctx.registry,
-                Outbound {
-                    agent: ctx.agent.clone(),
-                    chat: ctx.chat.clone(),
-                    run_id: None,
-                    correlation: None,
-                    event: OutEvent::Final {
-                        text: caption,
-                        outbox_id: Some(id),
-                    },
-                },
-            );
+            queue_and_deliver(ctx, caption, copied.file.clone(), "file").await?;
             Ok(ToolOutput::ok(format!(
                 "Sent `{}` ({}) as a {}.",
                 copied.shown,
@@ -309,6 +269,59 @@ impl Tool for SendFileTool {
             )))
         })
     }
+}
+
+/// Queues a spooled `file` with `caption` for the run's chat (its outbox row) and hands it to the
+/// chat's channel; a file that cannot be queued is removed from the spool. `what` names it in the
+/// error. Shared by `send_file` and the browser's screenshots.
+pub(crate) async fn queue_and_deliver(
+    ctx: &ToolContext,
+    caption: String,
+    file: OutboxFile,
+    what: &str,
+) -> Result<i64, ToolError> {
+    let (agent, chat, stored_caption) = (
+        ctx.agent.clone(),
+        ctx.chat.as_str().to_string(),
+        caption.clone(),
+    );
+    let spooled = file.path.clone();
+    let queued = ctx
+        .store
+        .write(move |conn| {
+            outbox::enqueue_file(
+                conn,
+                &agent,
+                &chat,
+                &stored_caption,
+                &file,
+                crate::clock::now_ms(),
+            )
+        })
+        .await;
+    let id = match queued {
+        Ok(id) => id,
+        Err(error) => {
+            let _ = std::fs::remove_file(&spooled);
+            return Err(ToolError::Failed(format!(
+                "could not queue the {what}: {error}"
+            )));
+        }
+    };
+    crate::channels::deliver(
+        &ctx.registry,
+        Outbound {
+            agent: ctx.agent.clone(),
+            chat: ctx.chat.clone(),
+            run_id: None,
+            correlation: None,
+            event: OutEvent::Final {
+                text: caption,
+                outbox_id: Some(id),
+            },
+        },
+    );
+    Ok(id)
 }
 
 /// A file copied into the spool, ready for its outbox row.

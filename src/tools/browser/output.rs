@@ -10,7 +10,7 @@ use nix::sys::stat::Mode;
 use serde_json::Value;
 
 use crate::browser::{Action, Outcome, PageInfo, UNTRUSTED_NOTE};
-use crate::domain::{ChatKind, OutEvent, Outbound};
+use crate::domain::ChatKind;
 use crate::store::outbox::{self, OutboxFile, OutboxFileKind};
 use crate::tool::{ToolContext, ToolError, ToolOutput, run_blocking};
 use crate::tools::workspace::{MissingParents, Purpose, Workspace};
@@ -157,46 +157,10 @@ pub async fn send_photo(ctx: &ToolContext, png: Vec<u8>, caption: &str) -> Resul
         kind: OutboxFileKind::Photo,
         name: "screenshot.png".into(),
     };
-    let (agent, chat) = (ctx.agent.clone(), ctx.chat.as_str().to_string());
     let caption: String = crate::secrets::redact(caption)
         .chars()
         .take(crate::tools::send_file::CAPTION_LIMIT_CHARS)
         .collect();
-    let stored_caption = caption.clone();
-    let queued = ctx
-        .store
-        .write(move |conn| {
-            outbox::enqueue_file(
-                conn,
-                &agent,
-                &chat,
-                &stored_caption,
-                &file,
-                crate::clock::now_ms(),
-            )
-        })
-        .await;
-    let id = match queued {
-        Ok(id) => id,
-        Err(error) => {
-            let _ = std::fs::remove_file(&path);
-            return Err(ToolError::Failed(format!(
-                "could not queue the screenshot: {error}"
-            )));
-        }
-    };
-    crate::channels::deliver(
-        &ctx.registry,
-        Outbound {
-            agent: ctx.agent.clone(),
-            chat: ctx.chat.clone(),
-            run_id: None,
-            correlation: None,
-            event: OutEvent::Final {
-                text: caption,
-                outbox_id: Some(id),
-            },
-        },
-    );
+    crate::tools::send_file::queue_and_deliver(ctx, caption, file, "screenshot").await?;
     Ok(())
 }

@@ -67,12 +67,30 @@ fn brush_simple_commands(command: &str) -> Option<Vec<Vec<BrushWord>>> {
                 },
             ));
             for pipeline in pipelines {
-                for command in &pipeline.seq {
+                // Bash's `time` keyword times the whole pipeline; our lexer reads it as the
+                // `time` wrapper in front of the first command, which the classifier unwraps.
+                // Both say the same commands run, so brush's keyword is written as that word.
+                let timed = match &pipeline.timed {
+                    None => None,
+                    Some(ast::PipelineTimed::Timed(_)) => Some(vec![Some("time".to_string())]),
+                    Some(ast::PipelineTimed::TimedWithPosixOutput(_)) => {
+                        Some(vec![Some("time".to_string()), Some("-p".to_string())])
+                    }
+                };
+                if let Some(keyword) = &timed {
+                    if pipeline.seq.is_empty() {
+                        commands.push(keyword.clone());
+                    }
+                }
+                for (position, command) in pipeline.seq.iter().enumerate() {
                     // Only simple commands are compared; anything compound is out of scope.
                     let ast::Command::Simple(simple) = command else {
                         return None;
                     };
-                    let words = simple_words(simple)?;
+                    let mut words = simple_words(simple)?;
+                    if let (0, Some(keyword)) = (position, &timed) {
+                        words.splice(0..0, keyword.iter().cloned());
+                    }
                     if !words.is_empty() {
                         commands.push(words);
                     }
@@ -447,6 +465,9 @@ fn fixed_cases_agree() {
         "echo a # comment\necho b",
         "x=1 y='2 3' env",
         "echo a\\\nb",
+        // Bash's `time` keyword, alone and in front of a pipeline (found by the fuzzer in CI).
+        "a & time",
+        "time -p ls | wc -l",
     ] {
         compare(command).unwrap_or_else(|error| panic!("{error}"));
     }

@@ -203,6 +203,9 @@ fn full_text_recall(runtime: &tokio::runtime::Runtime) -> f64 {
 }
 
 fn local_embeddings(c: &mut Criterion) {
+    // The daemon's own malloc settings (`main` sets them the same way), so the RSS figures are
+    // the daemon's; the process is still single-threaded here.
+    clawvisor::resident::configure_malloc();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = clawvisor::testkit::test_model::minilm_dir();
     let idle = Duration::from_millis(500);
@@ -241,6 +244,16 @@ fn local_embeddings(c: &mut Criterion) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while local.is_loaded() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The unload hands memory back just after the slot is emptied: read once RSS settles.
+        let mut last = rss_mib();
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = rss_mib();
+            if (now - last).abs() < 0.05 {
+                break;
+            }
+            last = now;
         }
     });
     let unloaded = rss_mib();

@@ -139,6 +139,58 @@ pub fn release_binary_pages() -> std::io::Result<Released> {
     Ok(Released::default())
 }
 
+/// glibc's malloc arenas the daemon may use. glibc's default is eight per core, and each thread
+/// that allocates (tokio's workers, its blocking pool, the database writer) ends up with its own
+/// arena whose freed memory stays resident; two arenas keep the idle daemon smaller while the two
+/// threads that allocate most still rarely wait for each other.
+const MALLOC_ARENAS: i32 = 2;
+
+/// Allocations this large get their own mapping, which goes back to the kernel when freed.
+/// glibc's default starts at 128 KiB too but raises itself after each large free (up to 32 MiB);
+/// after that, large buffers (a local embedding model's weights and activations, a big HTTP body)
+/// are carved from an arena, and `malloc_trim` never gives back the top of a thread's arena: a
+/// local model's batches left +58 MiB resident after it was unloaded (BENCHMARKS.md, #33).
+/// Setting the threshold turns the raising off.
+const MMAP_THRESHOLD: i32 = 128 * 1024;
+
+/// Sets how the daemon's process uses memory: arenas capped at [`MALLOC_ARENAS`], large buffers
+/// in their own mappings from [`MMAP_THRESHOLD`] up. The operator's `MALLOC_ARENA_MAX` or
+/// `MALLOC_MMAP_THRESHOLD_` wins (glibc has read them already). Call it while the process is
+/// still single-threaded: `main` does, and the benches that measure the daemon's memory.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn configure_malloc() {
+    let settings = [
+        ("MALLOC_ARENA_MAX", nix::libc::M_ARENA_MAX, MALLOC_ARENAS),
+        (
+            "MALLOC_MMAP_THRESHOLD_",
+            nix::libc::M_MMAP_THRESHOLD,
+            MMAP_THRESHOLD,
+        ),
+    ];
+    for (variable, parameter, value) in settings {
+        if std::env::var_os(variable).is_some() {
+            continue;
+        }
+        // SAFETY: `mallopt` only changes a malloc tuning value; the caller runs it before the
+        // process has another thread, so no allocation runs concurrently with the change.
+        unsafe {
+            nix::libc::mallopt(parameter, value);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn configure_malloc() {}
+
+/// After large, rare work (a local model unloaded): the heap's free pages and the code that work
+/// mapped in go back, so the idle daemon's footprint is what it was before.
+pub fn release_after_large_work() {
+    trim_heap();
+    if let Err(error) = release_binary_pages() {
+        tracing::debug!(error = %error, "resident: the binary's pages were not released");
+    }
+}
+
 /// Hands the heap's free pages back to the kernel. glibc keeps freed memory in its arenas for
 /// reuse and only returns the top of each one; after boot's burst of allocations (the migrations,
 /// the config, the first replies) most of an idle daemon's heap is free chunks in the middle,

@@ -5,8 +5,9 @@
 //! model ([`model::SentenceModel`]: candle's BERT, the tokenizers crate, both pure Rust) is read
 //! from `local_model` the first time something is embedded; texts are embedded in batches of
 //! `batch_size` on tokio's blocking threads. A task started with the load drops the model once
-//! nothing was embedded for `idle_unload` and hands the freed heap back to the system
-//! ([`crate::resident::trim_heap`]), so an idle daemon's footprint is what it was without it.
+//! nothing was embedded for `idle_unload` and hands the freed heap and the code it ran back to
+//! the system ([`crate::resident::release_after_large_work`]), so an idle daemon's footprint is
+//! what it was without it (large buffers live in their own mappings: `resident::configure_malloc`).
 //! [`fetch`] downloads a known model with checked SHA-256 sums (`clawvisor memory fetch-model`).
 //!
 //! Invariants: the model is loaded at most once at a time (the slot's lock is held while
@@ -64,6 +65,9 @@ struct Slot {
     loads: u64,
     /// Whether the idle task runs (it ends when it unloads the model).
     watching: bool,
+    /// Embedding calls running now: the model is not idle while one runs, however long it takes
+    /// (a batch on a slow machine can outlast a short `idle_unload`).
+    in_use: usize,
 }
 
 /// A local model, loaded when needed. Cheap to share behind an `Arc`.
@@ -104,6 +108,7 @@ impl LocalEmbedder {
                 last_used: Instant::now(),
                 loads: 0,
                 watching: false,
+                in_use: 0,
             })),
         }
     }
@@ -132,7 +137,7 @@ impl LocalEmbedder {
         let dropped = lock(&self.slot).model.take();
         if dropped.is_some() {
             drop(dropped);
-            crate::resident::trim_heap();
+            crate::resident::release_after_large_work();
             tracing::info!(model = %self.name, "memory: local embeddings model unloaded");
         }
     }
@@ -173,11 +178,18 @@ impl LocalEmbedder {
         let name = self.name.clone();
         tokio::spawn(async move {
             loop {
-                let due = lock(&slot).last_used + idle;
+                let due = {
+                    let guard = lock(&slot);
+                    if guard.in_use > 0 {
+                        Instant::now() + idle
+                    } else {
+                        guard.last_used + idle
+                    }
+                };
                 tokio::time::sleep_until(due.into()).await;
                 let dropped = {
                     let mut guard = lock(&slot);
-                    if guard.last_used + idle > Instant::now() {
+                    if guard.in_use > 0 || guard.last_used + idle > Instant::now() {
                         continue;
                     }
                     guard.watching = false;
@@ -185,7 +197,7 @@ impl LocalEmbedder {
                 };
                 if dropped.is_some() {
                     drop(dropped);
-                    crate::resident::trim_heap();
+                    crate::resident::release_after_large_work();
                     tracing::info!(model = %name, idle = ?idle, "memory: local embeddings model unloaded after being idle");
                 }
                 return;
@@ -215,12 +227,31 @@ fn loaded(slot: &Mutex<Slot>, dir: &Path) -> Result<Arc<SentenceModel>, String> 
     Ok(model)
 }
 
+/// Counts an embedding call in `Slot::in_use` while it lives (errors and panics included).
+struct InUse<'a>(&'a Mutex<Slot>);
+
+impl<'a> InUse<'a> {
+    fn enter(slot: &'a Mutex<Slot>) -> InUse<'a> {
+        lock(slot).in_use += 1;
+        InUse(slot)
+    }
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        let mut guard = lock(self.0);
+        guard.in_use = guard.in_use.saturating_sub(1);
+        guard.last_used = Instant::now();
+    }
+}
+
 /// Embeds on the current (blocking) thread, batch by batch, and checks every vector.
 fn embed_blocking(
     slot: &Mutex<Slot>,
     settings: &LocalSettings,
     texts: &[String],
 ) -> Result<Vec<Vec<f32>>, String> {
+    let _in_use = InUse::enter(slot);
     let model = loaded(slot, &settings.dir)?;
     let mut vectors = Vec::with_capacity(texts.len());
     for batch in texts.chunks(settings.batch_size) {

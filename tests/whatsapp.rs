@@ -820,3 +820,94 @@ async fn the_people_page_shows_the_whatsapp_claim_code_then_the_owner_and_what_i
         .await;
     browser.close().await;
 }
+
+/// Studio's Chat lists the agent's WhatsApp conversation; the operator's message there reaches
+/// the agent as the operator's, and the answer goes to the person's WhatsApp and shows in Studio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_continues_a_whatsapp_conversation_from_studio_chat() {
+    use browser::Browser;
+    let setup = start(Script::new().rule(Rule::echo()), "", ALLOWED).await;
+    let first = FakeWhatsApp::text_message(OWNER, "wamid.c1", "hello from the garden");
+    assert_eq!(setup.fake.deliver(&setup.hook, OWNER, first).await, 200);
+    wait_until(WAIT, "the first answer reaches WhatsApp", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("hello from the garden"))
+    })
+    .await;
+
+    let browser = Browser::launch().await;
+    let link = clawvisor::studio::access::login_link(setup.harness.store(), &setup.base, "cli")
+        .await
+        .expect("a login link");
+    browser.client.goto(&link).await.expect("Studio opens");
+    browser
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+    browser.open("chat").await;
+    let option = format!("#chat-conversation option[value=\"wa:{OWNER}\"]");
+    browser.wait_for(&option).await;
+    let label = browser
+        .js(&format!(
+            "return document.querySelector('{}').textContent",
+            option.replace('\'', "\\'")
+        ))
+        .await;
+    assert_eq!(label.as_str(), Some(format!("WhatsApp +{OWNER}").as_str()));
+    browser
+        .wait_for("#chat-conversation")
+        .await
+        .select_by_value(&format!("wa:{OWNER}"))
+        .await
+        .expect("the WhatsApp conversation is chosen");
+    browser
+        .wait_until(
+            "the WhatsApp transcript is shown",
+            "[...document.querySelectorAll('.chat-log .msg')].some((m) => m.textContent.includes('hello from the garden'))",
+        )
+        .await;
+    browser
+        .wait_until(
+            "the page says where the words go",
+            "document.getElementById('chat-where').textContent.includes('WhatsApp chat')",
+        )
+        .await;
+    browser
+        .type_into("#chat-input", "operator here: is the gate closed?")
+        .await;
+    browser.click("#chat-send").await;
+    browser
+        .wait_until(
+            "the answer shows in Studio",
+            "[...document.querySelectorAll('.msg.assistant[data-done=\"true\"]')].some((m) => m.textContent.includes('is the gate closed'))",
+        )
+        .await;
+    wait_until(WAIT, "the answer reaches the person's WhatsApp", || async {
+        setup
+            .fake
+            .texts_to(OWNER)
+            .iter()
+            .any(|text| text.contains("is the gate closed"))
+    })
+    .await;
+    let audited = count(
+        &setup.harness,
+        "SELECT COUNT(*) FROM audit_log WHERE action = 'chat.operator_message' AND subject = 'wa:4915100000001'",
+    )
+    .await;
+    assert_eq!(audited, 1, "the operator's message is audited");
+    browser
+        .js("document.getElementById('toasts')?.replaceChildren(); return 1")
+        .await;
+    browser.screenshot("whatsapp-chat").await;
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("a phone viewport");
+    browser.assert_no_sideways_scroll("chat").await;
+    browser.screenshot("phone-whatsapp-chat").await;
+    browser.close().await;
+}

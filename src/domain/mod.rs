@@ -39,6 +39,17 @@ impl ChatKind {
         )
     }
 
+    /// The channel's name for people ("Telegram", "WhatsApp", "Signal"); `None` for the
+    /// daemon's own conversations.
+    pub fn channel_name(self) -> Option<&'static str> {
+        match self {
+            ChatKind::Telegram => Some("Telegram"),
+            ChatKind::WhatsApp => Some("WhatsApp"),
+            ChatKind::Signal => Some("Signal"),
+            _ => None,
+        }
+    }
+
     /// A channel served by the channel seam (`crate::channel`), not by the Telegram bot.
     pub fn is_seam_channel(self) -> bool {
         matches!(self, ChatKind::WhatsApp | ChatKind::Signal)

@@ -20,7 +20,7 @@ use super::openapi::{
 };
 use super::{ApiError, StudioState};
 use crate::config::AgentSpec;
-use crate::domain::{ChatKey, ChatKind};
+use crate::domain::ChatKey;
 use crate::protocol::agent::{Agent, AgentError, AgentView, SkillView};
 use crate::store::sessions::{self, EventKindRow, EventRow, SessionRow};
 
@@ -179,7 +179,7 @@ fn session_schema() -> Value {
         (
             "chat",
             described(
-                "the conversation's key: `tg:<chat id>`, `studio:<id>`, ...",
+                "the conversation's key: `tg:<chat id>`, `wa:<number>`, `sg:<number or group>`, `studio:<id>`, ...",
                 string(),
             ),
         ),
@@ -206,6 +206,9 @@ pub fn chat_label(chat: &str) -> String {
             (Some(chat), None) => format!("Telegram chat {chat}"),
             _ => format!("Telegram {id}"),
         },
+        Some("wa") => format!("WhatsApp +{id}"),
+        Some("sg") if id.starts_with('+') => format!("Signal {id}"),
+        Some("sg") => format!("Signal group {id}"),
         Some("studio") => format!("Studio: {id}"),
         Some("cli") => format!("Terminal: {id}"),
         Some("api") => format!("API: {id}"),
@@ -216,10 +219,10 @@ pub fn chat_label(chat: &str) -> String {
     }
 }
 
-/// Whether Studio's chat can continue this conversation (Studio and Telegram ones).
+/// Whether Studio's chat can continue this conversation (Studio ones and those on a person's
+/// channel: Telegram, WhatsApp, Signal).
 fn continuable(chat: &str) -> bool {
-    chat.starts_with("studio:")
-        || ChatKey::parse(chat).is_some_and(|key| key.kind() == ChatKind::Telegram)
+    chat.starts_with("studio:") || ChatKey::parse(chat).is_some_and(|key| key.kind().has_outbox())
 }
 
 /// A transcript event for Studio: a request for tools carries its calls (`tool_calls`: id, name,

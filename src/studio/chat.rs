@@ -1,16 +1,17 @@
 //! Studio's chat: the operator talks to an agent — in a Studio conversation, or in one of the
-//! agent's Telegram conversations — and can stop the answer being worked on.
+//! agent's conversations on a person's channel (Telegram, WhatsApp, Signal) — and can stop the
+//! answer being worked on.
 //!
 //! `POST /api/v1/agents/{name}/chat` with `{"text": "...", "chat": "<conversation>"}` answers as
 //! Server-Sent Events (`tool`, `partial`, `notice`, `final`). The conversation is a Studio one
-//! (an id such as `operator`, or `studio:<id>`) or a Telegram one the agent already has
-//! (`tg:<chat>`, `tg:<chat>/<topic>`):
+//! (an id such as `operator`, or `studio:<id>`) or one the agent already has on a person's channel
+//! (`tg:<chat>`, `tg:<chat>/<topic>`, `wa:<number>`, `sg:<number or group>`):
 //!
 //! - A Studio conversation goes through the local channel like the terminal chat: the message is a
 //!   real inbound of chat `studio:<id>`, and the answer streams back as it is written.
-//! - A Telegram conversation is continued as the operator: the message reaches the agent like the
+//! - A person's conversation is continued as the operator: the message reaches the agent like the
 //!   others in that chat (sender `operator`), the answer is the run's ordinary reply — stored in
-//!   the outbox and delivered by the agent's bot to the Telegram chat — and the stream follows the
+//!   the outbox and delivered by the agent's bot or account to that chat — and the stream follows the
 //!   run on the event bus and ends with the stored answer. Only a conversation the agent already
 //!   has can be continued: Studio never opens a chat with a stranger. Each such message is audited
 //!   (`chat.operator_message`).
@@ -45,9 +46,9 @@ use crate::store::sessions::{self, EventKindRow};
 
 /// How long a Studio chat answer may take before the stream ends with a notice.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
-/// How often a Telegram conversation's stream looks for its answer besides the bus's events (a
+/// How often a person's conversation's stream looks for its answer besides the bus's events (a
 /// subscriber that fell behind misses events; the store does not).
-const TELEGRAM_POLL: Duration = Duration::from_secs(2);
+const CHANNEL_POLL: Duration = Duration::from_secs(2);
 /// Who the operator is in a conversation's transcript.
 const OPERATOR: &str = "operator";
 
@@ -59,21 +60,20 @@ fn agent(state: &StudioState, name: &str) -> Result<Agent, ApiError> {
 }
 
 /// The conversation a request names: a Studio id (`operator`, `c-1x`, `studio:c-1x`; default
-/// `operator`) or a Telegram conversation of the agent (`tg:42`, `tg:-100123/7`).
+/// `operator`) or a conversation the agent already has on a person's channel (`tg:42`,
+/// `tg:-100123/7`, `wa:4915100000001`, `sg:+4915100000001`).
 async fn conversation(
     state: &StudioState,
     agent: &str,
     chat: Option<String>,
 ) -> Result<ChatKey, ApiError> {
     let chat = chat.unwrap_or_else(|| OPERATOR.into());
-    if chat.starts_with("tg:") {
-        let key = ChatKey::parse(&chat)
-            .filter(|key| key.telegram_chat_id().is_some())
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "`chat` `{chat}` is not a Telegram conversation (expected `tg:<chat id>` or `tg:<chat id>/<topic>`)"
-                ))
-            })?;
+    if let Some(key) = ChatKey::parse(&chat).filter(|key| key.kind().has_outbox()) {
+        if key.kind() == ChatKind::Telegram && key.telegram_chat_id().is_none() {
+            return Err(ApiError::bad_request(format!(
+                "`chat` `{chat}` is not a Telegram conversation (expected `tg:<chat id>` or `tg:<chat id>/<topic>`)"
+            )));
+        }
         let (owner, lookup) = (agent.to_string(), key.as_str().to_string());
         let known = state
             .store
@@ -81,8 +81,9 @@ async fn conversation(
             .await?
             .is_some();
         if !known {
+            let channel = key.kind().channel_name().unwrap_or("this");
             return Err(ApiError::not_found(format!(
-                "`chat`: agent `{agent}` has no conversation in Telegram chat `{chat}`; Studio only continues conversations the agent already has"
+                "`chat`: agent `{agent}` has no conversation in {channel} chat `{chat}`; Studio only continues conversations the agent already has"
             )));
         }
         return Ok(key);
@@ -95,14 +96,14 @@ async fn conversation(
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(ApiError::bad_request(
-            "`chat` must be a Studio conversation id (1-64 letters, digits, `-` or `_`) or one of the agent's Telegram conversations (`tg:<chat id>`)",
+            "`chat` must be a Studio conversation id (1-64 letters, digits, `-` or `_`) or one of the agent's conversations on Telegram, WhatsApp or Signal (`tg:<chat id>`, `wa:<number>`, `sg:<number>`)",
         ));
     }
     Ok(ChatKey::studio(id))
 }
 
 /// The events of a chat answer, for the API's description.
-pub const EVENTS: &str = "`tool` ({name, status}; status `waiting_approval` while a request waits for a person), `partial` ({text}: the answer so far), `notice` ({text}), then `final` ({text, run_id}; in a Telegram conversation also `delivered_to`)";
+pub const EVENTS: &str = "`tool` ({name, status}; status `waiting_approval` while a request waits for a person), `partial` ({text}: the answer so far), `notice` ({text}), then `final` ({text, run_id}; in a Telegram, WhatsApp or Signal conversation also `delivered_to`)";
 
 /// The operator's message.
 #[derive(Deserialize, JsonSchema)]
@@ -110,7 +111,8 @@ pub const EVENTS: &str = "`tool` ({name, status}; status `waiting_approval` whil
 pub struct ChatBody {
     /// What the operator says (not empty).
     text: String,
-    /// The conversation: a Studio id (default `operator`) or `tg:<chat id>`.
+    /// The conversation: a Studio id (default `operator`), `tg:<chat id>`, `wa:<number>` or
+    /// `sg:<number>`.
     chat: Option<String>,
 }
 
@@ -139,8 +141,8 @@ pub async fn chat(
         context: None,
         correlation: Some(correlation.clone()),
     };
-    if chat.kind() == ChatKind::Telegram {
-        audit_telegram_message(&state, &name, &chat, &text).await?;
+    if chat.kind().has_outbox() {
+        audit_channel_message(&state, &name, &chat, &text).await?;
         // Subscribed before the message is sent, so that no event of its run is missed.
         let events = state.events.subscribe();
         let sent_ms = inbound.received_ms;
@@ -154,7 +156,7 @@ pub async fn chat(
             text,
             sent_ms,
         };
-        return Ok(Sse::new(telegram_stream(events, follow))
+        return Ok(Sse::new(channel_stream(events, follow))
             .keep_alive(KeepAlive::default())
             .into_response());
     }
@@ -170,9 +172,9 @@ pub async fn chat(
         .into_response())
 }
 
-/// The operator writing into a person's Telegram conversation is audited (who, where, how long;
-/// not the words, which are in the transcript).
-async fn audit_telegram_message(
+/// The operator writing into a person's conversation (Telegram, WhatsApp, Signal) is audited
+/// (who, where, how long; not the words, which are in the transcript).
+async fn audit_channel_message(
     state: &StudioState,
     agent: &str,
     chat: &ChatKey,
@@ -243,7 +245,7 @@ fn answer_stream(
     })
 }
 
-/// The operator's message in a Telegram conversation, followed to its answer.
+/// The operator's message in a person's conversation, followed to its answer.
 struct Followed {
     store: Store,
     agent: String,
@@ -292,22 +294,24 @@ impl Followed {
     }
 }
 
-/// A Telegram conversation's answer: the run is followed on the event bus (and, in case the
-/// subscriber falls behind, in the store every few seconds); the answer itself goes to Telegram.
-fn telegram_stream(
+/// The answer in a person's conversation: the run is followed on the event bus (and, in case
+/// the subscriber falls behind, in the store every few seconds); the answer itself goes to the
+/// person's channel through the outbox.
+fn channel_stream(
     mut events: EventReceiver,
     follow: Followed,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
+    let channel = follow.chat.kind().channel_name().unwrap_or("person's");
+    let sent = format!(
+        "Sent into the {channel} chat as the operator. The agent's answer goes to that chat and shows here too."
+    );
     super::gateway::async_stream(move |sender| async move {
-        let _ = sender.send(sse(
-            "notice",
-            json!({"text": "Sent into the Telegram chat as the operator. The agent's answer goes to that chat (the bot delivers it) and shows here too."}),
-        ));
+        let _ = sender.send(sse("notice", json!({ "text": sent })));
         let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
         let chat = follow.chat.as_str().to_string();
         loop {
             let woke = tokio::time::timeout_at(
-                deadline.min(tokio::time::Instant::now() + TELEGRAM_POLL),
+                deadline.min(tokio::time::Instant::now() + CHANNEL_POLL),
                 events.recv(),
             )
             .await;
@@ -344,7 +348,7 @@ fn telegram_stream(
                 // Fell behind: what was missed is in the store.
                 Ok(Err(RecvError::Lagged(_))) => true,
                 Ok(Err(RecvError::Closed)) => {
-                    tokio::time::sleep(TELEGRAM_POLL).await;
+                    tokio::time::sleep(CHANNEL_POLL).await;
                     true
                 }
             };

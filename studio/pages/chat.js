@@ -8,9 +8,10 @@
 // so it is still there after navigating away and back.
 //
 // Conversations: a Studio one (id in localStorage per agent, default "operator"; "New
-// conversation" picks a fresh one) or any Telegram conversation the agent has (#/chat/ada?chat=tg:42
-// opens it): a message sent there reaches the agent as the operator's and the answer goes to the
-// Telegram chat, and shows here. Live: agent_changed updates the agent picker; message, run and
+// conversation" picks a fresh one) or any conversation the agent has on a person's channel —
+// Telegram, WhatsApp, Signal (#/chat/ada?chat=tg:42, ?chat=wa:4915…, ?chat=sg:+4915… open one): a
+// message sent there reaches the agent as the operator's and the answer goes to that chat, and
+// shows here. Live: agent_changed updates the agent picker; message, run and
 // approval events of this conversation bring in what was said elsewhere — never while a turn of
 // this tab streams, never touching the text being typed.
 import {
@@ -24,13 +25,19 @@ export const events = ['agent_changed', 'message_in', 'message_out', 'run_finish
 const AGENT_KEY = 'clawvisor.chat.agent';
 const convKey = (agent) => `clawvisor.chat.conversation.${agent}`;
 const conversation = (agent) => localStorage.getItem(convKey(agent)) || 'operator';
-/** The stored chat key of a conversation id: `tg:42` stays, `operator` is `studio:operator`. */
-const chatKey = (conv) => (conv.startsWith('tg:') ? conv : `studio:${conv.replace(/^studio:/, '')}`);
+/** A person's channel of a conversation id (`tg:`, `wa:`, `sg:`), in words; null for Studio's own. */
+const CHANNELS = { tg: 'Telegram', wa: 'WhatsApp', sg: 'Signal' };
+const channelOf = (conv) => {
+  const colon = conv.indexOf(':');
+  return colon > 0 ? CHANNELS[conv.slice(0, colon)] ?? null : null;
+};
+/** The stored chat key of a conversation id: `tg:42`, `wa:49…` stay, `operator` is `studio:operator`. */
+const chatKey = (conv) => (channelOf(conv) ? conv : `studio:${conv.replace(/^studio:/, '')}`);
 
 export async function render(root, ctx) {
   const box = el('div');
   append(root, el('h1', null, 'Chat'),
-    el('p', { class: 'lead' }, 'Talk to an agent as the operator, here or in one of its Telegram chats. '
+    el('p', { class: 'lead' }, 'Talk to an agent as the operator, here or in one of its chats on Telegram, WhatsApp or Signal. '
       + 'Anything it needs your approval for shows up right here as a card.'), box);
   return load(box, () => api('/api/v1/agents'), (d) => {
     if (!d.agents?.length) {
@@ -47,8 +54,9 @@ function chatUi(box, agents, ctx) {
   const names = agents.map((a) => a.name);
   let agent = [ctx.params[0], localStorage.getItem(AGENT_KEY)].find((n) => n && names.includes(n)) || names[0];
   const asked = ctx.query.get('chat');
-  // #/chat/ada?chat=tg:42 (or studio:<id>) opens that conversation.
-  if (asked && ctx.params[0] === agent && /^(tg:-?\d+(\/\d+)?|studio:[\w-]{1,64})$/.test(asked)) {
+  // #/chat/ada?chat=tg:42 (or wa:<number>, sg:<number or group>, studio:<id>) opens that conversation.
+  if (asked && ctx.params[0] === agent
+    && /^(tg:-?\d+(\/\d+)?|wa:\d{5,20}|sg:[\w+=/.-]{1,128}|studio:[\w-]{1,64})$/.test(asked)) {
     localStorage.setItem(convKey(agent), asked.replace(/^studio:/, ''));
   }
   let busy = false;
@@ -78,8 +86,9 @@ function chatUi(box, agents, ctx) {
 
   function describeWhere() {
     const k = key();
-    where.textContent = k.startsWith('tg:')
-      ? 'You write into this Telegram chat as the operator. The agent answers there (its bot sends it) and here.'
+    const channel = channelOf(k);
+    where.textContent = channel
+      ? `You write into this ${channel} chat as the operator. The agent answers there and here.`
       : 'A conversation in Studio only. Start a new one for a fresh topic.';
   }
 
@@ -92,9 +101,11 @@ function chatUi(box, agents, ctx) {
     for (const s of sessions) {
       if (!s.continuable || seen.has(s.chat)) continue;
       seen.add(s.chat);
-      options.push([s.chat.startsWith('tg:') ? s.chat : s.chat.replace(/^studio:/, ''), s.label || s.chat]);
+      options.push([channelOf(s.chat) ? s.chat : s.chat.replace(/^studio:/, ''), s.label || s.chat]);
     }
-    if (!options.some(([v]) => v === current)) options.unshift([current, current.startsWith('tg:') ? `Telegram ${current.slice(3)}` : `Studio: ${current}`]);
+    if (!options.some(([v]) => v === current)) {
+      options.unshift([current, channelOf(current) ? `${channelOf(current)} ${current.slice(3)}` : `Studio: ${current}`]);
+    }
     clear(convPicker, options.map(([value, text]) => el('option', { value }, text)));
     convPicker.value = current;
   }

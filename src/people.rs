@@ -90,6 +90,26 @@ pub enum ClaimOutcome {
     AlreadyClaimed,
 }
 
+/// What a person who sent a wrong claim code is told, on every channel: how many more they may
+/// try (`left` > 0), or, after the last one, for how long no code of theirs is checked.
+pub fn wrong_code_reply(left: u32) -> String {
+    format!(
+        "That claim code is wrong. You can try {left} more time{} in the next {} minutes.",
+        if left == 1 { "" } else { "s" },
+        CLAIM_WINDOW_MS / 60_000
+    )
+}
+
+/// See [`wrong_code_reply`]: the last wrong code of the window.
+pub fn now_limited_reply(until_ms: i64) -> String {
+    format!(
+        "That claim code is wrong too. After {CLAIM_ATTEMPTS} wrong codes I don't check codes from you for {} minutes.",
+        ((until_ms - crate::clock::now_ms()) as f64 / 60_000.0)
+            .ceil()
+            .max(1.0)
+    )
+}
+
 /// Where an agent's claim stands after [`ensure_claim_code`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimCheck {

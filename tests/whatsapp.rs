@@ -453,7 +453,8 @@ async fn a_voice_note_is_transcribed_and_a_file_goes_out_as_an_uploaded_document
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_account_that_names_nobody_is_claimed_with_its_code_and_only_then_answers() {
+async fn an_account_that_names_nobody_is_claimed_with_its_code_guesses_are_limited_and_only_then_answers()
+ {
     let setup = start(Script::new().rule(Rule::echo()), "", "").await;
     let code = wait_until(WAIT, "the claim code", || async {
         setup
@@ -477,6 +478,55 @@ async fn an_account_that_names_nobody_is_claimed_with_its_code_and_only_then_ans
             .any(|text| text.contains("claim code"))
     })
     .await;
+    // Someone guessing: five wrong codes, then not even the right one is checked for a while.
+    let wrong = format!(
+        "{}{}",
+        if code.starts_with('A') { 'B' } else { 'A' },
+        &code[1..]
+    );
+    for attempt in 1..=5 {
+        let guess = FakeWhatsApp::text_message(STRANGER, &format!("wamid.g{attempt}"), &wrong);
+        assert_eq!(setup.fake.deliver(&setup.hook, STRANGER, guess).await, 200);
+        wait_until(WAIT, "the guess is answered", || async {
+            setup.fake.texts_to(STRANGER).len() == attempt
+        })
+        .await;
+    }
+    let told = setup.fake.texts_to(STRANGER);
+    assert!(told[0].contains("try 4 more times"), "{told:?}");
+    assert!(told[4].contains("After 5 wrong codes"), "{told:?}");
+    let right_too_late = FakeWhatsApp::text_message(STRANGER, "wamid.g6", &code);
+    assert_eq!(
+        setup
+            .fake
+            .deliver(&setup.hook, STRANGER, right_too_late)
+            .await,
+        200
+    );
+    wait_until(WAIT, "the limited guess is stored and not checked", || async {
+        count(
+            &setup.harness,
+            "SELECT COUNT(*) FROM channel_inbound WHERE message_id = 'wamid.g6' AND status = 'ignored'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert_eq!(setup.fake.texts_to(STRANGER).len(), 5, "not answered");
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM channel_people").await,
+        0,
+        "the right code from a limited sender claims nothing"
+    );
+    assert_eq!(
+        count(
+            &setup.harness,
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'people.claim_rate_limited'"
+        )
+        .await,
+        1
+    );
+
     let claim = FakeWhatsApp::text_message(OWNER, "wamid.c2", &format!("claim {code}"));
     assert_eq!(setup.fake.deliver(&setup.hook, OWNER, claim).await, 200);
     wait_until(WAIT, "the owner is welcomed", || async {

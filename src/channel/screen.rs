@@ -8,12 +8,17 @@
 //! (`channel_claims`, 24 h, shown on Studio's People page and logged when the account starts);
 //! the first person to send it (alone, or after `claim` or `/start`) becomes the owner — they
 //! talk to the agent and approve. The claim is stored with its audit row in one transaction.
+//! Wrong codes are limited as on Telegram (`people::CLAIM_ATTEMPTS` per person within
+//! `people::CLAIM_WINDOW_MS`, counted in `channel_claim_attempts`); after the last one, no code
+//! of theirs is checked until the window has passed (audited once: `people.claim_rate_limited`).
 //!
 //! Architecture Invariant: the claim code never reaches the audit log or an event.
 
 use crate::audit;
 use crate::events::{EventBus, EventData, EventKind};
-use crate::people::{CLAIM_VALIDITY_MS, StartArgument, parse_start_argument};
+use crate::people::{
+    CLAIM_ATTEMPTS, CLAIM_VALIDITY_MS, CLAIM_WINDOW_MS, StartArgument, parse_start_argument,
+};
 use crate::store::channels::{self as queries, ChannelClaim, ChannelPerson, ChannelPersonStatus};
 use crate::store::{Store, StoreError};
 
@@ -125,8 +130,13 @@ pub async fn ensure_claim_code(
 pub enum ClaimOutcome {
     /// They own it now.
     Claimed,
-    /// The message was shaped like a code but is not this one (or it expired).
-    Wrong,
+    /// The message was shaped like a code but is not this one (or it expired); `left` more may
+    /// be tried in the window (`people::CLAIM_ATTEMPTS` per `people::CLAIM_WINDOW_MS`).
+    Wrong { left: u32 },
+    /// Wrong, and the last one allowed: no code of theirs is checked before `until_ms`.
+    NowLimited { until_ms: i64 },
+    /// Still limited: not checked (and not answered).
+    Limited,
     /// Not a claim at all.
     NotAClaim,
 }
@@ -164,24 +174,49 @@ pub async fn claim(
     );
     let outcome = store
         .write(move |conn| {
-            if queries::owner(conn, &agent_name, &channel_name)?.is_some() {
-                return Ok(ClaimOutcome::Wrong);
+            let since = now - CLAIM_WINDOW_MS;
+            let (wrong, oldest) =
+                queries::wrong_claim_attempts(conn, &agent_name, &channel_name, &user_id, since)?;
+            if wrong >= CLAIM_ATTEMPTS {
+                return Ok(ClaimOutcome::Limited);
             }
-            let Some(claim) = queries::claim(conn, &agent_name, &channel_name)? else {
-                return Ok(ClaimOutcome::Wrong);
+            let claim = match queries::owner(conn, &agent_name, &channel_name)? {
+                Some(_) => None,
+                None => queries::claim(conn, &agent_name, &channel_name)?,
             };
-            let right = claim.code.len() == code.len()
-                && claim
-                    .code
-                    .bytes()
-                    .zip(code.bytes())
-                    .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-                    == 0;
-            if !right || claim.expires_ms <= now {
-                return Ok(ClaimOutcome::Wrong);
-            }
-            if !queries::consume_claim(conn, &agent_name, &channel_name, &user_id, now)? {
-                return Ok(ClaimOutcome::Wrong);
+            let right = claim.as_ref().is_some_and(|claim| {
+                claim.expires_ms > now
+                    && claim.code.len() == code.len()
+                    && claim
+                        .code
+                        .bytes()
+                        .zip(code.bytes())
+                        .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+                        == 0
+            });
+            if !right || !queries::consume_claim(conn, &agent_name, &channel_name, &user_id, now)? {
+                queries::record_wrong_claim_attempt(
+                    conn,
+                    &agent_name,
+                    &channel_name,
+                    &user_id,
+                    since,
+                    now,
+                )?;
+                if wrong + 1 < CLAIM_ATTEMPTS {
+                    return Ok(ClaimOutcome::Wrong {
+                        left: CLAIM_ATTEMPTS - wrong - 1,
+                    });
+                }
+                let until_ms = oldest.unwrap_or(now) + CLAIM_WINDOW_MS;
+                audit::append(
+                    conn,
+                    &audited,
+                    "people.claim_rate_limited",
+                    &audited,
+                    &serde_json::json!({"agent": agent_name, "channel": channel_name, "until_ms": until_ms}),
+                )?;
+                return Ok(ClaimOutcome::NowLimited { until_ms });
             }
             queries::set_person(
                 conn,
@@ -205,6 +240,9 @@ pub async fn claim(
             Ok(ClaimOutcome::Claimed)
         })
         .await?;
+    if let ClaimOutcome::NowLimited { .. } = outcome {
+        audit::announce(events, "people.claim_rate_limited", &subject);
+    }
     if outcome == ClaimOutcome::Claimed {
         audit::announce(events, "people.claimed", &subject);
         changed(

@@ -314,6 +314,45 @@ pub fn claim(conn: &Connection, agent: &str, channel: &str) -> Result<Option<Cha
         .optional()?)
 }
 
+/// Wrong claim codes `user` sent on `channel` since `since_ms`, and when the oldest was sent.
+pub fn wrong_claim_attempts(
+    conn: &Connection,
+    agent: &str,
+    channel: &str,
+    user: &str,
+    since_ms: i64,
+) -> Result<(u32, Option<i64>)> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COUNT(*), MIN(at_ms) FROM channel_claim_attempts
+              WHERE agent = ?1 AND channel = ?2 AND user = ?3 AND at_ms > ?4",
+        )?
+        .query_row(params![agent, channel, user, since_ms], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?)
+}
+
+/// Records a wrong claim code and forgets attempts older than `since_ms` (of anyone, for this
+/// agent and channel).
+pub fn record_wrong_claim_attempt(
+    conn: &Connection,
+    agent: &str,
+    channel: &str,
+    user: &str,
+    since_ms: i64,
+    now_ms: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM channel_claim_attempts WHERE agent = ?1 AND channel = ?2 AND at_ms <= ?3",
+    )?
+    .execute(params![agent, channel, since_ms])?;
+    conn.prepare_cached(
+        "INSERT INTO channel_claim_attempts (agent, channel, user, at_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![agent, channel, user, now_ms])?;
+    Ok(())
+}
+
 /// Every account's claim code.
 pub fn claims(conn: &Connection) -> Result<Vec<ChannelClaim>> {
     let mut statement = conn.prepare_cached(

@@ -198,15 +198,21 @@ async fn stranger(
             );
             (ChannelInboundStatus::Processed, Some("claimed the account"))
         }
-        Ok(ClaimOutcome::Wrong) => {
-            reply(
-                state,
-                row,
-                "That is not this assistant's claim code. Copy it again from Studio's People page."
-                    .into(),
-            );
+        Ok(ClaimOutcome::Wrong { left }) => {
+            reply(state, row, crate::people::wrong_code_reply(left));
             (ChannelInboundStatus::Ignored, Some("a wrong claim code"))
         }
+        Ok(ClaimOutcome::NowLimited { until_ms }) => {
+            reply(state, row, crate::people::now_limited_reply(until_ms));
+            (
+                ChannelInboundStatus::Ignored,
+                Some("a wrong claim code; now rate-limited"),
+            )
+        }
+        Ok(ClaimOutcome::Limited) => (
+            ChannelInboundStatus::Ignored,
+            Some("a claim code while rate-limited: not checked"),
+        ),
         Ok(ClaimOutcome::NotAClaim) => {
             reply(state, row, "This assistant has no owner yet. If it is yours, send it the claim code shown in Studio's People page.".into());
             (

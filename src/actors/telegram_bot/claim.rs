@@ -160,22 +160,12 @@ pub(super) async fn on_start(
             )
         }
         Ok(ClaimOutcome::Wrong { left }) => (
-            Some(format!(
-                "That claim code is wrong. You can try {left} more time{} in the next {} minutes.",
-                if left == 1 { "" } else { "s" },
-                people::CLAIM_WINDOW_MS / 60_000
-            )),
+            Some(people::wrong_code_reply(left)),
             UpdateStatus::Ignored,
             "claim: wrong code",
         ),
         Ok(ClaimOutcome::NowLimited { until_ms }) => (
-            Some(format!(
-                "That claim code is wrong too. After {} wrong codes I don't check codes from you for {} minutes.",
-                people::CLAIM_ATTEMPTS,
-                ((until_ms - crate::clock::now_ms()) as f64 / 60_000.0)
-                    .ceil()
-                    .max(1.0)
-            )),
+            Some(people::now_limited_reply(until_ms)),
             UpdateStatus::Ignored,
             "claim: wrong code; now rate-limited",
         ),

@@ -182,7 +182,10 @@ fn check_config(config: &BertConfig, path: &Path) -> Result<(), String> {
             return wrong(field, "must be more than 0".into());
         }
     }
-    if config.hidden_size % config.num_attention_heads != 0 {
+    if !config
+        .hidden_size
+        .is_multiple_of(config.num_attention_heads)
+    {
         return wrong(
             "num_attention_heads",
             format!(

@@ -3,6 +3,8 @@
 //! real binary: agents, personas, Telegram allowlists, a schedule, dated memories and a skill come
 //! across; the config loads with clawvisor's own loader and the daemon boots on it; a second run
 //! changes nothing; a dry run writes nothing; no key or token appears in what it prints.
+//! The same against `tests/fixtures/openclaw-2026.9-real`, made by a real OpenClaw 2026.9.6 with
+//! its own CLI (its README says how, and how it differs from the hand-written one).
 //! Imported memories are embedded at the daemon's next start like any saved memory: with local
 //! embeddings (the real small model, `testkit::test_model`) a paraphrase finds one.
 
@@ -436,4 +438,84 @@ async fn imported_memories_are_embedded_at_the_next_start_and_found_by_a_paraphr
         );
     }
     harness.stop().await;
+}
+
+/// The state directory a real OpenClaw 2026.9.6 made with its own CLI (its README says how), with
+/// OpenClaw's absolute paths, its own declared jobs and `identity.name`.
+#[test]
+fn a_state_directory_made_by_openclaw_itself_comes_across_once() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openclaw-2026.9-real");
+    let source = source.display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["import", "openclaw", source.as_str()];
+        args.extend_from_slice(extra);
+        let output = clawvisor(dir.path(), &args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains("FAKE-real-fixture") && !stderr.contains("FAKE-real-fixture"),
+            "a token was printed:\n{stdout}"
+        );
+        stdout
+    };
+    let dry = run(&["--dry-run"]);
+    for expected in [
+        "+ agent ada (Ada)",
+        "+ agent family (Family Helper)",
+        "+ schedule \"Morning brief\" for ada: cron 0 7 * * 1-5 (Europe/Berlin)",
+        "schedule \"heartbeat-ada\": OpenClaw's own upkeep (heartbeat:ada)",
+        "schedule \"skill-collection-review-ada\": OpenClaw's own upkeep",
+        "schedule \"Disk check\": it runs a `command` payload directly",
+        "ANTHROPIC_API_KEY",
+    ] {
+        assert!(dry.contains(expected), "no `{expected}` in:\n{dry}");
+    }
+    let stdout = run(&[]);
+    assert!(
+        stdout.contains("Imported 2 agents, 1 skill, 5 memories and 1 schedule"),
+        "{stdout}"
+    );
+    let overrides = Overrides {
+        config: Some(dir.path().join("clawvisor.toml")),
+        ..Overrides::default()
+    };
+    let loaded = config::load(&overrides).expect("the imported config loads");
+    let ada = loaded.agent("ada").expect("agent ada");
+    assert!(ada.instructions.contains("calm, warm and precise"));
+    assert_eq!(ada.skills, vec!["grocery-list".to_string()]);
+    assert_eq!(
+        ada.telegram.as_ref().expect("ada's bot").allow_users,
+        vec![111_111_111]
+    );
+    let family = loaded.agent("family").expect("agent family");
+    assert_eq!(family.description, "Family Helper");
+    assert!(family.instructions.contains("kind to the kids"));
+    assert!(
+        loaded
+            .config
+            .data_dir
+            .join("skills/grocery-list/SKILL.md")
+            .is_file()
+    );
+    let conn = rusqlite::Connection::open(loaded.config.db_path()).unwrap();
+    let jobs: Vec<(String, String)> = conn
+        .prepare("SELECT agent, name FROM jobs")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(jobs, vec![("ada".to_string(), "Morning brief".to_string())]);
+    let memories: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM memory_facts WHERE source = 'imported'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(memories, 5);
+    let again = run(&[]);
+    assert!(again.contains("Nothing new to import"), "{again}");
 }

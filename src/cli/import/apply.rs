@@ -147,6 +147,13 @@ fn plan_jobs(
     let sole_agent = (installation.agents.len() == 1).then(|| installation.agents[0].id.clone());
     for job in &installation.jobs {
         let what = format!("schedule \"{}\"", job.name);
+        if let Some(key) = &job.declared {
+            data.skipped.push(format!(
+                "{what}: OpenClaw's own upkeep ({key}), not a schedule of yours; clawvisor does its \
+                 own"
+            ));
+            continue;
+        }
         let Some(agent) = job
             .agent
             .clone()

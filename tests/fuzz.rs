@@ -26,6 +26,7 @@
 //! | `trigger_endpoint` | `triggers::authenticate`, `delivery_id` and `prompt` (what `POST /hooks/trigger/{name}` decides) on any headers and body | deterministic; authenticated exactly by the body's HMAC or the exact bearer secret, never with an empty secret; a delivery id is a bounded printable header or the body's hash; the body sits in exactly one untrusted wrapper |
 //! | `mcp_startup_wait` | `[mcp] startup_wait` as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline | no panic; a value is accepted within its bound (at most 10 minutes) or refused with a message naming the key |
 //! | `whatsapp_webhook` | `whatsapp::webhook::parse` (what `/hooks/whatsapp` reads after the signature), `whatsapp::client::parse_message`, then `store::channels::store_inbound` in one transaction on a real store | deterministic; a refusal names the field (or says it is not JSON) and nothing is stored; every accepted message has an id, a digits-only sender and its own object as payload; a body stores whole and a redelivery stores nothing |
+//! | `local_embeddings` | `memory::local::model::SentenceModel::load` on a model directory with a mangled `config.json` or `tokenizer.json`, and `embed_batch` on any text (`tests/fuzz/local_embeddings.rs`) | no panic; a refusal names the file that is wrong; a model that loads embeds a padded batch into finite vectors of its dimension or says why not; any text gives one finite unit vector |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
 //! file: the valid samples the strategies mutate, interesting inputs, and every input that once
@@ -38,7 +39,7 @@
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
 //! send_file (see its target), claim_code 500, prices 500, pdf_streams
-//! 200, signal_events 300 — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 200, signal_events 300, local_embeddings 16 texts + 16 configs + 8 tokenizers — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -5510,4 +5511,45 @@ fn whatsapp_webhook() {
     use whatsapp_webhook_target::*;
     replay("whatsapp_webhook", parse_case, |body| check(body));
     run(runner(REGRESSIONS, 300), strategy(), |body| check(&body));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: local_embeddings — a local model's files and any text through it (issue #33).
+// ---------------------------------------------------------------------------------------------
+
+#[path = "fuzz/local_embeddings.rs"]
+mod local_embeddings_target;
+
+#[test]
+fn local_embeddings_texts() {
+    use local_embeddings_target::*;
+    replay(
+        "local_embeddings",
+        |text| vec![text.to_string()],
+        |texts| check_texts(texts),
+    );
+    run(runner(REGRESSIONS, 16), texts(), |texts| {
+        check_texts(&texts)
+    });
+}
+
+#[test]
+fn local_embeddings_model_files() {
+    use local_embeddings_target::*;
+    for config in known_bad_configs() {
+        if let Err(error) = check_directory("config.json", &config) {
+            panic!("{config}: {error}");
+        }
+    }
+    for tokenizer in known_bad_tokenizers() {
+        if let Err(error) = check_directory("tokenizer.json", &tokenizer) {
+            panic!("a tokenizer past the vocabulary: {error}");
+        }
+    }
+    run(runner(REGRESSIONS, 16), configs(), |mangled| {
+        check_directory("config.json", &render(&mangled, "config.json"))
+    });
+    run(runner(REGRESSIONS, 8), configs(), |mangled| {
+        check_directory("tokenizer.json", &render(&mangled, "tokenizer.json"))
+    });
 }

@@ -3,14 +3,24 @@
 //! real binary: agents, personas, Telegram allowlists, a schedule, dated memories and a skill come
 //! across; the config loads with clawvisor's own loader and the daemon boots on it; a second run
 //! changes nothing; a dry run writes nothing; no key or token appears in what it prints.
+//! The same against `tests/fixtures/openclaw-2026.9-real`, made by a real OpenClaw 2026.9.6 with
+//! its own CLI (its README says how, and how it differs from the hand-written one).
+//! Imported memories are embedded at the daemon's next start like any saved memory: with local
+//! embeddings (the real small model, `testkit::test_model`) a paraphrase finds one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use clawvisor::config::{self, Overrides};
+use clawvisor::domain::StartOptions;
 use clawvisor::testkit::fake_telegram::FakeTelegram;
+use clawvisor::testkit::harness::{Harness, ScratchDir};
 use clawvisor::testkit::process::DaemonProcess;
+use clawvisor::testkit::test_model::minilm_dir;
+use clawvisor::testkit::wait_until;
+use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
 
@@ -331,4 +341,181 @@ fn a_broken_openclaw_json_is_named_and_nothing_is_written() {
         stderr.contains("no OpenClaw installation at /nonexistent/.openclaw"),
         "{stderr}"
     );
+}
+
+/// Imported memories have no vector when they are written (the import runs with the daemon
+/// stopped and loads no model); the daemon's start embeds every live memory without one, so they
+/// reach the vector index like saved ones and a question that shares no word with an imported
+/// memory finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_memories_are_embedded_at_the_next_start_and_found_by_a_paraphrase() {
+    let scratch = ScratchDir::new("clawvisor-import-embeddings").unwrap();
+    let dir = scratch.path().to_path_buf();
+    import(&dir, &[]);
+    let config_path = dir.join("clawvisor.toml");
+    // Local embeddings, set in the starter config's `[memory]` table the import wrote.
+    let text = std::fs::read_to_string(&config_path).unwrap();
+    let text = text
+        .replacen("embeddings = \"auto\"", "embeddings = \"local\"", 1)
+        .replacen(
+            "local_model = \"\"",
+            &format!("local_model = \"{}\"", minilm_dir().display()),
+            1,
+        );
+    assert!(text.contains("embeddings = \"local\""), "{text}");
+    std::fs::write(&config_path, text).unwrap();
+    let overrides = Overrides {
+        config: Some(config_path),
+        studio_bind: Some("127.0.0.1:0".into()),
+        ..Overrides::default()
+    };
+    let env = [("TZ".to_string(), "UTC".to_string())].into();
+    let loaded = config::load_in(&overrides, env, &dir).expect("the imported config loads");
+    {
+        let conn = rusqlite::Connection::open(loaded.config.db_path()).unwrap();
+        let unembedded: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM memory_facts WHERE source = 'imported' AND embedding IS NULL",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            unembedded, 6,
+            "the import writes the memories without vectors"
+        );
+    }
+    let options = StartOptions {
+        studio: true,
+        channels: false,
+        scheduler: false,
+    };
+    let daemon = clawvisor::daemon::start_with(loaded, options)
+        .await
+        .expect("the daemon starts on the imported config");
+    let harness = Harness {
+        daemon: Some(daemon),
+        dir: scratch,
+    };
+    let (base, http) = harness.studio_http().await;
+    let get = |path: String| {
+        let (base, http) = (base.clone(), http.clone());
+        async move {
+            let response = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200, "GET {path}");
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let stats = wait_until(
+        Duration::from_secs(60),
+        "the imported memories are embedded",
+        || async {
+            let stats = get("/api/v1/memory/stats".into()).await;
+            let reindex = &stats["embeddings"]["reindex"];
+            (reindex["running"] == false && reindex["done"] == 6).then_some(stats)
+        },
+    )
+    .await;
+    assert_eq!(stats["embeddings"]["mode"], "local", "{stats}");
+    assert_eq!(stats["indexed"], 6, "{stats}");
+    // No word in common with the memories they are about.
+    for (query, expected) in [
+        ("Who takes care of our teeth?", "Dr. Weber"),
+        ("heating maintenance appointment", "boiler service"),
+    ] {
+        let query_text: String = url::form_urlencoded::byte_serialize(query.as_bytes()).collect();
+        let answer = get(format!("/api/v1/memory/search?q={query_text}")).await;
+        let top: Vec<&str> = answer["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(3)
+            .map(|hit| hit["memory"]["text"].as_str().unwrap())
+            .collect();
+        assert!(
+            top.iter().any(|text| text.contains(expected)),
+            "{query:?} did not find the imported memory about {expected:?} in its top 3: {top:?}"
+        );
+    }
+    harness.stop().await;
+}
+
+/// The state directory a real OpenClaw 2026.9.6 made with its own CLI (its README says how), with
+/// OpenClaw's absolute paths, its own declared jobs and `identity.name`.
+#[test]
+fn a_state_directory_made_by_openclaw_itself_comes_across_once() {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openclaw-2026.9-real");
+    let source = source.display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["import", "openclaw", source.as_str()];
+        args.extend_from_slice(extra);
+        let output = clawvisor(dir.path(), &args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains("FAKE-real-fixture") && !stderr.contains("FAKE-real-fixture"),
+            "a token was printed:\n{stdout}"
+        );
+        stdout
+    };
+    let dry = run(&["--dry-run"]);
+    for expected in [
+        "+ agent ada (Ada)",
+        "+ agent family (Family Helper)",
+        "+ schedule \"Morning brief\" for ada: cron 0 7 * * 1-5 (Europe/Berlin)",
+        "schedule \"heartbeat-ada\": OpenClaw's own upkeep (heartbeat:ada)",
+        "schedule \"skill-collection-review-ada\": OpenClaw's own upkeep",
+        "schedule \"Disk check\": it runs a `command` payload directly",
+        "ANTHROPIC_API_KEY",
+    ] {
+        assert!(dry.contains(expected), "no `{expected}` in:\n{dry}");
+    }
+    let stdout = run(&[]);
+    assert!(
+        stdout.contains("Imported 2 agents, 1 skill, 5 memories and 1 schedule"),
+        "{stdout}"
+    );
+    let overrides = Overrides {
+        config: Some(dir.path().join("clawvisor.toml")),
+        ..Overrides::default()
+    };
+    let loaded = config::load(&overrides).expect("the imported config loads");
+    let ada = loaded.agent("ada").expect("agent ada");
+    assert!(ada.instructions.contains("calm, warm and precise"));
+    assert_eq!(ada.skills, vec!["grocery-list".to_string()]);
+    assert_eq!(
+        ada.telegram.as_ref().expect("ada's bot").allow_users,
+        vec![111_111_111]
+    );
+    let family = loaded.agent("family").expect("agent family");
+    assert_eq!(family.description, "Family Helper");
+    assert!(family.instructions.contains("kind to the kids"));
+    assert!(
+        loaded
+            .config
+            .data_dir
+            .join("skills/grocery-list/SKILL.md")
+            .is_file()
+    );
+    let conn = rusqlite::Connection::open(loaded.config.db_path()).unwrap();
+    let jobs: Vec<(String, String)> = conn
+        .prepare("SELECT agent, name FROM jobs")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(jobs, vec![("ada".to_string(), "Morning brief".to_string())]);
+    let memories: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM memory_facts WHERE source = 'imported'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(memories, 5);
+    let again = run(&[]);
+    assert!(again.contains("Nothing new to import"), "{again}");
 }

@@ -108,7 +108,7 @@ fn bad_model_directories_name_the_file_that_is_wrong() {
         missing.contains("does not exist") && missing.contains("fetch-model"),
         "{missing}"
     );
-    let cases: [BrokenCase; 4] = [
+    let cases: [BrokenCase; 5] = [
         (
             "no-tokenizer",
             |dir| std::fs::remove_file(dir.join("tokenizer.json")).unwrap(),
@@ -126,6 +126,18 @@ fn bad_model_directories_name_the_file_that_is_wrong() {
                 std::fs::write(dir.join("model.safetensors"), b"garbage").unwrap();
             },
             "model.safetensors is not a safetensors file",
+        ),
+        (
+            // Found by the fuzz target `local_embeddings`: the encoder divided by it.
+            "zero-heads",
+            |dir| {
+                let path = dir.join("config.json");
+                let mut config: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                config["num_attention_heads"] = json!(0);
+                std::fs::write(&path, config.to_string()).unwrap();
+            },
+            "config.json is not a valid file of a sentence-embedding model: `num_attention_heads` must be more than 0",
         ),
         (
             "bad-pooling",

@@ -8,6 +8,11 @@
 //! hand: the key and the token end up in the daemon's store (mode 0600), never in its log.
 //! Screenshots of every page at desktop and phone size go to
 //! `<target>/tmp/studio-screenshots/` (`setup-*` and `phone-setup-*`).
+//!
+//! Moving in from OpenClaw: with an OpenClaw installation in `~/.openclaw`, the Overview shows a
+//! card with the exact commands (dry run first); the dry run works from the card's text while the
+//! daemon runs, the import refuses until it is stopped, and after the import the card is gone
+//! (`import-hint*` screenshots).
 
 mod browser;
 
@@ -358,4 +363,153 @@ async fn a_household_is_set_up_from_an_empty_directory_without_editing_a_file() 
         !log.contains(API_KEY) && !log.contains("AAE-household"),
         "a secret reached the log"
     );
+}
+
+/// A small OpenClaw 2026.9 installation in `<home>/.openclaw`: one agent on an LM Studio-style
+/// provider (the scripted model on loopback), a persona and two memories.
+fn write_openclaw(home: &Path, model_url: &str) {
+    let state = home.join(".openclaw");
+    std::fs::create_dir_all(state.join("workspace/memory")).unwrap();
+    let config = json!({
+        "meta": {"lastTouchedVersion": "2026.9.6"},
+        "models": {"providers": {"lmstudio": {
+            "baseUrl": model_url, "api": "openai-completions", "apiKey": "${LMSTUDIO_API_KEY}",
+            "models": [{"id": "scripted", "name": "Scripted"}],
+        }}},
+        "agents": {"entries": {"helper": {
+            "name": "Helper", "workspace": "~/.openclaw/workspace", "model": "lmstudio/scripted",
+        }}},
+    });
+    std::fs::write(state.join("openclaw.json"), config.to_string()).unwrap();
+    std::fs::write(
+        state.join("workspace/SOUL.md"),
+        "# SOUL.md\n\nYou are calm and brief.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        state.join("workspace/MEMORY.md"),
+        "# MEMORY.md\n\n- The spare key is with the neighbour.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        state.join("workspace/memory/2026-09-14.md"),
+        "# 2026-09-14\n\n- The car's inspection is due in October.\n",
+    )
+    .unwrap();
+}
+
+/// `serve` in `dir` (Studio on a free loopback port), logged in through `studio-link` in a new
+/// browser window size of the caller's choice.
+async fn serve_and_log_in(dir: &Path, browser: &Browser) -> DaemonProcess {
+    let command = clawvisor(
+        dir,
+        &[
+            "--studio-bind",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "serve",
+        ],
+    );
+    let daemon = tokio::task::spawn_blocking(move || DaemonProcess::spawn(command))
+        .await
+        .unwrap()
+        .expect("the daemon starts");
+    let studio = daemon.studio.clone().expect("Studio's address in the log");
+    let link = clawvisor(dir, &["studio-link"]).output().unwrap();
+    assert!(link.status.success(), "{link:?}");
+    let link = String::from_utf8_lossy(&link.stdout).trim().to_string();
+    let path = &link[link.find("/login").expect("a login link")..];
+    browser
+        .client
+        .goto(&format!("http://{studio}{path}"))
+        .await
+        .unwrap();
+    browser.wait_for("[data-page][data-loaded=\"true\"]").await;
+    goto_hash(browser, "#/overview", "overview").await;
+    browser
+        .wait_for("#import-hint[data-checked=\"true\"]")
+        .await;
+    daemon
+}
+
+/// Runs a command as the card shows it (`clawvisor ...`, paths without spaces) with this binary.
+fn run_card_command(dir: &Path, text: &str) -> std::process::Output {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(words[0], "clawvisor", "{text}");
+    clawvisor(dir, &words[1..]).output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openclaw_installation_is_offered_on_the_overview_until_it_is_imported() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(temp.path()).unwrap();
+    let model = ScriptedLlm::start(script()).await.unwrap();
+    clawvisor::testkit::process::write_config(
+        &dir,
+        &clawvisor::testkit::harness::config_toml(&model.base_url(), ""),
+        &[clawvisor::testkit::harness::agent_toml("ada", "")],
+    )
+    .unwrap();
+    write_openclaw(&dir, &model.base_url());
+
+    // The Overview offers the import, with the exact commands, dry run first.
+    let browser = Browser::launch().await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    let daemon = serve_and_log_in(&dir, &browser).await;
+    let card = browser.wait_for("[data-import-hint=\"openclaw\"]").await;
+    let text = card.text().await.unwrap();
+    assert!(
+        text.contains("Your OpenClaw setup can be moved here."),
+        "{text}"
+    );
+    let config = dir.join("clawvisor.toml");
+    let state = dir.join(".openclaw");
+    let dry_run = browser
+        .js("return document.querySelector('[data-command=\"dry-run\"]').textContent;")
+        .await;
+    let dry_run = dry_run.as_str().unwrap().to_string();
+    assert_eq!(
+        dry_run,
+        format!(
+            "clawvisor --config {} import openclaw {} --dry-run",
+            config.display(),
+            state.display()
+        )
+    );
+    shot(&browser, "import-hint").await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.assert_no_sideways_scroll("overview").await;
+    shot(&browser, "phone-import-hint").await;
+
+    // The dry run, copied from the card, works while the daemon runs and writes nothing.
+    let before = std::fs::read_to_string(&config).unwrap();
+    let output = run_card_command(&dir, &dry_run);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.contains("+ agent helper (Helper)") && stdout.contains("+ 2 memories for helper"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    // The import itself waits for the daemon to stop, as the card says.
+    let import = browser
+        .js("return document.querySelector('[data-command=\"import\"]').textContent;")
+        .await;
+    let import = import.as_str().unwrap().to_string();
+    let refused = run_card_command(&dir, &import);
+    assert!(!refused.status.success(), "{refused:?}");
+    daemon.terminate(Duration::from_secs(30)).unwrap();
+    let imported = run_card_command(&dir, &import);
+    assert!(imported.status.success(), "{imported:?}");
+
+    // Started again, the Overview no longer offers it.
+    let daemon = serve_and_log_in(&dir, &browser).await;
+    let cards = browser
+        .js("return document.querySelectorAll('[data-import-hint]').length;")
+        .await;
+    assert_eq!(cards, json!(0), "the card is still there after the import");
+    shot(&browser, "phone-import-hint-gone").await;
+    browser.close().await;
+    daemon.terminate(Duration::from_secs(30)).unwrap();
 }

@@ -46,6 +46,8 @@ pub mod event_json;
 pub mod gateway;
 pub mod handoffs;
 pub mod hooks;
+// Issue #33: Overview's "import available" hint.
+pub mod import_hint;
 pub mod live;
 pub mod logs;
 pub mod mcp;
@@ -387,6 +389,9 @@ api! {
         200: Answer::Json(triggers::list_schema);
     post "/api/v1/triggers/{name}/test" => triggers::test, "Sends a test event through the trigger's path as the operator (stored, audited, run once like a webhook delivery)",
         optional_body: triggers::TestBody, 202: Answer::Json(triggers::test_schema);
+    // Moving in from OpenClaw (issue #33).
+    get "/api/v1/import/openclaw" => import_hint::openclaw, "Whether this machine has an OpenClaw installation not imported yet, and the commands that import it (dry run first)",
+        200: Answer::Json(import_hint::openclaw_schema);
     get "/api/v1/openapi.json" => assets::openapi, "This API's OpenAPI description",
         200: Answer::Json(openapi::document_schema);
 }

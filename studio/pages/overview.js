@@ -10,6 +10,8 @@
 // When the database cannot save (disk full, read-only, I/O error, permissions), a red banner at the
 // top says so in plain words with what to do, the daemon's own sentence in a <details>; low disk
 // space or a WAL checkpoint that cannot run is a yellow one. Refreshes on store_health and warning.
+// While the machine has an OpenClaw installation not imported yet (the server says so:
+// /api/v1/import/openclaw), a card at the top offers the commands that move it here.
 import { api, load, el, append, clear, badge, tone, when, money, num, empty, fullTime } from '/app.js';
 
 export const events = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
@@ -21,10 +23,11 @@ export async function render(root, ctx) {
   const providers = el('div', { id: 'providers' });
   const backups = el('div', { id: 'backups' });
   const reload = el('div', { id: 'reload' });
+  const hint = el('div', { id: 'import-hint' });
   append(root, el('div', { class: 'row spread' }, el('h1', null, 'Overview'),
     el('div', { class: 'row' }, el('a', { class: 'button', href: '#/setup', 'data-action': 'setup' }, 'Set up'), reloadButton(reload))),
   el('p', { class: 'lead overview-lead' }, 'How the house is doing: what needs you first, then each agent and its bot, then the machinery.'),
-  reload, box, el('h2', null, 'Model providers'), providers,
+  hint, reload, box, el('h2', null, 'Model providers'), providers,
   el('h2', null, 'Backups'), backups);
   const refresh = (quiet) => load(box, () => api('/api/v1/overview'), (d) => draw(box, d), { root, quiet });
   const check = () => load(providers, () => api('/api/v1/providers'), (d) => drawProviders(providers, d, check));
@@ -32,6 +35,9 @@ export async function render(root, ctx) {
   ctx.refresh = () => { refreshBackups(true); return refresh(true); };
   check();
   refreshBackups(false);
+  // Optional: without an answer there is simply no card.
+  api('/api/v1/import/openclaw').then((d) => drawImportHint(hint, d)).catch(() => {})
+    .finally(() => { hint.dataset.checked = 'true'; });
   await refresh(false);
 }
 
@@ -60,6 +66,20 @@ function reloadButton(out) {
     }
   });
   return button;
+}
+
+/** The card offering to move an OpenClaw installation here, while one waits to be imported. */
+function drawImportHint(box, d) {
+  if (!d?.available) return;
+  append(box, el('div', { class: 'card import-hint', 'data-import-hint': 'openclaw' },
+    el('strong', null, 'Your OpenClaw setup can be moved here.'),
+    el('p', null, 'This computer has an OpenClaw installation. One command copies its agents with their personalities, '
+      + 'its schedules, memories and skills into this house; keys and tokens go to the secrets store. OpenClaw itself is left as it is.'),
+    el('p', null, '1. See what would come across. This changes nothing:'),
+    el('pre', { class: 'command', 'data-command': 'dry-run' }, d.dry_run),
+    el('p', null, '2. Stop this daemon, run the import, then start the daemon again. This card goes away after the import:'),
+    el('pre', { class: 'command', 'data-command': 'import' }, d.command),
+    el('details', null, el('summary', { class: 'small' }, 'Where it was found'), el('p', { class: 'small muted' }, d.path))));
 }
 
 function drawProviders(box, d, check) {

@@ -147,6 +147,13 @@ fn plan_jobs(
     let sole_agent = (installation.agents.len() == 1).then(|| installation.agents[0].id.clone());
     for job in &installation.jobs {
         let what = format!("schedule \"{}\"", job.name);
+        if let Some(key) = &job.declared {
+            data.skipped.push(format!(
+                "{what}: OpenClaw's own upkeep ({key}), not a schedule of yours; clawvisor does its \
+                 own"
+            ));
+            continue;
+        }
         let Some(agent) = job
             .agent
             .clone()
@@ -248,13 +255,17 @@ pub async fn apply(
     let loaded = config::load(&overrides)
         .map_err(|error| format!("the written config does not load: {error}"))?;
     let (memories, jobs) = (data.memories.len(), data.jobs.len());
-    if memories + jobs > 0 {
-        write_rows(&loaded, data).await?;
-    }
     let nothing = created_files == 0
         && memories + jobs == 0
         && files.config_text.is_none()
         && target.config_exists;
+    if !nothing {
+        let imported = ImportedFiles {
+            agents: files.names.values().cloned().collect(),
+            skills: files.skills.iter().map(|(name, _)| name.clone()).collect(),
+        };
+        write_rows(&loaded, data, imported).await?;
+    }
     Ok(if nothing {
         "Nothing new to import: everything above is already there.".to_string()
     } else {
@@ -328,8 +339,19 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Memories and schedules in one transaction with the audit row.
-async fn write_rows(loaded: &LoadedConfig, data: DataPlan) -> Result<(), String> {
+/// What the files of an import brought, for its audit row.
+struct ImportedFiles {
+    agents: Vec<String>,
+    skills: Vec<String>,
+}
+
+/// Memories and schedules in one transaction with the audit row (written for every import that
+/// changed something, even one without rows: Studio's Overview knows by it that the import ran).
+async fn write_rows(
+    loaded: &LoadedConfig,
+    data: DataPlan,
+    imported: ImportedFiles,
+) -> Result<(), String> {
     let path = loaded.config.db_path();
     let options = StoreOptions::from(&loaded.config);
     let store = tokio::task::spawn_blocking(move || Store::open(&path, options))
@@ -359,9 +381,14 @@ async fn write_rows(loaded: &LoadedConfig, data: DataPlan) -> Result<(), String>
             crate::audit::append(
                 conn,
                 OPERATOR,
-                "import.openclaw",
+                crate::studio::import_hint::IMPORT_ACTION,
                 "openclaw",
-                &json!({"memories": per_agent, "jobs": jobs}),
+                &json!({
+                    "agents": imported.agents,
+                    "skills": imported.skills,
+                    "memories": per_agent,
+                    "jobs": jobs,
+                }),
             )?;
             Ok(refused)
         })

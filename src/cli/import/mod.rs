@@ -1,4 +1,5 @@
-//! `clawvisor import openclaw [path]`: moves an OpenClaw installation (default `~/.openclaw`)
+//! `clawvisor import openclaw [path]`: moves an OpenClaw installation (default `~/.openclaw`, or
+//! `OPENCLAW_STATE_DIR` as OpenClaw itself reads it)
 //! into the config and data directory named by `--config` / `--data-dir`, like every other
 //! command: providers (keys to the secrets store, or named as variables to set), agents (persona
 //! files as instructions, Telegram bot and allowlist, skills, fallbacks), memories with their
@@ -13,7 +14,12 @@
 //! running daemon's back: while one runs on the data directory it refuses (after the plan is
 //! printed) and says to stop it first.
 //!
-//! Invariant: no key or token value is ever printed; the report names the variable.
+//! Memories are written without a vector (no model runs here, and the daemon, which owns the
+//! vector index, is stopped); the daemon's next start embeds every memory without one with its
+//! current embeddings (provider or local), as after a model change (`actors/memory/reembed.rs`).
+//!
+//! Invariant: no key or token value is ever printed; the report names the variable. Every run
+//! that writes something appends the audit row `import.openclaw` (Overview's hint goes by it).
 
 mod apply;
 mod openclaw;
@@ -117,10 +123,10 @@ fn running_daemon(loaded: &LoadedConfig) -> Option<u32> {
         .map(|boot| boot.pid)
 }
 
+/// OpenClaw's own rule: `OPENCLAW_STATE_DIR`, else `.openclaw` in `OPENCLAW_HOME` or `HOME` (the
+/// directory Studio's Overview finds, so its hint's command imports what it saw).
 fn default_source() -> PathBuf {
-    std::env::var_os("HOME")
-        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
-        .join(".openclaw")
+    crate::studio::import_hint::openclaw_state_dir(|name| std::env::var_os(name))
 }
 
 /// Where the import goes: the config file (existing or to be written) and the agents' folder.

@@ -104,6 +104,9 @@ pub struct Bot {
 #[derive(Debug)]
 pub struct Job {
     pub name: String,
+    /// A job OpenClaw declares itself (heartbeat, skill reviews, memory upkeep): its
+    /// `declaration_key`. Users' jobs have none.
+    pub declared: Option<String>,
     pub enabled: bool,
     pub agent: Option<String>,
     pub schedule: Value,
@@ -175,8 +178,20 @@ fn text_at(value: &Value, path: &[&str]) -> Option<String> {
 
 /// A path as OpenClaw writes it: `~/.openclaw/...` is inside the state directory being imported
 /// (which may have been copied elsewhere), `~/...` is in `$HOME`, a relative path is relative to
-/// the state directory.
+/// the state directory. OpenClaw's own commands write absolute paths (`/home/sam/.openclaw/
+/// workspace`): one that does not exist (the directory was moved or copied) is read inside the
+/// state directory being imported when the part after `/.openclaw/` is there.
 pub fn resolve_path(state_dir: &Path, text: &str) -> PathBuf {
+    let path = Path::new(text);
+    if path.is_absolute() && !path.exists() {
+        if let Some((_, rest)) = text.rsplit_once("/.openclaw/") {
+            let inside = state_dir.join(rest);
+            if inside.exists() {
+                return inside;
+            }
+        }
+        return path.to_path_buf();
+    }
     if let Some(rest) = text.strip_prefix("~/.openclaw/") {
         return state_dir.join(rest);
     }
@@ -267,8 +282,9 @@ fn read_agents(dir: &Path, config: &Value, unreadable: &mut Vec<(String, String)
                         .collect()
                 });
             let persona = read_persona(&workspace);
-            let display_name = text_at(&entry, &["name"])
-                .or_else(|| text_at(&entry, &["identity", "name"]))
+            // `agents add` writes the id as `name` and the chosen name as `identity.name`.
+            let display_name = text_at(&entry, &["identity", "name"])
+                .or_else(|| text_at(&entry, &["name"]))
                 .or_else(|| identity_name(&persona));
             let memories = read_memories(&workspace, unreadable);
             Agent {
@@ -593,21 +609,24 @@ fn jobs_from_database(path: &Path) -> rusqlite::Result<Vec<Job>> {
         return Ok(Vec::new());
     }
     let mut statement = conn.prepare(
-        "SELECT name, enabled, agent_id, job_json FROM cron_jobs ORDER BY sort_order, job_id",
+        "SELECT name, enabled, agent_id, job_json, declaration_key FROM cron_jobs
+         ORDER BY sort_order, job_id",
     )?;
     let rows = statement.query_map([], |row| {
         let name: String = row.get(0)?;
         let enabled: i64 = row.get(1)?;
         let agent: Option<String> = row.get(2)?;
         let json: String = row.get(3)?;
-        Ok((name, enabled, agent, json))
+        let declared: Option<String> = row.get(4)?;
+        Ok((name, enabled, agent, json, declared))
     })?;
     let mut jobs = Vec::new();
     for row in rows {
-        let (name, enabled, agent, json) = row?;
+        let (name, enabled, agent, json, declared) = row?;
         let value: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
         let mut job = job_from_json(&value);
         job.name = name;
+        job.declared = declared.or(job.declared);
         job.enabled = enabled != 0;
         job.agent = agent.or(job.agent);
         jobs.push(job);
@@ -618,6 +637,7 @@ fn jobs_from_database(path: &Path) -> rusqlite::Result<Vec<Job>> {
 fn job_from_json(value: &Value) -> Job {
     Job {
         name: text_at(value, &["name"]).unwrap_or_default(),
+        declared: text_at(value, &["declarationKey"]),
         enabled: value
             .get("enabled")
             .and_then(Value::as_bool)

@@ -161,12 +161,58 @@ fn pooling_of(dir: &Path) -> Result<(Pooling, bool), String> {
     Ok((pooling, normalize))
 }
 
+/// The sizes a BERT's arithmetic divides by or indexes with, checked before the encoder is
+/// built (it would divide by zero or index past a table), each refusal naming the field.
+fn check_config(config: &BertConfig, path: &Path) -> Result<(), String> {
+    let wrong = |field: &str, why: String| {
+        Err(format!(
+            "{} is not a valid file of a sentence-embedding model: `{field}` {why}",
+            path.display()
+        ))
+    };
+    for (field, value) in [
+        ("hidden_size", config.hidden_size),
+        ("num_attention_heads", config.num_attention_heads),
+        ("intermediate_size", config.intermediate_size),
+        ("vocab_size", config.vocab_size),
+        ("type_vocab_size", config.type_vocab_size),
+        ("max_position_embeddings", config.max_position_embeddings),
+    ] {
+        if value == 0 {
+            return wrong(field, "must be more than 0".into());
+        }
+    }
+    if !config
+        .hidden_size
+        .is_multiple_of(config.num_attention_heads)
+    {
+        return wrong(
+            "num_attention_heads",
+            format!(
+                "({}) must divide hidden_size ({})",
+                config.num_attention_heads, config.hidden_size
+            ),
+        );
+    }
+    if config.pad_token_id >= config.vocab_size {
+        return wrong(
+            "pad_token_id",
+            format!(
+                "({}) must be a token of the vocabulary (vocab_size {})",
+                config.pad_token_id, config.vocab_size
+            ),
+        );
+    }
+    Ok(())
+}
+
 impl SentenceModel {
     /// Loads the model in `dir` (reads about the size of `model.safetensors` into memory).
     pub fn load(dir: &Path) -> Result<SentenceModel, String> {
         check_dir(dir)?;
         let config_path = dir.join("config.json");
         let config: BertConfig = read_json(&config_path)?;
+        check_config(&config, &config_path)?;
         let (pooling, normalize) = pooling_of(dir)?;
         let sentence_bert = dir.join("sentence_bert_config.json");
         let max_length = if sentence_bert.is_file() {

@@ -16,6 +16,7 @@
 //! - The body can never close its own wrapper: `</untrusted_content>` inside it is defused.
 
 pub mod auth;
+pub mod destination;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

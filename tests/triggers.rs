@@ -359,17 +359,51 @@ async fn refused_requests_get_one_plain_line_and_store_nothing() {
     }
     assert_eq!(deliveries(&world).await, 0, "nothing refused is stored");
 
-    // The rate window: per_minute = 5, then 429 with Retry-After, and nothing stored.
-    for n in 0..5 {
+    // The rate window: per_minute = 5 (a redelivery is one of them), then 429 with
+    // Retry-After, and nothing stored.
+    for n in 0..4 {
         let body = format!("{{\"n\":{n}}}");
         let signed = vec![("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes()))];
         assert_eq!(post(&url, &body, &signed).await.0, 202);
     }
+    let again = "{\"n\":0}";
+    let signed = vec![("x-signature-256", sign(again.as_bytes(), SECRET.as_bytes()))];
+    assert_eq!(post(&url, again, &signed).await.0, 200, "a redelivery");
     let body = "{\"n\":5}";
     let signed = vec![("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes()))];
     let (status, text) = post(&url, body, &signed).await;
     assert_eq!(status, 429, "{text}");
-    assert_eq!(deliveries(&world).await, 5);
+    assert_eq!(deliveries(&world).await, 4);
+
+    // `/metrics` counts every request by trigger and outcome, the refused ones included; an
+    // unknown name is counted under one label, not the name it gave.
+    let (_, studio) = world.harness.studio_http().await;
+    let metrics = studio
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("/metrics answers")
+        .text()
+        .await
+        .expect("a text body");
+    for (trigger, outcome, count) in [
+        ("doorbell", "accepted", 4),
+        ("doorbell", "duplicate", 1),
+        ("doorbell", "bad_signature", 3),
+        ("doorbell", "too_large", 1),
+        ("doorbell", "rate_limited", 1),
+        ("doorbell", "no_secret", 0),
+        ("(unknown)", "unknown", 1),
+    ] {
+        let line = format!(
+            "clawvisor_trigger_requests_total{{trigger=\"{trigger}\",outcome=\"{outcome}\"}} {count}\n"
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    assert!(
+        !metrics.contains("trigger=\"nope\""),
+        "the unknown name is not a label"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

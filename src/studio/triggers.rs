@@ -27,7 +27,12 @@ const MAX_TEST_BODY: usize = 16 * 1024;
 fn destination_text(config: &TriggerConfig) -> String {
     match config.destination() {
         DeliverTo::Owner => format!("to {}'s owner (else its first approver)", config.agent),
-        DeliverTo::Chat(chat) => format!("to chat {chat}"),
+        DeliverTo::Chat(chat) => match chat.split_once(':') {
+            Some(("tg", id)) => format!("to Telegram chat {id}"),
+            Some(("wa", id)) => format!("to WhatsApp chat {id}"),
+            Some(("sg", id)) => format!("to Signal chat {id}"),
+            _ => format!("to chat {chat}"),
+        },
         DeliverTo::Nowhere => "nowhere: answers are only kept here".into(),
     }
 }

@@ -264,20 +264,7 @@ impl Scenario {
         }
         for (index, turn) in self.turns.iter().enumerate() {
             let number = index + 1;
-            match (&turn.user, &turn.wait, &turn.voice, &turn.trigger) {
-                (Some(_), None, None, None)
-                | (None, None, Some(_), None)
-                | (None, None, None, Some(_)) => {}
-                (None, Some(wait), None, None) if !wait.0.is_zero() => {}
-                (None, Some(_), None, None) => {
-                    return Err(format!("turn {number}: `wait` must be positive"));
-                }
-                _ => {
-                    return Err(format!(
-                        "turn {number}: give one of `user` (a message), `voice` (a voice note), `trigger` (a webhook delivery) or `wait` (a duration)"
-                    ));
-                }
-            }
+            said_once(number, turn)?;
             self.trigger_turn(number, turn)?;
             if turn.voice.is_some()
                 && !turn
@@ -336,6 +323,24 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// A turn gives exactly one of `user`, `voice`, `trigger` or a positive `wait`.
+fn said_once(number: usize, turn: &Turn) -> Result<(), String> {
+    match (&turn.user, &turn.wait, &turn.voice, &turn.trigger) {
+        (Some(_), None, None, None) | (None, None, Some(_), None) | (None, None, None, Some(_)) => {
+        }
+        (None, Some(wait), None, None) if !wait.0.is_zero() => {}
+        (None, Some(_), None, None) => {
+            return Err(format!("turn {number}: `wait` must be positive"));
+        }
+        _ => {
+            return Err(format!(
+                "turn {number}: give one of `user` (a message), `voice` (a voice note), `trigger` (a webhook delivery) or `wait` (a duration)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Turn {

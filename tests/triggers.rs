@@ -197,6 +197,130 @@ async fn a_signed_delivery_runs_once_and_its_answer_reaches_the_owner() {
     );
 }
 
+/// The agent's WhatsApp and Signal people in [`the_answer_reaches_whatsapp_and_signal_chats`].
+const WA_OWNER: &str = "4915100000001";
+const WA_NEIGHBOUR: &str = "4915100000002";
+const SG_OWNER: &str = "+4917200000001";
+
+/// `deliver_to` in every channel's form: a `wa:` chat is answered through the fake Graph API (a
+/// template, since the person has not written in 24 hours), `owner` of an agent without Telegram
+/// is its first WhatsApp approver, and a `sg:` chat's answer is an outbox row for that chat
+/// (Signal's sender reads the same rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_reaches_whatsapp_and_signal_chats() {
+    use clawvisor::testkit::fake_whatsapp::FakeWhatsApp;
+    const PHONE_ID: &str = "1098765432";
+    const TOKEN: &str = "EAAG-fake-whatsapp-access-token-0001";
+    const APP_SECRET: &str = "whatsapp-app-secret-0001";
+    let graph = FakeWhatsApp::start(PHONE_ID, TOKEN, APP_SECRET).await;
+    let channels = format!(
+        "[whatsapp]\nphone_number_id = \"{PHONE_ID}\"\naccess_token_env = \"WA_TOKEN\"\n\
+         app_secret_env = \"WA_APP_SECRET\"\nverify_token_env = \"WA_VERIFY\"\napi_url = \"{}\"\n\
+         allow_users = [\"+{WA_OWNER}\"]\ntemplate = \"agent_update\"\n\n\
+         [signal]\naccount = \"+4915100000000\"\nrpc_url = \"http://127.0.0.1:9\"\nallow_users = [\"{SG_OWNER}\"]\n",
+        graph.api_url()
+    );
+    let triggers = format!(
+        "{}\n[[triggers]]\nname = \"parcel\"\nagent = \"ada\"\nprompt = \"A parcel: {{{{body}}}}\"\n\
+         deliver_to = \"wa:+49 151 0000 0002\"\nsecret_env = \"TRIGGER_DOORBELL_SECRET\"\n\
+         \n[[triggers]]\nname = \"alarm\"\nagent = \"ada\"\nprompt = \"An alarm: {{{{body}}}}\"\n\
+         deliver_to = \"sg:{SG_OWNER}\"\nsecret_env = \"TRIGGER_DOORBELL_SECRET\"\n",
+        trigger_config("")
+    );
+    let world = World::builder(script())
+        .agent("ada", &channels)
+        .config_extra(&triggers)
+        .env("TRIGGER_DOORBELL_SECRET", SECRET)
+        .env("WA_TOKEN", TOKEN)
+        .env("WA_APP_SECRET", APP_SECRET)
+        .env("WA_VERIFY", "verify-me")
+        .start()
+        .await;
+    let (base, _) = world.harness.studio_http().await;
+    for (name, id) in [("parcel", "p-1"), ("doorbell", "d-1"), ("alarm", "a-1")] {
+        let body = format!("{{\"event\":\"{name}\"}}");
+        let signed = vec![
+            ("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes())),
+            ("x-delivery-id", id.to_string()),
+        ];
+        let (status, text) = post(&format!("{base}/hooks/trigger/{name}"), &body, &signed).await;
+        assert_eq!(status, 202, "{name}: {text}");
+    }
+    for person in [WA_NEIGHBOUR, WA_OWNER] {
+        wait_until(
+            Duration::from_secs(30),
+            "the answer reaches the WhatsApp chat",
+            || async {
+                graph
+                    .texts_to(person)
+                    .iter()
+                    .any(|text| text.contains(ANSWER))
+            },
+        )
+        .await;
+    }
+    let to_neighbour: Vec<_> = graph
+        .sent()
+        .into_iter()
+        .filter(|message| message["to"] == WA_NEIGHBOUR)
+        .collect();
+    assert_eq!(to_neighbour.len(), 1, "{to_neighbour:?}");
+    assert_eq!(
+        to_neighbour[0]["template"]["name"], "agent_update",
+        "outside the 24-hour window the answer goes as the template"
+    );
+    let outbox = |chat: String| {
+        let store = world.store().clone();
+        async move {
+            store
+                .read(move |conn| {
+                    Ok(conn.query_row(
+                        "SELECT COUNT(*), COALESCE(SUM(delivered_ms IS NOT NULL), 0) FROM outbox \
+                         WHERE chat = ?1 AND text LIKE '%' || ?2 || '%'",
+                        rusqlite::params![chat, ANSWER],
+                        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+                    )?)
+                })
+                .await
+                .expect("the outbox reads")
+        }
+    };
+    wait_until(
+        Duration::from_secs(10),
+        "both WhatsApp rows are marked delivered",
+        || async {
+            outbox(format!("wa:{WA_NEIGHBOUR}")).await == (1, 1)
+                && outbox(format!("wa:{WA_OWNER}")).await == (1, 1)
+        },
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(30),
+        "the Signal chat's answer is in the outbox",
+        || async { outbox(format!("sg:{SG_OWNER}")).await.0 == 1 },
+    )
+    .await;
+    let details: Vec<String> = world
+        .store()
+        .read(|conn| {
+            let mut statement =
+                conn.prepare("SELECT detail FROM trigger_deliveries ORDER BY trigger")?;
+            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+        .expect("the deliveries read");
+    assert_eq!(
+        details,
+        vec![
+            format!("sent to Signal chat {SG_OWNER}"),
+            format!("sent to WhatsApp chat {WA_OWNER}"),
+            format!("sent to WhatsApp chat {WA_NEIGHBOUR}"),
+        ],
+        "alarm, doorbell (owner → the first WhatsApp approver), parcel"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_requests_get_one_plain_line_and_store_nothing() {
     let world = world("").await;
@@ -235,17 +359,51 @@ async fn refused_requests_get_one_plain_line_and_store_nothing() {
     }
     assert_eq!(deliveries(&world).await, 0, "nothing refused is stored");
 
-    // The rate window: per_minute = 5, then 429 with Retry-After, and nothing stored.
-    for n in 0..5 {
+    // The rate window: per_minute = 5 (a redelivery is one of them), then 429 with
+    // Retry-After, and nothing stored.
+    for n in 0..4 {
         let body = format!("{{\"n\":{n}}}");
         let signed = vec![("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes()))];
         assert_eq!(post(&url, &body, &signed).await.0, 202);
     }
+    let again = "{\"n\":0}";
+    let signed = vec![("x-signature-256", sign(again.as_bytes(), SECRET.as_bytes()))];
+    assert_eq!(post(&url, again, &signed).await.0, 200, "a redelivery");
     let body = "{\"n\":5}";
     let signed = vec![("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes()))];
     let (status, text) = post(&url, body, &signed).await;
     assert_eq!(status, 429, "{text}");
-    assert_eq!(deliveries(&world).await, 5);
+    assert_eq!(deliveries(&world).await, 4);
+
+    // `/metrics` counts every request by trigger and outcome, the refused ones included; an
+    // unknown name is counted under one label, not the name it gave.
+    let (_, studio) = world.harness.studio_http().await;
+    let metrics = studio
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("/metrics answers")
+        .text()
+        .await
+        .expect("a text body");
+    for (trigger, outcome, count) in [
+        ("doorbell", "accepted", 4),
+        ("doorbell", "duplicate", 1),
+        ("doorbell", "bad_signature", 3),
+        ("doorbell", "too_large", 1),
+        ("doorbell", "rate_limited", 1),
+        ("doorbell", "no_secret", 0),
+        ("(unknown)", "unknown", 1),
+    ] {
+        let line = format!(
+            "clawvisor_trigger_requests_total{{trigger=\"{trigger}\",outcome=\"{outcome}\"}} {count}\n"
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    assert!(
+        !metrics.contains("trigger=\"nope\""),
+        "the unknown name is not a label"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,6 +698,21 @@ fn bad_trigger_settings_are_refused_naming_the_field() {
             "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ndeliver_to = \"tg:alice\"\n",
             ".deliver_to",
             "tg:123456789",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ndeliver_to = \"wa:4915100000001\"\n",
+            ".deliver_to",
+            "agent ada has no WhatsApp account: add [whatsapp]",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ndeliver_to = \"sg:bob\"\n",
+            ".deliver_to",
+            "a Signal chat is `sg:`",
+        ),
+        (
+            "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\ndeliver_to = \"email:a@b.c\"\n",
+            ".deliver_to",
+            "\"wa:4915112345678\"",
         ),
         (
             "name = \"bell\"\nagent = \"ada\"\nprompt = \"p\"\nmax_body = \"64MiB\"\n",

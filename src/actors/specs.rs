@@ -440,5 +440,6 @@ pub fn studio_state(context: &RootContext) -> StudioState {
         )),
         triggers: Arc::new(crate::triggers::TriggerBook::new(&context.loaded)),
         trigger_window: Arc::default(),
+        trigger_counts: Arc::default(),
     }
 }

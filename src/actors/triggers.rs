@@ -6,17 +6,18 @@
 //! at once would share one answer): the row is marked running, then the agent gets the message
 //! (`triggers::prompt`, the body labelled untrusted) in session `trigger:<name>`, correlated
 //! `trigger-delivery:<id>`. The run's final answer comes back here through `channels::deliver`;
-//! the row's end, the answer's outbox row (a Telegram destination) and the audit row commit in
-//! one transaction, and the answer is handed to the destination's channel.
+//! the row's end, the answer's outbox row (any person's channel: `tg:`, `wa:`, `sg:`; the row's
+//! chat names the channel whose worker sends it) and the audit row commit in one transaction, and
+//! the answer is handed to the destination's channel.
 //!
 //! After a crash a running row is reconciled like a scheduled fire: its message not in the
 //! session → sent again; in the session with the run ended → the run's recorded outcome ends
 //! the row; pending or running → the session resumes it and answers. So a delivery stored
 //! before a kill -9 runs once after the restart.
 //!
-//! Destinations: `owner` is the agent's claimed owner's private chat, else its first approver's;
-//! a chat key is used as written (a channel this daemon does not have fails the row, saying so);
-//! `none` records the answer only.
+//! Destinations: `owner` is the agent's claimed owner's private chat on the channel they claimed,
+//! else its first approver's (`triggers::destination`); a chat key is used as the config
+//! normalized it; `none` records the answer only.
 //!
 //! Background job: the check timer. Owner: this actor; table: `trigger_deliveries`; cancelled
 //! with the actor; on restart the open rows are read again; idempotent (guarded updates).
@@ -410,30 +411,27 @@ async fn destination(state: &TriggersState, row: &DeliveryRow) -> Result<Option<
             format!("this daemon has no channel for `{key}`, so the answer was only recorded")
         }),
         DeliverTo::Owner => {
-            let agent = row.agent.clone();
-            let owner = state
-                .args
-                .store
-                .read(move |conn| crate::store::people::owner(conn, &agent))
-                .await
-                .map_err(|error| format!("the agent's owner could not be read: {error}"))?;
-            if let Some(owner) = owner {
-                return Ok(Some(ChatKey::telegram(owner.user_id)));
-            }
-            state
+            let Some(spec) = state
                 .args
                 .agents
                 .iter()
                 .find(|spec| spec.name == row.agent)
-                .and_then(|spec| spec.telegram.as_ref()?.approvers.first().copied())
-                .map(ChatKey::telegram)
-                .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "agent {} has no claimed owner or approver yet, so the answer was only recorded",
-                        row.agent
-                    )
-                })
+                .cloned()
+            else {
+                return Err(format!("agent {} is no longer configured", row.agent));
+            };
+            let agent = spec.name.clone();
+            let owner = state
+                .args
+                .store
+                .read(move |conn| crate::triggers::destination::owner_chat(conn, &spec))
+                .await
+                .map_err(|error| format!("the agent's owner could not be read: {error}"))?;
+            owner.map(Some).ok_or_else(|| {
+                format!(
+                    "agent {agent} has no claimed owner or approver yet, so the answer was only recorded"
+                )
+            })
         }
     }
 }
@@ -492,7 +490,7 @@ async fn finish(
         }
         if let (Some(chat), Some(text)) = (chat, message) {
             let event = match chat.kind() {
-                ChatKind::Telegram => OutEvent::Final { text, outbox_id },
+                kind if kind.has_outbox() => OutEvent::Final { text, outbox_id },
                 _ => OutEvent::Notice { text },
             };
             crate::channels::deliver(
@@ -535,7 +533,8 @@ struct FinishWrite {
 }
 
 impl FinishWrite {
-    /// `None`: the delivery had ended already; else the outbox row of a Telegram destination.
+    /// `None`: the delivery had ended already; else the outbox row of a person's channel (every
+    /// channel's row is the same: its chat key names the channel whose worker sends it).
     fn apply(&self, conn: &rusqlite::Connection) -> crate::store::Result<Option<Option<i64>>> {
         let now = crate::clock::now_ms();
         let ending = Ending {
@@ -549,7 +548,7 @@ impl FinishWrite {
             return Ok(None);
         }
         let outbox_id = match (&self.chat, &self.message) {
-            (Some(chat), Some(text)) if chat.kind() == ChatKind::Telegram => {
+            (Some(chat), Some(text)) if chat.kind().has_outbox() => {
                 Some(crate::store::outbox::enqueue_reply(
                     conn,
                     &self.agent,
@@ -576,12 +575,15 @@ impl FinishWrite {
     }
 }
 
-/// A chat for people: "Telegram chat 42", else its key.
+/// A chat for people: "Telegram chat 42", "WhatsApp chat 4915…", else its key.
 fn chat_in_words(chat: &ChatKey) -> String {
-    match chat.telegram_chat_id() {
-        Some(id) => format!("Telegram chat {id}"),
-        None => format!("chat {chat}"),
-    }
+    let channel = match chat.kind() {
+        ChatKind::Telegram => "Telegram",
+        ChatKind::WhatsApp => "WhatsApp",
+        ChatKind::Signal => "Signal",
+        _ => return format!("chat {chat}"),
+    };
+    format!("{channel} chat {}", chat.id())
 }
 
 /// `text` cut to `max` characters.

@@ -52,7 +52,7 @@ pub fn is_phone_number(text: &str) -> bool {
 }
 
 /// A Signal uuid (ACI): 8-4-4-4-12 hex digits.
-fn is_uuid(text: &str) -> bool {
+pub fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
     groups.len() == 5
         && groups

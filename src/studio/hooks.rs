@@ -10,7 +10,8 @@
 //! subscription) matches → 401; over `per_minute` → 429 with `Retry-After`. None of these stores
 //! anything. Then the delivery is stored (`triggers::Receiver`) and answered `202 accepted:
 //! delivery <id>`; a delivery id this trigger has stored already is answered `200 already
-//! received: delivery <id>` and runs no second time. Every answer is one plain line.
+//! received: delivery <id>` and runs no second time. Every answer is one plain line, and every
+//! request is counted by outcome for `/metrics` (`triggers::HookCounts`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::StudioState;
-use crate::triggers::{BookEntry, Origin, Receiver};
+use crate::triggers::{BookEntry, HookOutcome, Origin, Receiver};
 
 /// Every hook route (merged into Studio's router beside the API, outside its guard).
 pub fn router() -> Router<StudioState> {
@@ -60,9 +61,13 @@ async fn trigger(
     body: Body,
 ) -> Response {
     let token = query.as_deref().and_then(query_token);
+    let known = state.triggers.get(&name).map(|_| name.as_str());
     let (entry, bytes) = match admit(&state, &name, &headers, token.as_deref(), body).await {
         Ok(admitted) => admitted,
-        Err(refusal) => return refusal,
+        Err((outcome, refusal)) => {
+            state.trigger_counts.count(known, outcome);
+            return refusal;
+        }
     };
     let delivery_id = crate::triggers::delivery_id(
         [
@@ -77,7 +82,7 @@ async fn trigger(
         events: state.events.clone(),
         registry: state.registry.clone(),
     };
-    match receiver
+    let received = receiver
         .receive(
             &entry.config,
             &delivery_id,
@@ -85,8 +90,14 @@ async fn trigger(
             Origin::Webhook,
             "webhook",
         )
-        .await
-    {
+        .await;
+    let outcome = match &received {
+        Ok(received) if received.fresh => HookOutcome::Accepted,
+        Ok(_) => HookOutcome::Duplicate,
+        Err(_) => HookOutcome::StoreFailed,
+    };
+    state.trigger_counts.count(known, outcome);
+    match received {
         Ok(received) if received.fresh => plain(
             StatusCode::ACCEPTED,
             format!("accepted: delivery {}", received.id),
@@ -106,20 +117,24 @@ async fn trigger(
 }
 
 /// The trigger and the body of a request that passes every check, or the refusal to answer
-/// (nothing stored): unknown name, too large, no secret, bad secret, too many.
+/// (nothing stored) and its outcome for `/metrics`: unknown name, too large, no secret, bad
+/// secret, too many.
 async fn admit(
     state: &StudioState,
     name: &str,
     headers: &HeaderMap,
     token: Option<&str>,
     body: Body,
-) -> Result<(Arc<BookEntry>, axum::body::Bytes), Response> {
+) -> Result<(Arc<BookEntry>, axum::body::Bytes), (HookOutcome, Response)> {
     let Some(entry) = state.triggers.get(name) else {
         let shown: String = name.chars().take(64).collect();
-        return Err(plain(
-            StatusCode::NOT_FOUND,
-            format!(
-                "There is no webhook trigger called \"{shown}\" here; check the address against Studio's Triggers page."
+        return Err((
+            HookOutcome::Unknown,
+            plain(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "There is no webhook trigger called \"{shown}\" here; check the address against Studio's Triggers page."
+                ),
             ),
         ));
     };
@@ -136,17 +151,20 @@ async fn admit(
     let declared = header_text(headers, header::CONTENT_LENGTH.as_str())
         .and_then(|length| length.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > config.max_body.0) {
-        return Err(too_large());
+        return Err((HookOutcome::TooLarge, too_large()));
     }
     let limit = usize::try_from(config.max_body.0).unwrap_or(usize::MAX);
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        return Err(too_large());
+        return Err((HookOutcome::TooLarge, too_large()));
     };
     let Some(secret) = &entry.secret else {
-        return Err(plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Trigger \"{name}\" has no secret set yet, so it accepts nothing; the operator sets it in Studio's Keys & tokens."
+        return Err((
+            HookOutcome::NoSecret,
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "Trigger \"{name}\" has no secret set yet, so it accepts nothing; the operator sets it in Studio's Keys & tokens."
+                ),
             ),
         ));
     };
@@ -157,10 +175,13 @@ async fn admit(
         header_text(headers, header::AUTHORIZATION.as_str()).or(from_query.as_deref());
     if !crate::triggers::authenticate(signature, authorization, &bytes, secret.expose().as_bytes())
     {
-        return Err(plain(
-            StatusCode::UNAUTHORIZED,
-            format!(
-                "The signature or token does not match trigger \"{name}\"'s secret; send X-Signature-256: sha256=<HMAC-SHA256 of the body> or Authorization: Bearer <secret>."
+        return Err((
+            HookOutcome::BadSignature,
+            plain(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "The signature or token does not match trigger \"{name}\"'s secret; send X-Signature-256: sha256=<HMAC-SHA256 of the body> or Authorization: Bearer <secret>."
+                ),
             ),
         ));
     }
@@ -179,7 +200,7 @@ async fn admit(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        return Err(response);
+        return Err((HookOutcome::RateLimited, response));
     }
     Ok((entry.clone(), bytes))
 }

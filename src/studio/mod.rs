@@ -124,6 +124,8 @@ pub struct StudioState {
     pub triggers: Arc<crate::triggers::TriggerBook>,
     /// Each trigger's accepted deliveries of the last minute (`per_minute`).
     pub trigger_window: Arc<crate::triggers::RateWindow>,
+    /// What became of each request to a trigger's address, for `/metrics`.
+    pub trigger_counts: Arc<crate::triggers::HookCounts>,
     /// The WhatsApp accounts the webhook routes to, with their secrets (`/hooks/whatsapp`).
     pub whatsapp: Live<crate::whatsapp::Directory>,
 }

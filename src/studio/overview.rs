@@ -609,7 +609,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.bots(&counters, &figures, &tree, crate::clock::now_ms());
     exposition.text += &super::store_health::metrics(&state.store.health());
     exposition.text += &super::browser_metrics::metrics(&state).await;
-    exposition.text += &super::triggers::metrics(&state.store).await;
+    exposition.text += &super::triggers::metrics(&state).await;
     crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -27,7 +27,12 @@ const MAX_TEST_BODY: usize = 16 * 1024;
 fn destination_text(config: &TriggerConfig) -> String {
     match config.destination() {
         DeliverTo::Owner => format!("to {}'s owner (else its first approver)", config.agent),
-        DeliverTo::Chat(chat) => format!("to chat {chat}"),
+        DeliverTo::Chat(chat) => match chat.split_once(':') {
+            Some(("tg", id)) => format!("to Telegram chat {id}"),
+            Some(("wa", id)) => format!("to WhatsApp chat {id}"),
+            Some(("sg", id)) => format!("to Signal chat {id}"),
+            _ => format!("to chat {chat}"),
+        },
         DeliverTo::Nowhere => "nowhere: answers are only kept here".into(),
     }
 }
@@ -179,14 +184,31 @@ pub fn test_schema() -> Value {
     ])
 }
 
-/// `/metrics`' trigger families: stored deliveries by trigger and outcome (a database read
-/// that fails leaves them out; the rest of `/metrics` still answers).
-pub async fn metrics(store: &crate::store::Store) -> String {
+/// `/metrics`' trigger families: what became of each request to a trigger's address (counted in
+/// memory: refusals are stored nowhere), and the stored deliveries by trigger and outcome (a
+/// database read that fails leaves that family out; the rest of `/metrics` still answers).
+pub async fn metrics(state: &StudioState) -> String {
     use std::fmt::Write as _;
-    let Ok(counts) = store.read(queries::counts).await else {
-        return String::new();
-    };
     let mut text = String::from(
+        "# HELP clawvisor_trigger_requests_total Requests to a webhook trigger's address, by trigger and outcome (accepted, duplicate, bad_signature, too_large, unknown, rate_limited, no_secret, store_failed); a name no trigger has is counted as (unknown).\n\
+         # TYPE clawvisor_trigger_requests_total counter\n",
+    );
+    let names: Vec<&str> = state
+        .triggers
+        .entries()
+        .map(|entry| entry.config.name.as_str())
+        .collect();
+    for (trigger, outcome, count) in state.trigger_counts.snapshot(names) {
+        let _ = writeln!(
+            text,
+            "clawvisor_trigger_requests_total{{trigger=\"{trigger}\",outcome=\"{}\"}} {count}",
+            outcome.as_str()
+        );
+    }
+    let Ok(counts) = state.store.read(queries::counts).await else {
+        return text;
+    };
+    text.push_str(
         "# HELP clawvisor_trigger_deliveries_total Webhook trigger deliveries stored, by trigger and outcome (received, running, succeeded, failed).\n\
          # TYPE clawvisor_trigger_deliveries_total counter\n",
     );

@@ -16,6 +16,8 @@
 //! - The body can never close its own wrapper: `</untrusted_content>` inside it is defused.
 
 pub mod auth;
+pub mod counts;
+pub mod destination;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use crate::store::Store;
 use crate::store::triggers::{self as queries, NewDelivery};
 
 pub use auth::{RateWindow, authenticate, delivery_id, sign};
+pub use counts::{HookCounts, HookOutcome};
 
 /// One configured trigger and its secret (`None`: the variable is not set, so the trigger
 /// accepts nothing).

@@ -27,6 +27,7 @@ pub(super) struct Recorded {
     pub(super) jobs: Vec<String>,
     pub(super) job_runs: Vec<String>,
     pub(super) handoffs: Vec<String>,
+    pub(super) trigger_deliveries: Vec<String>,
     pub(super) memories: Vec<String>,
 }
 
@@ -146,13 +147,18 @@ fn judge_run(expect: &Expect, heard: &Heard, recorded: &Recorded, failures: &mut
     }
 }
 
-/// The scenario's approvals, jobs, job runs, hand-offs and memories so far.
+/// The scenario's approvals, jobs, job runs, hand-offs, webhook deliveries and memories so far.
 fn judge_records(expect: &Expect, recorded: &Recorded, failures: &mut Vec<String>) {
     for (what, expected, actual) in [
         ("approvals", &expect.approvals, &recorded.approvals),
         ("jobs", &expect.jobs, &recorded.jobs),
         ("job_runs", &expect.job_runs, &recorded.job_runs),
         ("handoffs", &expect.handoffs, &recorded.handoffs),
+        (
+            "trigger_deliveries",
+            &expect.trigger_deliveries,
+            &recorded.trigger_deliveries,
+        ),
     ] {
         if let Some(expected) = expected
             && expected != actual

@@ -84,6 +84,13 @@
 //!   what it heard is every message the bot sent to that chat until the update was answered
 //!   (messages with buttons, such as approval prompts, count as notices); approval requests are
 //!   decided by Ada.
+//! - `trigger = { name, body, delivery_id }` (instead of `user`; with `telegram = true`): a
+//!   webhook delivery POSTed to `/hooks/trigger/<name>` (a `[[triggers]]` entry of `config`),
+//!   signed with the secret the runner gives every trigger; `delivery_id` is its `X-Delivery-Id`.
+//!   Its `chat` is the Telegram chat the answer is expected in (`tg:1001`, Ada, the approver:
+//!   `deliver_to = "owner"`); the hook's one-line answer (`accepted: …`, `already received: …`)
+//!   is a notice; its `approval` decides the run's requests as the operator in Studio
+//!   (`eval/trigger.rs`).
 //! - `approval`: `approve`, `deny` or `expire` (leave it until its `approval_ttl` passes): what the
 //!   user does with every approval requested in the chat during the turn. Without it a request is
 //!   denied at once and the turn fails.
@@ -103,8 +110,9 @@
 //! - `tool_output_contains`: texts in the results the model got back in the run (refusals too).
 //! - `compacted`: the session's history was compacted into a recap by the end of the turn.
 //! - `max_model_calls`: at most this many model calls during the turn (scripted model only).
-//! - `approvals`, `jobs`, `job_runs`, `handoffs`: the statuses of every approval request, job,
-//!   job fire and handoff contract recorded so far, in the order they were created.
+//! - `approvals`, `jobs`, `job_runs`, `handoffs`, `trigger_deliveries`: the statuses of every
+//!   approval request, job, job fire, handoff contract and stored webhook delivery recorded so
+//!   far, in the order they were created.
 //! - `memory_contains`: texts that some saved memory (not a recap) contains; `memory_count`: how
 //!   many saved memories there are.
 //! - `files`: `{ "path" = "text" }`: the file in `agent`'s workspace contains the text;
@@ -118,8 +126,8 @@
 //! (`{{now+5s}}` and friends), `runner` (a throwaway daemon driven turn by turn), `judge` (what
 //! the turn brought about against what it expects), `services` (the fakes a scenario asks for:
 //! Bot API, transcription, speech, search), `telegram` (turns as updates to the fake Bot API,
-//! forum topics by name, what the bot sent as what was heard) and `report` (the `clawvisor eval`
-//! command). The repository's scenarios are in `evals/`, one promise each.
+//! forum topics by name, what the bot sent as what was heard), `trigger` (turns as signed
+//! webhook deliveries) and `report` (the `clawvisor eval` command). The repository's scenarios are in `evals/`, one promise each.
 
 mod judge;
 mod placeholders;
@@ -128,4 +136,5 @@ pub mod runner;
 pub mod scenario;
 mod services;
 mod telegram;
+mod trigger;
 mod whatsapp;

@@ -184,7 +184,11 @@ impl Conversation<'_> {
         listeners: &mut Listeners,
         failures: &mut Vec<String>,
     ) {
-        let prefix = match (turn.user.as_ref().or(turn.voice.as_ref()), &turn.wait) {
+        let said = turn.user.as_ref().or(turn.voice.as_ref());
+        let prefix = match (
+            said.or(turn.trigger.as_ref().map(|hook| &hook.body)),
+            &turn.wait,
+        ) {
             (Some(user), _) => format!(
                 "turn {} ({:?})",
                 index + 1,
@@ -243,6 +247,11 @@ impl Conversation<'_> {
         prefix: &str,
     ) -> Result<Heard, String> {
         let chat = turn.chat();
+        if let (Some(delivery), Some(telegram)) = (&turn.trigger, &self.services.telegram) {
+            return self
+                .hear_delivery(turn, delivery, telegram, failures, prefix)
+                .await;
+        }
         if let Some(whatsapp) = &self.services.whatsapp
             && chat.kind() == crate::domain::ChatKind::WhatsApp
         {
@@ -286,6 +295,45 @@ impl Conversation<'_> {
             }
             _ => Err(format!("no listener for {chat}")),
         }
+    }
+}
+
+impl Conversation<'_> {
+    /// A `trigger` turn: the signed delivery, its answer heard in the turn's Telegram chat, its
+    /// run's approval requests decided as the operator in Studio.
+    async fn hear_delivery(
+        &self,
+        turn: &Turn,
+        delivery: &super::trigger::TriggerTurn,
+        telegram: &TelegramSide,
+        failures: &mut Vec<String>,
+        prefix: &str,
+    ) -> Result<Heard, String> {
+        let (base, _) = self.harness.studio_http().await;
+        let chat_id = turn.chat().telegram_chat_id().unwrap_or(telegram::OWNER);
+        let limit = turn.wait.map_or(self.limit, |wait| wait.0);
+        let store = self.harness.store();
+        let conversation =
+            super::trigger::deliver(store, &base, telegram, chat_id, delivery, limit);
+        tokio::pin!(conversation);
+        let session = ChatKey::trigger(&delivery.name);
+        let mut decided: HashSet<String> = HashSet::new();
+        let mut poll = tokio::time::interval(APPROVAL_POLL);
+        let heard = loop {
+            tokio::select! {
+                heard = &mut conversation => break heard,
+                _ = poll.tick() => {
+                    let decider = Decider::Operator { name: "eval".into() };
+                    decide_pending(self.harness, turn.agent(), &session, turn.approval, decider, &mut decided, failures, prefix).await;
+                }
+            }
+        };
+        if turn.approval.is_some() && decided.is_empty() {
+            failures.push(format!(
+                "{prefix}: `approval` is set but no approval was requested during the turn"
+            ));
+        }
+        heard
     }
 }
 
@@ -574,6 +622,11 @@ async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, Stri
                     "SELECT status FROM handoff_contracts ORDER BY created_ms, rowid",
                     None,
                 )?,
+                trigger_deliveries: column(
+                    conn,
+                    "SELECT status FROM trigger_deliveries ORDER BY id",
+                    None,
+                )?,
                 memories: column(
                     conn,
                     "SELECT text FROM memory_facts WHERE archived_ms IS NULL AND class != 'session_recap' ORDER BY id",
@@ -612,9 +665,10 @@ async fn setup(
     source: &ModelSource,
     services: &Services,
 ) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
+    let triggers = super::trigger::env(&scenario.config);
     let start = StartOptions {
-        // WhatsApp's webhook is on Studio's port.
-        studio: scenario.whatsapp,
+        // WhatsApp's webhook and the triggers' are on Studio's port.
+        studio: scenario.whatsapp || !triggers.is_empty(),
         channels: scenario.telegram || scenario.whatsapp,
         scheduler: true,
     };
@@ -626,6 +680,7 @@ async fn setup(
         }
         options.env.extend(WhatsAppSide::env());
     }
+    options.env.extend(triggers);
     options.config_extra.push_str(&services.config());
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;

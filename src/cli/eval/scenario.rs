@@ -9,6 +9,8 @@ use crate::config::{Autonomy, Dur};
 use crate::domain::ChatKey;
 use crate::testkit::scripted_llm::Script;
 
+use super::trigger::TriggerTurn;
+
 /// The agent turns talk to unless they name another.
 pub const MAIN_AGENT: &str = "agent";
 const DEFAULT_CHAT: &str = "eval";
@@ -90,6 +92,11 @@ pub struct Turn {
     /// in it (with `voice = true`; without it nobody transcribes).
     #[serde(default)]
     pub voice: Option<String>,
+    /// Instead of `user`: a signed webhook delivery to a trigger of the scenario's `config`
+    /// (`trigger.rs`); the turn's `chat` (a Telegram chat) is where its answer is expected, and
+    /// its `approval` decides the run's requests as the operator in Studio.
+    #[serde(default)]
+    pub trigger: Option<TriggerTurn>,
     /// What the user does with approval requests during the turn.
     #[serde(default)]
     pub approval: Option<ApprovalAction>,
@@ -162,6 +169,9 @@ pub struct Expect {
     /// The statuses of every handoff contract so far, oldest first.
     #[serde(default)]
     pub handoffs: Option<Vec<String>>,
+    /// The statuses of every stored webhook delivery so far, oldest first.
+    #[serde(default)]
+    pub trigger_deliveries: Option<Vec<String>>,
     /// Every one of these appears in some saved memory (recaps excluded).
     #[serde(default)]
     pub memory_contains: Vec<String>,
@@ -201,6 +211,27 @@ impl Scenario {
         }
     }
 
+    /// A `trigger` turn names a trigger of the scenario's `config` and the private Telegram chat
+    /// its answer is expected in.
+    fn trigger_turn(&self, number: usize, turn: &Turn) -> Result<(), String> {
+        let Some(trigger) = &turn.trigger else {
+            return Ok(());
+        };
+        let configured = super::trigger::configured(&self.config);
+        if !configured.iter().any(|entry| entry.name == trigger.name) {
+            return Err(format!(
+                "turn {number}: `trigger.name = \"{}\"` is not a [[triggers]] entry of `config`",
+                trigger.name
+            ));
+        }
+        if !self.telegram || turn.chat().telegram_chat_id().is_none_or(|id| id <= 0) {
+            return Err(format!(
+                "turn {number}: a `trigger` turn needs `telegram = true` and the private Telegram `chat` its answer goes to (\"tg:1001\")"
+            ));
+        }
+        Ok(())
+    }
+
     /// What serde cannot check: references between keys, one of `user` / `wait`, safe paths.
     fn check(&self) -> Result<(), String> {
         if self.turns.is_empty() {
@@ -233,18 +264,8 @@ impl Scenario {
         }
         for (index, turn) in self.turns.iter().enumerate() {
             let number = index + 1;
-            match (&turn.user, &turn.wait, &turn.voice) {
-                (Some(_), None, None) | (None, None, Some(_)) => {}
-                (None, Some(wait), None) if !wait.0.is_zero() => {}
-                (None, Some(_), None) => {
-                    return Err(format!("turn {number}: `wait` must be positive"));
-                }
-                _ => {
-                    return Err(format!(
-                        "turn {number}: give one of `user` (a message), `voice` (a voice note) or `wait` (a duration)"
-                    ));
-                }
-            }
+            said_once(number, turn)?;
+            self.trigger_turn(number, turn)?;
             if turn.voice.is_some()
                 && !turn
                     .chat
@@ -302,6 +323,24 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// A turn gives exactly one of `user`, `voice`, `trigger` or a positive `wait`.
+fn said_once(number: usize, turn: &Turn) -> Result<(), String> {
+    match (&turn.user, &turn.wait, &turn.voice, &turn.trigger) {
+        (Some(_), None, None, None) | (None, None, Some(_), None) | (None, None, None, Some(_)) => {
+        }
+        (None, Some(wait), None, None) if !wait.0.is_zero() => {}
+        (None, Some(_), None, None) => {
+            return Err(format!("turn {number}: `wait` must be positive"));
+        }
+        _ => {
+            return Err(format!(
+                "turn {number}: give one of `user` (a message), `voice` (a voice note), `trigger` (a webhook delivery) or `wait` (a duration)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Turn {
@@ -413,5 +452,23 @@ mod tests {
             parse("name = \"x\"\ntelegram = true\n[[turns]]\nuser = \"hi\"\nchat = \"tg:-100/7\"")
                 .expect("a topic chat");
         assert_eq!(topic.turns[0].chat().telegram_thread_id(), Some(7));
+        let hook = "name = \"x\"\ntelegram = true\nconfig = '''\n[[triggers]]\nname = \"bell\"\n\
+                    agent = \"agent\"\nprompt = \"p\"\n'''\n[[turns]]\nchat = \"tg:1001\"\n";
+        assert!(
+            parse(&format!(
+                "{hook}trigger = {{ name = \"bell\", body = \"{{}}\" }}"
+            ))
+            .is_ok()
+        );
+        let error = parse(&format!(
+            "{hook}trigger = {{ name = \"door\", body = \"\" }}"
+        ))
+        .unwrap_err();
+        assert!(error.contains("not a [[triggers]] entry"), "{error}");
+        let error = parse(&format!(
+            "{hook}trigger = {{ name = \"bell\", body = \"\" }}\nuser = \"hi\""
+        ))
+        .unwrap_err();
+        assert!(error.contains("give one of"), "{error}");
     }
 }

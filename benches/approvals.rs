@@ -62,6 +62,7 @@ fn expiry(c: &mut Criterion) {
                 risk: RiskLevel::L2,
                 reason: "benchmark".into(),
                 ttl,
+                screenshot: None,
             };
             let desk = desk.clone();
             waiting.push(tokio::spawn(async move {
@@ -140,6 +141,7 @@ fn expiry(c: &mut Criterion) {
                         risk: RiskLevel::L2,
                         reason: "benchmark".into(),
                         ttl: Duration::from_secs(300),
+                        screenshot: None,
                     };
                     let waiter = desk.clone();
                     let verdict = tokio::spawn(async move {

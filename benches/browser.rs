@@ -28,6 +28,11 @@ fn setup(profile: &Path) -> BrowserSetup {
         snapshot_max_chars: 200_000,
         page_timeout: Duration::from_secs(30),
         logins: Vec::new(),
+        // The test site is on loopback.
+        requests: clawvisor::browser::guard::GuardRules {
+            policy: clawvisor::tool::address::AddressPolicy::AllowPrivate,
+            allow_private: Vec::new(),
+        },
     }
 }
 

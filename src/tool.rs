@@ -25,6 +25,7 @@ use crate::policy::{Assessment, Effect};
 use crate::registry::Registry;
 use crate::store::Store;
 
+pub mod address;
 pub mod egress;
 
 /// The result of a tool call, as text for the model. `is_error` results are fed back to the model
@@ -59,6 +60,9 @@ pub struct ToolSettings {
     /// Hosts `web_fetch` may always reach, even carrying text the run has not been given
     /// (`[tools] web_fetch_allow` and the agent file's `web_fetch_allow`; see `egress`).
     pub web_fetch_allow: Vec<String>,
+    /// `[browser] allow_private`: private hosts (`host`, `host:port`) the browser may open
+    /// although `web_fetch_allow_private` is off (`tool::address::allowed_private_entry`).
+    pub browser_allow_private: Vec<String>,
     pub web_fetch_max_bytes: u64,
     pub web_fetch_timeout: Duration,
     /// The agent may use `shell` at all.
@@ -117,8 +121,9 @@ pub enum ToolError {
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
 
-/// What [`Tool::show_before_approval`] returns: done once the human has been shown it.
-pub type ShowFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+/// What [`Tool::show_before_approval`] returns: done once the human has been shown it, with the
+/// image it showed (a PNG), which is kept with the approval request for Studio.
+pub type ShowFuture<'a> = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>>;
 
 pub trait Tool: Send + Sync {
     /// The name the model calls it by (`read_file`, `server__tool` for MCP tools).
@@ -155,14 +160,15 @@ pub trait Tool: Send + Sync {
     fn target(&self, args: &Value) -> String;
 
     /// Called once before a person is asked to approve this call: a tool may show them what the
-    /// call is about (the browser sends a screenshot of the page to the chat). Best effort, and
-    /// nothing by default; the approval prompt itself is unchanged.
+    /// call is about (the browser sends a screenshot of the page to the chat) and return that
+    /// image, which the approval request keeps (Studio shows it). Best effort, and nothing by
+    /// default; the approval prompt itself is unchanged.
     fn show_before_approval<'a>(
         &'a self,
         _args: &'a Value,
         _ctx: &'a ToolContext,
     ) -> ShowFuture<'a> {
-        Box::pin(async {})
+        Box::pin(async { None })
     }
 
     /// How long one call may take before it is abandoned.
@@ -326,7 +332,10 @@ where
 impl ToolSettings {
     /// Tool limits for one agent from `[tools]` (`allow_shell` comes from its file).
     pub fn from_config(config: &crate::config::Config, allow_shell: bool) -> ToolSettings {
-        Self::from_tools(&config.tools, allow_shell, vec![config.data_dir.clone()])
+        ToolSettings {
+            browser_allow_private: config.browser.allow_private.clone(),
+            ..Self::from_tools(&config.tools, allow_shell, vec![config.data_dir.clone()])
+        }
     }
 
     fn from_tools(
@@ -337,6 +346,7 @@ impl ToolSettings {
         ToolSettings {
             web_fetch_allow_private: tools.web_fetch_allow_private,
             web_fetch_allow: tools.web_fetch_allow.clone(),
+            browser_allow_private: Vec::new(),
             web_fetch_max_bytes: tools.web_fetch_max_bytes,
             web_fetch_timeout: tools.web_fetch_timeout.0,
             shell_enabled: allow_shell,

@@ -2,6 +2,7 @@
 //! testkit's local site): a login whose credentials the model never sees, approved with a
 //! screenshot of the page; an order whose submit waits for approval; a download into `inbox/`;
 //! audit rows; the idle close (Chromium's processes gone) and a crash (restarted on next use).
+//! Studio's approvals page with a browser approval's screenshot: `tests/studio_browser.rs`.
 
 use std::time::Duration;
 

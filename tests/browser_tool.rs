@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
+use clawvisor::browser::guard::GuardRules;
 use clawvisor::browser::{Action, BrowserSession, BrowserSetup, LoginCredentials};
 use clawvisor::testkit::test_site::{self, TestSite};
+use clawvisor::tool::address::AddressPolicy;
 
 fn setup(profile: &std::path::Path, protected: Vec<std::path::PathBuf>) -> BrowserSetup {
     BrowserSetup {
@@ -17,6 +19,12 @@ fn setup(profile: &std::path::Path, protected: Vec<std::path::PathBuf>) -> Brows
         protected,
         snapshot_max_chars: 20_000,
         page_timeout: Duration::from_secs(20),
+        // The test site is on loopback: private addresses allowed, as `[tools]
+        // web_fetch_allow_private = true` does for a daemon.
+        requests: GuardRules {
+            policy: AddressPolicy::AllowPrivate,
+            allow_private: Vec::new(),
+        },
         logins: vec![LoginCredentials {
             site: "127.0.0.1".into(),
             username: test_site::USERNAME.into(),
@@ -170,4 +178,89 @@ async fn a_crash_mid_action_is_a_clear_error_and_the_next_action_starts_chromium
         .expect("open");
     assert_eq!(opened.page.title, "Test site");
     again.stop().await;
+}
+
+/// What one action told the model: its sentence on success, its error otherwise.
+fn told(result: Result<clawvisor::browser::Outcome, clawvisor::browser::BrowserError>) -> String {
+    match result {
+        Ok(outcome) => outcome.summary,
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cannot_send_the_browser_to_a_private_address_by_itself() {
+    // `public` stands for a site on the internet (allowed by a `[browser] allow_private` entry
+    // naming its exact port); `private` for a router on the LAN: another loopback port, refused
+    // by the address rule like any private address.
+    let public = TestSite::start().await.expect("public site");
+    let private = TestSite::start().await.expect("private site");
+    let public_host = public.url("").trim_start_matches("http://").to_string();
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut rules = setup(&data.path().join("profile"), Vec::new());
+    rules.requests = GuardRules {
+        policy: AddressPolicy::PublicOnly,
+        allow_private: vec![public_host],
+    };
+    let mut session = BrowserSession::start(&rules)
+        .await
+        .expect("chromium starts");
+
+    let opened = session
+        .act(Action::Open {
+            url: public.url("/js"),
+            new_tab: false,
+        })
+        .await
+        .expect("the allowed site opens");
+    assert_eq!(opened.page.title, "Tides");
+
+    for how in ["redirect", "script", "iframe", "image", "meta", "form"] {
+        let target = private.url(&format!("/secret-{how}"));
+        let leave = format!(
+            "/leave?how={how}&to={}",
+            url::form_urlencoded::byte_serialize(target.as_bytes()).collect::<String>()
+        );
+        let mut words = told(
+            session
+                .act(Action::Open {
+                    url: public.url(&leave),
+                    new_tab: false,
+                })
+                .await,
+        );
+        // A script's or refresh's navigation may start after the page loaded: a later action
+        // reports it (snapshots until it does, at most 10 s).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !words.contains(&target) && std::time::Instant::now() < deadline {
+            words.push_str(&told(session.act(Action::Snapshot).await));
+        }
+        assert!(
+            words.contains(&target) && words.contains("a loopback address"),
+            "{how}: the model is told which address was refused and why: {words}"
+        );
+    }
+    let opened_directly = told(
+        session
+            .act(Action::Open {
+                url: private.url("/secret-direct"),
+                new_tab: false,
+            })
+            .await,
+    );
+    assert!(
+        opened_directly.contains("refused"),
+        "even an open the tool let through is checked: {opened_directly}"
+    );
+    assert!(
+        public.requests().iter().any(|path| path == "/leave"),
+        "{:?}",
+        public.requests()
+    );
+    assert_eq!(
+        private.requests(),
+        Vec::<String>::new(),
+        "the private site saw no request"
+    );
+    session.stop().await;
 }

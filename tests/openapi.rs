@@ -253,6 +253,7 @@ fn route_problems(route: &RouteDoc, document: &Value) -> Vec<String> {
                 }
                 Answer::Events(_) => ("text/event-stream", None),
                 Answer::Svg => ("image/svg+xml", None),
+                Answer::Png => ("image/png", None),
             };
             if !content[media].is_object() {
                 found.push(format!("{name}: its {status} answer has no {media} content: {operation}"));
@@ -548,6 +549,13 @@ impl Api {
                 );
                 let text = response.text().await.expect("an SVG body");
                 assert!(text.contains("<svg"), "{method} {path}: {text}");
+                return Value::Null;
+            }
+            Answer::Png => {
+                assert_eq!(got, status, "{method} {path}");
+                assert!(media.starts_with("image/png"), "{method} {path}: {media}");
+                let bytes = response.bytes().await.expect("a PNG body");
+                assert!(bytes.starts_with(b"\x89PNG"), "{method} {path}");
                 return Value::Null;
             }
             Answer::Json(_) | Answer::JsonOrEvents(..) => {}
@@ -874,7 +882,8 @@ async fn a_running_daemon_answers_as_its_document_says() {
     )
     .await;
 
-    // Every GET route was checked but a contract's (no handoff happened here: tests/handoff.rs).
+    // Every GET route was checked but a contract's (no handoff happened here: tests/handoff.rs)
+    // and a browser approval's screenshot (no browser here: tests/browser_agent.rs).
     let unchecked: Vec<&str> = api
         .routes
         .iter()
@@ -887,7 +896,7 @@ async fn a_running_daemon_answers_as_its_document_says() {
         .collect();
     assert_eq!(
         unchecked,
-        ["/api/v1/handoffs/{id}"],
+        ["/api/v1/approvals/{id}/screenshot", "/api/v1/handoffs/{id}"],
         "checked: {:?}",
         api.checked
     );

@@ -6,7 +6,8 @@
 //! the API while the Agents page is open, without losing what the operator typed; a skill toggled
 //! while the Skills page is open; an audit row appended while the Audit page is open); the People
 //! page showing an unclaimed bot's code, then its owner once claimed, the operator approving a
-//! friend's pairing request and blocking a stranger (who then gets no answer); and, on a
+//! friend's pairing request and blocking a stranger (who then gets no answer); a browser
+//! approval showing the page's screenshot on the Approvals page (issue #32); and, on a
 //! phone-sized viewport (390×844), no page wider than the screen. A screenshot of every page is
 //! written to `<target>/tmp/studio-screenshots/` (`phone-*.png` for the phone viewport).
 //!
@@ -20,6 +21,7 @@ use browser::{Browser, WAIT};
 use clawvisor::protocol::telegram::TelegramMsg;
 use clawvisor::testkit::harness::ScratchDir;
 use clawvisor::testkit::scripted_llm::{Rule, Script};
+use clawvisor::testkit::test_site::TestSite;
 use clawvisor::testkit::wait_until;
 use clawvisor::testkit::world::World as TestWorld;
 use fantoccini::Locator;
@@ -804,4 +806,152 @@ async fn the_people_page_shows_the_claim_and_pairs_a_friend_and_blocks_a_strange
 
     browser.close().await;
     world.world.harness.stop().await;
+}
+
+/// The Telegram user who owns the browser agent of the screenshot test.
+const OWNER: i64 = 42;
+
+/// Issue #32: a browser approval keeps the page's screenshot; the Approvals page shows it (the
+/// picture opens full size), served by an authenticated route named by the approval's id only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approvals_page_shows_the_screenshot_of_a_browser_approval() {
+    let site = TestSite::start().await.expect("site");
+    let script = Script::new()
+        .rule(
+            Rule::text("Your tea is ordered.")
+                .when_last_tool_result_contains("Your order is placed"),
+        )
+        .rule(
+            Rule::tool_call("browser", json!({"action": "click", "ref": 2}).to_string())
+                .when_last_tool_result_contains("Buy now"),
+        )
+        .rule(
+            Rule::tool_call(
+                "browser",
+                json!({"action": "open", "url": site.url("/order")}).to_string(),
+            )
+            .when_last_user_contains("buy tea"),
+        );
+    let world = TestWorld::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"browser\"]\n",
+            "777:AAH-browser-test-token-abcdef",
+            &[OWNER],
+            &[OWNER],
+        )
+        .config_extra("[tools]\nweb_fetch_allow_private = true\n")
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    world.fake.push_message(
+        bot,
+        OWNER,
+        OWNER,
+        &format!("buy tea for me at {}", site.url("/order")),
+    );
+    world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.callback_data().iter().any(|d| d.starts_with("ap:")),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the order asks first");
+
+    // The API: the pending approval names its screenshot's route, which serves the PNG to an
+    // authenticated client only; an id that is not an approval's shape names nothing.
+    let (base, http) = world.harness.studio_http().await;
+    let listed: serde_json::Value = http
+        .get(format!("{base}/api/v1/approvals?status=pending"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    let approval = &listed["approvals"][0];
+    let id = approval["id"].as_str().expect("an id").to_string();
+    let route = format!("/api/v1/approvals/{id}/screenshot");
+    assert_eq!(approval["screenshot"].as_str(), Some(route.as_str()));
+    let shot = http
+        .get(format!("{base}{route}"))
+        .send()
+        .await
+        .expect("screenshot");
+    assert_eq!(shot.status(), 200);
+    assert!(shot.bytes().await.expect("bytes").starts_with(b"\x89PNG"));
+    let anonymous = reqwest::get(format!("{base}{route}")).await.expect("get");
+    assert_eq!(anonymous.status(), 401, "only a logged-in operator sees it");
+    let sideways = http
+        .get(format!(
+            "{base}/api/v1/approvals/..%2F..%2Fclawvisor.db/screenshot"
+        ))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(sideways.status(), 404);
+
+    // The console: the card shows the picture, which opens full size.
+    let console = Browser::launch().await;
+    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
+        .await
+        .expect("a login link");
+    console.client.goto(&link).await.expect("log in");
+    console
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+    for (name, phone) in [
+        ("approvals-browser-screenshot", false),
+        ("phone-approvals-browser-screenshot", true),
+    ] {
+        if phone {
+            console
+                .client
+                .set_window_size(390, 844)
+                .await
+                .expect("phone size");
+            console.client.refresh().await.expect("reload");
+            console.wait_for("[data-page][data-loaded=\"true\"]").await;
+        }
+        console.open("approvals").await;
+        let figure = format!("[data-approval=\"{id}\"] [data-screenshot=\"{id}\"]");
+        console.wait_for(&format!("{figure} img")).await;
+        console
+            .wait_until(
+                "the screenshot is shown",
+                &format!("(() => {{ const img = document.querySelector('{figure} img'); return !!img && img.complete && img.naturalWidth > 100; }})()"),
+            )
+            .await;
+        let href = console
+            .js(&format!(
+                "return document.querySelector('{figure} a').getAttribute('href');"
+            ))
+            .await;
+        assert_eq!(href.as_str(), Some(route.as_str()));
+        console
+            .js(&format!(
+                "document.querySelector('[data-approval=\"{id}\"]').scrollIntoView();"
+            ))
+            .await;
+        console.screenshot(name).await;
+        console.assert_no_sideways_scroll("approvals").await;
+    }
+    console
+        .click(&format!(
+            "[data-approval=\"{id}\"] [data-action=\"approve\"]"
+        ))
+        .await;
+    world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.visible_text.contains("Your tea is ordered."),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the order is placed once approved");
+    assert_eq!(site.orders().len(), 1, "ordered exactly once");
+    console.close().await;
 }

@@ -110,6 +110,14 @@ fn browser_setup(
         protected: crate::sandbox::protected_paths(loaded),
         snapshot_max_chars: browser.snapshot_max_chars as usize,
         page_timeout: browser.page_timeout.0,
+        requests: crate::browser::guard::GuardRules {
+            policy: if loaded.config.tools.web_fetch_allow_private {
+                crate::tool::address::AddressPolicy::AllowPrivate
+            } else {
+                crate::tool::address::AddressPolicy::PublicOnly
+            },
+            allow_private: browser.allow_private.clone(),
+        },
         logins: browser
             .logins
             .iter()

@@ -49,6 +49,8 @@ pub struct Asked<'a> {
     pub action: &'a str,
     pub hash: &'a str,
     pub target: String,
+    /// What the tool showed before asking (the browser's screenshot), kept with the request.
+    pub screenshot: Option<Vec<u8>>,
 }
 
 pub async fn request(
@@ -69,6 +71,9 @@ pub async fn request(
         risk: envelope.risk,
         reason: envelope.reason.clone(),
         ttl: ctx.runtime.spec.approval_ttl.0,
+        screenshot: asked
+            .screenshot
+            .map(|png| crate::protocol::approvals::Screenshot(png.into())),
     };
     set_status(ctx, RunStatus::WaitingApproval).await;
     let deadline = tokio::time::Instant::now() + request.ttl + Duration::from_secs(30);

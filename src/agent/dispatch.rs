@@ -453,16 +453,18 @@ async fn ask_for_approval(
     action: &str,
     envelope: &gate::DecisionEnvelope,
 ) -> Plan {
+    // Issue #32: the browser shows the page (a screenshot in the chat) before the prompt; the
+    // request keeps the screenshot for Studio.
+    let screenshot = cleared
+        .tool
+        .show_before_approval(&cleared.args, &ctx.tools)
+        .await;
     let asked = approval::Asked {
         action,
         hash: &cleared.hash,
         target: cleared.tool.target(&cleared.args),
+        screenshot,
     };
-    // Issue #32: the browser shows the page (a screenshot in the chat) before the prompt.
-    cleared
-        .tool
-        .show_before_approval(&cleared.args, &ctx.tools)
-        .await;
     match approval::request(ctx, call, asked, envelope).await {
         ApprovalOutcome::Approved { id, by } => {
             ctx.record_step(NewStep {

@@ -46,6 +46,10 @@ pub struct CdpEvent {
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CdpError>>>>>;
 
+/// Events of one method handed to one receiver in full (never dropped like a lagging
+/// broadcast subscriber's): `Fetch.requestPaused`, where a lost event would stall the page.
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<CdpEvent>>>>;
+
 /// A connection to one Chromium. Cheap to clone.
 #[derive(Clone)]
 pub struct Cdp {
@@ -53,6 +57,7 @@ pub struct Cdp {
     pending: Pending,
     next_id: Arc<AtomicU64>,
     events: broadcast::Sender<CdpEvent>,
+    routes: Routes,
     closed: CancellationToken,
 }
 
@@ -63,11 +68,12 @@ impl Cdp {
         let pending: Pending = Arc::default();
         let (events, _) = broadcast::channel(1024);
         let closed = CancellationToken::new();
+        let routes: Routes = Arc::default();
         tokio::spawn(write_loop(to_browser, queue, closed.clone()));
         tokio::spawn(read_loop(
             from_browser,
             pending.clone(),
-            events.clone(),
+            (events.clone(), routes.clone()),
             closed.clone(),
         ));
         Cdp {
@@ -75,8 +81,17 @@ impl Cdp {
             pending,
             next_id: Arc::new(AtomicU64::new(1)),
             events,
+            routes,
             closed,
         }
+    }
+
+    /// Every later event named `method` goes to the returned receiver only (not to
+    /// `subscribe`rs), none lost; the receiver ends when the pipe closes.
+    pub fn route(&self, method: &str) -> mpsc::UnboundedReceiver<CdpEvent> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        lock_routes(&self.routes).insert(method.to_string(), sender);
+        receiver
     }
 
     /// Whether the pipe has closed (Chromium is gone).
@@ -146,6 +161,13 @@ fn lock(
     pending.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
+/// Locks `routes`; poisoning leaves the map intact, as for `pending`.
+fn lock_routes(
+    routes: &Routes,
+) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<CdpEvent>>> {
+    routes.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 async fn write_loop(
     mut to_browser: pipe::Sender,
     mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
@@ -170,7 +192,7 @@ async fn write_loop(
 async fn read_loop(
     from_browser: pipe::Receiver,
     pending: Pending,
-    events: broadcast::Sender<CdpEvent>,
+    (events, routes): (broadcast::Sender<CdpEvent>, Routes),
     closed: CancellationToken,
 ) {
     let mut reader = BufReader::with_capacity(256 * 1024, from_browser);
@@ -195,16 +217,22 @@ async fn read_loop(
         let Ok(message) = serde_json::from_slice::<Value>(&buffer) else {
             continue;
         };
-        dispatch(message, &pending, &events);
+        dispatch(message, &pending, &events, &routes);
     }
     closed.cancel();
+    lock_routes(&routes).clear();
     for (_, answer) in lock(&pending).drain() {
         let _ = answer.send(Err(CdpError::Closed));
     }
 }
 
 /// Hands a reply to its caller, or an event to the subscribers.
-fn dispatch(message: Value, pending: &Pending, events: &broadcast::Sender<CdpEvent>) {
+fn dispatch(
+    message: Value,
+    pending: &Pending,
+    events: &broadcast::Sender<CdpEvent>,
+    routes: &Routes,
+) {
     if let Some(id) = message.get("id").and_then(Value::as_u64) {
         let Some(answer) = lock(pending).remove(&id) else {
             return;
@@ -224,13 +252,18 @@ fn dispatch(message: Value, pending: &Pending, events: &broadcast::Sender<CdpEve
         return;
     }
     if let Some(method) = message.get("method").and_then(Value::as_str) {
-        let _ = events.send(CdpEvent {
+        let event = CdpEvent {
             method: method.to_string(),
             params: message.get("params").cloned().unwrap_or(Value::Null),
             session: message
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-        });
+        };
+        if let Some(route) = lock_routes(routes).get(method) {
+            let _ = route.send(event);
+            return;
+        }
+        let _ = events.send(event);
     }
 }

@@ -11,9 +11,11 @@
 //! Invariants: page text is untrusted content — it is labelled so in every output and never
 //! changes what the agent may do; a reference (`[3]`) names the element of the last snapshot,
 //! kept in an isolated world the page's scripts cannot reach; a login's password is typed by
-//! `session` itself and appears in no output.
+//! `session` itself and appears in no output; every request a page makes passes `guard` (the
+//! `web_fetch` address rule) first.
 
 pub mod cdp;
+pub mod guard;
 pub mod launch;
 pub mod session;
 
@@ -44,6 +46,8 @@ pub struct BrowserSetup {
     pub page_timeout: Duration,
     /// `[browser.logins]` with their passwords read from the secrets store.
     pub logins: Vec<LoginCredentials>,
+    /// Which addresses pages may reach (`guard`): `web_fetch`'s rule and `[browser] allow_private`.
+    pub requests: guard::GuardRules,
 }
 
 /// One `[browser.logins]` entry, resolved. `Debug` never shows the password.

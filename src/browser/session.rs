@@ -20,6 +20,7 @@ use tokio::time::Instant;
 mod actions;
 
 use super::cdp::{Cdp, CdpEvent};
+use super::guard::RequestGuard;
 use super::launch::{self, Chromium};
 use super::{Action, BrowserError, BrowserSetup, Download, Outcome, PageInfo, RefInfo, Snapshot};
 
@@ -29,6 +30,8 @@ const SNAPSHOT_JS: &str = include_str!("snapshot.js");
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long after a click or key the session looks for a navigation or download to begin.
 const SETTLE: Duration = Duration::from_millis(400);
+/// Longest wait, after an action, for the guard's checks still running.
+const GUARD_SETTLE: Duration = Duration::from_secs(5);
 /// Longest wait for a download to finish.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -47,6 +50,8 @@ pub struct BrowserSession {
     current: usize,
     downloads: PathBuf,
     setup: BrowserSetup,
+    /// Checks every request of every page (`guard`); installed by `initialise`.
+    guard: Option<RequestGuard>,
 }
 
 impl BrowserSession {
@@ -68,6 +73,7 @@ impl BrowserSession {
             current: 0,
             downloads,
             setup: setup.clone(),
+            guard: None,
         };
         if let Err(error) = session.initialise().await {
             let said = session.chromium.said.lines().join(" / ");
@@ -81,6 +87,7 @@ impl BrowserSession {
 
     /// Routes downloads to the profile and attaches to the first tab.
     async fn initialise(&mut self) -> Result<(), BrowserError> {
+        self.guard = Some(RequestGuard::install(self.cdp(), self.setup.requests.clone()).await?);
         self.browser_call(
             "Browser.setDownloadBehavior",
             json!({"behavior": "allowAndName", "downloadPath": self.downloads, "eventsEnabled": true}),
@@ -133,8 +140,31 @@ impl BrowserSession {
         }
     }
 
-    /// Runs one action.
+    /// Runs one action; the model is told of any request of the page the guard refused.
     pub async fn act(&mut self, action: Action) -> Result<Outcome, BrowserError> {
+        let result = self.act_unguarded(action).await;
+        let Some(guard) = &self.guard else {
+            return result;
+        };
+        guard.settled(GUARD_SETTLE).await;
+        let refusals = guard.take_refusals();
+        if refusals.is_empty() {
+            return result;
+        }
+        let refusals = refusals.join(" ");
+        match result {
+            Ok(mut outcome) => {
+                outcome.summary = format!("{} {refusals}", outcome.summary).trim().to_string();
+                Ok(outcome)
+            }
+            Err(BrowserError::Page(error)) => {
+                Err(BrowserError::Page(format!("{error}. {refusals}")))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn act_unguarded(&mut self, action: Action) -> Result<Outcome, BrowserError> {
         match action {
             Action::Open { url, new_tab } => self.open(&url, new_tab).await,
             Action::Snapshot => self.snapshot_outcome("").await,

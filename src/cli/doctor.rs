@@ -177,6 +177,10 @@ async fn browser_check(loaded: &LoadedConfig) -> Vec<Check> {
         snapshot_max_chars: 2_000,
         page_timeout: std::time::Duration::from_secs(20),
         logins: Vec::new(),
+        requests: crate::browser::guard::GuardRules {
+            policy: crate::tool::address::AddressPolicy::PublicOnly,
+            allow_private: Vec::new(),
+        },
     };
     let started = std::time::Instant::now();
     checks.push(match crate::browser::BrowserSession::start(&setup).await {

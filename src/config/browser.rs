@@ -7,6 +7,8 @@
 //! idle_timeout = "5m"        # closed after this long unused, so the idle daemon's memory comes back
 //! page_timeout = "30s"       # how long a page may take to load
 //! snapshot_max_chars = 20000 # the most page text one snapshot returns
+//! allow_private = []         # private hosts pages may reach anyway ("192.168.1.10:8123", "nas.local");
+//!                            # every other request of a page follows web_fetch's address rule
 //!
 //! [[browser.logins]]         # filled by the tool itself on `login`; the model never sees the password
 //! site = "example.com"       # the host (its subdomains too)
@@ -27,6 +29,9 @@ pub struct BrowserConfig {
     pub idle_timeout: Dur,
     pub page_timeout: Dur,
     pub snapshot_max_chars: u32,
+    /// Private hosts (`host` or `host:port`) the browser's pages may reach although
+    /// `[tools] web_fetch_allow_private` is off (a router or Home Assistant on the LAN).
+    pub allow_private: Vec<String>,
     pub logins: Vec<BrowserLogin>,
 }
 
@@ -46,6 +51,7 @@ impl Default for BrowserConfig {
             idle_timeout: Dur::secs(300),
             page_timeout: Dur::secs(30),
             snapshot_max_chars: 20_000,
+            allow_private: Vec::new(),
             logins: Vec::new(),
         }
     }
@@ -83,6 +89,21 @@ impl BrowserConfig {
                 "[browser].snapshot_max_chars".into(),
                 format!("must be 1000 to 200000, got {}", self.snapshot_max_chars),
             );
+        }
+        for (index, entry) in self.allow_private.iter().enumerate() {
+            let host = site_host(entry);
+            let port_ok = match entry.trim().rsplit_once(':') {
+                Some((_, port)) if !entry.contains('/') => port.parse::<u16>().is_ok(),
+                _ => true,
+            };
+            if host.is_empty() || entry.contains('/') || !port_ok {
+                return error(
+                    format!("[browser].allow_private #{}", index + 1),
+                    format!(
+                        "needs a host or host:port, like \"192.168.1.10:8123\" or \"nas.local\"; got {entry:?}"
+                    ),
+                );
+            }
         }
         for (index, login) in self.logins.iter().enumerate() {
             let key = |field: &str| format!("[[browser.logins]] #{} `{field}`", index + 1);

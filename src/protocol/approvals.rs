@@ -37,6 +37,19 @@ pub struct ApprovalRequest {
     pub risk: RiskLevel,
     pub reason: String,
     pub ttl: Duration,
+    /// The page the action is on (the browser's screenshot, a PNG), kept with the request for
+    /// Studio (`store::approvals::screenshot_path`).
+    pub screenshot: Option<Screenshot>,
+}
+
+/// A PNG shown with an approval request; cheap to clone, and `Debug` shows only its size.
+#[derive(Clone)]
+pub struct Screenshot(pub std::sync::Arc<[u8]>);
+
+impl std::fmt::Debug for Screenshot {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "Screenshot({} bytes)", self.0.len())
+    }
 }
 
 /// The answer a waiting run gets.

@@ -1,4 +1,9 @@
-//! Queries for `approvals`, `grants` and `policy_rules`.
+//! Queries for `approvals`, `grants` and `policy_rules`; and the screenshots kept with
+//! approval requests (`<data dir>/approval-screenshots/<approval id>.png`, files beside the
+//! database rather than rows, kept [`SCREENSHOT_DAYS`] days).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -397,4 +402,44 @@ impl RuleRow {
             && self.channel.as_deref().is_none_or(|c| c == channel)
             && self.pattern.as_deref().is_none_or(|p| action.contains(p))
     }
+}
+
+/// How long an approval's screenshot is kept.
+pub const SCREENSHOT_DAYS: u64 = 14;
+
+/// Where the screenshots of approval requests are kept, beside the database.
+pub fn screenshot_dir(database: &Path) -> PathBuf {
+    database
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("approval-screenshots")
+}
+
+/// The screenshot file of approval `id`; `None` when `id` is not an approval id's shape
+/// (letters and digits only), so no caller can name another path.
+pub fn screenshot_path(database: &Path, id: &str) -> Option<PathBuf> {
+    let valid = !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric());
+    valid.then(|| screenshot_dir(database).join(format!("{id}.png")))
+}
+
+/// Writes approval `id`'s screenshot, and removes those older than [`SCREENSHOT_DAYS`].
+pub fn save_screenshot(database: &Path, id: &str, png: &[u8]) -> std::io::Result<()> {
+    let path = screenshot_path(database, id).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an approval id")
+    })?;
+    let directory = screenshot_dir(database);
+    std::fs::create_dir_all(&directory)?;
+    let keep = Duration::from_secs(SCREENSHOT_DAYS * 24 * 3600);
+    for entry in std::fs::read_dir(&directory)?.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|metadata| metadata.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age > keep);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    std::fs::write(path, png)
 }

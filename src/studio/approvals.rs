@@ -107,6 +107,13 @@ pub fn approval_schema() -> Value {
                 nullable(grant),
             ),
         ),
+        (
+            "screenshot",
+            described(
+                "the page a browser approval is about: the URL of its PNG (null: none)",
+                nullable(string()),
+            ),
+        ),
     ])
 }
 
@@ -231,9 +238,43 @@ pub async fn list_approvals(
         .filter(|row| agent.as_ref().is_none_or(|agent| &row.agent == agent))
         .filter(|row| chat.as_ref().is_none_or(|chat| &row.chat == chat))
         .take(limit as usize)
-        .map(approval_json)
+        .map(|row| {
+            let mut shown = approval_json(row);
+            let kept = queries::screenshot_path(state.store.path(), &row.id)
+                .is_some_and(|path| path.is_file());
+            shown["screenshot"] = match kept {
+                true => json!(format!("/api/v1/approvals/{}/screenshot", row.id)),
+                false => Value::Null,
+            };
+            shown
+        })
         .collect();
     Ok(Json(json!({"approvals": shown})))
+}
+
+/// `GET /api/v1/approvals/{id}/screenshot`: the screenshot kept with a browser approval (the
+/// page the action is on). The path is the approval's id only, never a path from the model.
+pub async fn screenshot(
+    State(state): State<StudioState>,
+    Path(id): Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let not_found = || {
+        ApiError::not_found(format!(
+            "approval `{id}` has no screenshot (only browser approvals have one, kept for {} days)",
+            queries::SCREENSHOT_DAYS
+        ))
+    };
+    let path = queries::screenshot_path(state.store.path(), &id).ok_or_else(not_found)?;
+    let png = tokio::fs::read(&path).await.map_err(|_| not_found())?;
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "image/png"),
+            (axum::http::header::CACHE_CONTROL, "private, max-age=3600"),
+        ],
+        png,
+    )
+        .into_response())
 }
 
 /// What `GET /api/v1/approvals` answers.

@@ -300,6 +300,8 @@ api! {
         query: approvals::ListQuery, 200: Answer::Json(approvals::list_schema);
     post "/api/v1/approvals/{id}/decision" => approvals::decide, "Approves or denies (optionally with a grant)",
         body: approvals::DecisionBody, 200: Answer::Json(approvals::decide_schema);
+    get "/api/v1/approvals/{id}/screenshot" => approvals::screenshot, "The page a browser approval is about (a PNG)",
+        200: Answer::Png;
     get "/api/v1/grants" => approvals::list_grants, "Scoped grants",
         query: approvals::GrantsQuery, 200: Answer::Json(approvals::grants_schema);
     post "/api/v1/grants/{id}/revoke" => approvals::revoke_grant, "Revokes a grant",

@@ -28,6 +28,8 @@ pub enum Answer {
     JsonOrEvents(fn() -> Value, &'static str),
     /// An SVG image.
     Svg,
+    /// A PNG image.
+    Png,
 }
 
 /// A request body: its schema, and whether a request must have one.
@@ -260,6 +262,10 @@ fn success(answer: &Answer) -> Value {
         Answer::Svg => json!({
             "description": "An SVG image",
             "content": {"image/svg+xml": {"schema": string()}},
+        }),
+        Answer::Png => json!({
+            "description": "A PNG image",
+            "content": {"image/png": {"schema": string()}},
         }),
     }
 }

@@ -9,6 +9,10 @@
 //! - `/download` — a link to `/files/report.csv` served as an attachment.
 //! - `/big` — about 1 MB of text in many paragraphs and links (the bench's page).
 //! - `/choose` — a select list and a text field.
+//! - `/leave?how=…&to=<url>` — a page that sends the browser to `to` by itself: `redirect` (a
+//!   302), `script` (`location.href`), `iframe`, `image`, `meta` (a refresh) or `form` (a form
+//!   posted by script); for the guard's tests, with `to` on a second site standing for a private
+//!   address.
 //!
 //! Every request's path and every form posted are recorded, so a test can prove what the browser
 //! did (and that an order was not placed while its approval waited).
@@ -69,6 +73,7 @@ impl TestSite {
             .route("/files/report.csv", get(report))
             .route("/big", get(big_page))
             .route("/choose", get(choose_page))
+            .route("/leave", get(leave_page))
             .layer(axum::middleware::from_fn_with_state(state.clone(), record))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -263,6 +268,42 @@ async fn choose_page() -> Html<String> {
          <script>document.getElementById('colour').addEventListener('change', (e) => { \
          document.getElementById('shown').textContent = 'You chose ' + e.target.selectedOptions[0].text; });</script>",
     )
+}
+
+/// `/leave`: a page that goes to `to` by itself, the way `how` says.
+async fn leave_page(
+    axum::extract::Query(query): axum::extract::Query<BTreeMap<String, String>>,
+) -> Response {
+    let to = query.get("to").cloned().unwrap_or_default();
+    let how = query.get("how").map(String::as_str).unwrap_or("redirect");
+    // A JavaScript string literal (JSON is one) that cannot end the script element.
+    let script_to = serde_json::to_string(&to)
+        .unwrap_or_default()
+        .replace('<', "\\u003c");
+    let attribute_to = to
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let body = match how {
+        "redirect" => return Redirect::to(&to).into_response(),
+        "script" => format!("<h1>Moving on</h1><script>location.href = {script_to};</script>"),
+        "iframe" => format!("<h1>A framed page</h1><iframe src=\"{attribute_to}\"></iframe>"),
+        "image" => format!("<h1>A picture</h1><img alt=picture src=\"{attribute_to}\">"),
+        "meta" => {
+            return Html(format!(
+                "<!doctype html><html><head><meta http-equiv=refresh content=\"0; url={attribute_to}\">\
+                 <title>Refreshing</title></head><body><h1>Refreshing</h1></body></html>"
+            ))
+            .into_response();
+        }
+        "form" => format!(
+            "<h1>Posting</h1><form id=f method=post action=\"{attribute_to}\"><input name=a value=1></form>\
+             <script>document.getElementById('f').submit();</script>"
+        ),
+        _ => return (StatusCode::BAD_REQUEST, "unknown how").into_response(),
+    };
+    page("Leaving", &body).into_response()
 }
 
 /// About 1 MB: 2,000 paragraphs of text with a link each.

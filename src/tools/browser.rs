@@ -6,10 +6,11 @@
 //!
 //! Risk, as a person would judge it (`assess`):
 //! - `open` follows `web_fetch`'s rules: the URL is checked the same way (scheme, private
-//!   addresses unless `web_fetch_allow_private`, a secret in it refused) and judged by the
-//!   private-data egress rule (`tool::egress`): L1, or L2 once the run read private data and the
-//!   URL carries text nobody gave it. Links and redirects a page follows by itself are the page's
-//!   (as in any browser); they are not checked.
+//!   addresses unless `web_fetch_allow_private` or a `[browser] allow_private` entry, a secret in
+//!   it refused) and judged by the private-data egress rule (`tool::egress`): L1, or L2 once the
+//!   run read private data and the URL carries text nobody gave it. What a page loads or follows
+//!   by itself (redirects, links, frames, scripts) passes the same address rule in the browser's
+//!   request guard (`browser::guard`).
 //! - Reading (`snapshot`, `scroll`, `wait_for`, `tabs`, `back`, `close`, a screenshot sent to
 //!   the chat) is L0; a file saved in the workspace (`pdf`, a kept `screenshot`) is L1.
 //! - `type` (typing into a field), `press Enter` (may submit), `click` on a button that submits
@@ -40,6 +41,7 @@ use crate::browser::{Action, PageInfo, RefInfo};
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, Effect, RiskLevel};
 use crate::protocol::browser::Browser;
+use crate::tool::address::allowed_private_entry;
 use crate::tool::{Args, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::tools::web_fetch::{self, AddressPolicy, FetchRefusal};
 
@@ -220,6 +222,19 @@ pub(crate) fn parse_action(args: &Value) -> Result<Action, ToolError> {
     Ok(action)
 }
 
+/// `open`'s URL checked as `web_fetch` checks one; a private host named by `[browser]
+/// allow_private` passes (the browser's request guard lets it through the same way).
+fn open_check(url: &str, ctx: &ToolContext) -> Result<url::Url, FetchRefusal> {
+    let named = url::Url::parse(url.trim())
+        .is_ok_and(|parsed| allowed_private_entry(&parsed, &ctx.settings.browser_allow_private));
+    let policy = if named {
+        AddressPolicy::AllowPrivate
+    } else {
+        AddressPolicy::from_settings(&ctx.settings)
+    };
+    web_fetch::parse_and_check_url(url, policy)
+}
+
 /// Whether `label` reads like a button that commits something.
 fn commits(label: &str) -> bool {
     let label = label.to_lowercase();
@@ -251,15 +266,10 @@ impl BrowserTool {
         let last = self.last();
         let element = |reference: u32| last.refs.iter().find(|info| info.n == reference).cloned();
         match action {
-            Action::Open { url, .. } => {
-                match web_fetch::parse_and_check_url(
-                    url,
-                    AddressPolicy::from_settings(&ctx.settings),
-                ) {
-                    Ok(url) => web_fetch::egress_assessment(&url, ctx),
-                    Err(refusal) => Assessment::new(RiskLevel::L3, refusal.to_string()),
-                }
-            }
+            Action::Open { url, .. } => match open_check(url, ctx) {
+                Ok(url) => web_fetch::egress_assessment(&url, ctx),
+                Err(refusal) => Assessment::new(RiskLevel::L3, refusal.to_string()),
+            },
             Action::Type { reference, .. } => {
                 let what = match element(*reference) {
                     Some(info) if info.password => "entering a password".to_string(),
@@ -469,23 +479,23 @@ impl Tool for BrowserTool {
         Duration::from_secs(300)
     }
 
-    /// A screenshot of the page the action is on, sent to the chat with what is asked.
+    /// A screenshot of the page the action is on, sent to the chat with what is asked and kept
+    /// with the approval request (Studio's approvals page shows it).
     fn show_before_approval<'a>(
         &'a self,
         args: &'a Value,
         ctx: &'a ToolContext,
     ) -> crate::tool::ShowFuture<'a> {
         Box::pin(async move {
-            let Some(png) = Browser::new(&ctx.registry, &ctx.agent).screenshot().await else {
-                return;
-            };
+            let png = Browser::new(&ctx.registry, &ctx.agent).screenshot().await?;
             let caption = format!(
                 "The page of the next approval request — {}",
                 self.describe_call(args)
             );
-            if let Err(error) = output::send_photo(ctx, png, &caption).await {
+            if let Err(error) = output::send_photo(ctx, png.clone(), &caption).await {
                 tracing::debug!(agent = %ctx.agent, %error, "the approval's screenshot was not sent");
             }
+            Some(png)
         })
     }
 
@@ -493,13 +503,12 @@ impl Tool for BrowserTool {
         Box::pin(async move {
             let action = parse_action(&args)?;
             if let Action::Open { url, .. } = &action {
-                web_fetch::parse_and_check_url(url, AddressPolicy::from_settings(&ctx.settings))
-                    .map_err(|refusal| match refusal {
-                        FetchRefusal::InvalidUrl { .. } => {
-                            ToolError::InvalidArguments(format!("browser: `url`: {refusal}"))
-                        }
-                        other => ToolError::Refused(other.to_string()),
-                    })?;
+                open_check(url, ctx).map_err(|refusal| match refusal {
+                    FetchRefusal::InvalidUrl { .. } => {
+                        ToolError::InvalidArguments(format!("browser: `url`: {refusal}"))
+                    }
+                    other => ToolError::Refused(other.to_string()),
+                })?;
             }
             let name = action.name();
             let before = self.last();

@@ -26,7 +26,6 @@
 //! or encoded, in any part, redirect targets included) is refused outright: the dispatcher already
 //! refuses such calls for every tool, and this check keeps `web_fetch` safe on its own.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,8 +49,10 @@ mod html_text;
 
 pub use html_text::html_to_text;
 
-/// Redirects followed before giving up.
-pub const MAX_REDIRECTS: usize = 5;
+pub use crate::tool::address::{
+    AddressPolicy, FetchRefusal, MAX_REDIRECTS, check_destination, check_url, non_public_kind,
+    parse_and_check_url, resolve_checked,
+};
 /// No call runs longer than this, whatever `settings.web_fetch_timeout` says.
 pub const WEB_FETCH_TIMEOUT_CEILING: Duration = Duration::from_secs(5 * 60);
 /// The dispatcher's bound exceeds the ceiling by this much, so the call's own timeout fires first.
@@ -60,160 +61,6 @@ const DISPATCHER_GRACE: Duration = Duration::from_secs(10);
 pub const MAX_RETURNED_TEXT_BYTES: usize = 100 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const USER_AGENT: &str = concat!("clawvisor/", env!("CARGO_PKG_VERSION"), " (web_fetch)");
-
-/// Which destinations may be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddressPolicy {
-    /// Public unicast addresses only (the default).
-    PublicOnly,
-    /// Anything, including loopback and private networks (`web_fetch_allow_private`).
-    AllowPrivate,
-}
-
-impl AddressPolicy {
-    pub fn from_settings(settings: &ToolSettings) -> AddressPolicy {
-        if settings.web_fetch_allow_private {
-            AddressPolicy::AllowPrivate
-        } else {
-            AddressPolicy::PublicOnly
-        }
-    }
-}
-
-/// Why a destination is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FetchRefusal {
-    #[error("`{url}` is not a valid URL: {reason}")]
-    InvalidUrl { url: String, reason: String },
-    #[error("the scheme `{scheme}:` is not allowed; web_fetch fetches http and https URLs only")]
-    Scheme { scheme: String },
-    #[error("the URL has no host")]
-    NoHost,
-    #[error(
-        "{host} is {kind} address ({address}); web_fetch only reaches public addresses \
-         (the operator can allow private ones with web_fetch_allow_private)"
-    )]
-    ForbiddenAddress {
-        host: String,
-        address: IpAddr,
-        kind: &'static str,
-    },
-    #[error("{host} does not resolve to any address")]
-    NoAddress { host: String },
-    #[error("too many redirects (more than {MAX_REDIRECTS}); the last one pointed to {url}")]
-    TooManyRedirects { url: String },
-    #[error(
-        "the URL carries a secret of this daemon (a bot token or API key, possibly encoded); \
-         web_fetch never sends one, so nothing was fetched"
-    )]
-    CarriesSecret,
-}
-
-/// What kind of non-public address `ip` is, as "a loopback", "a private", ...; `None` when it is
-/// public. IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by that address.
-pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
-    match ip {
-        IpAddr::V4(v4) => non_public_v4(v4),
-        IpAddr::V6(v6) => {
-            if v6.is_loopback() {
-                return Some("a loopback");
-            }
-            if v6.is_unspecified() {
-                return Some("an unspecified");
-            }
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return non_public_v4(v4);
-            }
-            let segments = v6.segments();
-            let embedded_v4 = |high: u16, low: u16| {
-                Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8)
-            };
-            match segments {
-                [first, ..] if first & 0xfe00 == 0xfc00 => Some("a private (unique local)"),
-                [first, ..] if first & 0xffc0 == 0xfe80 => Some("a link-local"),
-                [first, ..] if first & 0xffc0 == 0xfec0 => Some("a site-local"),
-                [first, ..] if first & 0xff00 == 0xff00 => Some("a multicast"),
-                // NAT64 (64:ff9b::/96) reaches the embedded IPv4 address.
-                [0x64, 0xff9b, 0, 0, 0, 0, high, low] => non_public_v4(embedded_v4(high, low)),
-                // 6to4 (2002::/16) reaches the IPv4 address in the next 32 bits.
-                [0x2002, high, low, ..] => non_public_v4(embedded_v4(high, low)),
-                // IPv4-compatible (::a.b.c.d, deprecated) and other ::/96 forms.
-                [0, 0, 0, 0, 0, 0, _, _] => Some("a reserved (IPv4-compatible)"),
-                [0x2001, 0x0db8, ..] => Some("a documentation"),
-                [0x0100, 0, 0, 0, ..] => Some("a discard-only"),
-                _ => None,
-            }
-        }
-    }
-}
-
-fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, c, _] = ip.octets();
-    match (a, b, c) {
-        (127, _, _) => Some("a loopback"),
-        (10, _, _) => Some("a private"),
-        (172, 16..=31, _) => Some("a private"),
-        (192, 168, _) => Some("a private"),
-        (169, 254, _) => Some("a link-local (cloud metadata service range)"),
-        (100, 64..=127, _) => Some("a shared (carrier-grade NAT)"),
-        (0, _, _) => Some("an unspecified"),
-        (224..=239, _, _) => Some("a multicast"),
-        (240..=255, _, _) => Some("a reserved"),
-        (192, 0, 0) => Some("a reserved (IETF protocol)"),
-        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => Some("a documentation"),
-        (198, 18..=19, _) => Some("a benchmarking"),
-        _ => None,
-    }
-}
-
-/// Checks what can be checked without DNS: the scheme, and the host when it is an IP literal.
-/// Applied to the first URL and to every redirect target; host names are checked by
-/// [`VettingResolver`] when the connection is made.
-pub fn check_url(url: &Url, policy: AddressPolicy) -> Result<(), FetchRefusal> {
-    if crate::secrets::contains_secret(url.as_str()) {
-        return Err(FetchRefusal::CarriesSecret);
-    }
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(FetchRefusal::Scheme {
-            scheme: url.scheme().to_string(),
-        });
-    }
-    let address = match url.host() {
-        None => return Err(FetchRefusal::NoHost),
-        Some(url::Host::Domain(_)) => return Ok(()),
-        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
-        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
-    };
-    check_address(url.host_str().unwrap_or_default(), address, policy)
-}
-
-fn check_address(host: &str, address: IpAddr, policy: AddressPolicy) -> Result<(), FetchRefusal> {
-    if policy == AddressPolicy::AllowPrivate {
-        return Ok(());
-    }
-    match non_public_kind(address) {
-        Some(kind) => Err(FetchRefusal::ForbiddenAddress {
-            host: host.to_string(),
-            address,
-            kind,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Parses `text` as a URL to fetch and checks it.
-pub fn parse_and_check_url(text: &str, policy: AddressPolicy) -> Result<Url, FetchRefusal> {
-    // The text as given too: parsing lowercases the host (`<KEY>.example.com`).
-    if crate::secrets::contains_secret(text) {
-        return Err(FetchRefusal::CarriesSecret);
-    }
-    let url = Url::parse(text.trim()).map_err(|error| FetchRefusal::InvalidUrl {
-        url: redact(text).into_owned(),
-        reason: error.to_string(),
-    })?;
-    check_url(&url, policy)?;
-    Ok(url)
-}
 
 /// The resolver reqwest uses: resolves with the system resolver, refuses the name when any of its
 /// addresses is not public (unless allowed), and returns only checked addresses, which are the
@@ -228,16 +75,7 @@ impl Resolve for VettingResolver {
         let host = name.as_str().to_string();
         let policy = self.policy;
         Box::pin(async move {
-            let addresses: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addresses.is_empty() {
-                return Err(Box::new(FetchRefusal::NoAddress { host }) as _);
-            }
-            for address in &addresses {
-                // `?` boxes the refusal itself (not a `Box` of it), so that `find_refusal` can
-                // downcast it.
-                check_address(&host, address.ip(), policy)?;
-            }
+            let addresses = resolve_checked(&host, policy).await?;
             Ok(Box::new(addresses.into_iter()) as Addrs)
         })
     }

@@ -5,6 +5,7 @@
 // wrote in the workspace after they were given; with the reason), recently decided
 // approvals with their outcome in plain words, and recent policy decisions. Refreshes on
 // approval_*, policy_changed (a grant revoked or a rule changed elsewhere) and decision steps of runs.
+// A browser approval shows the screenshot of the page it is about.
 import { api, load, el, append, enc, badge, when, expires, empty, table, kv, act, code, approvalCard } from '/app.js';
 
 export const events = ['approval_requested', 'approval_decided', 'policy_changed', 'run_step'];
@@ -47,7 +48,7 @@ function drawPending(box, items, refresh) {
     append(box, empty('Nothing waiting for you. When an agent wants to do something risky, it shows up here.'));
     return;
   }
-  append(box, items.map((a) => approvalCard(a, refresh, kv([
+  append(box, items.map((a) => approvalCard(a, refresh, el('div', null, pageShot(a), kv([
     ['Agent', el('a', { href: `#/agents/${enc(a.agent)}` }, a.agent)],
     // Studio and Telegram conversations open in Chat; others are named only.
     ['Conversation', /^(studio|tg):/.test(a.chat ?? '')
@@ -55,7 +56,18 @@ function drawPending(box, items, refresh) {
       : a.chat_label ?? a.chat],
     ['Requested', when(a.requested_ms)],
     ['Run', a.run_id != null ? el('a', { href: `#/runs/${enc(a.run_id)}` }, `#${a.run_id}`) : null],
-  ]))));
+  ])))));
+}
+
+// The page a browser approval is about, as the agent's browser showed it when it asked; the
+// picture opens full size. Loaded from the approval's own route (never a path from the request).
+function pageShot(a) {
+  if (!a.screenshot) return null;
+  const src = `/api/v1/approvals/${enc(a.id)}/screenshot`;
+  return el('figure', { class: 'approval-shot', 'data-screenshot': a.id },
+    el('a', { href: src, target: '_blank', rel: 'noopener', title: 'Open the screenshot full size' },
+      el('img', { src, alt: `The page ${a.agent}'s browser is on`, loading: 'lazy' })),
+    el('figcaption', { class: 'muted small' }, 'The page the agent is on, as its browser showed it. Click the picture to see it full size.'));
 }
 
 function riskTone(risk) {

@@ -41,6 +41,9 @@ pub(super) async fn on_request(
     let reachable = reachable(state, &request).await;
     let row = new_row(&request, nonce(), now, reachable.is_some());
     store_request(state, &row).await?;
+    if let Some(screenshot) = request.screenshot.clone() {
+        keep_screenshot(state, &row.id, screenshot).await;
+    }
     crate::audit::announce(&state.args.events, "approval.requested", &row.id);
     if reachable.is_none() {
         deny_unreachable(state, row, reply);
@@ -128,6 +131,26 @@ async fn store_request(state: &DeskState, row: &ApprovalRow) -> Result<(), Actor
         })
         .await?;
     Ok(())
+}
+
+/// Keeps the request's screenshot beside the database for Studio (best effort: the request
+/// stands without it; a failure is logged).
+async fn keep_screenshot(
+    state: &DeskState,
+    id: &str,
+    screenshot: crate::protocol::approvals::Screenshot,
+) {
+    let database = state.args.store.path().to_path_buf();
+    let id = id.to_string();
+    let saved = tokio::task::spawn_blocking(move || {
+        queries::save_screenshot(&database, &id, &screenshot.0)
+    })
+    .await;
+    match saved {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "an approval's screenshot was not kept"),
+        Err(error) => tracing::warn!(%error, "an approval's screenshot was not kept"),
+    }
 }
 
 /// Tells Studio and the run that the request was denied at once: no approver can see it.

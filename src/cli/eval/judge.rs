@@ -137,6 +137,15 @@ fn judge_run(expect: &Expect, heard: &Heard, recorded: &Recorded, failures: &mut
             ));
         }
     }
+    for needle in &expect.model_never_saw {
+        let seen = recorded.tool_results.iter().any(|r| contains(r, needle))
+            || contains(&heard.text, needle);
+        if seen {
+            failures.push(format!(
+                "`{needle}` reached the model (in a tool result or the reply)"
+            ));
+        }
+    }
     if let Some(compacted) = expect.compacted
         && compacted != recorded.recap
     {

@@ -57,6 +57,9 @@
 //! - `voice = true`: a fake transcription server (provider `whisper`, `transcription_model`) and
 //!   a fake speech server (provider `tts`, `speech_model`) are configured. `search = true`: a
 //!   fake SearXNG is the `[web_search]` backend (it answers three results naming the query).
+//! - `test_site = true`: the testkit's local web site runs (`testkit::test_site`: a JavaScript
+//!   page, a login, a shop) for the `browser` tool; it is on loopback, so the config allows it;
+//!   its password is in the daemon's environment as `TEST_SITE_PASSWORD` (for `[[browser.logins]]`).
 //! - `[[turns]]`: at least one.
 //!
 //! Placeholders, in `agent`, `[[agents]] file`, `config`, `[files]` contents and the script's
@@ -64,7 +67,9 @@
 //! - `{{now+5s}}` (any duration, or `{{now}}`): that moment as RFC 3339 UTC (for `at` tasks). In
 //!   the script, now is when the first turn starts (the daemon is up and its tools are ready);
 //!   elsewhere, when the scenario starts;
-//! - `{{mcp_test_server}}`: the path of `clawvisor-mcp-test-server` beside this binary.
+//! - `{{mcp_test_server}}`: the path of `clawvisor-mcp-test-server` beside this binary;
+//! - `{{test_site}}` (with `test_site = true`; also in a turn's `user`): the site's
+//!   `http://127.0.0.1:<port>`.
 //!
 //! Before the first turn the runner waits (up to 15 s) until every agent is offered the tools its
 //! file lists by name (scheduler, memory and MCP tools are published after start; list an MCP tool

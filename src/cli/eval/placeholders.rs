@@ -1,12 +1,31 @@
-//! Placeholders in a scenario's texts: `{{now}}`, `{{now+5s}}` and `{{mcp_test_server}}`.
+//! Placeholders in a scenario's texts: `{{now}}`, `{{now+5s}}`, `{{mcp_test_server}}` and, with
+//! `test_site = true`, `{{test_site}}` (the local test site's `http://127.0.0.1:<port>`).
 
 use crate::config::Dur;
 use crate::testkit::scripted_llm::Script;
 
 use super::scenario::Scenario;
 
+/// What the placeholders stand for in one scenario's run.
+#[derive(Debug, Clone)]
+pub(super) struct Values {
+    pub(super) now: chrono::DateTime<chrono::Utc>,
+    /// The test site's base URL, when the scenario serves it.
+    pub(super) test_site: Option<String>,
+}
+
+impl Values {
+    #[cfg(test)]
+    fn at(now: chrono::DateTime<chrono::Utc>) -> Values {
+        Values {
+            now,
+            test_site: None,
+        }
+    }
+}
+
 /// Replaces every `{{...}}` placeholder of `text`.
-fn expand(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, String> {
+fn expand(text: &str, values: &Values) -> Result<String, String> {
     let mut expanded = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -15,16 +34,23 @@ fn expand(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, Stri
         let end = after
             .find("}}")
             .ok_or_else(|| format!("a `{{{{` without its `}}}}` in {text:?}"))?;
-        expanded.push_str(&placeholder(after[..end].trim(), now)?);
+        expanded.push_str(&placeholder(after[..end].trim(), values)?);
         rest = &after[end + 2..];
     }
     expanded.push_str(rest);
     Ok(expanded)
 }
 
-fn placeholder(name: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, String> {
+fn placeholder(name: &str, values: &Values) -> Result<String, String> {
+    let now = values.now;
     if name == "mcp_test_server" {
         return mcp_test_server();
+    }
+    if name == "test_site" {
+        return values
+            .test_site
+            .clone()
+            .ok_or_else(|| "`{{test_site}}` needs `test_site = true` in the scenario".to_string());
     }
     if let Some(offset) = name.strip_prefix("now") {
         let offset = offset.trim();
@@ -39,7 +65,7 @@ fn placeholder(name: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String,
         return Ok((now + delta).to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     }
     Err(format!(
-        "unknown placeholder `{{{{{name}}}}}` (known: now, now+<duration>, mcp_test_server)"
+        "unknown placeholder `{{{{{name}}}}}` (known: now, now+<duration>, mcp_test_server, test_site)"
     ))
 }
 
@@ -63,36 +89,39 @@ fn mcp_test_server() -> Result<String, String> {
         })
 }
 
-/// The scenario with its placeholders expanded at `now`.
-pub(super) fn expanded(
-    scenario: &Scenario,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Scenario, String> {
+/// The scenario with its placeholders expanded (at `values.now`).
+pub(super) fn expanded(scenario: &Scenario, values: &Values) -> Result<Scenario, String> {
     let mut copy = scenario.clone();
-    copy.agent = expand(&copy.agent, now)?;
-    copy.config = expand(&copy.config, now)?;
+    copy.agent = expand(&copy.agent, values)?;
+    copy.config = expand(&copy.config, values)?;
     for agent in &mut copy.agents {
-        agent.file = expand(&agent.file, now)?;
+        agent.file = expand(&agent.file, values)?;
     }
     for contents in copy.files.values_mut() {
-        *contents = expand(contents, now)?;
+        *contents = expand(contents, values)?;
     }
-    copy.script = expanded_script(&scenario.script, now)?;
+    // A turn's text keeps its own placeholders (`{{claim_code}}` is known only mid-scenario):
+    // only the test site's address is filled in.
+    if let Some(site) = &values.test_site {
+        for turn in &mut copy.turns {
+            if let Some(user) = &turn.user {
+                turn.user = Some(user.replace("{{test_site}}", site));
+            }
+        }
+    }
+    copy.script = expanded_script(&scenario.script, values)?;
     Ok(copy)
 }
 
-/// The script's texts and tool-call arguments with their placeholders expanded at `now`.
-pub(super) fn expanded_script(
-    script: &Script,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Script, String> {
+/// The script's texts and tool-call arguments with their placeholders expanded.
+pub(super) fn expanded_script(script: &Script, values: &Values) -> Result<Script, String> {
     let mut copy = script.clone();
     for rule in &mut copy.rules {
         if let Some(text) = &rule.text {
-            rule.text = Some(expand(text, now)?);
+            rule.text = Some(expand(text, values)?);
         }
         for call in &mut rule.tool_calls {
-            call.arguments = expand(&call.arguments, now)?;
+            call.arguments = expand(&call.arguments, values)?;
         }
     }
     Ok(copy)
@@ -106,6 +135,7 @@ mod tests {
         let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc);
+        let now = &Values::at(now);
         assert_eq!(
             expand(r#"{"at": "{{now+90s}}", "b": {}}"#, now).unwrap(),
             r#"{"at": "2026-01-01T00:01:30Z", "b": {}}"#
@@ -114,5 +144,18 @@ mod tests {
         assert!(expand("{{later}}", now).unwrap_err().contains("unknown"));
         assert!(expand("{{now+soon}}", now).is_err());
         assert!(expand("{{now", now).is_err());
+        assert!(
+            expand("{{test_site}}", now)
+                .unwrap_err()
+                .contains("test_site = true")
+        );
+        let site = Values {
+            test_site: Some("http://127.0.0.1:8080".into()),
+            ..now.clone()
+        };
+        assert_eq!(
+            expand("{{test_site}}/js", &site).unwrap(),
+            "http://127.0.0.1:8080/js"
+        );
     }
 }

@@ -63,12 +63,14 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         failures,
     };
     let script = scenario.script.clone();
-    let scenario = match expanded(scenario, chrono::Utc::now()) {
-        Ok(scenario) => scenario,
+    // The services first: a placeholder may name one (`{{test_site}}`); what they start
+    // depends only on the scenario's flags.
+    let services = match Services::start(scenario).await {
+        Ok(services) => services,
         Err(error) => return outcome(vec![error]),
     };
-    let services = match Services::start(&scenario).await {
-        Ok(services) => services,
+    let scenario = match expanded(scenario, &services.values(chrono::Utc::now())) {
+        Ok(scenario) => scenario,
         Err(error) => return outcome(vec![error]),
     };
     let (llm, options, dir) = match setup(&scenario, source, &services).await {
@@ -94,6 +96,39 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
     outcome(failures)
 }
 
+/// `model_never_saw`, against every request the scripted model was sent so far.
+fn never_sent(
+    llm: Option<&ScriptedLlm>,
+    expect: &super::scenario::Expect,
+    scripted: &super::scenario::Expect,
+) -> Vec<String> {
+    let Some(llm) = llm else {
+        return Vec::new();
+    };
+    let needles: Vec<&String> = expect
+        .model_never_saw
+        .iter()
+        .chain(&scripted.model_never_saw)
+        .collect();
+    if needles.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<String> = llm
+        .requests()
+        .iter()
+        .map(|request| request.to_string())
+        .collect();
+    needles
+        .into_iter()
+        .filter(|needle| {
+            requests
+                .iter()
+                .any(|request| request.contains(needle.as_str()))
+        })
+        .map(|needle| format!("`{needle}` was in a request to the model"))
+        .collect()
+}
+
 /// One listener per local chat, for the whole scenario.
 type Listeners = BTreeMap<ChatKey, UnboundedReceiver<Outbound>>;
 
@@ -114,7 +149,7 @@ async fn converse_all(
     // daemon booted (slower on a busy machine). No model call has been made yet, so replacing the
     // script loses no rule's uses.
     if let Some(llm) = llm {
-        match expanded_script(script, chrono::Utc::now()) {
+        match expanded_script(script, &services.values(chrono::Utc::now())) {
             Ok(script) => llm.set_script(script),
             Err(error) => return vec![error],
         }
@@ -222,6 +257,7 @@ impl Conversation<'_> {
         };
         let calls = self.llm.map(|llm| llm.request_count() - calls_before);
         let mut found = judge(&turn.expect, &heard, &recorded, calls, &self.workspace);
+        found.extend(never_sent(self.llm, &turn.expect, &turn.scripted));
         if !self.live {
             found.extend(judge(
                 &turn.scripted,
@@ -682,6 +718,7 @@ async fn setup(
     }
     options.env.extend(triggers);
     options.config_extra.push_str(&services.config());
+    options.env.extend(services.env());
     let dir = ScratchDir::new("clawvisor-eval")
         .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
     let workspace = dir.path().join("data").join("workspaces").join(MAIN_AGENT);

@@ -57,6 +57,11 @@ pub struct Scenario {
     /// A fake SearXNG is the `[web_search]` backend.
     #[serde(default)]
     pub search: bool,
+    /// The testkit's local web site runs for the browser (`testkit::test_site`); texts name it
+    /// `{{test_site}}` (`http://127.0.0.1:<port>`). It is on loopback: the scenario's config
+    /// allows it (`[tools] web_fetch_allow_private = true` or `[browser] allow_private`).
+    #[serde(default)]
+    pub test_site: bool,
     pub turns: Vec<Turn>,
 }
 
@@ -148,6 +153,10 @@ pub struct Expect {
     /// Every one of these appears in some tool result the model got back during the turn.
     #[serde(default)]
     pub tool_output_contains: Vec<String>,
+    /// None of these reached the model: not in the turn's tool results or reply, and (scripted
+    /// model) in no request it was sent so far — a password the browser types by itself.
+    #[serde(default)]
+    pub model_never_saw: Vec<String>,
     /// The run's status: succeeded, failed, cancelled, budget_stopped.
     #[serde(default)]
     pub status: Option<String>,

@@ -1,12 +1,15 @@
 //! The fakes a scenario may ask for besides the model, and the config that points the daemon at
 //! them: the Bot API with `telegram = true` (see `telegram`), a transcription server (provider
 //! `whisper`) and a speech server (provider `tts`) with `voice = true`, a SearXNG as the
-//! `[web_search]` backend with `search = true`. They stop when dropped.
+//! `[web_search]` backend with `search = true`, the local test site (`testkit::test_site`) for
+//! the browser with `test_site = true` (its address is `{{test_site}}`). They stop when dropped.
 
 use crate::testkit::fake_search::FakeSearch;
 use crate::testkit::fake_speech::FakeSpeech;
 use crate::testkit::fake_transcription::FakeTranscription;
+use crate::testkit::test_site::TestSite;
 
+use super::placeholders::Values;
 use super::scenario::Scenario;
 use super::telegram::TelegramSide;
 use super::whatsapp::WhatsAppSide;
@@ -18,6 +21,7 @@ pub(super) struct Services {
     pub(super) transcription: Option<FakeTranscription>,
     speech: Option<FakeSpeech>,
     search: Option<FakeSearch>,
+    site: Option<TestSite>,
 }
 
 impl Services {
@@ -51,7 +55,34 @@ impl Services {
                     .map_err(|error| failed("search server", error))?,
             );
         }
+        if scenario.test_site {
+            services.site = Some(
+                TestSite::start()
+                    .await
+                    .map_err(|error| failed("test site", error))?,
+            );
+        }
         Ok(services)
+    }
+
+    /// Environment variables for the daemon: the test site's password as `TEST_SITE_PASSWORD`
+    /// (for a `[[browser.logins]]` entry's `password_env`).
+    pub(super) fn env(&self) -> Vec<(String, String)> {
+        match &self.site {
+            Some(_) => vec![(
+                "TEST_SITE_PASSWORD".to_string(),
+                crate::testkit::test_site::PASSWORD.to_string(),
+            )],
+            None => Vec::new(),
+        }
+    }
+
+    /// What the placeholders stand for at `now` (the test site's address, when it runs).
+    pub(super) fn values(&self, now: chrono::DateTime<chrono::Utc>) -> Values {
+        Values {
+            now,
+            test_site: self.site.as_ref().map(|site| site.url("")),
+        }
     }
 
     pub(super) async fn stop(self) {

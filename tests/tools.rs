@@ -523,7 +523,10 @@ async fn overwrite_replaces_the_file_atomically_and_keeps_its_permissions() {
     let second = "b".repeat(256 * 1024);
     std::fs::write(&file, &first).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let inode_before = std::fs::metadata(&file).unwrap().ino();
+    // Held open, the first file's inode stays in use, so a later file cannot be given its number
+    // (ext4 reuses a freed inode at once) and the comparison below means "a new file".
+    let original = std::fs::File::open(&file).unwrap();
+    let inode_before = original.metadata().unwrap().ino();
 
     // A reader polls the file while it is overwritten back and forth: it must only ever see one
     // whole version, never a truncated or mixed file.

@@ -77,10 +77,10 @@ fn brush_simple_commands(command: &str) -> Option<Vec<Vec<BrushWord>>> {
                         Some(vec![Some("time".to_string()), Some("-p".to_string())])
                     }
                 };
-                if let Some(keyword) = &timed {
-                    if pipeline.seq.is_empty() {
-                        commands.push(keyword.clone());
-                    }
+                if let Some(keyword) = &timed
+                    && pipeline.seq.is_empty()
+                {
+                    commands.push(keyword.clone());
                 }
                 for (position, command) in pipeline.seq.iter().enumerate() {
                     // Only simple commands are compared; anything compound is out of scope.

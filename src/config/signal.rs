@@ -12,9 +12,9 @@
 //! Invariants: a loaded `[signal]` has an account in international form (`+` and 7–15 digits),
 //! an http(s) `rpc_url` without credentials in it, and people given as numbers in that form or as
 //! Signal uuids; every refusal names the key (`[signal].allow_users[1]`). One account serves one
-//! agent. Not yet read by the daemon: the account actor that uses it comes with the channel seam
-//! (issue #31). Reload: a change is a change of the agent (`reload::plan` compares whole
-//! `AgentSpec`s), applied without a daemon restart; the account's link will restart with it.
+//! agent; the daemon starts one seam account for it (`actors/specs.rs` `signal_specs`). Reload: a
+//! change is a change of the agent (`reload::plan` compares whole `AgentSpec`s); see
+//! `reload::signal_changes` for what applies when.
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,26 @@ pub struct SignalSpec {
     pub approvers: Vec<String>,
 }
 
+impl SignalSpec {
+    /// Who may talk and who may approve (the approvers default to the allowed), trimmed.
+    pub fn people(&self) -> (Vec<String>, Vec<String>) {
+        let allowed: Vec<String> = self
+            .allow_users
+            .iter()
+            .map(|person| person.trim().to_string())
+            .collect();
+        let approvers = if self.approvers.is_empty() {
+            allowed.clone()
+        } else {
+            self.approvers
+                .iter()
+                .map(|person| person.trim().to_string())
+                .collect()
+        };
+        (allowed, approvers)
+    }
+}
+
 fn default_rpc_url() -> String {
     DEFAULT_SIGNAL_RPC_URL.to_string()
 }
@@ -52,7 +72,7 @@ pub fn is_phone_number(text: &str) -> bool {
 }
 
 /// A Signal uuid (ACI): 8-4-4-4-12 hex digits.
-fn is_uuid(text: &str) -> bool {
+pub fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
     groups.len() == 5
         && groups

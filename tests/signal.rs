@@ -5,6 +5,8 @@
 //! typing, receipts, reactions, getAttachment, receive) in single- and multi-account mode, and
 //! the errors a person reads.
 
+mod browser;
+
 use std::time::Duration;
 
 use clawvisor::signal::inbound::{OwnAccount, Received, SignalInbound};
@@ -1010,5 +1012,133 @@ mod daemon {
         if let Some(running) = daemon {
             running.kill();
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn doctor_says_whether_each_accounts_signal_cli_answers() {
+        use clawvisor::testkit::harness::{ScratchDir, config_toml};
+        use clawvisor::testkit::process::write_config;
+        let fake = FakeSignal::start(OURS).await;
+        let gone = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            format!("http://{}", listener.local_addr().expect("an address"))
+        };
+        let dir = ScratchDir::new("clawvisor-sg-doctor").expect("a scratch dir");
+        let agents = [
+            agent_toml("ada", &signal_table(&fake, ALLOW_ANA)),
+            agent_toml(
+                "bob",
+                &format!("[signal]\naccount = \"+4915100000002\"\nrpc_url = \"{gone}\"\n"),
+            ),
+        ];
+        write_config(
+            dir.path(),
+            &config_toml("http://127.0.0.1:9/v1", ""),
+            &agents,
+        )
+        .expect("the config is written");
+        let path = dir.path().to_path_buf();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_clawvisor"))
+                .args([
+                    "--config",
+                    path.join("clawvisor.toml").to_str().expect("a path"),
+                    "doctor",
+                ])
+                .output()
+                .expect("doctor runs")
+        })
+        .await
+        .expect("doctor ends");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains(&format!(
+                "signal-cli at {} answers; {OURS} serves agent `ada`",
+                fake.base_url()
+            )),
+            "{stdout}"
+        );
+        let bob = stdout
+            .lines()
+            .find(|line| line.contains("signal (bob)"))
+            .unwrap_or_else(|| panic!("no line for bob: {stdout}"));
+        assert!(
+            bob.contains("could not reach signal-cli")
+                && bob.contains("systemctl start signal-cli"),
+            "{bob}"
+        );
+        assert!(!output.status.success(), "a failing check fails doctor");
+    }
+
+    /// The People page's Signal block: the claim code, a dropped stream said in words, then the
+    /// owner and the stream back. Screenshots `signal-people-*.png` and `phone-signal-people-*.png`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_people_page_shows_the_signal_claim_code_a_dropped_stream_and_the_owner() {
+        use super::browser::Browser;
+        let setup = start(Script::new().rule(Rule::echo()), "", "", "", &[]).await;
+        let (base, _) = setup.harness.studio_http().await;
+        let browser = Browser::launch().await;
+        let link = clawvisor::studio::access::login_link(setup.harness.store(), &base, "cli")
+            .await
+            .expect("a login link");
+        browser.client.goto(&link).await.expect("Studio opens");
+        browser
+            .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+            .await;
+        browser.open("people").await;
+        browser
+            .wait_until(
+                "the Signal claim code is shown",
+                "document.querySelector('[data-sg-claim-code]')",
+            )
+            .await;
+        let code = browser
+            .js("return document.querySelector('[data-sg-claim-code]').textContent")
+            .await
+            .as_str()
+            .expect("the code's text")
+            .to_string();
+        let phone = |name: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .client
+                    .set_window_size(390, 844)
+                    .await
+                    .expect("a phone viewport");
+                browser.assert_no_sideways_scroll("people").await;
+                browser.screenshot(&format!("phone-{name}")).await;
+                browser
+                    .client
+                    .set_window_size(1280, 900)
+                    .await
+                    .expect("a desktop viewport");
+            }
+        };
+        browser.screenshot("signal-people-unclaimed").await;
+        phone("signal-people-unclaimed").await;
+
+        // signal-cli goes away for a while: the page says so in words, by itself.
+        setup.fake.refuse_for(Duration::from_secs(4));
+        browser
+            .wait_until(
+                "the dropped stream is shown",
+                "document.querySelector('[data-sg-stream=\"dropped\"]')",
+            )
+            .await;
+        browser.screenshot("signal-people-dropped").await;
+        phone("signal-people-dropped").await;
+
+        // The owner sends the code meanwhile: it waits on Signal's servers and arrives later.
+        setup.fake.push_text(&ana(), &code);
+        browser
+            .wait_until(
+                "the owner and the stream back are shown",
+                "document.querySelector('[data-sg-claim=\"claimed\"]')?.textContent.includes('Ana') && document.querySelector('[data-sg-stream=\"ok\"]')?.textContent.includes('back after')",
+            )
+            .await;
+        browser.screenshot("signal-people-claimed").await;
+        phone("signal-people-claimed").await;
+        browser.close().await;
     }
 }

@@ -8,6 +8,7 @@ use crate::testkit::fake_speech::FakeSpeech;
 use crate::testkit::fake_transcription::FakeTranscription;
 
 use super::scenario::Scenario;
+use super::signal::SignalSide;
 use super::telegram::TelegramSide;
 use super::whatsapp::WhatsAppSide;
 
@@ -15,6 +16,7 @@ use super::whatsapp::WhatsAppSide;
 pub(super) struct Services {
     pub(super) telegram: Option<TelegramSide>,
     pub(super) whatsapp: Option<WhatsAppSide>,
+    pub(super) signal: Option<SignalSide>,
     pub(super) transcription: Option<FakeTranscription>,
     speech: Option<FakeSpeech>,
     search: Option<FakeSearch>,
@@ -31,6 +33,9 @@ impl Services {
         }
         if scenario.whatsapp {
             services.whatsapp = Some(WhatsAppSide::start().await);
+        }
+        if scenario.signal {
+            services.signal = Some(SignalSide::start().await);
         }
         if scenario.voice {
             services.transcription = Some(

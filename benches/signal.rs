@@ -1,7 +1,8 @@
 //! The Signal edge's costs: decoding one signal-cli event (SSE framing + the `receive` object into
 //! a typed message), a JSON-RPC `send` round trip against the fake signal-cli (with and without a
-//! 100 KiB attachment), and the delay from a message pushed to it being read off the event
-//! stream by the link. Prints median and p99 besides criterion's figures.
+//! 100 KiB attachment), the delay from a message pushed to it being read off the event stream by
+//! the link, and until the account's edge has stored it (`store_inbound` committed in a real
+//! SQLite file). Prints median and p99 besides criterion's figures.
 
 mod support;
 
@@ -114,7 +115,7 @@ fn round_trips(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { rpc.send(&text).await.expect("the fake accepts it") })
     });
-    let (sends, files, stream) = rt.block_on(async {
+    let (sends, files, stream, stored) = rt.block_on(async {
         let mut sends = Vec::with_capacity(2_000);
         for _ in 0..2_000 {
             let start = Instant::now();
@@ -147,7 +148,12 @@ fn round_trips(c: &mut Criterion) {
             assert!(matches!(event, Ok(Some(LinkEvent::Received(_)))));
             stream.push(start.elapsed());
         }
-        (sends, files, stream)
+        (
+            sends,
+            files,
+            stream,
+            stored_on_receipt(&runtime_dir()).await,
+        )
     });
     support::report(
         "signal: JSON-RPC send round trip (fake signal-cli)",
@@ -161,11 +167,65 @@ fn round_trips(c: &mut Criterion) {
         "signal: pushed -> read off the event stream by the link",
         &mut stream.clone(),
     );
+    support::report(
+        "signal: pushed -> stored by the account's edge (store_inbound committed)",
+        &mut stored.clone(),
+    );
     println!(
         "signal: {} sends recorded, RSS {} KiB",
         fake.sent().len(),
         support::rss_kib()
     );
+}
+
+fn runtime_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a scratch directory")
+}
+
+/// The daemon's inbound edge for one account (`signal::edge`, the link plus `store_inbound` in
+/// a real SQLite file): from a message pushed to the fake signal-cli until its row is committed.
+async fn stored_on_receipt(dir: &tempfile::TempDir) -> Vec<Duration> {
+    use clawvisor::channel::EdgeContext;
+    use clawvisor::store::{Store, StoreOptions};
+    let fake = FakeSignal::start(OURS).await;
+    let store = Store::open(&dir.path().join("bench.db"), StoreOptions::default())
+        .expect("the store opens");
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let context = EdgeContext {
+        store: store.clone(),
+        events: clawvisor::events::EventBus::new(),
+        registry: clawvisor::registry::Registry::new(),
+        agent: "ada".into(),
+        cancel: cancel.clone(),
+    };
+    tokio::spawn(clawvisor::signal::edge::run(
+        LinkSettings::new(&fake.base_url(), own()),
+        context,
+    ));
+    while fake.open_streams() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let count = || {
+        store.read(|conn| {
+            Ok(
+                conn.query_row("SELECT COUNT(*) FROM channel_inbound", [], |row| {
+                    row.get::<_, i64>(0)
+                })?,
+            )
+        })
+    };
+    let ana = SignalPerson::new("+4917200000001", "Ana");
+    let mut samples = Vec::with_capacity(500);
+    for stored in 1..=500_i64 {
+        let start = Instant::now();
+        fake.push_text(&ana, "ping");
+        while count().await.unwrap_or(0) < stored {
+            tokio::task::yield_now().await;
+        }
+        samples.push(start.elapsed());
+    }
+    cancel.cancel();
+    samples
 }
 
 criterion_group! {

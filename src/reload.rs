@@ -194,8 +194,28 @@ pub fn whatsapp_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<Strin
             .iter()
             .map(|var| loaded.secret(var).map(|secret| secret.expose().to_string()))
             .collect();
-        Some((spec, secrets))
+        Some(format!("{spec:?}{secrets:?}"))
     };
+    seam_changes(running, new, "[whatsapp]", "WhatsApp", account)
+}
+
+/// The agents whose `[signal]` table differs between two reads: like WhatsApp's, a Signal
+/// account (its actor and its event stream) starts only at a restart.
+pub fn signal_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<String> {
+    let account = |loaded: &LoadedConfig, agent: &str| {
+        Some(format!("{:?}", loaded.agent(agent)?.signal.as_ref()?))
+    };
+    seam_changes(running, new, "[signal]", "Signal", account)
+}
+
+/// The agents whose seam account (as `account` describes it) differs between two reads.
+fn seam_changes(
+    running: &LoadedConfig,
+    new: &LoadedConfig,
+    table: &str,
+    channel: &str,
+    account: impl Fn(&LoadedConfig, &str) -> Option<String>,
+) -> Vec<String> {
     let names: BTreeSet<&str> = running
         .agents
         .iter()
@@ -206,7 +226,7 @@ pub fn whatsapp_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<Strin
         .into_iter()
         .filter(|agent| account(running, agent) != account(new, agent))
         .map(|agent| {
-            format!("[whatsapp] of agent {agent} (WhatsApp accounts start at the next restart)")
+            format!("{table} of agent {agent} ({channel} accounts start at the next restart)")
         })
         .collect()
 }

@@ -39,6 +39,7 @@ pub struct EventsActor;
 pub struct EventsState {
     actors: BTreeMap<String, ActorView>,
     bot_polls: BTreeMap<String, i64>,
+    channel_status: BTreeMap<String, (i64, String)>,
     boot_complete: bool,
     stop_persister: Option<oneshot::Sender<()>>,
     persister: Option<tokio::task::JoinHandle<()>>,
@@ -75,6 +76,7 @@ impl Actor for EventsActor {
         Ok(EventsState {
             actors: BTreeMap::new(),
             bot_polls: BTreeMap::new(),
+            channel_status: BTreeMap::new(),
             boot_complete: false,
             stop_persister: Some(stop_tx),
             persister: Some(persister),
@@ -98,6 +100,7 @@ impl Actor for EventsActor {
                     boot_complete: state.boot_complete,
                     actors: state.actors.values().cloned().collect(),
                     bot_polls: state.bot_polls.clone(),
+                    channel_status: state.channel_status.clone(),
                 });
             }
         }
@@ -123,6 +126,11 @@ fn observe(state: &mut EventsState, event: &RuntimeEvent) {
     match event.kind {
         EventKind::BootComplete => state.boot_complete = true,
         EventKind::ShutdownStarted => state.boot_complete = false,
+        EventKind::BotStatus => {
+            state
+                .channel_status
+                .insert(event.subject.clone(), (event.at_ms, event.detail.clone()));
+        }
         kind if kind.is_lifecycle() => {
             let view = state
                 .actors
@@ -167,7 +175,8 @@ async fn persist(
         tokio::select! {
             received = receiver.recv() => match received {
                 Ok(event) => {
-                    if event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
+                    let channel_status = event.kind == EventKind::BotStatus && event.subject.starts_with("channel:");
+                    if channel_status || event.kind.is_lifecycle() || matches!(event.kind, EventKind::BootComplete | EventKind::ShutdownStarted) {
                         let _ = events_actor.cast(EventsEvent::Observed(Arc::clone(&event)));
                     }
                     buffer.push(event);

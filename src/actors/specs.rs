@@ -210,6 +210,9 @@ pub fn approval_args(context: &RootContext) -> ApprovalDeskArgs {
             if let Some(whatsapp) = &spec.whatsapp {
                 channels.insert("wa".to_string(), whatsapp.people().1);
             }
+            if let Some(signal) = &spec.signal {
+                channels.insert("sg".to_string(), signal.people().1);
+            }
             (
                 spec.name.clone(),
                 AgentApprovers {
@@ -320,6 +323,7 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
         .map(|(spec, token)| bot_spec(context, &spec, token, context.boot_ms, &voice))
         .collect();
     bots.extend(whatsapp_specs(context, &voice));
+    bots.extend(signal_specs(context, &voice));
     let registry = context.registry.clone();
     let events = context.events.clone();
     let name = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
@@ -343,7 +347,6 @@ pub fn channel_supervisor(context: &RootContext, log: bool) -> ChildSpec {
 /// One seam account (`actors/channel_account`) per agent with a WhatsApp account whose secrets
 /// are set, supervised like the bots.
 pub fn whatsapp_specs(context: &RootContext, voice: &BotVoice) -> Vec<ChildSpec> {
-    let config = &context.loaded.config;
     crate::whatsapp::Directory::new(&context.loaded, context.options.channels)
         .accounts
         .into_values()
@@ -355,38 +358,75 @@ pub fn whatsapp_specs(context: &RootContext, voice: &BotVoice) -> Vec<ChildSpec>
                 .template
                 .clone()
                 .map(|name| (name, account.spec.template_language.clone()));
-            let args = super::channel_account::ChannelAccountArgs {
-                agent: spec.name.clone(),
-                adapter: std::sync::Arc::new(crate::whatsapp::client::WhatsAppAdapter::new(
-                    account,
-                )),
-                people: crate::channel::screen::FilePeople { allowed, approvers },
-                template,
-                store: context.store.clone(),
-                registry: context.registry.clone(),
-                events: context.events.clone(),
-                workspace: spec
-                    .workspace
-                    .clone()
-                    .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name)),
-                voice: voice.voice.clone(),
-                echo_transcripts: spec.echo_transcripts,
-            };
-            Some(
-                actor_spec(
-                    &context.registry,
-                    &crate::protocol::channel::name("wa", &spec.name),
-                    config.supervision.policy(),
-                    || super::channel_account::ChannelAccount,
-                    args,
-                )
-                .restart(Restart::Transient)
-                .on_exhausted(OnExhausted::Degrade {
-                    retry_after: config.telegram.degraded_retry.0,
-                }),
-            )
+            let adapter =
+                std::sync::Arc::new(crate::whatsapp::client::WhatsAppAdapter::new(account));
+            let people = crate::channel::screen::FilePeople { allowed, approvers };
+            Some(seam_account_spec(
+                context, voice, &spec, adapter, people, template,
+            ))
         })
         .collect()
+}
+
+/// One seam account per agent with a `[signal]` table (signal-cli needs no secret of ours).
+pub fn signal_specs(context: &RootContext, voice: &BotVoice) -> Vec<ChildSpec> {
+    if !context.options.channels {
+        return Vec::new();
+    }
+    context
+        .loaded
+        .agents
+        .iter()
+        .filter_map(|spec| {
+            let signal = spec.signal.as_ref()?;
+            let (allowed, approvers) = signal.people();
+            let adapter = std::sync::Arc::new(crate::signal::adapter::SignalAdapter::new(signal));
+            let people = crate::channel::screen::FilePeople { allowed, approvers };
+            Some(seam_account_spec(
+                context, voice, spec, adapter, people, None,
+            ))
+        })
+        .collect()
+}
+
+/// The spec of one seam channel account of `spec`'s agent: transient under the channel
+/// supervisor, degraded (and retried later) when its budget is exhausted, like a bot.
+fn seam_account_spec(
+    context: &RootContext,
+    voice: &BotVoice,
+    spec: &crate::config::AgentSpec,
+    adapter: std::sync::Arc<dyn crate::channel::Adapter>,
+    people: crate::channel::screen::FilePeople,
+    template: Option<(String, String)>,
+) -> ChildSpec {
+    let config = &context.loaded.config;
+    let name = crate::protocol::channel::name(adapter.channel(), &spec.name);
+    let args = super::channel_account::ChannelAccountArgs {
+        agent: spec.name.clone(),
+        adapter,
+        people,
+        template,
+        store: context.store.clone(),
+        registry: context.registry.clone(),
+        events: context.events.clone(),
+        workspace: spec
+            .workspace
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("workspaces").join(&spec.name)),
+        voice: voice.voice.clone(),
+        echo_transcripts: spec.echo_transcripts,
+    };
+    actor_spec(
+        &context.registry,
+        &name,
+        config.supervision.policy(),
+        || super::channel_account::ChannelAccount,
+        args,
+    )
+    .restart(Restart::Transient)
+    .on_exhausted(OnExhausted::Degrade {
+        retry_after: config.telegram.degraded_retry.0,
+    })
 }
 
 /// The networks of `[studio] tls_proxies` or `plain_http_peers` entries.

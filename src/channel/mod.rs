@@ -1,15 +1,16 @@
-//! The channel seam: what every person's channel besides Telegram shares (WhatsApp now, Signal
-//! next), so that a channel is a small adapter and keeps Telegram's guarantees.
+//! The channel seam: what every person's channel besides Telegram shares (WhatsApp, Signal),
+//! so that a channel is a small adapter and keeps Telegram's guarantees.
 //!
 //! **What an adapter implements** ([`Adapter`]): its short name (`wa`, `sg`: the chat keys'
 //! prefix) and account id; its [`Capabilities`] (text limit, reply buttons or not, a
 //! customer-service window or not); `check` (are the credentials good: who the account is);
 //! `send` one [`OutPart`] to a peer (text, buttons, a file, a template) and map the channel's
 //! errors onto [`SendError`] (`Paced` for rate limits, `OutsideWindow`, `Rejected` for good,
-//! `Unreachable` for now); `mark_read`; `download` a media reference; and `parse` a stored
-//! payload into an [`Incoming`] (text, a button id, media). Its inbound edge (a webhook, an SSE
-//! link) stores each message with [`crate::store::channels::store_inbound`] **before** it is
-//! acknowledged, then tells the account (`protocol::channel::ChannelAccount::stored`).
+//! `Unreachable` for now); `mark_read`; `download` a media reference; `parse` a stored
+//! payload into an [`Incoming`] (text, a button id, media); optionally `typing`. Its inbound edge
+//! (a webhook in Studio, or a link the account runs while online: `inbound_edge`) stores each
+//! message with [`crate::store::channels::store_inbound`] **before** it is acknowledged,
+//! then tells the account (`protocol::channel::ChannelAccount::stored`).
 //!
 //! **What the seam gives it** (`actors/channel_account/`, one supervised actor per account,
 //! started `boot_stagger` apart under the channel supervisor like the bots): dispatch of stored
@@ -154,6 +155,30 @@ pub trait Adapter: Send + Sync + 'static {
     ) -> AdapterFuture<'a, Result<(Vec<u8>, String), SendError>>;
     /// Reads a stored payload; `Err` names what is unsupported.
     fn parse(&self, row: &ChannelInboundRow) -> Result<Incoming, String>;
+    /// Shows (or with `stop`, ends) "typing…" to `peer` while a run works (a no-op where the
+    /// channel has no such notice).
+    fn typing<'a>(
+        &'a self,
+        _peer: &'a str,
+        _stop: bool,
+    ) -> AdapterFuture<'a, Result<(), SendError>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// The inbound edge the account runs while it is online (Signal's event stream), ending when
+    /// `context.cancel` is cancelled; `None` where the channel delivers to us (WhatsApp's webhook).
+    fn inbound_edge(&self, _context: EdgeContext) -> Option<AdapterFuture<'static, ()>> {
+        None
+    }
+}
+
+/// What an adapter's own inbound edge needs: where to store, whom to tell, when to stop.
+#[derive(Clone)]
+pub struct EdgeContext {
+    pub store: crate::store::Store,
+    pub events: crate::events::EventBus,
+    pub registry: crate::registry::Registry,
+    pub agent: String,
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// Splits `text` into pieces of at most `limit` characters, at a paragraph, line or word

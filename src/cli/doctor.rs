@@ -88,6 +88,37 @@ async fn whatsapp_checks(loaded: &LoadedConfig) -> Vec<Check> {
     checks
 }
 
+/// Each Signal account's signal-cli asked whether it answers (`GET /api/v1/check`).
+async fn signal_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    use crate::channel::Adapter;
+    let mut checks = Vec::new();
+    for agent in &loaded.agents {
+        let Some(signal) = &agent.signal else {
+            continue;
+        };
+        let adapter = crate::signal::adapter::SignalAdapter::new(signal);
+        let what = format!("signal ({})", agent.name);
+        checks.push(match adapter.check().await {
+            Ok(number) => Check {
+                ok: true,
+                what,
+                detail: format!(
+                    "signal-cli at {} answers; {number} serves agent `{}`",
+                    signal.rpc_url, agent.name
+                ),
+            },
+            Err(error) => Check {
+                ok: false,
+                what,
+                detail: format!(
+                    "{error} Start it with `systemctl start signal-cli` (README \"Signal\")."
+                ),
+            },
+        });
+    }
+    checks
+}
+
 /// Every provider asked for its model list, with what to do when it fails.
 async fn provider_checks(loaded: &LoadedConfig) -> Vec<Check> {
     let providers =
@@ -323,6 +354,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.extend(pricing_checks(loaded));
     checks.extend(telegram_checks(loaded).await);
     checks.extend(whatsapp_checks(loaded).await);
+    checks.extend(signal_checks(loaded).await);
     checks.push(web_search_check(loaded).await);
     checks.extend(browser_check(loaded).await);
     checks.extend(mcp_checks(loaded).await);

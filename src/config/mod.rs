@@ -41,7 +41,7 @@ mod memory;
 mod providers;
 mod secret_uses;
 pub mod secrets_file;
-mod signal;
+pub mod signal;
 mod starter;
 mod timezone;
 mod triggers;

@@ -12,9 +12,9 @@
 //! Invariants: a loaded `[signal]` has an account in international form (`+` and 7–15 digits),
 //! an http(s) `rpc_url` without credentials in it, and people given as numbers in that form or as
 //! Signal uuids; every refusal names the key (`[signal].allow_users[1]`). One account serves one
-//! agent. Not yet read by the daemon: the account actor that uses it comes with the channel seam
-//! (issue #31). Reload: a change is a change of the agent (`reload::plan` compares whole
-//! `AgentSpec`s), applied without a daemon restart; the account's link will restart with it.
+//! agent; the daemon starts one seam account for it (`actors/specs.rs` `signal_specs`). Reload: a
+//! change is a change of the agent (`reload::plan` compares whole `AgentSpec`s); see
+//! `reload::signal_changes` for what applies when.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +38,26 @@ pub struct SignalSpec {
     /// Numbers (or uuids) allowed to answer approvals (default: `allow_users`).
     #[serde(default)]
     pub approvers: Vec<String>,
+}
+
+impl SignalSpec {
+    /// Who may talk and who may approve (the approvers default to the allowed), trimmed.
+    pub fn people(&self) -> (Vec<String>, Vec<String>) {
+        let allowed: Vec<String> = self
+            .allow_users
+            .iter()
+            .map(|person| person.trim().to_string())
+            .collect();
+        let approvers = if self.approvers.is_empty() {
+            allowed.clone()
+        } else {
+            self.approvers
+                .iter()
+                .map(|person| person.trim().to_string())
+                .collect()
+        };
+        (allowed, approvers)
+    }
 }
 
 fn default_rpc_url() -> String {

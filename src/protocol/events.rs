@@ -42,6 +42,9 @@ pub struct TreeSnapshot {
     pub actors: Vec<ActorView>,
     /// Each bot's last completed `getUpdates` (agent → ms), since this actor started.
     pub bot_polls: BTreeMap<String, i64>,
+    /// Each seam channel account's last status in words (`channel:sg:ada` → (ms, sentence)):
+    /// online, its stream dropped or back; since this actor started.
+    pub channel_status: BTreeMap<String, (i64, String)>,
 }
 
 /// The events service, by name. Cheap to clone.

@@ -21,7 +21,7 @@
 //! Invariants: never panics on any input; an error names the field that is wrong (through
 //! `serde_path_to_error`); nothing here does I/O.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Who we are on Signal: the number the account is registered under, and its ACI (uuid) when known.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -39,7 +39,7 @@ impl OwnAccount {
 }
 
 /// A Signal group a message was sent in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalGroup {
     /// The group id, base64 as signal-cli writes it and takes back in `groupId`.
     pub id: String,
@@ -47,7 +47,7 @@ pub struct SignalGroup {
 }
 
 /// A person named in a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalMention {
     pub number: Option<String>,
     pub uuid: Option<String>,
@@ -57,7 +57,7 @@ pub struct SignalMention {
 }
 
 /// The message a reply quotes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalQuote {
     /// The quoted message's timestamp (its id).
     pub id: i64,
@@ -67,7 +67,7 @@ pub struct SignalQuote {
 }
 
 /// A file attached to a message, still in signal-cli's attachment store (`getAttachment`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalAttachment {
     pub id: String,
     pub content_type: String,
@@ -79,7 +79,7 @@ pub struct SignalAttachment {
 }
 
 /// A data message addressed to an account of ours.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalInbound {
     /// Our account it arrived at (signal-cli's `account`).
     pub account: String,

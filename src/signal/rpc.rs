@@ -214,6 +214,28 @@ impl SignalRpc {
         self.account.as_deref()
     }
 
+    /// Whether signal-cli's HTTP daemon answers (`GET /api/v1/check`, 200 when it is up).
+    pub async fn check(&self) -> Result<(), SignalError> {
+        let response = self
+            .http
+            .get(format!("{}/api/v1/check", self.base_url))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|error| SignalError::Unreachable {
+                url: self.base_url.clone(),
+                cause: bounded(&crate::cause::explain(&error)),
+            })?;
+        match response.status().as_u16() {
+            200 => Ok(()),
+            status => Err(SignalError::Status {
+                url: self.base_url.clone(),
+                method: "the health check".into(),
+                status,
+            }),
+        }
+    }
+
     /// Calls `method` with `params` and returns its `result`.
     pub async fn call(
         &self,

@@ -66,6 +66,31 @@ pub fn recent(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Vec<S
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
+/// The newest event of `kind` about `subject` (a Signal account's stream state).
+pub fn last_for_subject(
+    conn: &Connection,
+    subject: &str,
+    kind: &str,
+) -> Result<Option<StoredEvent>> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, at_ms, kind, subject, detail, data FROM runtime_events
+             WHERE subject = ?1 AND kind = ?2 ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![subject, kind], |row| {
+            Ok(StoredEvent {
+                id: row.get(0)?,
+                at_ms: row.get(1)?,
+                kind: row.get(2)?,
+                subject: row.get(3)?,
+                detail: row.get(4)?,
+                data: row.get(5)?,
+            })
+        })
+        .optional()?)
+}
+
 stored_text_enum! {
     /// What a boot runs, recorded so that operator commands know whether there is an API to call
     /// and a scheduler to keep in step with.

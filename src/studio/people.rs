@@ -126,6 +126,14 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         })
         .await?;
     let whatsapp = state.whatsapp.get();
+    let files = state.files.get();
+    let signal_agents: Vec<String> = files
+        .agents
+        .values()
+        .filter(|spec| spec.signal.is_some())
+        .map(|spec| spec.name.clone())
+        .collect();
+    let streams = signal_streams(&state, signal_agents).await?;
     let agents: Vec<Value> = state
         .people
         .get()
@@ -159,6 +167,13 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
                 "pending": pending.iter().filter(|row| row.agent == file.agent)
                     .map(pairing_json).collect::<Vec<_>>(),
                 "whatsapp": whatsapp_json(&whatsapp, &file.agent, &seam, now),
+                "signal": signal_json(
+                    files.agents.get(&file.agent).and_then(|spec| spec.signal.as_ref()),
+                    &file.agent,
+                    &seam,
+                    streams.get(&file.agent),
+                    now,
+                ),
             })
         })
         .collect();
@@ -168,32 +183,113 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
     })))
 }
 
+/// The channel seam's tables as the People page reads them.
+type SeamRows = (
+    Vec<crate::store::channels::ChannelPerson>,
+    Vec<crate::store::channels::ChannelClaim>,
+    Vec<crate::store::outbox::HeldRow>,
+);
+
 /// An agent's WhatsApp account as the People page shows it: its number id, its claim, the
 /// numbers its file names, the people it knows and the messages held outside the window.
 fn whatsapp_json(
     directory: &crate::whatsapp::Directory,
     agent: &str,
-    (people, claims, held): &(
-        Vec<crate::store::channels::ChannelPerson>,
-        Vec<crate::store::channels::ChannelClaim>,
-        Vec<crate::store::outbox::HeldRow>,
-    ),
+    seam: &SeamRows,
     now: i64,
 ) -> Value {
     let Some(account) = directory.of_agent(agent) else {
         return json!({"account": false});
     };
     let (allowed, approvers) = account.spec.people();
+    let mut value = seam_account_json("wa", agent, &allowed, &approvers, seam, now);
+    value["phone_number_id"] = json!(account.spec.phone_number_id);
+    value
+}
+
+/// An agent's Signal account as the People page shows it: its number, its claim and people (as
+/// WhatsApp's), and the last news of its message stream (dropped, or back after a gap).
+fn signal_json(
+    spec: Option<&crate::config::SignalSpec>,
+    agent: &str,
+    seam: &SeamRows,
+    stream: Option<&(i64, String)>,
+    now: i64,
+) -> Value {
+    let Some(signal) = spec else {
+        return json!({"account": false});
+    };
+    let (allowed, approvers) = signal.people();
+    let mut value = seam_account_json("sg", agent, &allowed, &approvers, seam, now);
+    value["number"] = json!(signal.account.trim());
+    value["stream"] = match stream {
+        Some((at_ms, detail)) => json!({"detail": detail, "at_ms": at_ms,
+            "dropped": detail.starts_with("Signal's message stream dropped")}),
+        None => Value::Null,
+    };
+    value
+}
+
+/// Each Signal account's last status in words, as (ms, sentence): the events actor's live view
+/// (current at once), else the stored history (after its restart).
+async fn signal_streams(
+    state: &StudioState,
+    agents: Vec<String>,
+) -> Result<std::collections::BTreeMap<String, (i64, String)>, ApiError> {
+    let subject = |agent: &str| {
+        crate::protocol::channel::name("sg", agent)
+            .local()
+            .to_string()
+    };
+    let live = crate::protocol::events::Events::new(&state.registry)
+        .snapshot()
+        .await
+        .map(|snapshot| snapshot.channel_status)
+        .unwrap_or_default();
+    let streams = state
+        .store
+        .read(move |conn| {
+            let mut streams = std::collections::BTreeMap::new();
+            for agent in agents {
+                let found = match live.get(&subject(&agent)) {
+                    Some(status) => Some(status.clone()),
+                    None => crate::store::events::last_for_subject(
+                        conn,
+                        &subject(&agent),
+                        "bot_status",
+                    )?
+                    .map(|event| (event.at_ms, event.detail)),
+                };
+                if let Some(found) = found {
+                    streams.insert(agent, found);
+                }
+            }
+            Ok(streams)
+        })
+        .await?;
+    Ok(streams)
+}
+
+/// What every seam account shows: its claim, the people its file names, the people it knows
+/// and the messages held for them.
+fn seam_account_json(
+    channel: &str,
+    agent: &str,
+    allowed: &[String],
+    approvers: &[String],
+    (people, claims, held): &SeamRows,
+    now: i64,
+) -> Value {
     let mine: Vec<_> = people
         .iter()
-        .filter(|p| p.agent == agent && p.channel == "wa")
+        .filter(|p| p.agent == agent && p.channel == channel)
         .collect();
     let owner = mine
         .iter()
         .find(|p| p.status == crate::store::channels::ChannelPersonStatus::Owner);
     let claim = claims
         .iter()
-        .find(|c| c.agent == agent && c.channel == "wa");
+        .find(|c| c.agent == agent && c.channel == channel);
     let claim = match (owner, claim) {
         _ if !allowed.is_empty() || !approvers.is_empty() => json!({"state": "managed_by_file"}),
         (Some(owner), _) => {
@@ -203,16 +299,16 @@ fn whatsapp_json(
             "state": "unclaimed", "code": crate::telegram::pairing::display(&claim.code), "expires_ms": claim.expires_ms}),
         _ => json!({"state": "waiting_for_account"}),
     };
-    let mut numbers: Vec<&String> = allowed.iter().chain(&approvers).collect();
+    let mut numbers: Vec<&String> = allowed.iter().chain(approvers).collect();
     numbers.sort();
     numbers.dedup();
+    let prefix = format!("{channel}:");
     json!({
         "account": true,
-        "phone_number_id": account.spec.phone_number_id,
         "claim": claim,
         "from_file": numbers.iter().map(|n| json!({"number": n, "approver": approvers.contains(n)})).collect::<Vec<_>>(),
         "people": mine.iter().map(|p| json!({"number": p.user, "name": p.name, "status": p.status.as_str(), "changed_ms": p.changed_ms})).collect::<Vec<_>>(),
-        "held": held.iter().filter(|h| h.agent == agent && h.chat.starts_with("wa:"))
+        "held": held.iter().filter(|h| h.agent == agent && h.chat.starts_with(&prefix))
             .map(|h| json!({"chat": h.chat, "held_ms": h.held_ms, "reason": h.reason})).collect::<Vec<_>>(),
     })
 }
@@ -314,8 +410,25 @@ pub fn list_schema() -> Value {
                 ]),
             ),
         ),
+        ("signal", signal_schema()),
     ]);
     object([("agents", array(agent)), ("note", string())])
+}
+
+/// The Signal block of `GET /api/v1/people`'s agents.
+fn signal_schema() -> Value {
+    described(
+        "the agent's Signal account: `account` false without one; else its number, claim (state, code, owner), the numbers its file names, the people it knows, and `stream`: the last news of its message stream (`detail` in words, `at_ms`, `dropped` while it is away), or null",
+        object([
+            ("account", boolean()),
+            ("number?", string()),
+            ("claim?", object([("state", string())])),
+            (
+                "from_file?",
+                array(object([("number", string()), ("approver", boolean())])),
+            ),
+        ]),
+    )
 }
 
 fn api_error(error: PeopleError) -> ApiError {

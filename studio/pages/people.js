@@ -3,8 +3,9 @@
 // Block, the owner and paired people with Revoke / Block, blocked people with Unblock (they get no
 // answer at all), a form to block anyone by Telegram id, and the people the agent file names
 // (managed in the file, not here); an agent's WhatsApp account (its claim code, its people, the
-// messages held outside WhatsApp's 24-hour window). Refreshes on people_changed and on a bot's
-// pairing requests.
+// messages held outside WhatsApp's 24-hour window) and Signal account (its claim code, its people,
+// its message stream's last news). Refreshes on people_changed, on a bot's pairing requests and on
+// a Signal account's status.
 import { api, load, el, append, enc, badge, when, expires, empty, act, code, toast } from '/app.js';
 
 export const events = ['people_changed', 'bot_status'];
@@ -12,12 +13,13 @@ export const events = ['people_changed', 'bot_status'];
 export async function render(root, ctx) {
   const box = el('div');
   append(root, el('h1', null, 'People'),
-    el('p', { class: 'muted small' }, 'Who may talk to each agent through its Telegram bot or WhatsApp number. Changes apply to the next message.'),
+    el('p', { class: 'muted small' }, 'Who may talk to each agent through its Telegram bot, WhatsApp or Signal number. Changes apply to the next message.'),
     box);
   const refresh = (quiet) => load(box, () => api('/api/v1/people'), (d) => draw(box, d, () => refresh(true)), { root, quiet });
   ctx.refresh = () => refresh(true);
-  // Of the bots' status events, only a new pairing request changes this page.
-  ctx.accept = (kind, event) => kind !== 'bot_status' || event?.data?.state === 'pairing_requested';
+  // Of the bots' status events, a new pairing request and a Signal account's stream news change this page.
+  ctx.accept = (kind, event) => kind !== 'bot_status' || event?.data?.state === 'pairing_requested'
+    || String(event?.subject || '').startsWith('channel:sg:');
   await refresh(false);
 }
 
@@ -87,6 +89,38 @@ function whatsappBlock(w) {
       el('p', { class: 'muted small' }, `Phone number id ${w.phone_number_id}. Meta delivers messages to /hooks/whatsapp on this server (signed with the app secret).`)));
 }
 
+// An agent's Signal number: who may write to it, its claim code while nobody owns it, and how its
+// message stream is doing (a drop is said in words, with what happens to messages meanwhile).
+function signalBlock(s) {
+  if (!s?.account) return null;
+  const claim = s.claim || {};
+  const fromFile = s.from_file || [];
+  const people = s.people || [];
+  const stream = s.stream;
+  return el('div', { 'data-signal': s.number },
+    el('h4', null, 'Signal'),
+    claim.state === 'unclaimed'
+      ? el('div', { class: 'hint', 'data-sg-claim': 'unclaimed' },
+        el('p', { style: 'margin:0 0 .3rem' }, el('strong', null, 'Nobody owns this Signal number yet. '),
+          'The first person to send this code to it becomes its owner (and approver):'),
+        el('p', { style: 'margin:0' }, el('code', { 'data-sg-claim-code': claim.code }, claim.code), ' ',
+          el('span', { class: 'muted small' }, expires(claim.expires_ms))),
+        el('p', { class: 'muted small', style: 'margin:.3rem 0 0' }, 'Keep it private: it works once.'))
+      : claim.state === 'claimed'
+        ? el('p', { 'data-sg-claim': 'claimed' }, 'Owned by ', el('strong', null, claim.owner?.name || '?'), ` (${claim.owner?.number}) `, when(claim.claimed_ms), '.')
+        : claim.state === 'managed_by_file'
+          ? el('p', { class: 'muted small', 'data-sg-claim': 'file' }, 'The agent file names who may write to this number.')
+          : el('p', { class: 'muted small', 'data-sg-claim': 'waiting' }, 'A claim code is made when the number comes online.'),
+    stream && el(stream.dropped ? 'div' : 'p', { class: stream.dropped ? 'hint' : 'muted small', 'data-sg-stream': stream.dropped ? 'dropped' : 'ok' },
+      stream.dropped ? el('strong', null, 'Signal is not connected right now. ') : null, stream.detail, ' ', el('span', { class: 'muted small' }, when(stream.at_ms))),
+    fromFile.map((p) => el('div', { class: 'row person', 'data-sg-file-person': p.number },
+      el('strong', null, p.number), p.approver && badge('ok', 'approver'))),
+    people.filter((p) => p.status !== 'owner').map((p) => el('div', { class: 'row person', 'data-sg-person': p.number },
+      el('strong', null, p.name || p.number), ` (${p.number}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status))),
+    el('details', null, el('summary', { class: 'muted small' }, 'Technical detail'),
+      el('p', { class: 'muted small' }, `Number ${s.number}. clawvisor reads signal-cli's message stream and sends with its JSON-RPC; approvals are answered in words ("yes <id>" / "no <id>").`)));
+}
+
 function agentCard(a, refresh) {
   // A button that makes a change and then redraws (the change's event would too, a little later).
   const button = (label, action, cls, run, done) => el('button', { type: 'button', class: cls, 'data-action': action,
@@ -98,8 +132,10 @@ function agentCard(a, refresh) {
   const blockId = el('input', { type: 'text', inputmode: 'numeric', placeholder: 'Telegram user id', 'aria-label': 'Telegram user id', name: 'block-id', size: 14 });
   return el('div', { class: 'card', 'data-people-agent': a.agent },
     el('div', { class: 'row spread' }, el('h3', null, a.agent), a.bot ? badge(a.claim?.state === 'unclaimed' ? 'warn' : 'ok', a.claim?.state === 'unclaimed' ? 'unclaimed' : 'bot')
-      : a.whatsapp?.account ? badge('ok', 'WhatsApp') : badge('idle', 'no bot')),
-    !a.bot && a.whatsapp?.account ? el('p', { class: 'muted small', 'data-claim': 'no-bot' }, 'No Telegram bot: this agent talks on WhatsApp.') : claimBlock(a.claim),
+      : a.whatsapp?.account ? badge('ok', 'WhatsApp') : a.signal?.account ? badge('ok', 'Signal') : badge('idle', 'no bot')),
+    !a.bot && (a.whatsapp?.account || a.signal?.account)
+      ? el('p', { class: 'muted small', 'data-claim': 'no-bot' }, `No Telegram bot: this agent talks on ${[a.whatsapp?.account && 'WhatsApp', a.signal?.account && 'Signal'].filter(Boolean).join(' and ')}.`)
+      : claimBlock(a.claim),
     a.bot && [
       el('h4', null, 'Waiting for approval'),
       pending.length ? pending.map((r) => el('div', { class: 'row spread person', 'data-pairing': r.code },
@@ -126,6 +162,7 @@ function agentCard(a, refresh) {
       } }, blockId, el('button', { type: 'submit', class: 'danger', 'data-action': 'block-id' }, 'Block by id')),
     ],
     whatsappBlock(a.whatsapp),
+    signalBlock(a.signal),
     fromFile.length > 0 && [
       el('h4', null, 'From the agent file'),
       el('p', { class: 'muted small' }, 'Named in allow_users or approvers: not revocable here — edit the agent file.'),

@@ -1,5 +1,5 @@
-//! ChannelAccount(channel, agent): one per account of a seam channel (WhatsApp now; Signal
-//! plugs in with its own adapter): the seam's actor half (`crate::channel` says what an adapter
+//! ChannelAccount(channel, agent): one per account of a seam channel (WhatsApp, Signal): the
+//! seam's actor half (`crate::channel` says what an adapter
 //! implements and what this gives it).
 //!
 //! Starting: a task asks the adapter's `check` (WhatsApp: the phone number on the Graph API).
@@ -8,7 +8,9 @@
 //! supervisor starts it again with backoff; a refused credential (`Rejected`) stops it for good
 //! with a clear event, since restarting cannot fix it.
 //!
-//! Inbound (`inbound.rs`): the channel's edge stored each message before acknowledging it; on
+//! Inbound (`inbound.rs`): the channel's edge stored each message before acknowledging it (a
+//! webhook in Studio, or the adapter's `inbound_edge` task, started once the account is online and
+//! cancelled with it: Signal's event stream); on
 //! `Stored` (and every sweep) this actor reads what is open, in order, and screens it (stranger,
 //! blocked, claim, approval buttons and the text form) before anything reaches the agent; media is
 //! saved in the workspace's `inbox/` and voice notes transcribed first. A message reaches the
@@ -21,7 +23,8 @@
 //!
 //! Background jobs (owner: this actor; cancelled with it through a drop guard): the send worker
 //! (`outbox`; on restart the sweep re-queues undelivered rows; idempotent: a delivered row is
-//! skipped) and the 30 s sweep (`channel_inbound`, `outbox`; idempotent as above).
+//! skipped), the 30 s sweep (`channel_inbound`, `outbox`; idempotent as above) and the adapter's
+//! inbound edge, if any (`channel_inbound`; on restart it reconnects; idempotent: unique ids).
 //!
 //! Restart policy: transient under the channel supervisor, degraded when its budget is exhausted.
 
@@ -218,6 +221,21 @@ async fn on_online(myself: &ActorRef<AccountMsg>, state: &mut AccountState, name
         }
     });
     state.jobs = Some(sender);
+    // The channel's own inbound edge (Signal's event stream), only once the account is online:
+    // nothing is taken from the channel before the account can dispatch it.
+    let edge = state
+        .args
+        .adapter
+        .inbound_edge(crate::channel::EdgeContext {
+            store: state.args.store.clone(),
+            events: state.args.events.clone(),
+            registry: state.args.registry.clone(),
+            agent: state.args.agent.clone(),
+            cancel: state.cancel.child_token(),
+        });
+    if let Some(edge) = edge {
+        tokio::spawn(edge);
+    }
     let me = myself.clone();
     let cancel = state.cancel.clone();
     state.sweeper = Some(tokio::spawn(async move {
@@ -339,6 +357,13 @@ async fn deliver(state: &mut AccountState, outbound: Outbound) {
                 .write(move |conn| crate::store::channels::mark_answered(conn, &inbound_ids, now))
                 .await;
         }
-        OutEvent::Working | OutEvent::Partial { .. } | OutEvent::Tool { .. } => {}
+        OutEvent::Working => {
+            // "typing…" while a run works (a no-op on channels without it); best effort.
+            let adapter = state.args.adapter.clone();
+            tokio::spawn(async move {
+                let _ = adapter.typing(&peer, false).await;
+            });
+        }
+        OutEvent::Partial { .. } | OutEvent::Tool { .. } => {}
     }
 }

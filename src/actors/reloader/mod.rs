@@ -120,6 +120,7 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
         needs_restart: crate::reload::needs_restart(&running.config, &new.config)
             .into_iter()
             .chain(crate::reload::whatsapp_changes(&running, &new))
+            .chain(crate::reload::signal_changes(&running, &new))
             .collect(),
         warnings: new.warnings.clone(),
         ..ReloadReport::default()

@@ -50,6 +50,9 @@
 //! - `whatsapp = true`: the main agent gets a WhatsApp account on a fake Graph API
 //!   (`+4915100000001` "Ada" may talk and approve); turns to `wa:4915100000001` are signed webhook
 //!   deliveries, and a turn's `approval` presses the prompt's reply button (`eval/whatsapp.rs`).
+//! - `signal = true`: the main agent gets a Signal account on a fake signal-cli; `sg:` turns are
+//!   messages (or with `voice`, voice notes) pushed into its event stream, and a turn's `approval`
+//!   replies `yes <id>` / `no <id>` in words (`eval/signal.rs`).
 //! - `unclaimed = true` (with `telegram`): the bot's agent file names nobody, so the bot waits to
 //!   be claimed; `{{claim_code}}` in a Telegram turn's text is its claim code.
 //! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API
@@ -139,7 +142,9 @@ mod placeholders;
 pub(in crate::cli) mod report;
 pub mod runner;
 pub mod scenario;
+mod seam;
 mod services;
+mod signal;
 mod telegram;
 mod trigger;
 mod whatsapp;

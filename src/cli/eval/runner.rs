@@ -274,6 +274,40 @@ impl Conversation<'_> {
         );
     }
 
+    /// A turn in a Signal chat (`eval/signal.rs`).
+    async fn hear_on_signal(
+        &self,
+        signal: &super::signal::SignalSide,
+        turn: &Turn,
+        failures: &mut Vec<String>,
+        prefix: &str,
+    ) -> Result<Heard, String> {
+        use super::signal::Said;
+        let said = match (&turn.user, &turn.voice) {
+            (Some(text), _) => Some(Said::Text(text)),
+            (None, Some(heard)) => Some(Said::Voice(heard)),
+            (None, None) => None,
+        };
+        let mut decided = HashSet::new();
+        let heard = signal
+            .converse(
+                self.harness.store(),
+                &turn.chat(),
+                said,
+                self.services.transcription.as_ref(),
+                turn.approval,
+                &mut decided,
+                turn.wait.map_or(self.limit, |wait| wait.0),
+            )
+            .await;
+        if turn.approval.is_some() && decided.is_empty() {
+            failures.push(format!(
+                "{prefix}: `approval` is set but no approval was requested during the turn"
+            ));
+        }
+        heard
+    }
+
     /// Says the turn's message in its chat (Telegram or local) and listens until the answer.
     async fn hear(
         &self,
@@ -311,6 +345,11 @@ impl Conversation<'_> {
                 ));
             }
             return heard;
+        }
+        if let Some(signal) = &self.services.signal
+            && chat.kind() == crate::domain::ChatKind::Signal
+        {
+            return self.hear_on_signal(signal, turn, failures, prefix).await;
         }
         match (&self.services.telegram, listeners.get_mut(&chat)) {
             (Some(telegram), _) if is_telegram(turn) => {
@@ -705,7 +744,7 @@ async fn setup(
     let start = StartOptions {
         // WhatsApp's webhook and the triggers' are on Studio's port.
         studio: scenario.whatsapp || !triggers.is_empty(),
-        channels: scenario.telegram || scenario.whatsapp,
+        channels: scenario.telegram || scenario.whatsapp || scenario.signal,
         scheduler: true,
     };
     let (mut options, llm) =
@@ -717,6 +756,11 @@ async fn setup(
         options.env.extend(WhatsAppSide::env());
     }
     options.env.extend(triggers);
+    if let Some(signal) = &services.signal
+        && let Some(main) = options.agents.first_mut()
+    {
+        main.push_str(&signal.agent_table());
+    }
     options.config_extra.push_str(&services.config());
     options.env.extend(services.env());
     let dir = ScratchDir::new("clawvisor-eval")

@@ -42,6 +42,10 @@ pub struct Scenario {
     /// `wa:<number>` chats (`wa:4915100000001` may talk and approve, by reply buttons).
     #[serde(default)]
     pub whatsapp: bool,
+    /// The main agent gets a Signal account on a fake signal-cli; turns may then talk to
+    /// `sg:<number>` chats (`sg:+4917200000001` may talk and approve, in words).
+    #[serde(default)]
+    pub signal: bool,
     /// The bot's agent file names nobody (no `allow_users`, no `approvers`): the bot waits to be
     /// claimed; a turn's `{{claim_code}}` is its claim code.
     #[serde(default)]
@@ -210,11 +214,14 @@ impl Scenario {
             .collect()
     }
 
-    /// A `wa:` chat needs `whatsapp = true`.
+    /// A `wa:` chat needs `whatsapp = true`, an `sg:` chat `signal = true`.
     fn whatsapp_chat(&self, number: usize, turn: &Turn) -> Result<(), String> {
         match turn.chat.as_deref().map(str::trim) {
             Some(chat) if chat.starts_with("wa:") && !self.whatsapp => Err(format!(
                 "turn {number}: `chat = \"{chat}\"` needs `whatsapp = true`"
+            )),
+            Some(chat) if chat.starts_with("sg:") && !self.signal => Err(format!(
+                "turn {number}: `chat = \"{chat}\"` needs `signal = true`"
             )),
             _ => Ok(()),
         }
@@ -279,10 +286,10 @@ impl Scenario {
                 && !turn
                     .chat
                     .as_deref()
-                    .is_some_and(|chat| chat.starts_with("tg:"))
+                    .is_some_and(|chat| chat.starts_with("tg:") || chat.starts_with("sg:"))
             {
                 return Err(format!(
-                    "turn {number}: a `voice` note needs a Telegram `chat`"
+                    "turn {number}: a `voice` note needs a Telegram or Signal `chat`"
                 ));
             }
             if let Some(to) = &turn.to
@@ -359,7 +366,7 @@ impl Turn {
 
     pub(super) fn chat(&self) -> ChatKey {
         let chat = self.chat.as_deref().unwrap_or(DEFAULT_CHAT).trim();
-        match chat.starts_with("tg:") || chat.starts_with("wa:") {
+        match chat.starts_with("tg:") || chat.starts_with("wa:") || chat.starts_with("sg:") {
             true => ChatKey::parse(chat).unwrap_or_else(|| ChatKey::cli(chat)),
             false => ChatKey::cli(chat),
         }

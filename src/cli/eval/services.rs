@@ -11,6 +11,7 @@ use crate::testkit::test_site::TestSite;
 
 use super::placeholders::Values;
 use super::scenario::Scenario;
+use super::signal::SignalSide;
 use super::telegram::TelegramSide;
 use super::whatsapp::WhatsAppSide;
 
@@ -18,6 +19,7 @@ use super::whatsapp::WhatsAppSide;
 pub(super) struct Services {
     pub(super) telegram: Option<TelegramSide>,
     pub(super) whatsapp: Option<WhatsAppSide>,
+    pub(super) signal: Option<SignalSide>,
     pub(super) transcription: Option<FakeTranscription>,
     speech: Option<FakeSpeech>,
     search: Option<FakeSearch>,
@@ -35,6 +37,9 @@ impl Services {
         }
         if scenario.whatsapp {
             services.whatsapp = Some(WhatsAppSide::start().await);
+        }
+        if scenario.signal {
+            services.signal = Some(SignalSide::start().await);
         }
         if scenario.voice {
             services.transcription = Some(

@@ -14,11 +14,11 @@ use serde_json::Value;
 use crate::domain::ChatKey;
 use crate::store::Store;
 use crate::testkit::fake_whatsapp::FakeWhatsApp;
-use crate::testkit::harness::OPEN_WORK_SQL;
 use crate::testkit::wait::poll_until;
 
 use super::judge::Heard;
 use super::scenario::ApprovalAction;
+use super::seam::{last_run_id, settled};
 
 /// The number that talks to the agent and approves.
 pub(super) const OWNER: &str = "4915100000001";
@@ -167,47 +167,4 @@ impl WhatsAppSide {
             let _ = self.fake.deliver(hook, number, press).await;
         }
     }
-}
-
-/// The newest run in the conversation with `chat`.
-async fn last_run_id(store: &Store, chat: &ChatKey) -> Result<Option<i64>, String> {
-    let chat = chat.as_str().to_string();
-    store
-        .read(move |conn| {
-            Ok(
-                conn.query_row("SELECT MAX(id) FROM runs WHERE chat = ?1", [&chat], |row| {
-                    row.get(0)
-                })?,
-            )
-        })
-        .await
-        .map_err(|error| format!("cannot read the runs: {error}"))
-}
-
-/// The message is done with and nothing else is under way (`harness::OPEN_WORK_SQL`, and no
-/// stored WhatsApp message waiting).
-async fn settled(store: &Store, message_id: &str) -> Result<bool, String> {
-    let message_id = message_id.to_string();
-    store
-        .read(move |conn| {
-            let status: Option<String> = conn
-                .query_row(
-                    "SELECT status FROM channel_inbound WHERE message_id = ?1",
-                    [&message_id],
-                    |row| row.get(0),
-                )
-                .ok();
-            if !matches!(status.as_deref(), Some("processed" | "ignored")) {
-                return Ok(false);
-            }
-            let open: i64 = conn.query_row(OPEN_WORK_SQL, [], |row| row.get(0))?;
-            let waiting: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM channel_inbound WHERE status IN ('pending', 'dispatched')",
-                [],
-                |row| row.get(0),
-            )?;
-            Ok(open == 0 && waiting == 0)
-        })
-        .await
-        .map_err(|error| format!("cannot read the stored messages: {error}"))
 }

@@ -786,3 +786,82 @@ fn a_trigger_change_needs_a_restart_and_its_secret_is_listed() {
     assert_eq!(bell.describe(), "the secret of webhook trigger bell");
     assert!(bell.required() && !bell.applies_at_reload());
 }
+
+/// A trigger's run has nobody in its own chat: an approval it needs is asked where its answer is
+/// meant to go (the owner's Telegram chat, with buttons), and pressing Approve runs exactly that
+/// write once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_a_trigger_run_needs_is_asked_in_the_owners_chat() {
+    let script = Script::new()
+        .rule(Rule::text("The note is written.").when_after_tool_result("write_file"))
+        .rule(
+            Rule::tool_call(
+                "write_file",
+                r#"{"path": "doorbell.txt", "content": "a person rang", "mode": "overwrite"}"#,
+            )
+            .when_last_user_contains("Webhook delivery"),
+        );
+    let world = World::builder(script)
+        .agent_with_bot(
+            "ada",
+            "tools = [\"write_file\"]\nautonomy = \"require_approval\"\napproval_ttl = \"5m\"\n",
+            "111:ada",
+            &[OWNER],
+            &[OWNER],
+        )
+        .config_extra(&trigger_config(""))
+        .env("TRIGGER_DOORBELL_SECRET", SECRET)
+        .start()
+        .await;
+    let (base, _) = world.harness.studio_http().await;
+    let body = r#"{"event":"ring"}"#;
+    let signed = vec![
+        ("x-signature-256", sign(body.as_bytes(), SECRET.as_bytes())),
+        ("x-delivery-id", "ring-approval".to_string()),
+    ];
+    let (status, text) = post(&format!("{base}/hooks/trigger/doorbell"), body, &signed).await;
+    assert_eq!(status, 202, "{text}");
+
+    let bot = world.bot("ada");
+    let request = world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == OWNER && m.callback_data().iter().any(|d| d.starts_with("ap:")),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("the approval request reaches the owner's chat with buttons");
+    assert!(
+        request.visible_text.contains("webhook trigger doorbell"),
+        "{}",
+        request.visible_text
+    );
+    let data = request
+        .callback_data()
+        .into_iter()
+        .find(|d| d.starts_with("ap:"))
+        .expect("an approve button")
+        .to_string();
+    world
+        .fake
+        .push_callback(bot, OWNER, OWNER, request.message_id, &data);
+    world
+        .fake
+        .wait_for_sent(
+            bot,
+            |m| m.chat_id == OWNER && m.visible_text.contains("The note is written."),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("the answer reaches the owner after the approval");
+    let written = world
+        .harness
+        .dir
+        .path()
+        .join("data/workspaces/ada/doorbell.txt");
+    assert_eq!(
+        std::fs::read_to_string(&written).expect("the approved write ran"),
+        "a person rang"
+    );
+}

@@ -200,10 +200,16 @@ async fn start(state: &mut TriggersState, row: DeliveryRow) -> Result<(), ActorP
     };
     let now = crate::clock::now_ms();
     let id = row.id;
+    // Where the answer is meant to go is where the run's approval requests are shown too.
+    let meant_for = destination(state, &row)
+        .await
+        .ok()
+        .flatten()
+        .map(|chat| chat.as_str().to_string());
     let started = state
         .args
         .store
-        .write(move |conn| queries::start(conn, id, now))
+        .write(move |conn| queries::start(conn, id, now, meant_for.as_deref()))
         .await?;
     if started {
         crate::triggers::publish(&state.args.events, &entry.config, id, "running");

@@ -30,7 +30,10 @@ pub fn prompt_text(prompt: &ApprovalPrompt, with_buttons: bool) -> String {
     let from = prompt
         .from_chat
         .as_ref()
-        .map(|chat| format!("\nAsked in {chat}."))
+        .map(|chat| match chat.kind() {
+            crate::domain::ChatKind::Trigger => format!("\nFor webhook trigger {}.", chat.id()),
+            _ => format!("\nAsked in {chat}."),
+        })
         .unwrap_or_default();
     let how = if with_buttons {
         format!(

@@ -128,15 +128,28 @@ pub fn latest(conn: &Connection, trigger: &str, limit: u32) -> Result<Vec<Delive
     Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
-/// Marks a received delivery running; `false` when it was not received (started already).
-pub fn start(conn: &Connection, id: i64, now_ms: i64) -> Result<bool> {
+/// Marks a received delivery running, with the chat its answer is meant for (`deliver_to`: where
+/// its run's approval requests are shown too); `false` when it was not received (started already).
+pub fn start(conn: &Connection, id: i64, now_ms: i64, deliver_to: Option<&str>) -> Result<bool> {
     Ok(conn
         .prepare_cached(
-            "UPDATE trigger_deliveries SET status = 'running', started_ms = ?2 \
+            "UPDATE trigger_deliveries SET status = 'running', started_ms = ?2, deliver_to = ?3 \
              WHERE id = ?1 AND status = 'received'",
         )?
-        .execute(params![id, now_ms])?
+        .execute(params![id, now_ms, deliver_to])?
         == 1)
+}
+
+/// The chat the running delivery of `trigger` is meant for, if it has one.
+pub fn running_destination(conn: &Connection, trigger: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT deliver_to FROM trigger_deliveries \
+             WHERE trigger = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![trigger], |row| row.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
 }
 
 /// How a delivery ended.

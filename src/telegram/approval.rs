@@ -148,7 +148,16 @@ fn footer(prompt: &ApprovalPrompt) -> String {
     if let Some(minutes) = prompt.grant_minutes {
         footer.push_str(&format!("\n{}", escape_html(&grant_scope(minutes))));
     }
-    if let Some(chat) = &prompt.from_chat {
+    if let Some(chat) = prompt
+        .from_chat
+        .as_ref()
+        .filter(|chat| chat.kind() == crate::domain::ChatKind::Trigger)
+    {
+        footer.push_str(&format!(
+            "\n(for webhook trigger {})",
+            escape_html(chat.id())
+        ));
+    } else if let Some(chat) = &prompt.from_chat {
         let id = chat
             .telegram_chat_id()
             .map_or(chat.to_string(), |id| id.to_string());

@@ -375,6 +375,20 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
         return;
     }
     let prompt = prompt(row, again);
+    // A webhook trigger's run has nobody in its own chat: its requests are shown where its answer
+    // is meant to go (the trigger's `deliver_to`, resolved when the delivery started).
+    let (chat, prompt) = if chat.kind() == ChatKind::Trigger {
+        let Some(meant_for) = trigger_destination(args, chat.id()).await else {
+            return;
+        };
+        let from = ApprovalPrompt {
+            from_chat: Some(chat),
+            ..prompt
+        };
+        (meant_for, from)
+    } else {
+        (chat, prompt)
+    };
     match chat.kind() {
         ChatKind::Telegram => {
             let bot = Bot::new(&args.registry, &row.agent);
@@ -389,7 +403,7 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                     .filter(|approver| **approver != chat_id)
                 {
                     let private = ApprovalPrompt {
-                        from_chat: Some(chat.clone()),
+                        from_chat: prompt.from_chat.clone().or_else(|| Some(chat.clone())),
                         ..prompt.clone()
                     };
                     bot.post_approval(ChatKey::telegram(*approver), private);
@@ -420,7 +434,7 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
                     && theirs != chat
                 {
                     let private = ApprovalPrompt {
-                        from_chat: Some(chat.clone()),
+                        from_chat: prompt.from_chat.clone().or_else(|| Some(chat.clone())),
                         ..prompt.clone()
                     };
                     account.post_approval(theirs, private);
@@ -429,6 +443,18 @@ async fn show(args: &ApprovalDeskArgs, row: &ApprovalRow, again: bool) {
         }
         ChatKind::Schedule | ChatKind::Handoff | ChatKind::Trigger => {}
     }
+}
+
+/// The chat the running delivery of trigger `name` is meant for, when it is a person's channel.
+async fn trigger_destination(args: &ApprovalDeskArgs, name: &str) -> Option<ChatKey> {
+    let name = name.to_string();
+    let stored = args
+        .store
+        .read(move |conn| crate::store::triggers::running_destination(conn, &name))
+        .await
+        .ok()
+        .flatten()?;
+    ChatKey::parse(&stored).filter(|chat| chat.kind().has_outbox())
 }
 
 fn resolve_message(args: &ApprovalDeskArgs, row: &ApprovalRow, text: &str) {

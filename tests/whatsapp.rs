@@ -961,3 +961,41 @@ async fn the_operator_continues_a_whatsapp_conversation_from_studio_chat() {
     browser.screenshot("phone-whatsapp-chat").await;
     browser.close().await;
 }
+
+/// `/readyz` waits for the WhatsApp account as for a bot: ready once Meta accepted its token,
+/// 503 naming the account and why while the token is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_whatsapp_account_and_names_it_while_its_token_is_refused() {
+    let readyz = |setup: &Setup| {
+        let url = format!("{}/readyz", setup.base);
+        async move {
+            let response = reqwest::get(url).await.expect("/readyz answers");
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+    };
+    let good = start(Script::new(), "", ALLOWED).await;
+    wait_until(WAIT, "/readyz says ready", || async {
+        readyz(&good).await.0 == 200
+    })
+    .await;
+
+    let refused = start_with(
+        Script::new(),
+        "",
+        ALLOWED,
+        "",
+        &[("WA_TOKEN", "EAAG-a-token-meta-does-not-know")],
+    )
+    .await;
+    let (status, body) = wait_until(WAIT, "/readyz names the account", || async {
+        let (status, body) = readyz(&refused).await;
+        body.contains("channel:wa:ada").then_some((status, body))
+    })
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        !body.contains("EAAG-a-token-meta-does-not-know"),
+        "the token never shows: {body}"
+    );
+}

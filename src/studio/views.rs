@@ -135,12 +135,29 @@ fn agent_entries(loaded: &LoadedConfig) -> Vec<super::AgentEntry> {
         .collect()
 }
 
-/// The actor ids `/readyz` waits for: every configured bot. (MCP servers are not listed: `/readyz`
-/// asks the MCP supervisor for its current servers at every probe, so one a reload removed
-/// cannot hold readiness.)
+/// The actor ids `/readyz` waits for: every configured bot and channel account (WhatsApp, Signal).
+/// (MCP servers are not listed: `/readyz` asks the MCP supervisor for its current servers at every
+/// probe, so one a reload removed cannot hold readiness.)
 fn ready_ids(loaded: &LoadedConfig, options: StartOptions) -> Vec<String> {
-    crate::reload::bot_specs(loaded, options.channels)
+    let bots = crate::reload::bot_specs(loaded, options.channels)
+        .into_iter()
+        .map(|(spec, _)| telegram::name(&spec.name).local().to_string());
+    let whatsapp = crate::whatsapp::Directory::new(loaded, options.channels)
+        .accounts
+        .into_values()
+        .map(|account| {
+            crate::protocol::channel::name("wa", &account.agent)
+                .local()
+                .to_string()
+        });
+    let signal = loaded
+        .agents
         .iter()
-        .map(|(spec, _)| telegram::name(&spec.name).local().to_string())
-        .collect()
+        .filter(|spec| options.channels && spec.signal.is_some())
+        .map(|spec| {
+            crate::protocol::channel::name("sg", &spec.name)
+                .local()
+                .to_string()
+        });
+    bots.chain(whatsapp).chain(signal).collect()
 }

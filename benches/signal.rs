@@ -2,7 +2,10 @@
 //! a typed message), a JSON-RPC `send` round trip against the fake signal-cli (with and without a
 //! 100 KiB attachment), the delay from a message pushed to it being read off the event stream by
 //! the link, and until the account's edge has stored it (`store_inbound` committed in a real
-//! SQLite file). Prints median and p99 besides criterion's figures.
+//! SQLite file). Prints median and p99 besides criterion's figures. And the idle resident set of
+//! the daemon (the real binary, after `serve` released its unused pages; the highest of 5 s of
+//! readings) with and without one Signal account linked to the fake signal-cli, for the target of
+//! + ≤ 1 MiB per channel account.
 
 mod support;
 
@@ -228,9 +231,64 @@ async fn stored_on_receipt(dir: &tempfile::TempDir) -> Vec<Duration> {
     samples
 }
 
+/// The highest VmRSS (KiB) over 5 s of the real daemon, once `serve` released its unused pages.
+async fn idle_rss(with_signal: bool) -> u64 {
+    use clawvisor::testkit::harness::{ScratchDir, agent_toml, config_toml};
+    use clawvisor::testkit::process::{DaemonProcess, write_config};
+    use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+    let fake = FakeSignal::start(OURS).await;
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::echo()))
+        .await
+        .expect("the model");
+    let dir = ScratchDir::new("clawvisor-sg-rss").expect("a scratch dir");
+    let table = if with_signal {
+        format!(
+            "[signal]\naccount = \"{OURS}\"\nrpc_url = \"{}\"\nallow_users = [\"+4917200000001\"]\n",
+            fake.base_url()
+        )
+    } else {
+        String::new()
+    };
+    write_config(
+        dir.path(),
+        &config_toml(&llm.base_url(), ""),
+        &[agent_toml("ada", &table)],
+    )
+    .expect("the config");
+    let env: std::collections::BTreeMap<String, String> = [("TZ".to_string(), "UTC".to_string())]
+        .into_iter()
+        .collect();
+    let daemon = DaemonProcess::start(env!("CARGO_BIN_EXE_clawvisor"), dir.path(), &env)
+        .expect("the daemon starts");
+    tokio::time::sleep(clawvisor::resident::RELEASE_AFTER_START + Duration::from_secs(1)).await;
+    if with_signal {
+        assert!(
+            fake.open_streams() > 0,
+            "the account reads signal-cli's events"
+        );
+    }
+    let mut highest = 0;
+    for _ in 0..10 {
+        highest = highest.max(daemon.status_kib("VmRSS").unwrap_or(0));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    daemon.kill();
+    highest
+}
+
+/// Prints the daemon's idle VmRSS without and with one Signal account (not a criterion group).
+fn idle_memory(_: &mut Criterion) {
+    let runtime = runtime();
+    let (without, with) = runtime.block_on(async { (idle_rss(false).await, idle_rss(true).await) });
+    println!(
+        "idle VmRSS: {without} KiB without Signal, {with} KiB with one account: {:+} KiB",
+        with as i64 - without as i64
+    );
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = decoding, round_trips
+    targets = decoding, round_trips, idle_memory
 }
 criterion_main!(benches);

@@ -235,6 +235,13 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         ),
         (
             "get",
+            "/api/v1/import/openclaw",
+            Method::GET,
+            "/api/v1/import/openclaw".into(),
+            None,
+        ),
+        (
+            "get",
             "/api/v1/grants",
             Method::GET,
             "/api/v1/grants".into(),
@@ -467,6 +474,9 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         // tests/triggers.rs: webhook triggers listed and a test event sent, with triggers set up.
         "/api/v1/triggers",
         "/api/v1/triggers/{name}/test",
+        // tests/studio_browser.rs: a browser approval's screenshot (200 with a PNG, 401 without
+        // a session, 404 for an unknown id).
+        "/api/v1/approvals/{id}/screenshot",
     ];
     for (method, path, _) in API_ROUTES {
         assert!(

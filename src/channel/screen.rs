@@ -165,81 +165,15 @@ pub async fn claim(
     };
     let now = crate::clock::now_ms();
     let subject = format!("{channel}:{user}");
-    let (agent_name, channel_name, user_id, person_name, audited) = (
-        agent.to_string(),
-        channel.to_string(),
-        user.to_string(),
-        name.to_string(),
-        subject.clone(),
-    );
-    let outcome = store
-        .write(move |conn| {
-            let since = now - CLAIM_WINDOW_MS;
-            let (wrong, oldest) =
-                queries::wrong_claim_attempts(conn, &agent_name, &channel_name, &user_id, since)?;
-            if wrong >= CLAIM_ATTEMPTS {
-                return Ok(ClaimOutcome::Limited);
-            }
-            let claim = match queries::owner(conn, &agent_name, &channel_name)? {
-                Some(_) => None,
-                None => queries::claim(conn, &agent_name, &channel_name)?,
-            };
-            let right = claim.as_ref().is_some_and(|claim| {
-                claim.expires_ms > now
-                    && claim.code.len() == code.len()
-                    && claim
-                        .code
-                        .bytes()
-                        .zip(code.bytes())
-                        .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-                        == 0
-            });
-            if !right || !queries::consume_claim(conn, &agent_name, &channel_name, &user_id, now)? {
-                queries::record_wrong_claim_attempt(
-                    conn,
-                    &agent_name,
-                    &channel_name,
-                    &user_id,
-                    since,
-                    now,
-                )?;
-                if wrong + 1 < CLAIM_ATTEMPTS {
-                    return Ok(ClaimOutcome::Wrong {
-                        left: CLAIM_ATTEMPTS - wrong - 1,
-                    });
-                }
-                let until_ms = oldest.unwrap_or(now) + CLAIM_WINDOW_MS;
-                audit::append(
-                    conn,
-                    &audited,
-                    "people.claim_rate_limited",
-                    &audited,
-                    &serde_json::json!({"agent": agent_name, "channel": channel_name, "until_ms": until_ms}),
-                )?;
-                return Ok(ClaimOutcome::NowLimited { until_ms });
-            }
-            queries::set_person(
-                conn,
-                &ChannelPerson {
-                    agent: agent_name.clone(),
-                    channel: channel_name.clone(),
-                    user: user_id.clone(),
-                    name: person_name.clone(),
-                    status: ChannelPersonStatus::Owner,
-                    changed_ms: now,
-                    changed_by: audited.clone(),
-                },
-            )?;
-            audit::append(
-                conn,
-                &audited,
-                "people.claimed",
-                &audited,
-                &serde_json::json!({"agent": agent_name, "channel": channel_name, "name": person_name}),
-            )?;
-            Ok(ClaimOutcome::Claimed)
-        })
-        .await?;
+    let attempt = Attempt {
+        agent: agent.to_string(),
+        channel: channel.to_string(),
+        user: user.to_string(),
+        name: name.to_string(),
+        subject: subject.clone(),
+        code,
+    };
+    let outcome = store.write(move |conn| decide(conn, &attempt, now)).await?;
     if let ClaimOutcome::NowLimited { .. } = outcome {
         audit::announce(events, "people.claim_rate_limited", &subject);
     }
@@ -253,6 +187,84 @@ pub async fn claim(
         );
     }
     Ok(outcome)
+}
+
+/// A message read as a claim code, and who sent it.
+struct Attempt {
+    agent: String,
+    channel: String,
+    user: String,
+    name: String,
+    /// `<channel>:<user>`: the audit rows' actor and subject.
+    subject: String,
+    code: String,
+}
+
+/// Decides a claim in one transaction: limited senders are not checked; the live code makes the
+/// sender the owner (with its audit row); anything else counts as a wrong code.
+fn decide(
+    conn: &rusqlite::Connection,
+    attempt: &Attempt,
+    now: i64,
+) -> crate::store::Result<ClaimOutcome> {
+    let (agent, channel) = (attempt.agent.as_str(), attempt.channel.as_str());
+    let since = now - CLAIM_WINDOW_MS;
+    let (wrong, oldest) =
+        queries::wrong_claim_attempts(conn, agent, channel, &attempt.user, since)?;
+    if wrong >= CLAIM_ATTEMPTS {
+        return Ok(ClaimOutcome::Limited);
+    }
+    let claim = match queries::owner(conn, agent, channel)? {
+        Some(_) => None,
+        None => queries::claim(conn, agent, channel)?,
+    };
+    let right = claim.as_ref().is_some_and(|claim| {
+        claim.expires_ms > now
+            && claim.code.len() == attempt.code.len()
+            && claim
+                .code
+                .bytes()
+                .zip(attempt.code.bytes())
+                .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+                == 0
+    });
+    if !right || !queries::consume_claim(conn, agent, channel, &attempt.user, now)? {
+        queries::record_wrong_claim_attempt(conn, agent, channel, &attempt.user, since, now)?;
+        if wrong + 1 < CLAIM_ATTEMPTS {
+            return Ok(ClaimOutcome::Wrong {
+                left: CLAIM_ATTEMPTS - wrong - 1,
+            });
+        }
+        let until_ms = oldest.unwrap_or(now) + CLAIM_WINDOW_MS;
+        audit::append(
+            conn,
+            &attempt.subject,
+            "people.claim_rate_limited",
+            &attempt.subject,
+            &serde_json::json!({"agent": agent, "channel": channel, "until_ms": until_ms}),
+        )?;
+        return Ok(ClaimOutcome::NowLimited { until_ms });
+    }
+    queries::set_person(
+        conn,
+        &ChannelPerson {
+            agent: agent.to_string(),
+            channel: channel.to_string(),
+            user: attempt.user.clone(),
+            name: attempt.name.clone(),
+            status: ChannelPersonStatus::Owner,
+            changed_ms: now,
+            changed_by: attempt.subject.clone(),
+        },
+    )?;
+    audit::append(
+        conn,
+        &attempt.subject,
+        "people.claimed",
+        &attempt.subject,
+        &serde_json::json!({"agent": agent, "channel": channel, "name": attempt.name}),
+    )?;
+    Ok(ClaimOutcome::Claimed)
 }
 
 fn changed(events: &EventBus, agent: &str, change: &str, detail: &str) {

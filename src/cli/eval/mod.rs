@@ -137,6 +137,7 @@
 //! forum topics by name, what the bot sent as what was heard), `trigger` (turns as signed
 //! webhook deliveries) and `report` (the `clawvisor eval` command). The repository's scenarios are in `evals/`, one promise each.
 
+mod daemon;
 mod judge;
 mod placeholders;
 pub(in crate::cli) mod report;

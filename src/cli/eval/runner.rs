@@ -7,21 +7,17 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::domain::StartOptions;
 use crate::domain::{ChatKey, OutEvent, Outbound};
 use crate::protocol::agent::{Agent, AgentError};
 use crate::protocol::approvals::{Approvals, DecideOutcome, Decider, Decision};
-use crate::testkit::harness::{Harness, HarnessOptions, ScratchDir, agent_toml};
+use crate::testkit::harness::{Harness, HarnessOptions};
 use crate::testkit::scripted_llm::{Script, ScriptedLlm};
 
 use super::judge::{Heard, Recorded, judge};
 use super::placeholders::{expanded, expanded_script};
-use super::scenario::{
-    ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn, file_bytes, workspace_path,
-};
+use super::scenario::{ApprovalAction, MAIN_AGENT, Scenario, Settings, Turn};
 use super::services::Services;
 use super::telegram::{self, Said, TelegramSide, Utterance};
-use super::whatsapp::WhatsAppSide;
 use crate::testkit::fake_transcription::FakeTranscription;
 
 /// How long an agent may take to be offered the tools its file lists.
@@ -73,7 +69,7 @@ pub async fn run(scenario: &Scenario, source: &ModelSource) -> Outcome {
         Ok(scenario) => scenario,
         Err(error) => return outcome(vec![error]),
     };
-    let (llm, options, dir) = match setup(&scenario, source, &services).await {
+    let (llm, options, dir) = match super::daemon::setup(&scenario, source, &services).await {
         Ok(setup) => setup,
         Err(error) => return outcome(vec![error]),
     };
@@ -732,146 +728,4 @@ async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, Stri
         })
         .await
         .map_err(|error| error.to_string())
-}
-/// The model, the daemon's options, its directory with the workspace files in place, and the
-/// fake Bot API when the scenario talks over Telegram.
-async fn setup(
-    scenario: &Scenario,
-    source: &ModelSource,
-    services: &Services,
-) -> Result<(Option<ScriptedLlm>, HarnessOptions, ScratchDir), String> {
-    let triggers = super::trigger::env(&scenario.config);
-    let start = StartOptions {
-        // WhatsApp's webhook and the triggers' are on Studio's port.
-        studio: scenario.whatsapp || !triggers.is_empty(),
-        channels: scenario.telegram || scenario.whatsapp || scenario.signal,
-        scheduler: true,
-    };
-    let (mut options, llm) =
-        harness_options(scenario, source, start, services.telegram.as_ref()).await?;
-    if let Some(whatsapp) = &services.whatsapp {
-        if let Some(main) = options.agents.first_mut() {
-            main.push_str(&whatsapp.agent_table());
-        }
-        options.env.extend(WhatsAppSide::env());
-    }
-    options.env.extend(triggers);
-    if let Some(signal) = &services.signal
-        && let Some(main) = options.agents.first_mut()
-    {
-        main.push_str(&signal.agent_table());
-    }
-    options.config_extra.push_str(&services.config());
-    options.env.extend(services.env());
-    let dir = ScratchDir::new("clawvisor-eval")
-        .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
-    let workspace = dir.path().join("data").join("workspaces").join(MAIN_AGENT);
-    for (path, contents) in &scenario.files {
-        let target = workspace.join(workspace_path(path)?);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|error| format!("[files] `{path}`: {error}"))?;
-        }
-        std::fs::write(&target, file_bytes(contents)?)
-            .map_err(|error| format!("[files] `{path}`: {error}"))?;
-    }
-    Ok((llm, options, dir))
-}
-
-/// The daemon's options for the model source; the main agent's file gets the bot's table.
-async fn harness_options(
-    scenario: &Scenario,
-    source: &ModelSource,
-    start: StartOptions,
-    telegram: Option<&TelegramSide>,
-) -> Result<(HarnessOptions, Option<ScriptedLlm>), String> {
-    let (mut options, llm) = model_options(scenario, source, start).await?;
-    if let Some(telegram) = telegram {
-        if let Some(main) = options.agents.first_mut() {
-            main.push_str(&telegram.agent_table());
-        }
-        let (variable, token) = TelegramSide::token_env();
-        options.env.insert(variable, token);
-    }
-    Ok((options, llm))
-}
-
-async fn model_options(
-    scenario: &Scenario,
-    source: &ModelSource,
-    start: StartOptions,
-) -> Result<(HarnessOptions, Option<ScriptedLlm>), String> {
-    let extras = std::iter::once(scenario.agent.as_str())
-        .chain(scenario.agents.iter().map(|agent| agent.file.as_str()));
-    let named = scenario.agent_names().into_iter().zip(extras);
-    match source {
-        ModelSource::Scripted => {
-            let llm = ScriptedLlm::start(scenario.script.clone())
-                .await
-                .map_err(|error| format!("the scripted model did not start: {error}"))?;
-            let mut options = HarnessOptions::new(llm.base_url());
-            options.agents = named.map(|(name, extra)| agent_toml(name, extra)).collect();
-            options.config_extra = scenario.config.clone();
-            options.start = start;
-            Ok((options, Some(llm)))
-        }
-        ModelSource::Live {
-            provider_toml,
-            provider,
-            model,
-            env,
-        } => {
-            // The scripted provider entry stays (unused); the agents use the live one, whose
-            // table is appended to the config: it must not use the scripted entry's names.
-            if provider == "scripted" || model == "scripted-model" {
-                return Err(format!(
-                    "--live: the provider name `scripted` and the model name `scripted-model` are \
-                     the eval runner's own; give the live ones other names (got {provider}/{model})"
-                ));
-            }
-            let mut options = HarnessOptions::new("http://127.0.0.1:9/v1");
-            options.agents = named
-                .map(|(name, extra)| {
-                    let extra = without_model(extra);
-                    format!(
-                        "name = \"{name}\"\nprovider = \"{provider}\"\nmodel = \"{model}\"\ninstructions = \"You are {name}, a helpful assistant under test.\"\n{extra}\n"
-                    )
-                })
-                .collect();
-            options.config_extra = format!("{}\n{provider_toml}\n", scenario.config);
-            options.env = env.clone();
-            options.start = start;
-            Ok((options, None))
-        }
-    }
-}
-
-/// An agent's extra lines without a top-level `model = …`: a scenario may name the scripted
-/// model's name (an unpriced one, say), but a live run uses the live model.
-fn without_model(extra: &str) -> String {
-    let mut in_table = false;
-    extra
-        .lines()
-        .filter(|line| {
-            let line = line.trim_start();
-            in_table |= line.starts_with('[');
-            in_table
-                || !line
-                    .strip_prefix("model")
-                    .is_some_and(|rest| rest.trim_start().starts_with('='))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_live_run_drops_only_the_top_level_model_line() {
-        let extra = "model = \"cheap\"\nmodels_note = 1\n[telegram]\nmodel = \"kept\"";
-        assert_eq!(
-            super::without_model(extra),
-            "models_note = 1\n[telegram]\nmodel = \"kept\""
-        );
-    }
 }

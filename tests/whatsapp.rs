@@ -793,6 +793,37 @@ async fn the_people_page_shows_the_whatsapp_claim_code_then_the_owner_and_what_i
         .js("document.querySelector('[data-tree]').open = true; document.querySelector('[data-actor=\"channel:wa:ada\"]').scrollIntoView(); return true")
         .await;
     browser.screenshot("whatsapp-overview-tree").await;
+    // The account is listed with the bots' peers, in words.
+    browser
+        .wait_until(
+            "the Overview lists the WhatsApp account as connected",
+            "document.querySelector('[data-channel-account=\"wa:ada\"][data-status=\"running\"]')?.textContent.includes('connected')",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js("return document.querySelectorAll('[data-bot^=\"channel:\"]').length")
+            .await
+            .as_i64(),
+        Some(0),
+        "the account is not listed as a Telegram bot"
+    );
+    let show_account = "document.querySelector('[data-channel-account=\"wa:ada\"]').scrollIntoView({block: 'center'}); return true";
+    browser.js(show_account).await;
+    browser.screenshot("whatsapp-overview-accounts").await;
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("a phone viewport");
+    browser.assert_no_sideways_scroll("overview").await;
+    browser.js(show_account).await;
+    browser.screenshot("phone-whatsapp-overview-accounts").await;
+    browser
+        .client
+        .set_window_size(1280, 900)
+        .await
+        .expect("a desktop viewport");
     browser.open("people").await;
     browser
         .wait_until(

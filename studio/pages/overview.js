@@ -1,6 +1,7 @@
 // overview.js — health at a glance: cards (boot/database with the shell sandbox's protections,
 // agents, pending approvals, runs and cost today), hints, the live supervision tree (nested lists coloured by status, restart badges, last
-// error), Telegram bot polling states (with the last completed poll) and MCP server states.
+// error), Telegram bot polling states (with the last completed poll), WhatsApp and Signal accounts
+// (from the tree) and MCP server states.
 // Refreshes on actor, bot, approval, run-start, cost and MCP events. Model providers are asked
 // for their model list once when the page opens, and again on "Check again" (each check is a
 // request to the provider, so events do not repeat it). Backups: the [backup] schedule, its next
@@ -162,6 +163,10 @@ function megabytes(bytes) {
 }
 
 function draw(box, d) {
+  // The bots' status list also carries the WhatsApp and Signal accounts' (`channel:wa:ada`): they
+  // are shown with their own section.
+  const accountNews = new Map((d.bots || []).filter((b) => b.agent.startsWith('channel:')).map((b) => [b.agent, b]));
+  d = { ...d, bots: (d.bots || []).filter((b) => !b.agent.startsWith('channel:')) };
   const health = d.health || {};
   const saving = !health.store || health.store.state === 'healthy';
   const ready = health.boot_complete && health.database;
@@ -197,6 +202,7 @@ function draw(box, d) {
         el('strong', null, b.agent), badge(b.status), el('span', { class: 'muted small' }, b.detail || ''), when(b.at_ms),
         b.last_poll_ms != null && el('span', { class: 'muted small', 'data-last-poll': '' }, '· last poll ', when(b.last_poll_ms)))))
       : empty('No Telegram bots running yet. ', el('a', { href: '#/setup' }, 'Connect one'), ' to reach an agent from your phone.'),
+    ...channelAccounts(d.tree || [], accountNews),
     el('h2', null, 'MCP servers'),
     d.mcp?.length
       ? el('div', { class: 'card row' }, d.mcp.map((m) => el('a', { href: '#/mcp', class: 'row' }, m.server, badge(m.state))))
@@ -245,6 +251,29 @@ function shown(actor) {
 }
 
 /** Nested lists: children under their parent; anything orphaned or cyclic is shown at the top level. */
+/** The WhatsApp and Signal accounts (from the supervision tree), each with its state in words. */
+function channelAccounts(actors, news) {
+  const names = { wa: 'WhatsApp', sg: 'Signal' };
+  const accounts = actors.filter((a) => /^channel:(wa|sg):/.test(a.id));
+  if (!accounts.length) return [];
+  const words = (a) => ({
+    running: 'connected', starting: 'connecting…', failing: 'cannot connect — see People for what to fix',
+    stopped: 'stopped — see People',
+  }[a.status] || a.status);
+  return [
+    el('h2', null, 'WhatsApp and Signal'),
+    el('div', { class: 'card' }, accounts.map((a) => {
+      const [, channel, agent] = a.id.split(':');
+      return el('div', { class: 'row', 'data-channel-account': `${channel}:${agent}`, 'data-status': a.status },
+        el('strong', null, agent), el('span', null, names[channel]), badge(a.status, words(a)),
+        a.last_error
+          ? el('span', { class: 'muted small' }, a.last_error.replace(/^failed: /, ''))
+          : news.get(a.id)?.detail && el('span', { class: 'muted small' }, news.get(a.id).detail),
+        el('a', { href: '#/people', class: 'small' }, 'People'));
+    })),
+  ];
+}
+
 function tree(actors) {
   const ids = new Set(actors.map((a) => a.id));
   const kids = new Map();

@@ -334,7 +334,13 @@ fn fail_with_log(daemon: &mut DaemonProcess, name: &str, what: &str) -> ! {
     );
 }
 
+/// The steady-traffic cases run one at a time: each drives a daemon at full speed while its store
+/// fails, and three at once on CI's two cores starve each other's daemons (a locked-database run
+/// beside the two others once left a waiting message unanswered past the 90 s limit).
+static ONE_DAEMON_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn steady_traffic_through(fault: Fault) {
+    let _alone = ONE_DAEMON_AT_A_TIME.lock().await;
     let name = fault.name();
     let dir = ScratchDir::new("clawvisor-hold").unwrap();
     let tmpfs = match fault {

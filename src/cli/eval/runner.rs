@@ -278,12 +278,7 @@ impl Conversation<'_> {
         failures: &mut Vec<String>,
         prefix: &str,
     ) -> Result<Heard, String> {
-        use super::signal::Said;
-        let said = match (&turn.user, &turn.voice) {
-            (Some(text), _) => Some(Said::Text(text)),
-            (None, Some(heard)) => Some(Said::Voice(heard)),
-            (None, None) => None,
-        };
+        let said = seam_said(turn);
         let mut decided = HashSet::new();
         let heard = signal
             .converse(
@@ -329,7 +324,8 @@ impl Conversation<'_> {
                     self.harness.store(),
                     &format!("{base}/hooks/whatsapp"),
                     &chat,
-                    turn.user.as_deref(),
+                    seam_said(turn),
+                    self.services.transcription.as_ref(),
                     turn.approval,
                     &mut decided,
                     limit,
@@ -728,4 +724,14 @@ async fn record(harness: &Harness, run_id: Option<i64>) -> Result<Recorded, Stri
         })
         .await
         .map_err(|error| error.to_string())
+}
+
+/// What a turn says on WhatsApp or Signal: its text, or a voice note.
+fn seam_said(turn: &Turn) -> Option<super::seam::Said<'_>> {
+    use super::seam::Said;
+    match (&turn.user, &turn.voice) {
+        (Some(text), _) => Some(Said::Text(text)),
+        (None, Some(heard)) => Some(Said::Voice(heard)),
+        (None, None) => None,
+    }
 }

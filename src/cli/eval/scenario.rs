@@ -286,10 +286,10 @@ impl Scenario {
                 && !turn
                     .chat
                     .as_deref()
-                    .is_some_and(|chat| chat.starts_with("tg:") || chat.starts_with("sg:"))
+                    .is_some_and(|chat| ["tg:", "wa:", "sg:"].iter().any(|p| chat.starts_with(p)))
             {
                 return Err(format!(
-                    "turn {number}: a `voice` note needs a Telegram or Signal `chat`"
+                    "turn {number}: a `voice` note needs a Telegram, WhatsApp or Signal `chat`"
                 ));
             }
             if let Some(to) = &turn.to

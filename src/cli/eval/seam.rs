@@ -5,6 +5,13 @@ use crate::domain::ChatKey;
 use crate::store::Store;
 use crate::testkit::harness::OPEN_WORK_SQL;
 
+/// What a turn says on a seam channel: text, or a voice note in which the transcription server
+/// hears the text.
+pub(super) enum Said<'a> {
+    Text(&'a str),
+    Voice(&'a str),
+}
+
 /// The newest run in the conversation with `chat`.
 pub(super) async fn last_run_id(store: &Store, chat: &ChatKey) -> Result<Option<i64>, String> {
     let chat = chat.as_str().to_string();

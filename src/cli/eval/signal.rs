@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::judge::Heard;
 use super::scenario::ApprovalAction;
-use super::seam::{last_run_id, settled};
+use super::seam::{Said, last_run_id, settled};
 use crate::domain::ChatKey;
 use crate::store::Store;
 use crate::testkit::fake_signal::{FakeSignal, SentSignal, SignalPerson};
@@ -28,12 +28,6 @@ const POLL: Duration = Duration::from_millis(100);
 /// The fake signal-cli and the main agent's account on it.
 pub(super) struct SignalSide {
     pub(super) fake: FakeSignal,
-}
-
-/// What a turn says: text, or a voice note in which the transcription server hears the text.
-pub(super) enum Said<'a> {
-    Text(&'a str),
-    Voice(&'a str),
 }
 
 impl SignalSide {

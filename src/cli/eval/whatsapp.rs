@@ -13,12 +13,13 @@ use serde_json::Value;
 
 use crate::domain::ChatKey;
 use crate::store::Store;
+use crate::testkit::fake_transcription::FakeTranscription;
 use crate::testkit::fake_whatsapp::FakeWhatsApp;
 use crate::testkit::wait::poll_until;
 
 use super::judge::Heard;
 use super::scenario::ApprovalAction;
-use super::seam::{last_run_id, settled};
+use super::seam::{Said, last_run_id, settled};
 
 /// The number that talks to the agent and approves.
 pub(super) const OWNER: &str = "4915100000001";
@@ -56,7 +57,7 @@ impl WhatsAppSide {
         ]
     }
 
-    /// Says `text` from the chat's number (nothing: only listens) and collects what the daemon
+    /// Says the turn's message (text or a voice note) from the chat's number (nothing: only listens) and collects what the daemon
     /// sent back until the message is answered and nothing is under way; presses the approval
     /// buttons as `approval` says. The ids of the requests it decided are added to `decided`.
     #[allow(clippy::too_many_arguments)] // The turn's pieces, each used once.
@@ -65,7 +66,8 @@ impl WhatsAppSide {
         store: &Store,
         hook: &str,
         chat: &ChatKey,
-        text: Option<&str>,
+        said: Option<Said<'_>>,
+        transcription: Option<&FakeTranscription>,
         approval: Option<ApprovalAction>,
         decided: &mut HashSet<String>,
         limit: Duration,
@@ -78,16 +80,28 @@ impl WhatsAppSide {
             "wamid.eval{}",
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
-        if let Some(text) = text {
-            let message = FakeWhatsApp::text_message(&number, &message_id, text);
-            if self.fake.deliver(hook, &number, message).await != 200 {
-                return Err("the webhook did not accept the message".into());
+        let message = match said {
+            Some(Said::Text(text)) => Some(FakeWhatsApp::text_message(&number, &message_id, text)),
+            Some(Said::Voice(heard)) => {
+                let audio = format!("OggS voice note: {heard}").into_bytes();
+                if let Some(transcription) = transcription {
+                    transcription.set_transcript(&audio, heard);
+                }
+                let media = self.fake.add_media(audio, "audio/ogg");
+                Some(FakeWhatsApp::voice_message(&number, &message_id, &media))
             }
+            None => None,
+        };
+        let listens_only = message.is_none();
+        if let Some(message) = message
+            && self.fake.deliver(hook, &number, message).await != 200
+        {
+            return Err("the webhook did not accept the message".into());
         }
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             self.press(hook, &number, already, approval, decided).await;
-            if text.is_none() || settled(store, &message_id).await? {
+            if listens_only || settled(store, &message_id).await? {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -95,7 +109,7 @@ impl WhatsAppSide {
             }
             tokio::time::sleep(POLL).await;
         }
-        if text.is_none() {
+        if listens_only {
             let _ = poll_until(limit, || async { self.fake.sent().len() > already }).await;
         }
         let mut heard = Heard::default();

@@ -350,14 +350,28 @@ mod config_target {
         let result = config::load_in(&overrides(case, dir.path()), env, dir.path());
         match result {
             Ok(loaded) => check_loaded(&loaded),
-            Err(error) => check_error(&error, dir.path()),
+            Err(error) => check_error(&error, dir.path(), case),
         }
     }
 
-    fn check_error(error: &ConfigError, dir: &Path) -> Result<(), TestCaseError> {
+    fn check_error(
+        error: &ConfigError,
+        dir: &Path,
+        case: &ConfigCase,
+    ) -> Result<(), TestCaseError> {
         let text = error.to_string();
+        // A file under a directory a flag or variable named (`--data-dir /dev/zero` makes the
+        // secrets store `/dev/zero/secrets.toml`, which cannot be read) is named as that path.
+        let given: Vec<&str> = case
+            .flags
+            .iter()
+            .chain(&case.env)
+            .map(|(_, value)| value.as_str())
+            .filter(|value| value.starts_with('/'))
+            .collect();
         let names_a_place = |origin: &str| {
             origin.contains(&*dir.to_string_lossy())
+                || given.iter().any(|value| origin.starts_with(value))
                 || origin.starts_with("environment variable CLAWVISOR_")
                 || origin.starts_with("command-line flag --")
                 || origin.starts_with("built-in ")

@@ -325,7 +325,7 @@ pub async fn claim(
 }
 
 /// Compares in time independent of where the codes differ.
-fn codes_match(given: &str, stored: &str) -> bool {
+pub(crate) fn codes_match(given: &str, stored: &str) -> bool {
     given.len() == stored.len()
         && given
             .bytes()

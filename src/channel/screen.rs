@@ -219,14 +219,7 @@ fn decide(
         None => queries::claim(conn, agent, channel)?,
     };
     let right = claim.as_ref().is_some_and(|claim| {
-        claim.expires_ms > now
-            && claim.code.len() == attempt.code.len()
-            && claim
-                .code
-                .bytes()
-                .zip(attempt.code.bytes())
-                .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-                == 0
+        claim.expires_ms > now && crate::people::codes_match(&attempt.code, &claim.code)
     });
     if !right || !queries::consume_claim(conn, agent, channel, &attempt.user, now)? {
         queries::record_wrong_claim_attempt(conn, agent, channel, &attempt.user, since, now)?;

@@ -53,16 +53,7 @@ pub fn recent(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Vec<S
         "SELECT id, at_ms, kind, subject, detail, data FROM runtime_events
          WHERE (?1 IS NULL OR kind = ?1) ORDER BY id DESC LIMIT ?2",
     )?;
-    let rows = statement.query_map(params![kind, limit], |row| {
-        Ok(StoredEvent {
-            id: row.get(0)?,
-            at_ms: row.get(1)?,
-            kind: row.get(2)?,
-            subject: row.get(3)?,
-            detail: row.get(4)?,
-            data: row.get(5)?,
-        })
-    })?;
+    let rows = statement.query_map(params![kind, limit], event_from_row)?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
@@ -78,16 +69,7 @@ pub fn last_for_subject(
             "SELECT id, at_ms, kind, subject, detail, data FROM runtime_events
              WHERE subject = ?1 AND kind = ?2 ORDER BY id DESC LIMIT 1",
         )?
-        .query_row(params![subject, kind], |row| {
-            Ok(StoredEvent {
-                id: row.get(0)?,
-                at_ms: row.get(1)?,
-                kind: row.get(2)?,
-                subject: row.get(3)?,
-                detail: row.get(4)?,
-                data: row.get(5)?,
-            })
-        })
+        .query_row(params![subject, kind], event_from_row)
         .optional()?)
 }
 
@@ -158,4 +140,16 @@ pub fn unclean_stops(conn: &Connection, before_boot: i64) -> Result<u64> {
         |row| row.get(0),
     )?;
     Ok(count as u64)
+}
+
+/// A `runtime_events` row selected as `id, at_ms, kind, subject, detail, data`.
+fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
+    Ok(StoredEvent {
+        id: row.get(0)?,
+        at_ms: row.get(1)?,
+        kind: row.get(2)?,
+        subject: row.get(3)?,
+        detail: row.get(4)?,
+        data: row.get(5)?,
+    })
 }

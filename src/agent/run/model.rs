@@ -195,20 +195,26 @@ async fn record_model_call(
     let (run_id, agent) = (ctx.run_id, ctx.agent().to_string());
     let now = crate::clock::now_ms();
     // Recoverable: a power cut that loses it loses the run's progress since its last durable
-    // step too, and the call is made (and recorded) again.
+    // step too, and the call is made (and recorded) again. A busy or holding store makes the run
+    // wait here rather than fail (another process may hold the database for a moment).
+    let what = format!("the model call of run {run_id}");
     ctx.runtime
         .store
-        .write_recoverable(move |conn| {
-            runs::add_step(conn, run_id, &step, now)?;
-            runs::add_usage(conn, run_id, &model, &call)?;
-            let site = runs::CallSite {
-                at_ms: now,
-                agent: &agent,
-                provider: &provider,
-                model: &model,
-                run_id: Some(run_id),
-            };
-            runs::record_cost(conn, &site, &call)
+        .write_recoverable_until_committed(&what, || {
+            let (step, model, provider, agent) =
+                (step.clone(), model.clone(), provider.clone(), agent.clone());
+            move |conn: &rusqlite::Connection| {
+                runs::add_step(conn, run_id, &step, now)?;
+                runs::add_usage(conn, run_id, &model, &call)?;
+                let site = runs::CallSite {
+                    at_ms: now,
+                    agent: &agent,
+                    provider: &provider,
+                    model: &model,
+                    run_id: Some(run_id),
+                };
+                runs::record_cost(conn, &site, &call)
+            }
         })
         .await?;
     ctx.runtime.events.publish_data(

@@ -10,7 +10,10 @@
 //! reboot, when a service manager starts the daemon) and once with the page cache holding the
 //! freshly built binary (as after `cargo run --release`). With 10 bots it also measures cold
 //! start to `/readyz` and memory with 1,000 live sessions; with 1 bot, the peak resident set and
-//! address space during a 500-message burst (issue #30).
+//! address space during a 500-message burst (issue #30). Then (issue #33) the daemon with
+//! `[memory] embeddings = "local"` (the test model, all-MiniLM-L6-v2): RSS before the model is
+//! loaded, with it loaded (an operator's memory added through Studio's API embeds it) and after the
+//! idle unload (`CLAWVISOR_FOOTPRINT_LOCAL_MODEL=0` skips it).
 //!
 //! `CLAWVISOR_FOOTPRINT_BOTS=1` measures only the bot counts listed (comma-separated).
 //!
@@ -383,6 +386,63 @@ async fn burst(setup: &Setup, binary: &Path, first_chat: i64) {
     let _ = daemon.terminate(Duration::from_secs(10));
 }
 
+/// Issue #33: what the local embeddings model costs the release daemon, loaded and after unload.
+async fn local_model(binary: &Path) {
+    let model = clawvisor::testkit::test_model::minilm_dir();
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("Noted.")))
+        .await
+        .expect("model");
+    let dir = ScratchDir::new("clawvisor-footprint-local").expect("dir");
+    let memory = format!(
+        "[memory]\nembeddings = \"local\"\nlocal_model = \"{}\"\nlocal_idle_unload = \"10s\"\n",
+        model.display()
+    );
+    let config = config_toml(&llm.base_url(), &memory);
+    write_config(dir.path(), &config, &[agent_toml("ada", "")]).expect("config");
+    let daemon = DaemonProcess::start(&binary.display().to_string(), dir.path(), &BTreeMap::new())
+        .expect("daemon");
+    let base = format!("http://{}", daemon.studio.clone().expect("studio address"));
+    ready(&base).await;
+    let pid = daemon.pid().to_string();
+    let rss = || support::status_kib_of(&pid, "VmRSS:") as f64 / 1024.0;
+    let anon = || support::status_kib_of(&pid, "RssAnon:") as f64 / 1024.0;
+    // After `serve` released the boot's pages, like every idle figure here.
+    tokio::time::sleep(clawvisor::resident::RELEASE_AFTER_START + Duration::from_secs(2)).await;
+    let (before, before_anon) = (rss(), anon());
+    let token = std::fs::read_to_string(dir.path().join("data/studio.token")).expect("token");
+    let added = reqwest::Client::new()
+        .post(format!("{base}/api/v1/memory"))
+        .bearer_auth(token.trim())
+        .json(
+            &serde_json::json!({"owner": "ada", "text": "Dr. Weber's practice cleans our teeth."}),
+        )
+        .send()
+        .await
+        .expect("POST /api/v1/memory");
+    assert_eq!(added.status().as_u16(), 201, "adding a memory");
+    let (loaded, loaded_anon) = (rss(), anon());
+    // The idle unload (10 s after the last use), then RSS settles.
+    let settled = Instant::now() + Duration::from_secs(30);
+    let mut last = rss();
+    while Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = rss();
+        if now < loaded - 50.0 && (now - last).abs() < 0.05 {
+            break;
+        }
+        last = now;
+    }
+    let after = rss();
+    println!(
+        "footprint: local embeddings model (all-MiniLM-L6-v2): RSS {before:.1} MiB before \
+         (anon {before_anon:.1}), {loaded:.1} MiB loaded (anon {loaded_anon:.1}; +{:.1}, target \
+         + ≤ 100), {after:.1} MiB after the idle unload ({:+.1} over before)",
+        loaded - before,
+        after - before
+    );
+    let _ = daemon.terminate(Duration::from_secs(10));
+}
+
 fn footprint(_c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -406,6 +466,9 @@ fn footprint(_c: &mut Criterion) {
             if bot_count >= 10 {
                 live_sessions(&setup, &binary, chat + 1).await;
             }
+        }
+        if std::env::var("CLAWVISOR_FOOTPRINT_LOCAL_MODEL").as_deref() != Ok("0") {
+            local_model(&binary).await;
         }
     });
 }

@@ -334,6 +334,11 @@ fn local_embeddings(c: &mut Criterion) {
     let queries_again = queries.clone();
     let query_vectors = runtime.block_on(local.embed(queries)).unwrap();
     let loaded = rss_mib();
+    eprintln!(
+        "  (loaded: RSS {loaded:.1} MiB = anonymous {:.1} + file {:.1})",
+        status_mib("RssAnon:"),
+        status_mib("RssFile:")
+    );
 
     // Throughput: the 40 facts, one per call, and in batches of 32.
     let rounds = 3;

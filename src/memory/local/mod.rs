@@ -215,6 +215,8 @@ fn loaded(slot: &Mutex<Slot>, dir: &Path) -> Result<Arc<SentenceModel>, String> 
     }
     let started = Instant::now();
     let model = Arc::new(SentenceModel::load(dir)?);
+    // Loading held the file's bytes and the tensors at once; the bytes are gone: give back.
+    crate::resident::trim_heap();
     tracing::info!(
         dir = %dir.display(),
         dimension = model.dimension(),
@@ -259,6 +261,9 @@ fn embed_blocking(
         vectors.extend(model.embed_batch(&batch)?);
         lock(slot).last_used = Instant::now();
     }
+    // A batch's activations are megabytes of small and large buffers, freed now: hand their pages
+    // back, so that a loaded model costs its weights and not also the last batch's leftovers.
+    crate::resident::trim_heap();
     if vectors.len() != texts.len() {
         return Err(format!(
             "the local model returned {} vectors for {} texts",

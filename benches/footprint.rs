@@ -386,6 +386,43 @@ async fn burst(setup: &Setup, binary: &Path, first_chat: i64) {
     let _ = daemon.terminate(Duration::from_secs(10));
 }
 
+/// How much of `layout/hot-code.order` (the code an idle minute runs, which `build.rs` asks the
+/// linker to put first) the binary's symbol table has: a stale list (the build's configuration
+/// changed since `layout/profile.sh` ran) shows here before it shows in the idle figure.
+fn report_code_layout(binary: &Path) {
+    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("layout/hot-code.order");
+    let Ok(listed) = std::fs::read_to_string(&order) else {
+        println!("footprint: code layout: no {}", order.display());
+        return;
+    };
+    let symbols = match std::process::Command::new("nm")
+        .arg("--defined-only")
+        .arg(binary)
+        .output()
+    {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(2).map(str::to_string))
+            .collect::<std::collections::BTreeSet<String>>(),
+        _ => {
+            println!("footprint: code layout: not checked (`nm` could not read the binary)");
+            return;
+        }
+    };
+    let names: Vec<&str> = listed.lines().filter(|line| !line.is_empty()).collect();
+    let found = names.iter().filter(|name| symbols.contains(**name)).count();
+    println!(
+        "footprint: code layout: {found} of the {} functions in layout/hot-code.order are in the \
+         binary{}",
+        names.len(),
+        if found * 2 < names.len() {
+            " — the list is stale: regenerate it with layout/profile.sh"
+        } else {
+            ""
+        }
+    );
+}
+
 /// Issue #33: what the local embeddings model costs the release daemon, loaded and after unload.
 async fn local_model(binary: &Path) {
     let model = clawvisor::testkit::test_model::minilm_dir();
@@ -406,8 +443,11 @@ async fn local_model(binary: &Path) {
     let pid = daemon.pid().to_string();
     let rss = || support::status_kib_of(&pid, "VmRSS:") as f64 / 1024.0;
     let anon = || support::status_kib_of(&pid, "RssAnon:") as f64 / 1024.0;
-    // After `serve` released the boot's pages, like every idle figure here.
-    tokio::time::sleep(clawvisor::resident::RELEASE_AFTER_START + Duration::from_secs(2)).await;
+    // Idle like every idle figure here: after `serve` released the boot's pages and the first
+    // checkpoint ran the minute jobs.
+    let idle =
+        clawvisor::resident::RELEASE_AFTER_START.max(clawvisor::actors::store::CHECKPOINT_EVERY);
+    tokio::time::sleep(idle + Duration::from_secs(2)).await;
     let (before, before_anon) = (rss(), anon());
     let token = std::fs::read_to_string(dir.path().join("data/studio.token")).expect("token");
     let added = reqwest::Client::new()
@@ -452,6 +492,7 @@ fn footprint(_c: &mut Criterion) {
     rt.block_on(async {
         let scratch = ScratchDir::new("clawvisor-footprint-binary").expect("dir");
         let binary = daemon_binary(scratch.path());
+        report_code_layout(&binary);
         for bot_count in bot_counts() {
             let setup = setup(bot_count).await;
             let mut chat = 1_000;

@@ -215,8 +215,9 @@ fn loaded(slot: &Mutex<Slot>, dir: &Path) -> Result<Arc<SentenceModel>, String> 
     }
     let started = Instant::now();
     let model = Arc::new(SentenceModel::load(dir)?);
-    // Loading held the file's bytes and the tensors at once; the bytes are gone: give back.
-    crate::resident::trim_heap();
+    // Loading held the file's bytes and the tensors at once, and ran code (the tokenizer's and
+    // the weights' parsers) that embedding never runs again: both go back.
+    crate::resident::release_after_large_work();
     tracing::info!(
         dir = %dir.display(),
         dimension = model.dimension(),

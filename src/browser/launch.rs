@@ -69,6 +69,17 @@ const FLAGS: &[&str] = &[
     "about:blank",
 ];
 
+/// Everything through the egress proxy on 127.0.0.1:`port`: loopback too (Chromium bypasses a
+/// proxy for loopback unless told `<-loopback>`), and no WebRTC UDP outside it (Chromium 148's
+/// switch; WebRTC then only uses TCP relays, through the proxy).
+pub fn proxy_flags(port: u16) -> [String; 3] {
+    [
+        format!("--proxy-server=http://127.0.0.1:{port}"),
+        "--proxy-bypass-list=<-loopback>".to_string(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".to_string(),
+    ]
+}
+
 /// The program behind a launcher script: distributions install `chromium` as a shell script
 /// that runs the real binary, which is what must run (and be named to its subprocesses).
 const REAL_BINARIES: &[&str] = &[
@@ -191,26 +202,31 @@ pub fn find_chromium(configured: Option<&Path>) -> Result<PathBuf, LaunchError> 
         .ok_or_else(|| LaunchError::NotFound(CHROMIUM_CANDIDATES.join(", ")))
 }
 
-/// Starts `chromium` with `profile` as its user data directory, confined (see the header), and
+/// Starts `chromium` with `profile` as its user data directory, confined (see the header),
+/// sending everything through the egress proxy on 127.0.0.1:`proxy_port` (`super::proxy`), and
 /// connects to its pipe. The profile directory is created (0700) when missing.
 pub async fn launch(
     chromium: &Path,
     profile: &Path,
     protected: &[PathBuf],
+    proxy_port: u16,
 ) -> Result<Chromium, LaunchError> {
     let (chromium, profile, protected) = (
         chromium.to_path_buf(),
         profile.to_path_buf(),
         protected.to_vec(),
     );
-    let prepared = tokio::task::spawn_blocking(move || prepare(&chromium, &profile, &protected))
-        .await
-        .map_err(|error| LaunchError::Sandbox(error.to_string()))??;
+    let prepared = tokio::task::spawn_blocking(move || {
+        prepare(&chromium, &profile, &protected, proxy_port)
+    })
+    .await
+    .map_err(|error| LaunchError::Sandbox(error.to_string()))??;
     spawn(prepared)
 }
 
 struct Prepared {
     chromium: PathBuf,
+    proxy_port: u16,
     profile: PathBuf,
     home: ShellHome,
     confinement: Confinement,
@@ -222,6 +238,7 @@ fn prepare(
     chromium: &Path,
     profile: &Path,
     protected: &[PathBuf],
+    proxy_port: u16,
 ) -> Result<Prepared, LaunchError> {
     use std::os::unix::fs::DirBuilderExt;
     let failed = |error: std::io::Error| LaunchError::Sandbox(error.to_string());
@@ -249,12 +266,14 @@ fn prepare(
         home: home.path(),
         protected,
         path: &search,
+        tcp_connect_only: Some(proxy_port),
     })
     .map_err(|error| LaunchError::Sandbox(error.to_string()))?;
     let namespaces =
         sandbox::namespace_support(sandbox::find_bash(&sandbox::shell_path()).as_deref());
     Ok(Prepared {
         chromium: real_binary(chromium),
+        proxy_port,
         profile: profile.to_path_buf(),
         home,
         confinement,
@@ -276,6 +295,7 @@ fn pipe_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 fn spawn(prepared: Prepared) -> Result<Chromium, LaunchError> {
     let Prepared {
         chromium,
+        proxy_port,
         profile,
         home,
         confinement,
@@ -305,6 +325,7 @@ fn spawn(prepared: Prepared) -> Result<Chromium, LaunchError> {
             profile.join("chromium").display()
         ))
         .arg(format!("--browser-subprocess-path={}", chromium.display()))
+        .args(proxy_flags(proxy_port))
         .args(FLAGS)
         .current_dir(home.path())
         .env_clear()

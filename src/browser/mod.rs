@@ -17,6 +17,7 @@
 pub mod cdp;
 pub mod guard;
 pub mod launch;
+pub mod proxy;
 pub mod session;
 
 use std::path::PathBuf;

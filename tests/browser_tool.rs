@@ -518,3 +518,55 @@ async fn the_proxy_refuses_private_destinations_and_connects_allowed_ones_where_
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browsers_sandbox_lets_its_tcp_reach_the_proxy_port_only() {
+    use clawvisor::policy::{Reach, Writes};
+    use clawvisor::sandbox::landlock_rules::ConfinementRequest;
+    use clawvisor::sandbox::{self, Confinement, Isolation, ShellHome};
+    let abi = sandbox::landlock_support().abi().unwrap_or(0);
+    if abi < 4 {
+        // Without Landlock's TCP rules (kernel ABI 4) the proxy flag is the only wall; say so.
+        eprintln!("this kernel's Landlock ABI is {abi}: TCP ports cannot be restricted here");
+        return;
+    }
+    let proxy_port = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let other_port = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let (proxy_port_number, other_port_number) = (
+        proxy_port.local_addr().expect("address").port(),
+        other_port.local_addr().expect("address").port(),
+    );
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let reach = Reach {
+        writes: Writes::Workspace,
+        network: true,
+    };
+    let connect = |port: u16| {
+        let workspace = workspace.path().to_path_buf();
+        async move {
+            let home = ShellHome::create().expect("a HOME");
+            let path = sandbox::shell_path();
+            // The browser's own request: its profile where the workspace would be.
+            let confinement = Confinement::prepare(&ConfinementRequest {
+                workspace: &workspace,
+                reach,
+                home: home.path(),
+                protected: &[],
+                path: &path,
+                tcp_connect_only: Some(proxy_port_number),
+            })
+            .expect("a ruleset");
+            let bash = sandbox::find_bash(&path).expect("bash");
+            let isolation = Isolation::new(reach, sandbox::namespace_support(Some(&bash)).is_available());
+            let mut command = tokio::process::Command::new(&bash);
+            command.arg("-c").arg(format!(
+                "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused"
+            ));
+            isolation.install(confinement.into_ruleset(), &mut command);
+            let output = command.output().await.expect("bash runs");
+            String::from_utf8_lossy(&output.stdout).trim().to_string()
+        }
+    };
+    assert_eq!(connect(proxy_port_number).await, "connected");
+    assert_eq!(connect(other_port_number).await, "refused");
+}

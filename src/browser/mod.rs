@@ -19,6 +19,7 @@ pub mod guard;
 pub mod launch;
 pub mod proxy;
 pub mod session;
+pub mod words;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -362,7 +362,8 @@ async fn websockets_fetches_and_local_names_go_through_the_proxy_and_its_rule() 
         let to = format!("ws://{host}:{}/feed", device.port);
         let words = page_connects(&mut session, &public, "websocket", &to, "Socket failed").await;
         assert!(
-            words.contains(&format!("{host}:{}", device.port)) && words.contains("a loopback address"),
+            words.contains(&format!("{host}:{}", device.port))
+                && words.contains("a loopback address"),
             "the model is told which connection was refused and why: {words}"
         );
     }
@@ -382,8 +383,16 @@ async fn websockets_fetches_and_local_names_go_through_the_proxy_and_its_rule() 
             .await,
     );
     assert!(by_name.contains("a loopback address"), "{by_name}");
-    assert_eq!(device.seen(), Vec::<String>::new(), "the device saw no connection");
-    assert_eq!(private.requests(), Vec::<String>::new(), "the private site saw no request");
+    assert_eq!(
+        device.seen(),
+        Vec::<String>::new(),
+        "the device saw no connection"
+    );
+    assert_eq!(
+        private.requests(),
+        Vec::<String>::new(),
+        "the private site saw no request"
+    );
     session.stop().await;
 
     // Allowed by a `[browser] allow_private` entry for exactly that host and port: it connects.
@@ -405,13 +414,17 @@ async fn websockets_fetches_and_local_names_go_through_the_proxy_and_its_rule() 
         })
         .await
         .expect("the page opens");
-    clawvisor::testkit::wait_until(Duration::from_secs(10), "the WebSocket reaches the device", || {
-        let seen = device.seen();
-        async move {
-            seen.iter()
-                .any(|request| request.to_ascii_lowercase().contains("upgrade: websocket"))
-        }
-    })
+    clawvisor::testkit::wait_until(
+        Duration::from_secs(10),
+        "the WebSocket reaches the device",
+        || {
+            let seen = device.seen();
+            async move {
+                seen.iter()
+                    .any(|request| request.to_ascii_lowercase().contains("upgrade: websocket"))
+            }
+        },
+    )
     .await;
     session.stop().await;
 }
@@ -457,14 +470,20 @@ async fn the_proxy_refuses_private_destinations_and_connects_allowed_ones_where_
     for host in ["127.0.0.2", "localhost", "[::1]", "10.0.0.1"] {
         let (head, _) = ask_proxy(
             proxy.port(),
-            &format!("CONNECT {host}:{0} HTTP/1.1\r\nHost: {host}:{0}\r\n\r\n", device.port),
+            &format!(
+                "CONNECT {host}:{0} HTTP/1.1\r\nHost: {host}:{0}\r\n\r\n",
+                device.port
+            ),
         )
         .await;
         assert!(head.starts_with("HTTP/1.1 403"), "{host}: {head}");
     }
     let (head, _) = ask_proxy(
         proxy.port(),
-        &format!("GET http://localhost:{0}/x HTTP/1.1\r\nHost: localhost:{0}\r\n\r\n", device.port),
+        &format!(
+            "GET http://localhost:{0}/x HTTP/1.1\r\nHost: localhost:{0}\r\n\r\n",
+            device.port
+        ),
     )
     .await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
@@ -473,7 +492,11 @@ async fn the_proxy_refuses_private_destinations_and_connects_allowed_ones_where_
         refusals.contains(&format!("localhost:{}", device.port)) && refusals.contains("loopback"),
         "{refusals}"
     );
-    assert_eq!(device.seen(), Vec::<String>::new(), "nothing reached the device");
+    assert_eq!(
+        device.seen(),
+        Vec::<String>::new(),
+        "nothing reached the device"
+    );
 
     // Bad input is a 400 naming what is wrong, never a crash.
     for bad in [
@@ -490,19 +513,30 @@ async fn the_proxy_refuses_private_destinations_and_connects_allowed_ones_where_
     // Allowed: a tunnel carries bytes to the device; a plain request is forwarded.
     let (head, mut tunnel) = ask_proxy(
         proxy.port(),
-        &format!("CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n", device.port),
+        &format!(
+            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
+            device.port
+        ),
     )
     .await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    tunnel.write_all(b"hello through the tunnel").await.expect("sent");
+    tunnel
+        .write_all(b"hello through the tunnel")
+        .await
+        .expect("sent");
     clawvisor::testkit::wait_until(Duration::from_secs(5), "the tunnel's bytes arrive", || {
         let seen = device.seen();
-        async move { seen.iter().any(|text| text.contains("hello through the tunnel")) }
+        async move {
+            seen.iter()
+                .any(|text| text.contains("hello through the tunnel"))
+        }
     })
     .await;
     let (head, mut forwarded) = ask_proxy(
         proxy.port(),
-        &format!("GET http://{site_host}/js HTTP/1.1\r\nHost: {site_host}\r\nConnection: close\r\n\r\n"),
+        &format!(
+            "GET http://{site_host}/js HTTP/1.1\r\nHost: {site_host}\r\nConnection: close\r\n\r\n"
+        ),
     )
     .await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -511,11 +545,15 @@ async fn the_proxy_refuses_private_destinations_and_connects_allowed_ones_where_
     assert!(body.contains("<title>Tides</title>"), "{body}");
     assert!(site.requests().iter().any(|path| path == "/js"));
     drop(proxy);
-    clawvisor::testkit::wait_until(Duration::from_secs(5), "the tunnel closes with the proxy", || {
-        let mut tunnel_probe = [0u8; 1];
-        let closed = matches!(tunnel.try_read(&mut tunnel_probe), Ok(0));
-        async move { closed }
-    })
+    clawvisor::testkit::wait_until(
+        Duration::from_secs(5),
+        "the tunnel closes with the proxy",
+        || {
+            let mut tunnel_probe = [0u8; 1];
+            let closed = matches!(tunnel.try_read(&mut tunnel_probe), Ok(0));
+            async move { closed }
+        },
+    )
     .await;
 }
 
@@ -530,8 +568,12 @@ async fn the_browsers_sandbox_lets_its_tcp_reach_the_proxy_port_only() {
         eprintln!("this kernel's Landlock ABI is {abi}: TCP ports cannot be restricted here");
         return;
     }
-    let proxy_port = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
-    let other_port = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let proxy_port = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("port");
+    let other_port = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("port");
     let (proxy_port_number, other_port_number) = (
         proxy_port.local_addr().expect("address").port(),
         other_port.local_addr().expect("address").port(),
@@ -557,7 +599,10 @@ async fn the_browsers_sandbox_lets_its_tcp_reach_the_proxy_port_only() {
             })
             .expect("a ruleset");
             let bash = sandbox::find_bash(&path).expect("bash");
-            let isolation = Isolation::new(reach, sandbox::namespace_support(Some(&bash)).is_available());
+            let isolation = Isolation::new(
+                reach,
+                sandbox::namespace_support(Some(&bash)).is_available(),
+            );
             let mut command = tokio::process::Command::new(&bash);
             command.arg("-c").arg(format!(
                 "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused"

@@ -216,11 +216,10 @@ pub async fn launch(
         profile.to_path_buf(),
         protected.to_vec(),
     );
-    let prepared = tokio::task::spawn_blocking(move || {
-        prepare(&chromium, &profile, &protected, proxy_port)
-    })
-    .await
-    .map_err(|error| LaunchError::Sandbox(error.to_string()))??;
+    let prepared =
+        tokio::task::spawn_blocking(move || prepare(&chromium, &profile, &protected, proxy_port))
+            .await
+            .map_err(|error| LaunchError::Sandbox(error.to_string()))??;
     spawn(prepared)
 }
 

@@ -306,7 +306,9 @@ async fn forward(
         .path_and_query()
         .map(|path| path.as_str())
         .unwrap_or("/");
-    parts.uri = origin_form.parse().unwrap_or_else(|_| Uri::from_static("/"));
+    parts.uri = origin_form
+        .parse()
+        .unwrap_or_else(|_| Uri::from_static("/"));
     parts.headers.remove(PROXY_AUTHORIZATION);
     parts.headers.remove("proxy-connection");
     match sender.send_request(Request::from_parts(parts, body)).await {
@@ -366,9 +368,15 @@ mod tests {
     #[test]
     fn targets_are_read_from_the_request_line() {
         let tunnel = target("CONNECT", "example.com:443").expect("a tunnel");
-        assert_eq!((tunnel.host.as_str(), tunnel.port, tunnel.tunnel), ("example.com", 443, true));
+        assert_eq!(
+            (tunnel.host.as_str(), tunnel.port, tunnel.tunnel),
+            ("example.com", 443, true)
+        );
         let plain = target("GET", "http://example.com/a?b").expect("a request");
-        assert_eq!((plain.host.as_str(), plain.port, plain.tunnel), ("example.com", 80, false));
+        assert_eq!(
+            (plain.host.as_str(), plain.port, plain.tunnel),
+            ("example.com", 80, false)
+        );
         let v6 = target("CONNECT", "[::1]:8080").expect("a tunnel");
         assert_eq!(v6.host, "[::1]");
         assert!(target("CONNECT", "example.com").is_err());

@@ -123,7 +123,11 @@ mod tests {
         let place = format!("on shop.example (page {})", quote("Sign in"));
         let said = |line: String| plain_activity(&format!("browser: {line}"));
         assert_eq!(
-            said(format!("type {} into [3] {} {place}", quote("ada@x"), quote("Email"))),
+            said(format!(
+                "type {} into [3] {} {place}",
+                quote("ada@x"),
+                quote("Email")
+            )),
             "type into “Email” on shop.example (page “Sign in”)"
         );
         assert_eq!(
@@ -131,7 +135,11 @@ mod tests {
             "click “Buy now” on shop.example (page “Sign in”)"
         );
         assert_eq!(
-            said(format!("select {} in [2] {} {place}", quote("NL"), quote("Country"))),
+            said(format!(
+                "select {} in [2] {} {place}",
+                quote("NL"),
+                quote("Country")
+            )),
             "choose “NL” in “Country” on shop.example (page “Sign in”)"
         );
         assert_eq!(
@@ -143,7 +151,10 @@ mod tests {
             "click an unlabelled element on shop.example (page “Sign in”)"
         );
         assert_eq!(
-            said(format!("log in to {} with the stored user name and password {place}", quote("shop.example"))),
+            said(format!(
+                "log in to {} with the stored user name and password {place}",
+                quote("shop.example")
+            )),
             "log in to shop.example with the stored user name and password on shop.example (page “Sign in”)"
         );
         assert_eq!(plain_activity("browser: ???"), "use its web browser (???)");

@@ -27,8 +27,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
-    path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, path_beneath_rules,
 };
 use nix::libc;
 
@@ -221,7 +221,8 @@ impl Confinement {
                 .map_err(failed)?;
         }
         let mut ruleset = ruleset.create().map_err(failed)?;
-        if let (Some(port), true, true) = (request.tcp_connect_only, request.reach.network, abi >= 4)
+        if let (Some(port), true, true) =
+            (request.tcp_connect_only, request.reach.network, abi >= 4)
         {
             ruleset = ruleset
                 .add_rule(NetPort::new(port, AccessNet::ConnectTcp))

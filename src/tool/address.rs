@@ -305,9 +305,17 @@ mod tests {
         assert!(!allowed_private_entry(&url, &["192.168.1.1".into()]));
         let plain = url::Url::parse("http://nas.local/").expect("a URL");
         assert!(allowed_private_entry(&plain, &["NAS.local:80".into()]));
-        assert!(allowed_private_host("[::1]", Some(8080), &["[::1]:8080".into()]));
+        assert!(allowed_private_host(
+            "[::1]",
+            Some(8080),
+            &["[::1]:8080".into()]
+        ));
         assert!(allowed_private_host("::1", Some(8080), &["::1".into()]));
-        assert!(!allowed_private_host("::1", Some(8080), &["[::1]:80".into()]));
+        assert!(!allowed_private_host(
+            "::1",
+            Some(8080),
+            &["[::1]:80".into()]
+        ));
     }
 
     #[tokio::test]
@@ -322,7 +330,8 @@ mod tests {
             .await
             .expect("an allowed entry");
         assert_eq!(allowed, vec!["127.0.0.1:8080".parse().expect("an address")]);
-        let other_port = resolve_pinned("127.0.0.1", 8081, policy, &["127.0.0.1:8080".into()]).await;
+        let other_port =
+            resolve_pinned("127.0.0.1", 8081, policy, &["127.0.0.1:8080".into()]).await;
         assert!(other_port.is_err(), "{other_port:?}");
         let literal = resolve_pinned("[::1]", 443, policy, &[]).await;
         assert!(literal.is_err(), "{literal:?}");

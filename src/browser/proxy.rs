@@ -168,7 +168,9 @@ async fn serve_connection(stream: TcpStream, context: Arc<Context>) {
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
-        .max_buf_size(MAX_HEAD_BYTES);
+        .max_buf_size(MAX_HEAD_BYTES)
+        // A client that stops sending after its request still gets the answer.
+        .half_close(true);
     let connection = builder
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();

@@ -5,15 +5,20 @@
 //! through only if it passes the same address rule as `web_fetch` (`tool::address`): http(s) to
 //! public addresses, unless `[tools] web_fetch_allow_private` or a `[browser] allow_private`
 //! entry allows it. A refused request fails as `BlockedByClient`, and a sentence saying which
-//! address was refused and why is kept for the model (`take_refusals`).
+//! address was refused and why is kept for the model ([`RefusalLog`], shared with the proxy).
 //!
 //! Invariants: no paused request is forgotten (the events come through a route of their own,
 //! never a lagging broadcast, and each is answered, continued or failed); other schemes (`data:`,
 //! `blob:`, `file:`) never reach the network and are left to Chromium and the sandbox (Landlock
 //! keeps protected files out of reach).
 //!
-//! Not covered: WebSocket and WebRTC connections (not seen by `Fetch`), and a name whose DNS
-//! answer changes between this check and Chromium's own lookup (DNS rebinding).
+//! What it does not see — WebSocket and WebRTC connections, and a name whose DNS answer changes
+//! after this check (DNS rebinding) — the egress proxy (`super::proxy`) decides: every
+//! connection goes through it and is checked at the address it uses. The guard stays as a
+//! second wall with better words: it sees the whole URL and what kind of request it is (the
+//! proxy sees only `host:port` of an encrypted tunnel), and it stops a refused request before
+//! Chromium opens anything. Its cost is one DevTools round trip per request (BENCHMARKS.md,
+//! "#32: browser", "Proxy").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -10,7 +10,12 @@
 //!   process's `/proc/<pid>/` (the daemon's environment holds its keys);
 //! - run in their own user, PID and IPC namespaces with no capabilities and `no_new_privs`, are
 //!   killed with the daemon (`PR_SET_PDEATHSIG`) and cannot signal or ptrace it;
-//! - keep the network (a browser needs it), the host's loopback included.
+//! - keep the network only through the browser's egress proxy (`super::proxy`): Chromium is
+//!   told to use it for everything, loopback included, and WebRTC may not send UDP outside it
+//!   ([`proxy_flags`]); Landlock (ABI 4, kernel 6.7+) refuses any TCP connect to another port
+//!   and any TCP bind. Landlock filters ports, not addresses, and not UDP: what keeps pages off
+//!   other hosts on the proxy's port number, and off UDP, is Chromium's own proxy setting (no
+//!   page API opens raw sockets; name lookups are the proxy's, since Chromium sends it names).
 //!
 //! Chromium's own sandbox is off (`--no-sandbox`): it needs either a set-user-ID helper or user
 //! namespaces it creates itself, and inside ours (no capabilities, `no_new_privs`) it can have

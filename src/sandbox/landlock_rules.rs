@@ -20,7 +20,8 @@
 //! A command without the network also gets Landlock's TCP rules (ABI 4) with nothing allowed:
 //! no TCP bind or connect, behind its empty network namespace. A command with the network has
 //! no port rule (Landlock filters ports, not addresses, so it could not tell a download from a
-//! call to Studio on loopback; what guards Studio there is that the command holds no token).
+//! call to Studio on loopback; what guards Studio there is that the command holds no token) —
+//! except the browser (`tcp_connect_only`): no TCP bind, and connects to its proxy's port only.
 
 use std::io;
 use std::os::fd::OwnedFd;

@@ -205,6 +205,16 @@ async fn handle(request: Request<Incoming>, context: Arc<Context>) -> Response<P
     .await;
     let addresses = match pinned {
         Ok(addresses) => addresses,
+        // A name that does not resolve is the network's answer, not a refusal: Chromium shows
+        // the page's error as usual (and its own background lookups stay out of the model's
+        // way); nothing is kept for the model.
+        Err(FetchRefusal::NoAddress { host }) => {
+            tracing::debug!(%host, port = target.port, "the browser's proxy found no address");
+            return answer(
+                StatusCode::BAD_GATEWAY,
+                format!("{host} does not resolve to any address."),
+            );
+        }
         Err(refusal) => {
             let sentence = refusal_sentence(&target, request.uri(), &refusal);
             tracing::info!(host = %target.host, port = target.port, %refusal, "the browser's proxy refused a connection");
@@ -212,6 +222,7 @@ async fn handle(request: Request<Incoming>, context: Arc<Context>) -> Response<P
             return answer(StatusCode::FORBIDDEN, sentence);
         }
     };
+    tracing::debug!(host = %target.host, port = target.port, addresses = ?addresses, "the browser's proxy allowed a connection");
     drop(checking);
     let upstream = match connect_first(&addresses).await {
         Ok(upstream) => upstream,

@@ -615,3 +615,29 @@ async fn the_browsers_sandbox_lets_its_tcp_reach_the_proxy_port_only() {
     assert_eq!(connect(proxy_port_number).await, "connected");
     assert_eq!(connect(other_port_number).await, "refused");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webrtc_sends_no_udp_outside_the_proxy() {
+    let site = TestSite::start().await.expect("site");
+    let stun = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("a UDP port");
+    let stun_port = stun.local_addr().expect("its address").port();
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut session = BrowserSession::start(&setup(&data.path().join("profile"), Vec::new()))
+        .await
+        .expect("chromium starts");
+    // Even with private addresses allowed, a page's WebRTC may not send UDP (a STUN request to
+    // a server of its choosing) past the proxy.
+    let to = format!("stun:127.0.0.1:{stun_port}");
+    let words = page_connects(&mut session, &site, "webrtc", &to, "Gathered").await;
+    assert!(words.contains("Gathered"), "{words}");
+    // Gathering is complete: a STUN request, had one been sent, is waiting in the socket.
+    let mut buffer = [0u8; 512];
+    let received = stun.try_recv_from(&mut buffer);
+    assert!(
+        received.is_err(),
+        "the STUN server got a packet: {received:?}"
+    );
+    session.stop().await;
+}

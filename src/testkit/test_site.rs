@@ -14,7 +14,8 @@
 //!   posted by script); for the guard's tests, with `to` on a second site standing for a private
 //!   address. `websocket`, `fetch` and `xhr` make the page itself connect to `to` (a `ws:` URL
 //!   for the first) and write what happened into its heading (`Socket open`, `Socket failed`,
-//!   `Fetched 200`, `Fetch failed`), for the egress proxy's tests.
+//!   `Fetched 200`, `Fetch failed`), for the egress proxy's tests; `webrtc` gathers WebRTC
+//!   candidates with `to` as its STUN server (`stun:host:port`) and says `Gathered`.
 //!
 //! Every request's path and every form posted are recorded, so a test can prove what the browser
 //! did (and that an order was not placed while its approval waited).
@@ -321,6 +322,15 @@ async fn leave_page(
              request.onload = () => {{ status.textContent = 'Fetched ' + request.status; }};\
              request.onerror = () => {{ status.textContent = 'Fetch failed'; }};\
              request.send();</script>"
+        ),
+        "webrtc" => format!(
+            "<h1 id=status>Gathering</h1><script>const status = document.getElementById('status');\
+             const peer = new RTCPeerConnection({{iceServers: [{{urls: {script_to}}}]}});\
+             peer.createDataChannel('probe');\
+             peer.onicegatheringstatechange = () => {{\
+               if (peer.iceGatheringState === 'complete') status.textContent = 'Gathered'; }};\
+             peer.createOffer().then((offer) => peer.setLocalDescription(offer))\
+             .catch(() => {{ status.textContent = 'Gathered'; }});</script>"
         ),
         _ => return (StatusCode::BAD_REQUEST, "unknown how").into_response(),
     };

@@ -2,6 +2,11 @@
 //! site), a snapshot's size and time on a 1 MB page, and the resident memory with the browser
 //! closed and open (this process stands in for the daemon; Chromium's own processes are summed
 //! separately, from `/proc`). Prints its figures; BENCHMARKS.md ("#32: browser") keeps them.
+//!
+//! The egress proxy's overhead (`browser::proxy`): the same page fetched by a plain HTTP client
+//! directly and through a proxy started as the browser starts its own (p50 of 40 each, a fresh
+//! connection per request as a page's first request to a host has), and a page load in
+//! Chromium (open `/js` and `/big`, p50 of 10), which now always goes through the proxy.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -125,6 +130,30 @@ fn bench(criterion: &mut Criterion) {
         open_chromium_kib as f64 / 1024.0,
     );
 
+    proxy_overhead(&runtime, &site);
+    let loads = |path: &str, session: &mut BrowserSession| {
+        let mut times: Vec<Duration> = (0..10)
+            .map(|_| {
+                let started = Instant::now();
+                runtime
+                    .block_on(session.act(Action::Open {
+                        url: site.url(path),
+                        new_tab: false,
+                    }))
+                    .expect("open");
+                started.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[times.len() / 2]
+    };
+    let (small, big) = (loads("/js", &mut session), loads("/big", &mut session));
+    eprintln!(
+        "browser: page load through the proxy (open, wait for load, snapshot) p50: /js {:.1} ms, /big {:.1} ms",
+        small.as_secs_f64() * 1000.0,
+        big.as_secs_f64() * 1000.0
+    );
+
     let mut group = criterion.benchmark_group("browser");
     group.sample_size(10);
     group.bench_function("snapshot_1mb_page", |bencher| {
@@ -147,6 +176,53 @@ fn bench(criterion: &mut Criterion) {
         after_kib as f64 / 1024.0,
         chromium_rss_kib(profile.path()) as f64 / 1024.0
     );
+}
+
+/// p50 of 40 fetches of `path`, each on a fresh client (a fresh connection).
+fn fetch_p50(runtime: &tokio::runtime::Runtime, url: &str, proxy: Option<&str>) -> Duration {
+    let mut times: Vec<Duration> = (0..40)
+        .map(|_| {
+            let builder = reqwest::Client::builder();
+            let client = match proxy {
+                Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy).expect("a proxy URL")),
+                None => builder.no_proxy(),
+            }
+            .build()
+            .expect("a client");
+            let started = Instant::now();
+            runtime.block_on(async {
+                let response = client.get(url).send().await.expect("fetched");
+                assert!(response.status().is_success(), "{}", response.status());
+                response.bytes().await.expect("the body");
+            });
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The proxy alone: direct vs through it, for a small and a 1 MB page.
+fn proxy_overhead(runtime: &tokio::runtime::Runtime, site: &TestSite) {
+    use clawvisor::browser::guard::{GuardRules, RefusalLog};
+    use clawvisor::browser::proxy::EgressProxy;
+    let rules = GuardRules {
+        policy: clawvisor::tool::address::AddressPolicy::AllowPrivate,
+        allow_private: Vec::new(),
+    };
+    let proxy = runtime
+        .block_on(EgressProxy::start(rules, RefusalLog::default()))
+        .expect("the proxy");
+    for path in ["/js", "/big"] {
+        let url = site.url(path);
+        let direct = fetch_p50(runtime, &url, None);
+        let proxied = fetch_p50(runtime, &url, Some(&proxy.url()));
+        eprintln!(
+            "browser proxy: {path} direct p50 {:.2} ms, through the proxy p50 {:.2} ms",
+            direct.as_secs_f64() * 1000.0,
+            proxied.as_secs_f64() * 1000.0
+        );
+    }
 }
 
 criterion_group!(benches, bench);

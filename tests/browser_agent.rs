@@ -229,8 +229,10 @@ async fn login_order_and_download_through_the_daemon_with_approvals_and_no_crede
         .await
         .expect("the order asks first");
     assert!(
-        bot_request.visible_text.contains("Buy now"),
-        "the button's label is shown: {}",
+        bot_request
+            .visible_text
+            .contains("wants to click “Buy now” on 127.0.0.1 (page “Shop”)"),
+        "the first line says what will happen, with the button's label and the page: {}",
         bot_request.visible_text
     );
     assert!(

@@ -26,6 +26,7 @@
 //! | `trigger_endpoint` | `triggers::authenticate`, `delivery_id` and `prompt` (what `POST /hooks/trigger/{name}` decides) on any headers and body | deterministic; authenticated exactly by the body's HMAC or the exact bearer secret, never with an empty secret; a delivery id is a bounded printable header or the body's hash; the body sits in exactly one untrusted wrapper |
 //! | `mcp_startup_wait` | `[mcp] startup_wait` as `config::load_in` reads it, then as the MCP supervisor turns it into a deadline | no panic; a value is accepted within its bound (at most 10 minutes) or refused with a message naming the key |
 //! | `whatsapp_webhook` | `whatsapp::webhook::parse` (what `/hooks/whatsapp` reads after the signature), `whatsapp::client::parse_message`, then `store::channels::store_inbound` in one transaction on a real store | deterministic; a refusal names the field (or says it is not JSON) and nothing is stored; every accepted message has an id, a digits-only sender and its own object as payload; a body stores whole and a redelivery stores nothing |
+//! | `browser_proxy` | the browser's egress proxy (`browser::proxy::EgressProxy`, real, on loopback) on any bytes, and `browser::proxy::target_of` on any request line (`tests/fuzz/browser_proxy.rs`) | every answer an HTTP status line or a closed connection, never a hang; a private listener no `allow_private` entry names is never reached (kept-alive second requests, mapped IPv6, user-info authorities); the proxy answers afterwards; an accepted target has a host and a non-zero port |
 //! | `local_embeddings` | `memory::local::model::SentenceModel::load` on a model directory with a mangled `config.json` or `tokenizer.json`, and `embed_batch` on any text (`tests/fuzz/local_embeddings.rs`) | no panic; a refusal names the file that is wrong; a model that loads embeds a padded batch into finite vectors of its dimension or says why not; any text gives one finite unit vector |
 //!
 //! Every run first replays the committed corpus, `tests/fuzz_corpus/<target>/` (one input per
@@ -39,7 +40,7 @@
 //! composed ones + 300 file accesses (and every MCP combination), cron 300, format 300, studio
 //! 250, forum_topics 400, timezone 300 names + 60 config loads, voice 300, transcription 300,
 //! send_file (see its target), claim_code 500, prices 500, pdf_streams
-//! 200, signal_events 300, local_embeddings 16 texts + 16 configs + 8 tokenizers — `cargo test --test fuzz` takes a few seconds. For a longer local run set
+//! 200, signal_events 300, browser_proxy 200 byte streams + 300 request lines, local_embeddings 16 texts + 16 configs + 8 tokenizers — `cargo test --test fuzz` takes a few seconds. For a longer local run set
 //! `CLAWVISOR_FUZZ_CASES` (every target then runs that many), e.g.
 //! `CLAWVISOR_FUZZ_CASES=20000 cargo test --release --test fuzz`; `PROPTEST_RNG_SEED=<n>` fixes
 //! the seed.
@@ -5566,4 +5567,29 @@ fn local_embeddings_model_files() {
     run(runner(REGRESSIONS, 8), configs(), |mangled| {
         check_directory("tokenizer.json", &render(&mangled, "tokenizer.json"))
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: browser_proxy — any bytes to the browser's egress proxy (issue #32).
+// ---------------------------------------------------------------------------------------------
+
+#[path = "fuzz/browser_proxy.rs"]
+mod browser_proxy_target;
+
+#[test]
+fn browser_proxy() {
+    use browser_proxy_target::*;
+    replay(
+        "browser_proxy",
+        |text| rig().fill(text).into_bytes(),
+        |bytes| check_bytes(bytes),
+    );
+    run(runner(REGRESSIONS, 200), byte_streams(), |bytes| {
+        check_bytes(&bytes)
+    });
+    run(
+        runner(REGRESSIONS, 300),
+        request_lines(),
+        |(method, uri)| check_line(&method, &uri),
+    );
 }

@@ -873,6 +873,12 @@ async fn the_approvals_page_shows_the_screenshot_of_a_browser_approval() {
         .expect("json");
     let approval = &listed["approvals"][0];
     let id = approval["id"].as_str().expect("an id").to_string();
+    // The first line says in plain words what will happen, not which tool is used.
+    let summary = approval["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("wants to click “Buy now” on 127.0.0.1 (page “Shop”)"),
+        "{summary}"
+    );
     let route = format!("/api/v1/approvals/{id}/screenshot");
     assert_eq!(approval["screenshot"].as_str(), Some(route.as_str()));
     let shot = http
@@ -935,6 +941,17 @@ async fn the_approvals_page_shows_the_screenshot_of_a_browser_approval() {
                 "document.querySelector('[data-approval=\"{id}\"]').scrollIntoView();"
             ))
             .await;
+        let first_line = console
+            .js(&format!(
+                "return document.querySelector('[data-approval=\"{id}\"] .approval-summary').textContent;"
+            ))
+            .await;
+        assert!(
+            first_line
+                .as_str()
+                .is_some_and(|line| line.contains("click “Buy now” on 127.0.0.1 (page “Shop”)")),
+            "{first_line}"
+        );
         console.screenshot(name).await;
         console.assert_no_sideways_scroll("approvals").await;
     }

@@ -5,15 +5,20 @@
 //! through only if it passes the same address rule as `web_fetch` (`tool::address`): http(s) to
 //! public addresses, unless `[tools] web_fetch_allow_private` or a `[browser] allow_private`
 //! entry allows it. A refused request fails as `BlockedByClient`, and a sentence saying which
-//! address was refused and why is kept for the model (`take_refusals`).
+//! address was refused and why is kept for the model ([`RefusalLog`], shared with the proxy).
 //!
 //! Invariants: no paused request is forgotten (the events come through a route of their own,
 //! never a lagging broadcast, and each is answered, continued or failed); other schemes (`data:`,
 //! `blob:`, `file:`) never reach the network and are left to Chromium and the sandbox (Landlock
 //! keeps protected files out of reach).
 //!
-//! Not covered: WebSocket and WebRTC connections (not seen by `Fetch`), and a name whose DNS
-//! answer changes between this check and Chromium's own lookup (DNS rebinding).
+//! What it does not see — WebSocket and WebRTC connections, and a name whose DNS answer changes
+//! after this check (DNS rebinding) — the egress proxy (`super::proxy`) decides: every
+//! connection goes through it and is checked at the address it uses. The guard stays as a
+//! second wall with better words: it sees the whole URL and what kind of request it is (the
+//! proxy sees only `host:port` of an encrypted tunnel), and it stops a refused request before
+//! Chromium opens anything. Its cost is one DevTools round trip per request (BENCHMARKS.md,
+//! "#32: browser", "Proxy").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,48 +50,17 @@ struct Refusals {
     more: usize,
 }
 
-/// The running guard of one Chromium. Cheap to clone.
-#[derive(Clone)]
-pub struct RequestGuard {
+/// The refusals of one Chromium's requests, kept for the model (by this guard and by the
+/// egress proxy, `super::proxy`), and how many checks are still running. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct RefusalLog {
     refusals: Arc<Mutex<Refusals>>,
     in_flight: Arc<AtomicUsize>,
 }
 
-impl RequestGuard {
-    /// Routes `Fetch.requestPaused` to the guard's task and turns interception on for every
-    /// target of this Chromium.
-    pub async fn install(
-        cdp: &Cdp,
-        rules: GuardRules,
-    ) -> Result<RequestGuard, super::BrowserError> {
-        let guard = RequestGuard {
-            refusals: Arc::default(),
-            in_flight: Arc::default(),
-        };
-        let mut paused = cdp.route("Fetch.requestPaused");
-        let (task_cdp, task_guard, rules) = (cdp.clone(), guard.clone(), Arc::new(rules));
-        tokio::spawn(async move {
-            while let Some(event) = paused.recv().await {
-                task_guard.in_flight.fetch_add(1, Ordering::SeqCst);
-                let (cdp, guard, rules) = (task_cdp.clone(), task_guard.clone(), rules.clone());
-                tokio::spawn(async move {
-                    guard.decide(&cdp, &rules, event).await;
-                    guard.in_flight.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        cdp.call(
-            None,
-            "Fetch.enable",
-            json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
-            ANSWER_TIMEOUT,
-        )
-        .await?;
-        Ok(guard)
-    }
-
+impl RefusalLog {
     /// The refusals since the last call, as sentences for the model (empty: none).
-    pub fn take_refusals(&self) -> Vec<String> {
+    pub fn take(&self) -> Vec<String> {
         let mut refusals = std::mem::take(&mut *self.lock());
         if refusals.more > 0 {
             refusals.sentences.push(format!(
@@ -97,7 +71,26 @@ impl RequestGuard {
         refusals.sentences
     }
 
-    /// Waits (at most `bound`) until no paused request is still being checked.
+    /// Keeps one sentence (the first [`MAX_KEPT`] different ones; the rest are counted).
+    pub fn keep(&self, sentence: String) {
+        let mut refusals = self.lock();
+        if refusals.sentences.contains(&sentence) {
+            return;
+        }
+        if refusals.sentences.len() < MAX_KEPT {
+            refusals.sentences.push(sentence);
+        } else {
+            refusals.more += 1;
+        }
+    }
+
+    /// Counts a check as running until the returned value is dropped.
+    pub fn checking(&self) -> CheckInFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        CheckInFlight(self.in_flight.clone())
+    }
+
+    /// Waits (at most `bound`) until no check is still running.
     pub async fn settled(&self, bound: Duration) {
         let deadline = tokio::time::Instant::now() + bound;
         while self.in_flight.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
@@ -109,6 +102,53 @@ impl RequestGuard {
         self.refusals
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// One running check of a [`RefusalLog`]; dropping it ends the check.
+pub struct CheckInFlight(Arc<AtomicUsize>);
+
+impl Drop for CheckInFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The running guard of one Chromium. Cheap to clone.
+#[derive(Clone)]
+pub struct RequestGuard {
+    log: RefusalLog,
+}
+
+impl RequestGuard {
+    /// Routes `Fetch.requestPaused` to the guard's task and turns interception on for every
+    /// target of this Chromium.
+    pub async fn install(
+        cdp: &Cdp,
+        rules: GuardRules,
+        log: RefusalLog,
+    ) -> Result<RequestGuard, super::BrowserError> {
+        let guard = RequestGuard { log };
+        let mut paused = cdp.route("Fetch.requestPaused");
+        let (task_cdp, task_guard, rules) = (cdp.clone(), guard.clone(), Arc::new(rules));
+        tokio::spawn(async move {
+            while let Some(event) = paused.recv().await {
+                let checking = task_guard.log.checking();
+                let (cdp, guard, rules) = (task_cdp.clone(), task_guard.clone(), rules.clone());
+                tokio::spawn(async move {
+                    guard.decide(&cdp, &rules, event).await;
+                    drop(checking);
+                });
+            }
+        });
+        cdp.call(
+            None,
+            "Fetch.enable",
+            json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
+            ANSWER_TIMEOUT,
+        )
+        .await?;
+        Ok(guard)
     }
 
     /// Continues or fails one paused request.
@@ -141,7 +181,7 @@ impl RequestGuard {
             }
             Err(refusal) => {
                 let resource = event.params["resourceType"].as_str().unwrap_or("Other");
-                self.keep(refusal_sentence(raw_url, resource, &refusal));
+                self.log.keep(refusal_sentence(raw_url, resource, &refusal));
                 tracing::info!(url = %crate::secrets::redact(raw_url), %refusal, "the browser refused a page's request");
                 cdp.call(
                     session,
@@ -154,18 +194,6 @@ impl RequestGuard {
         };
         if let Err(error) = answer {
             tracing::debug!(%error, "a paused request could not be answered (its page is gone)");
-        }
-    }
-
-    fn keep(&self, sentence: String) {
-        let mut refusals = self.lock();
-        if refusals.sentences.contains(&sentence) {
-            return;
-        }
-        if refusals.sentences.len() < MAX_KEPT {
-            refusals.sentences.push(sentence);
-        } else {
-            refusals.more += 1;
         }
     }
 }
@@ -188,7 +216,13 @@ fn refusal_sentence(url: &str, resource: &str, refusal: &FetchRefusal) -> String
         }
         other => format!("a {} for the page", other.to_ascii_lowercase()),
     };
-    let why = match refusal {
+    let why = refusal_reason(refusal);
+    format!("The page asked for {shown} ({what}); the browser refused it: {why}.")
+}
+
+/// Why the browser refused a destination, in words for the model and the operator.
+pub fn refusal_reason(refusal: &FetchRefusal) -> String {
+    match refusal {
         FetchRefusal::ForbiddenAddress {
             host,
             address,
@@ -199,8 +233,7 @@ fn refusal_sentence(url: &str, resource: &str, refusal: &FetchRefusal) -> String
              web_fetch_allow_private, or one host with [browser] allow_private)"
         ),
         other => other.to_string(),
-    };
-    format!("The page asked for {shown} ({what}); the browser refused it: {why}.")
+    }
 }
 
 #[cfg(test)]

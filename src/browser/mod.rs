@@ -12,12 +12,16 @@
 //! changes what the agent may do; a reference (`[3]`) names the element of the last snapshot,
 //! kept in an isolated world the page's scripts cannot reach; a login's password is typed by
 //! `session` itself and appears in no output; every request a page makes passes `guard` (the
-//! `web_fetch` address rule) first.
+//! `web_fetch` address rule) first, and every connection Chromium opens goes through its
+//! egress `proxy`, which checks it again at the address it connects to (the sandbox lets
+//! Chromium's TCP reach the proxy's port only). `words` is how a call reads in an approval.
 
 pub mod cdp;
 pub mod guard;
 pub mod launch;
+pub mod proxy;
 pub mod session;
+pub mod words;
 
 use std::path::PathBuf;
 use std::time::Duration;

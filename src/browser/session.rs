@@ -20,8 +20,9 @@ use tokio::time::Instant;
 mod actions;
 
 use super::cdp::{Cdp, CdpEvent};
-use super::guard::RequestGuard;
+use super::guard::{RefusalLog, RequestGuard};
 use super::launch::{self, Chromium};
+use super::proxy::EgressProxy;
 use super::{Action, BrowserError, BrowserSetup, Download, Outcome, PageInfo, RefInfo, Snapshot};
 
 /// The snapshot script (`snapshot.js`): a function of the size limit returning JSON.
@@ -52,6 +53,10 @@ pub struct BrowserSession {
     setup: BrowserSetup,
     /// Checks every request of every page (`guard`); installed by `initialise`.
     guard: Option<RequestGuard>,
+    /// What the guard and the proxy refused, for the model.
+    refusals: RefusalLog,
+    /// Every connection Chromium makes goes through it; stopped when the session is dropped.
+    _proxy: EgressProxy,
 }
 
 impl BrowserSession {
@@ -60,9 +65,22 @@ impl BrowserSession {
     pub async fn start(setup: &BrowserSetup) -> Result<BrowserSession, BrowserError> {
         let chromium_path = launch::find_chromium(setup.chromium.as_deref())
             .map_err(|error| BrowserError::Start(error.to_string()))?;
-        let chromium = launch::launch(&chromium_path, &setup.profile_dir, &setup.protected)
+        let refusals = RefusalLog::default();
+        let proxy = EgressProxy::start(setup.requests.clone(), refusals.clone())
             .await
-            .map_err(|error| BrowserError::Start(error.to_string()))?;
+            .map_err(|error| {
+                BrowserError::Start(format!(
+                    "could not start the browser's network proxy on 127.0.0.1: {error}"
+                ))
+            })?;
+        let chromium = launch::launch(
+            &chromium_path,
+            &setup.profile_dir,
+            &setup.protected,
+            proxy.port(),
+        )
+        .await
+        .map_err(|error| BrowserError::Start(error.to_string()))?;
         let downloads = setup.profile_dir.join("downloads");
         std::fs::create_dir_all(&downloads).map_err(|error| {
             BrowserError::Start(format!("cannot create {}: {error}", downloads.display()))
@@ -74,6 +92,8 @@ impl BrowserSession {
             downloads,
             setup: setup.clone(),
             guard: None,
+            refusals,
+            _proxy: proxy,
         };
         if let Err(error) = session.initialise().await {
             let said = session.chromium.said.lines().join(" / ");
@@ -87,7 +107,8 @@ impl BrowserSession {
 
     /// Routes downloads to the profile and attaches to the first tab.
     async fn initialise(&mut self) -> Result<(), BrowserError> {
-        self.guard = Some(RequestGuard::install(self.cdp(), self.setup.requests.clone()).await?);
+        let rules = self.setup.requests.clone();
+        self.guard = Some(RequestGuard::install(self.cdp(), rules, self.refusals.clone()).await?);
         self.browser_call(
             "Browser.setDownloadBehavior",
             json!({"behavior": "allowAndName", "downloadPath": self.downloads, "eventsEnabled": true}),
@@ -140,14 +161,12 @@ impl BrowserSession {
         }
     }
 
-    /// Runs one action; the model is told of any request of the page the guard refused.
+    /// Runs one action; the model is told of any request or connection of the page the guard
+    /// or the proxy refused.
     pub async fn act(&mut self, action: Action) -> Result<Outcome, BrowserError> {
         let result = self.act_unguarded(action).await;
-        let Some(guard) = &self.guard else {
-            return result;
-        };
-        guard.settled(GUARD_SETTLE).await;
-        let refusals = guard.take_refusals();
+        self.refusals.settled(GUARD_SETTLE).await;
+        let refusals = self.refusals.take();
         if refusals.is_empty() {
             return result;
         }

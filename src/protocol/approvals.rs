@@ -360,6 +360,7 @@ pub fn plain_activity(tool: &str, action: &str) -> String {
             return shell_activity(command.strip_prefix("shell:").unwrap_or(command).trim());
         }
         "web_fetch" => "open a web page",
+        "browser" => return crate::browser::words::plain_activity(action),
         "web_search" => "search the web",
         "send_message" => "send a message to a chat",
         "send_file" => "send a file from its workspace into the chat",
@@ -588,6 +589,14 @@ mod wording_tests {
             "use `create_issue` from the connected service `github`"
         );
         assert_eq!(plain_activity("odd", "odd"), "use the tool `odd`");
+        assert_eq!(
+            plain_summary(
+                "ada",
+                "browser",
+                "browser: click [3] \"Buy now\" on shop.example (page \"Cart\")"
+            ),
+            "ada wants to click “Buy now” on shop.example (page “Cart”)"
+        );
     }
 
     #[test]

@@ -20,15 +20,16 @@
 //! A command without the network also gets Landlock's TCP rules (ABI 4) with nothing allowed:
 //! no TCP bind or connect, behind its empty network namespace. A command with the network has
 //! no port rule (Landlock filters ports, not addresses, so it could not tell a download from a
-//! call to Studio on loopback; what guards Studio there is that the command holds no token).
+//! call to Studio on loopback; what guards Studio there is that the command holds no token) —
+//! except the browser (`tcp_connect_only`): no TCP bind, and connects to its proxy's port only.
 
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
-    path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, path_beneath_rules,
 };
 use nix::libc;
 
@@ -175,6 +176,9 @@ pub struct ConfinementRequest<'a> {
     pub protected: &'a [PathBuf],
     /// The PATH commands get: its absolute directories are readable and executable too.
     pub path: &'a str,
+    /// With the network, TCP connects only to this port and no TCP bind (Landlock ABI 4; older
+    /// kernels cannot): the browser, whose every connection must go through its proxy.
+    pub tcp_connect_only: Option<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -210,12 +214,21 @@ impl Confinement {
             .map_err(failed)?;
         // Without the network, TCP binds and connects are refused by Landlock too (ABI 4), a
         // second wall behind the empty network namespace (and the only one without it).
-        if !request.reach.network && abi >= 4 {
+        // A browser's TCP goes to its proxy's port only (`tcp_connect_only`).
+        let restrict_tcp = !request.reach.network || request.tcp_connect_only.is_some();
+        if restrict_tcp && abi >= 4 {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(TARGET_ABI))
                 .map_err(failed)?;
         }
         let mut ruleset = ruleset.create().map_err(failed)?;
+        if let (Some(port), true, true) =
+            (request.tcp_connect_only, request.reach.network, abi >= 4)
+        {
+            ruleset = ruleset
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(failed)?;
+        }
         for (path, access) in grants {
             ruleset = ruleset
                 .add_rules(path_beneath_rules([path], access))
@@ -482,6 +495,7 @@ mod tests {
             home: home.path(),
             protected: &protected,
             path: "/usr/bin",
+            tcp_connect_only: None,
         });
         let granted = |path: &Path| grants.iter().any(|(granted, _)| granted == path);
         assert!(granted(&workspace.join("notes")), "{grants:?}");

@@ -12,7 +12,10 @@
 //! - `/leave?how=…&to=<url>` — a page that sends the browser to `to` by itself: `redirect` (a
 //!   302), `script` (`location.href`), `iframe`, `image`, `meta` (a refresh) or `form` (a form
 //!   posted by script); for the guard's tests, with `to` on a second site standing for a private
-//!   address.
+//!   address. `websocket`, `fetch` and `xhr` make the page itself connect to `to` (a `ws:` URL
+//!   for the first) and write what happened into its heading (`Socket open`, `Socket failed`,
+//!   `Fetched 200`, `Fetch failed`), for the egress proxy's tests; `webrtc` gathers WebRTC
+//!   candidates with `to` as its STUN server (`stun:host:port`) and says `Gathered`.
 //!
 //! Every request's path and every form posted are recorded, so a test can prove what the browser
 //! did (and that an order was not placed while its approval waited).
@@ -300,6 +303,34 @@ async fn leave_page(
         "form" => format!(
             "<h1>Posting</h1><form id=f method=post action=\"{attribute_to}\"><input name=a value=1></form>\
              <script>document.getElementById('f').submit();</script>"
+        ),
+        "websocket" => format!(
+            "<h1 id=status>Connecting</h1><script>const socket = new WebSocket({script_to});\
+             const status = document.getElementById('status');\
+             socket.onopen = () => {{ status.textContent = 'Socket open'; }};\
+             socket.onerror = () => {{ status.textContent = 'Socket failed'; }};</script>"
+        ),
+        "fetch" => format!(
+            "<h1 id=status>Fetching</h1><script>const status = document.getElementById('status');\
+             fetch({script_to}, {{mode: 'no-cors'}})\
+             .then(() => {{ status.textContent = 'Fetched 200'; }})\
+             .catch(() => {{ status.textContent = 'Fetch failed'; }});</script>"
+        ),
+        "xhr" => format!(
+            "<h1 id=status>Fetching</h1><script>const status = document.getElementById('status');\
+             const request = new XMLHttpRequest(); request.open('GET', {script_to});\
+             request.onload = () => {{ status.textContent = 'Fetched ' + request.status; }};\
+             request.onerror = () => {{ status.textContent = 'Fetch failed'; }};\
+             request.send();</script>"
+        ),
+        "webrtc" => format!(
+            "<h1 id=status>Gathering</h1><script>const status = document.getElementById('status');\
+             const peer = new RTCPeerConnection({{iceServers: [{{urls: {script_to}}}]}});\
+             peer.createDataChannel('probe');\
+             peer.onicegatheringstatechange = () => {{\
+               if (peer.iceGatheringState === 'complete') status.textContent = 'Gathered'; }};\
+             peer.createOffer().then((offer) => peer.setLocalDescription(offer))\
+             .catch(() => {{ status.textContent = 'Gathered'; }});</script>"
         ),
         _ => return (StatusCode::BAD_REQUEST, "unknown how").into_response(),
     };

@@ -223,20 +223,73 @@ pub fn parse_and_check_url(text: &str, policy: AddressPolicy) -> Result<Url, Fet
 /// Whether a `[browser] allow_private` entry (`host` or `host:port`) names `url`'s host (and
 /// port): such a private host is reachable although the policy is public-only.
 pub fn allowed_private_entry(url: &url::Url, entries: &[String]) -> bool {
-    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-    let port = url.port_or_known_default();
+    let host = url.host_str().unwrap_or_default();
+    allowed_private_host(host, url.port_or_known_default(), entries)
+}
+
+/// [`allowed_private_entry`] for a host (a name, an IPv4 address, or an IPv6 address with or
+/// without its brackets) and port.
+pub fn allowed_private_host(host: &str, port: Option<u16>, entries: &[String]) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let same_host = |entry_host: &str| {
+        let entry_host = entry_host.trim_start_matches('[').trim_end_matches(']');
+        !entry_host.is_empty() && entry_host == bare
+    };
     entries.iter().any(|entry| {
         let entry = entry.trim().to_ascii_lowercase();
         match entry.rsplit_once(':') {
-            Some((entry_host, entry_port)) if !entry_host.ends_with(':') => {
+            // `host:port`, `[v6]:port`; a bare IPv6 address has colons but no port.
+            Some((entry_host, entry_port))
+                if !entry_host.ends_with(':')
+                    && (!entry_host.contains(':') || entry_host.ends_with(']')) =>
+            {
                 match entry_port.parse::<u16>() {
-                    Ok(entry_port) => entry_host == host && Some(entry_port) == port,
-                    Err(_) => entry == host,
+                    Ok(entry_port) => same_host(entry_host) && Some(entry_port) == port,
+                    Err(_) => same_host(&entry),
                 }
             }
-            _ => entry == host,
+            _ => same_host(&entry),
         }
     })
+}
+
+/// Resolves `host` ONCE and checks every address it resolves to (or the IP literal itself),
+/// like [`check_destination`], a `[browser] allow_private` entry for `host` (and `port`)
+/// allowing private ones: the addresses returned, with `port`, are the only ones the caller may
+/// connect to (pinned — a second lookup could answer differently, DNS rebinding).
+pub async fn resolve_pinned(
+    host: &str,
+    port: u16,
+    policy: AddressPolicy,
+    allow_private: &[String],
+) -> Result<Vec<SocketAddr>, FetchRefusal> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.is_empty() {
+        return Err(FetchRefusal::NoHost);
+    }
+    let policy = if allowed_private_host(host, Some(port), allow_private) {
+        AddressPolicy::AllowPrivate
+    } else {
+        policy
+    };
+    if let Ok(address) = bare.parse::<IpAddr>() {
+        check_address(bare, address, policy)?;
+        return Ok(vec![SocketAddr::new(address, port)]);
+    }
+    let name = bare.trim_end_matches('.');
+    match resolve_checked(name, policy).await {
+        Ok(addresses) => Ok(addresses
+            .into_iter()
+            .map(|address| SocketAddr::new(address.ip(), port))
+            .collect()),
+        Err(error) => Err(match error.downcast::<FetchRefusal>() {
+            Ok(refusal) => *refusal,
+            Err(_) => FetchRefusal::NoAddress {
+                host: name.to_string(),
+            },
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -252,5 +305,35 @@ mod tests {
         assert!(!allowed_private_entry(&url, &["192.168.1.1".into()]));
         let plain = url::Url::parse("http://nas.local/").expect("a URL");
         assert!(allowed_private_entry(&plain, &["NAS.local:80".into()]));
+        assert!(allowed_private_host(
+            "[::1]",
+            Some(8080),
+            &["[::1]:8080".into()]
+        ));
+        assert!(allowed_private_host("::1", Some(8080), &["::1".into()]));
+        assert!(!allowed_private_host(
+            "::1",
+            Some(8080),
+            &["[::1]:80".into()]
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_pinned_destination_is_checked_where_it_connects() {
+        let policy = AddressPolicy::PublicOnly;
+        let refused = resolve_pinned("localhost", 8080, policy, &[]).await;
+        assert!(
+            matches!(refused, Err(FetchRefusal::ForbiddenAddress { .. })),
+            "{refused:?}"
+        );
+        let allowed = resolve_pinned("127.0.0.1", 8080, policy, &["127.0.0.1:8080".into()])
+            .await
+            .expect("an allowed entry");
+        assert_eq!(allowed, vec!["127.0.0.1:8080".parse().expect("an address")]);
+        let other_port =
+            resolve_pinned("127.0.0.1", 8081, policy, &["127.0.0.1:8080".into()]).await;
+        assert!(other_port.is_err(), "{other_port:?}");
+        let literal = resolve_pinned("[::1]", 443, policy, &[]).await;
+        assert!(literal.is_err(), "{literal:?}");
     }
 }

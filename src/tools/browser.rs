@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::browser::words::quote;
 use crate::browser::{Action, PageInfo, RefInfo};
 use crate::llm::ToolSpec;
 use crate::policy::{Assessment, Effect, RiskLevel};
@@ -257,7 +258,7 @@ fn on_page(page: &PageInfo) -> String {
     if page.title.trim().is_empty() {
         format!("on {host}")
     } else {
-        format!("on {host} (page \"{}\")", page.title.trim())
+        format!("on {host} (page {})", quote(&page.title))
     }
 }
 
@@ -437,10 +438,11 @@ impl Tool for BrowserTool {
             last.refs
                 .iter()
                 .find(|info| info.n == *reference)
-                .map(|info| format!("[{reference}] \"{}\"", info.label))
+                .map(|info| format!("[{reference}] {}", quote(&info.label)))
                 .unwrap_or_else(|| format!("[{reference}]"))
         };
         let place = on_page(&last.page);
+        // The wording `browser::words::plain_activity` reads back for the approval's first line.
         let described = match &action {
             Action::Open { url, .. } => format!("open {}", crate::secrets::redact(url)),
             Action::Click { reference } => format!("click {} {place}", label(reference)),
@@ -449,17 +451,20 @@ impl Tool for BrowserTool {
                 text,
                 submit,
             } => format!(
-                "type \"{}\" into {} {place}{}",
-                crate::secrets::redact(text),
+                "type {} into {} {place}{}",
+                quote(&crate::secrets::redact(text)),
                 label(reference),
                 if *submit { ", then press Enter" } else { "" }
             ),
             Action::Select { reference, value } => {
-                format!("select \"{value}\" in {} {place}", label(reference))
+                format!("select {} in {} {place}", quote(value), label(reference))
             }
-            Action::Press { key } => format!("press {key} {place}"),
+            Action::Press { key } => format!("press {} {place}", quote(key)),
             Action::Login { site } => {
-                format!("log in to {site} with the stored user name and password {place}")
+                format!(
+                    "log in to {} with the stored user name and password {place}",
+                    quote(site)
+                )
             }
             other => format!("{} {place}", other.name()),
         };

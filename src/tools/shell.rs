@@ -283,6 +283,7 @@ async fn prepare(
             home: home.path(),
             protected: &protected,
             path: &path,
+            tcp_connect_only: None,
         })
         .map_err(|error| ToolError::Failed(error.to_string()))?;
         let namespaces = sandbox::namespace_support(sandbox::find_bash(&path).as_deref());

@@ -1339,4 +1339,72 @@ mod daemon {
         phone("signal-people-claimed").await;
         browser.close().await;
     }
+
+    /// The People page's Signal block lists a stranger's pairing request; the operator approves
+    /// it by clicking, the person is told and their next message is answered. Screenshots
+    /// `signal-pairing-*.png` and `phone-signal-pairing-*.png`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_operator_approves_a_signal_pairing_request_on_the_people_page() {
+        use super::browser::Browser;
+        let setup = start(Script::new().rule(Rule::echo()), "", ALLOW_ANA, "", &[]).await;
+        let mallory = SignalPerson::new("+4917200000009", "Mallory");
+        setup.fake.push_text(&mallory, "hello, may I talk to you?");
+        let code = pairing_code(&wait_text(&setup.fake, &mallory.number, "approve code").await);
+        let (base, _) = setup.harness.studio_http().await;
+        let browser = Browser::launch().await;
+        let link = clawvisor::studio::access::login_link(setup.harness.store(), &base, "cli")
+            .await
+            .expect("a login link");
+        browser.client.goto(&link).await.expect("Studio opens");
+        browser
+            .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+            .await;
+        browser.open("people").await;
+        browser
+            .wait_until(
+                "the pending request is listed with its code",
+                &format!(
+                    "document.querySelector('[data-sg-pairing]')?.textContent.includes('{code}')"
+                ),
+            )
+            .await;
+        let phone = |name: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .client
+                    .set_window_size(390, 844)
+                    .await
+                    .expect("a phone viewport");
+                browser.assert_no_sideways_scroll("people").await;
+                browser.screenshot(&format!("phone-{name}")).await;
+                browser
+                    .client
+                    .set_window_size(1280, 900)
+                    .await
+                    .expect("a desktop viewport");
+            }
+        };
+        browser.screenshot("signal-pairing-pending").await;
+        phone("signal-pairing-pending").await;
+        browser
+            .click("[data-sg-pairing] button[data-action=\"approve\"]")
+            .await;
+        browser
+            .wait_until(
+                "Mallory is listed as allowed and the request is gone",
+                "document.querySelector('[data-sg-person=\"+4917200000009\"]') && !document.querySelector('[data-sg-pairing]')",
+            )
+            .await;
+        browser.screenshot("signal-pairing-approved").await;
+        phone("signal-pairing-approved").await;
+        wait_text(&setup.fake, &mallory.number, "You're approved, Mallory").await;
+        setup.fake.push_text(&mallory, "thank you");
+        wait_text(&setup.fake, &mallory.number, "echo: thank you").await;
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action = 'people.paired' AND actor = 'operator (studio)' AND subject = 'sg:+4917200000009'").await,
+            1
+        );
+        browser.close().await;
+    }
 }

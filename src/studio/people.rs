@@ -181,7 +181,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         .collect();
     Ok(Json(json!({
         "agents": agents,
-        "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it and restart to change them.",
+        "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it, then reload (Overview's \"Reload configuration\", or clawvisor reload) to apply the change.",
     })))
 }
 

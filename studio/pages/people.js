@@ -57,19 +57,23 @@ function claimBlock(claim) {
 // Someone new who wrote to a WhatsApp or Signal number got a code; the operator lets them in or
 // turns them down here (as an approver can by replying "pair <code>" / "deny <code>" there).
 function seamPending(prefix, pending, shown, agent, refresh) {
+  if (!pending.length) {
+    return el('p', { class: 'muted small', [`data-${prefix}-pairings`]: 0 },
+      'No one is waiting. Someone new who writes to this number gets a code, and their request shows here.');
+  }
   const decide = (r, op, done) => el('button', { type: 'button', class: op === 'approve' ? 'good' : '', 'data-action': op,
     onclick: async (e) => { if (await act(e.currentTarget, () => api(`/api/v1/channel-pairings/${enc(r.code)}/${op}`, { method: 'POST' }), done)) refresh(); } },
     op === 'approve' ? 'Approve' : 'Deny');
-  return [
-    el('h5', null, 'Waiting for approval'),
-    pending.length ? pending.map((r) => el('div', { class: 'row spread person', [`data-${prefix}-pairing`]: r.code },
+  return el('div', { class: 'hint', [`data-${prefix}-pairings`]: pending.length },
+    el('p', { style: 'margin:0 0 .3rem' }, el('strong', null, pending.length === 1 ? 'Someone new is waiting. ' : `${pending.length} new people are waiting. `),
+      'They got a code and no answer yet. Approve to let them talk to the agent, or deny (they get no answer until the code expires).'),
+    pending.map((r) => el('div', { class: 'row spread person', [`data-${prefix}-pairing`]: r.code },
       el('div', null, el('strong', null, r.name || shown(r.number)), ` (${shown(r.number)}) `,
-        el('span', { class: 'muted small' }, 'code ', code(r.display), ' · ', expires(r.expires_ms))),
+        el('span', { class: 'muted small' }, el('span', { style: 'white-space:nowrap' }, 'code ', code(r.display)), ' · ', expires(r.expires_ms))),
       el('div', { class: 'row buttons' },
         decide(r, 'approve', `${r.name || shown(r.number)} can talk to ${agent} now.`),
-        decide(r, 'deny', `Denied ${r.name || shown(r.number)}: no answer until the code expires.`))))
-      : el('p', { class: 'muted small' }, 'No requests. Someone new who writes to this number gets a code, and their request shows here.'),
-  ];
+        decide(r, 'deny', `Denied ${r.name || shown(r.number)}: no answer until the code expires.`)))),
+    el('p', { class: 'muted small', style: 'margin:.3rem 0 0' }, 'Approvers can also reply "pair <code>" or "deny <code>" to the number.'));
 }
 
 // An agent's WhatsApp number: who may write to it, its claim code while nobody owns it, and the
@@ -133,11 +137,11 @@ function signalBlock(s, agent, refresh) {
           : el('p', { class: 'muted small', 'data-sg-claim': 'waiting' }, 'A claim code is made when the number comes online.'),
     stream && el(stream.dropped ? 'div' : 'p', { class: stream.dropped ? 'hint' : 'muted small', 'data-sg-stream': stream.dropped ? 'dropped' : 'ok' },
       stream.dropped ? el('strong', null, 'Signal is not connected right now. ') : null, stream.detail, ' ', el('span', { class: 'muted small' }, when(stream.at_ms))),
-    claim.state !== 'unclaimed' && seamPending('sg', s.pending || [], (n) => n, agent, refresh),
     fromFile.map((p) => el('div', { class: 'row person', 'data-sg-file-person': p.number },
       el('strong', null, p.number), p.approver && badge('ok', 'approver'))),
     people.filter((p) => p.status !== 'owner').map((p) => el('div', { class: 'row person', 'data-sg-person': p.number },
       el('strong', null, p.name || p.number), ` (${p.number}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status))),
+    claim.state !== 'unclaimed' && seamPending('sg', s.pending || [], (n) => n, agent, refresh),
     el('details', null, el('summary', { class: 'muted small' }, 'Technical detail'),
       el('p', { class: 'muted small' }, `Number ${s.number}. clawvisor reads signal-cli's message stream and sends with its JSON-RPC; approvals are answered in words ("yes <id>" / "no <id>").`)));
 }

@@ -110,6 +110,37 @@ pub fn now_limited_reply(until_ms: i64) -> String {
     )
 }
 
+/// What a stranger is told with their pairing code, on every channel; `pair_command` is how an
+/// approver answers there (`/pair` on Telegram, `pair` on WhatsApp and Signal).
+pub fn pairing_request_reply(name: &str, code: &str, pair_command: &str) -> String {
+    let code = crate::telegram::pairing::display(code);
+    let hello = match name.trim() {
+        "" => "Hi!".to_string(),
+        name => format!("Hi {name}!"),
+    };
+    format!(
+        "{hello} I only talk to people my owner approved. Ask them to approve code {code} (in Studio, or by sending {pair_command} {code} to me). The code is valid for an hour."
+    )
+}
+
+/// What a person is told once their pairing request was approved, on every channel.
+pub fn paired_reply(name: &str) -> String {
+    match name.trim() {
+        "" => "You're approved. Write to me anytime.".to_string(),
+        name => format!("You're approved, {name}. Write to me anytime."),
+    }
+}
+
+/// What the approver who paired someone (`who`: their id on the channel) is told.
+pub fn paired_confirmation(name: &str, who: &str) -> String {
+    format!("Paired {name} ({who}). They can talk to me now.")
+}
+
+/// The answer to `pair <code>` from someone who may not approve.
+pub const PAIR_NOT_APPROVER: &str = "Only my approvers can pair new users.";
+/// The answer to `pair <code>` with a code that decides nothing.
+pub const PAIR_CODE_UNKNOWN: &str = "That code is unknown, already used or expired.";
+
 /// Where an agent's claim stands after [`ensure_claim_code`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimCheck {

@@ -7,7 +7,7 @@
 //! whose token variable is not set, a provider the running daemon does not have, two bots on one
 //! token), [`effective`] keeps the running settings that need a restart, [`needs_restart`] names
 //! them (every key but the agent files, `[agents]` and `[[mcp.servers]]`), and [`plan`] lists the
-//! agents, bots and services to add, remove or restart. [`Unapplied`] is what a reload could not
+//! agents, bots, WhatsApp and Signal accounts and services to add, remove or restart. [`Unapplied`] is what a reload could not
 //! apply, for the next one to do again. `actors/reloader.rs` applies the plan.
 //!
 //! Secrets from the environment are read at start. A variable set later is read at a reload only
@@ -183,52 +183,65 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
     changed.into_iter().collect()
 }
 
-/// The agents whose WhatsApp account (its `[whatsapp]` table or one of its secrets) differs
-/// between two reads, each as a sentence: a seam account starts only at a restart (its webhook
-/// directory and its actor keep the boot's account until then, so the two never disagree).
-pub fn whatsapp_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<String> {
-    let account = |loaded: &LoadedConfig, agent: &str| {
-        let spec = loaded.agent(agent)?.whatsapp.clone()?;
-        let secrets: Vec<Option<String>> = spec
+/// A seam channel's account (`wa`, `sg`) of one agent, as a reload sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeamAccount {
+    pub channel: &'static str,
+    pub agent: String,
+}
+
+impl SeamAccount {
+    /// `ada's Signal account`, for the report.
+    pub fn describe(&self) -> String {
+        let channel = match self.channel {
+            "wa" => "WhatsApp",
+            "sg" => "Signal",
+            other => other,
+        };
+        format!("{}'s {channel} account", self.agent)
+    }
+}
+
+/// Each seam account `loaded` runs, with what it is built from (its agent's definition, with its
+/// table, and its secrets, to compare two reads): WhatsApp accounts whose secrets are set, every
+/// `[signal]` table; none when the daemon runs no channels.
+fn seam_accounts(
+    loaded: &LoadedConfig,
+    channels: bool,
+) -> BTreeMap<SeamAccount, (AgentSpec, Vec<String>)> {
+    let mut accounts = BTreeMap::new();
+    for spec in loaded.agents.iter().filter(|_| channels) {
+        let Some(whatsapp) = &spec.whatsapp else {
+            continue;
+        };
+        // As `whatsapp::Directory`: an account runs only with its three secrets set.
+        let secrets: Option<Vec<String>> = whatsapp
             .secret_vars()
             .iter()
             .map(|var| loaded.secret(var).map(|secret| secret.expose().to_string()))
             .collect();
-        Some(format!("{spec:?}{secrets:?}"))
-    };
-    seam_changes(running, new, "[whatsapp]", "WhatsApp", account)
-}
-
-/// The agents whose `[signal]` table differs between two reads: like WhatsApp's, a Signal
-/// account (its actor and its event stream) starts only at a restart.
-pub fn signal_changes(running: &LoadedConfig, new: &LoadedConfig) -> Vec<String> {
-    let account = |loaded: &LoadedConfig, agent: &str| {
-        Some(format!("{:?}", loaded.agent(agent)?.signal.as_ref()?))
-    };
-    seam_changes(running, new, "[signal]", "Signal", account)
-}
-
-/// The agents whose seam account (as `account` describes it) differs between two reads.
-fn seam_changes(
-    running: &LoadedConfig,
-    new: &LoadedConfig,
-    table: &str,
-    channel: &str,
-    account: impl Fn(&LoadedConfig, &str) -> Option<String>,
-) -> Vec<String> {
-    let names: BTreeSet<&str> = running
+        if let Some(secrets) = secrets {
+            let account = SeamAccount {
+                channel: "wa",
+                agent: spec.name.clone(),
+            };
+            accounts.insert(account, (spec.clone(), secrets));
+        }
+    }
+    for spec in loaded
         .agents
         .iter()
-        .chain(&new.agents)
-        .map(|spec| spec.name.as_str())
-        .collect();
-    names
-        .into_iter()
-        .filter(|agent| account(running, agent) != account(new, agent))
-        .map(|agent| {
-            format!("{table} of agent {agent} ({channel} accounts start at the next restart)")
-        })
-        .collect()
+        .filter(|spec| channels && spec.signal.is_some())
+    {
+        accounts.insert(
+            SeamAccount {
+                channel: "sg",
+                agent: spec.name.clone(),
+            },
+            (spec.clone(), Vec::new()),
+        );
+    }
+    accounts
 }
 
 /// What a reload changes, by name.
@@ -240,6 +253,11 @@ pub struct Plan {
     pub bots_added: Vec<String>,
     pub bots_removed: Vec<String>,
     pub bots_restarted: Vec<String>,
+    /// WhatsApp and Signal accounts to start, to stop, and to start again (their table, secrets
+    /// or agent changed): stopped before their agent changes, started after it.
+    pub seam_added: Vec<SeamAccount>,
+    pub seam_removed: Vec<SeamAccount>,
+    pub seam_restarted: Vec<SeamAccount>,
     /// The MCP server list or the agents that may use a server changed.
     pub mcp_changed: bool,
     /// A model provider was added, removed or changed (its entry or its key): the providers
@@ -284,6 +302,22 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
             .filter(|name| !after.contains_key(*name))
             .cloned()
             .collect();
+        let (before, after) = (
+            seam_accounts(running, channels),
+            seam_accounts(new, channels),
+        );
+        for (account, built_from) in &after {
+            match before.get(account) {
+                None => plan.seam_added.push(account.clone()),
+                Some(old) if old != built_from => plan.seam_restarted.push(account.clone()),
+                Some(_) => {}
+            }
+        }
+        plan.seam_removed = before
+            .keys()
+            .filter(|account| !after.contains_key(*account))
+            .cloned()
+            .collect();
     }
     plan.mcp_changed =
         running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
@@ -318,6 +352,8 @@ pub struct Unapplied {
     pub agents: BTreeSet<String>,
     /// Agents whose bot was not started, restarted or stopped.
     pub bots: BTreeSet<String>,
+    /// WhatsApp and Signal accounts that were not started, restarted or stopped.
+    pub seam: BTreeSet<SeamAccount>,
     /// Root services (by child id) that were not restarted with their new slice.
     pub services: BTreeSet<String>,
     /// The MCP supervisor was not given the new server list.
@@ -326,7 +362,11 @@ pub struct Unapplied {
 
 impl Unapplied {
     pub fn is_empty(&self) -> bool {
-        self.agents.is_empty() && self.bots.is_empty() && self.services.is_empty() && !self.mcp
+        self.agents.is_empty()
+            && self.bots.is_empty()
+            && self.seam.is_empty()
+            && self.services.is_empty()
+            && !self.mcp
     }
 }
 
@@ -358,6 +398,18 @@ impl Plan {
                 } else {
                     add(&mut self.bots_removed, name);
                 }
+            }
+        }
+        let accounts = seam_accounts(new, channels);
+        for account in &unapplied.seam {
+            let planned =
+                self.seam_added.contains(account) || self.seam_restarted.contains(account);
+            if accounts.contains_key(account) {
+                if !planned {
+                    self.seam_restarted.push(account.clone());
+                }
+            } else if !self.seam_removed.contains(account) {
+                self.seam_removed.push(account.clone());
             }
         }
         self.mcp_changed |= unapplied.mcp;
@@ -412,6 +464,71 @@ mod tests {
 
     fn bot(variable: &str) -> String {
         format!("[telegram]\ntoken_env = \"{variable}\"\n")
+    }
+
+    #[test]
+    fn signal_and_whatsapp_accounts_are_added_restarted_and_removed_live() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let signal = |account: &str, allow: &str| {
+            format!("[signal]\naccount = \"{account}\"\nallow_users = [\"{allow}\"]\n")
+        };
+        let whatsapp = "[whatsapp]\nphone_number_id = \"1098765432\"\naccess_token_env = \"WA_TOKEN\"\napp_secret_env = \"WA_SECRET\"\nverify_token_env = \"WA_VERIFY\"\n";
+        let env = [("WA_TOKEN", "t"), ("WA_SECRET", "s"), ("WA_VERIFY", "v")];
+        let sg = |agent: &str| SeamAccount {
+            channel: "sg",
+            agent: agent.into(),
+        };
+        let running = loaded(
+            dir.path(),
+            CONFIG,
+            &[
+                &agent("ada", ""),
+                &agent("bob", &signal("+4915100000002", "+4917200000001")),
+            ],
+            &env,
+        );
+        let added = loaded(
+            dir.path(),
+            CONFIG,
+            &[
+                &agent(
+                    "ada",
+                    &format!("{}{whatsapp}", signal("+4915100000001", "+4917200000001")),
+                ),
+                &agent("bob", &signal("+4915100000002", "+4917200000002")),
+            ],
+            &env,
+        );
+        let planned = plan(&running, &added, true);
+        assert_eq!(
+            planned.seam_added,
+            vec![
+                sg("ada"),
+                SeamAccount {
+                    channel: "wa",
+                    agent: "ada".into()
+                }
+            ]
+        );
+        assert_eq!(planned.seam_restarted, vec![sg("bob")]);
+        assert!(planned.seam_removed.is_empty());
+        assert!(
+            plan(&running, &added, false).seam_added.is_empty(),
+            "no channels, no accounts"
+        );
+        let removed = plan(&added, &running, true);
+        assert_eq!(
+            removed.seam_removed,
+            vec![
+                sg("ada"),
+                SeamAccount {
+                    channel: "wa",
+                    agent: "ada".into()
+                }
+            ]
+        );
+        assert_eq!(plan(&running, &running, true), Plan::default());
+        assert_eq!(sg("ada").describe(), "ada's Signal account");
     }
 
     #[test]
@@ -623,6 +740,7 @@ mod tests {
             agents: ["ada".to_string(), "gone".to_string()].into(),
             bots: ["ada".to_string(), "gone".to_string()].into(),
             services: BTreeSet::new(),
+            seam: BTreeSet::new(),
             mcp: true,
         };
         retried.retry(&unapplied, &same, true);

@@ -563,7 +563,8 @@ mod daemon {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_message_is_stored_answered_by_json_rpc_read_and_typed_and_a_stranger_is_refused() {
+    async fn a_message_is_stored_answered_by_json_rpc_read_and_typed_and_a_stranger_gets_only_a_code()
+     {
         let setup = start(Script::new().rule(Rule::echo()), "", ALLOW_ANA, "", &[]).await;
         let sent_at = setup.fake.push_text(&ana(), "hello there");
         wait_text(&setup.fake, "+4917200000001", "hello there").await;
@@ -620,7 +621,139 @@ mod daemon {
             requests_before,
             "a stranger never reaches the model"
         );
-        assert!(texts_to(&setup.fake, "+4917200000009").is_empty());
+        let told = texts_to(&setup.fake, "+4917200000009");
+        assert!(
+            told.len() == 1 && told[0].contains("approve code"),
+            "a stranger gets one pairing reply: {told:?}"
+        );
+    }
+
+    /// The pairing code in a stranger's reply: `… approve code ABCD-EFGH (…`.
+    pub fn pairing_code(text: &str) -> String {
+        let after = text
+            .split("approve code ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no pairing code in {text:?}"));
+        after.chars().take(9).collect()
+    }
+
+    const BOB: &str = "+4917200000002";
+    /// Ana approves; Bob may talk but not approve.
+    const ANA_APPROVES_BOB_TALKS: &str =
+        "allow_users = [\"+4917200000001\", \"+4917200000002\"]\napprovers = [\"+4917200000001\"]";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stranger_gets_one_pairing_code_and_talks_only_once_an_approver_pairs_them() {
+        let setup = start(
+            Script::new().rule(Rule::echo()),
+            "",
+            ANA_APPROVES_BOB_TALKS,
+            "",
+            &[],
+        )
+        .await;
+        let mallory = SignalPerson::new("+4917200000009", "Mallory");
+        setup.fake.push_text(&mallory, "said before pairing");
+        let reply = wait_text(&setup.fake, &mallory.number, "approve code").await;
+        let code = pairing_code(&reply);
+        assert!(reply.contains(&format!("pair {code}")), "{reply}");
+        let notice = wait_text(&setup.fake, "+4917200000001", "Someone new").await;
+        assert!(
+            notice.contains("Mallory") && notice.contains(&format!("reply \"pair {code}\"")),
+            "{notice}"
+        );
+        // No reply storm: a second message gets nothing while the code stands.
+        setup.fake.push_text(&mallory, "hello??");
+        wait_until(WAIT, "both of Mallory's messages are ignored", || async {
+            count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound WHERE sender = '+4917200000009' AND status = 'ignored'").await == 2
+        })
+        .await;
+        // Bob may talk, not approve: his `pair` is refused and lets nobody in.
+        setup
+            .fake
+            .push_text(&SignalPerson::new(BOB, "Bob"), &format!("pair {code}"));
+        wait_text(&setup.fake, BOB, "Only my approvers can pair").await;
+        assert_eq!(
+            count(
+                &setup.harness,
+                "SELECT COUNT(*) FROM channel_people WHERE user = '+4917200000009'"
+            )
+            .await,
+            0
+        );
+        assert_eq!(
+            texts_to(&setup.fake, &mallory.number).len(),
+            1,
+            "one reply only"
+        );
+        assert_eq!(setup.llm.request_count(), 0, "nothing reached the model");
+
+        setup
+            .fake
+            .push_text(&ana(), &format!("pair {}", code.to_lowercase()));
+        wait_text(&setup.fake, "+4917200000001", "Paired Mallory").await;
+        wait_text(&setup.fake, &mallory.number, "You're approved, Mallory").await;
+        setup.fake.push_text(&mallory, "now may I talk");
+        wait_text(&setup.fake, &mallory.number, "echo: now may I talk").await;
+        let asked = serde_json::to_string(&setup.llm.requests()).expect("JSON");
+        assert!(
+            !asked.contains("said before pairing") && !asked.contains("hello??"),
+            "what a stranger said before pairing never reaches the model"
+        );
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action = 'people.paired' AND subject = 'sg:+4917200000009' AND actor = 'sg:+4917200000001'").await,
+            1
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_denied_stranger_is_never_answered_and_a_group_gets_no_code() {
+        const GROUP: &str = "R3JvdXBPZkFuYQ==";
+        let setup = start(Script::new().rule(Rule::echo()), "", ALLOW_ANA, "", &[]).await;
+        let eve = SignalPerson::new("+4917200000008", "Eve");
+        // In a group, a stranger who addresses the agent gets nothing there and nothing private:
+        // no code is posted where the whole group reads it (as on Telegram).
+        setup
+            .fake
+            .push_group_text(&eve, GROUP, "hey bot, let me in", &[OURS]);
+        wait_until(WAIT, "the group message is ignored", || async {
+            count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound WHERE sender = '+4917200000008' AND status = 'ignored' AND note LIKE 'a stranger in a group%'").await == 1
+        })
+        .await;
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM channel_pairings").await,
+            0
+        );
+        // Directly, she gets her code; Ana turns her down.
+        setup.fake.push_text(&eve, "let me in");
+        let code = pairing_code(&wait_text(&setup.fake, &eve.number, "approve code").await);
+        setup.fake.push_text(&ana(), &format!("deny {code}"));
+        wait_text(&setup.fake, "+4917200000001", "Denied Eve").await;
+        setup.fake.push_text(&eve, "please?");
+        setup.fake.push_text(&ana(), "and now you");
+        wait_text(&setup.fake, "+4917200000001", "echo: and now you").await;
+        wait_until(WAIT, "Eve's messages are all ignored", || async {
+            count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound WHERE sender = '+4917200000008' AND status = 'ignored'").await == 3
+        })
+        .await;
+        let sent_to_eve: Vec<SentSignal> = setup
+            .fake
+            .sent()
+            .into_iter()
+            .filter(|sent| {
+                sent.recipients.iter().any(|r| r == &eve.number) || sent.group_id.is_some()
+            })
+            .collect();
+        assert_eq!(sent_to_eve.len(), 1, "only her one code: {sent_to_eve:?}");
+        // The code decides nothing more, in Studio either.
+        setup.fake.push_text(&ana(), &format!("pair {code}"));
+        wait_text(&setup.fake, "+4917200000001", "That code is unknown").await;
+        let asked = serde_json::to_string(&setup.llm.requests()).expect("JSON");
+        assert!(!asked.contains("let me in") && !asked.contains("please?"));
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action = 'people.pairing_denied' AND subject = 'sg:+4917200000008'").await,
+            1
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,6 +824,71 @@ mod daemon {
         assert_eq!(
             count(&setup.harness, "SELECT COUNT(DISTINCT chat) FROM channel_inbound WHERE chat = 'sg:R3JvdXBPZkFuYQ=='").await,
             1
+        );
+    }
+
+    /// `POST /api/v1/reload` after the agent file was rewritten by `edit`: the report.
+    async fn reload_with(setup: &Setup, edit: impl Fn(&str) -> String) -> serde_json::Value {
+        let file = setup.harness.dir.path().join("actors/agent0.toml");
+        let text = std::fs::read_to_string(&file).expect("the agent file");
+        let edited = edit(&text);
+        assert_ne!(edited, text, "the edit changes the file");
+        std::fs::write(&file, edited).expect("written");
+        let (base, http) = setup.harness.studio_http().await;
+        http.post(format!("{base}/api/v1/reload"))
+            .send()
+            .await
+            .expect("reload answers")
+            .json()
+            .await
+            .expect("a JSON report")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_removes_adds_and_changes_a_signal_account_on_the_running_daemon() {
+        let setup = start(Script::new().rule(Rule::echo()), "", ALLOW_ANA, "", &[]).await;
+        let table = signal_table(&setup.fake, ALLOW_ANA);
+        let report = reload_with(&setup, |text| text.replace(&table, "")).await;
+        assert_eq!(
+            report["channel_accounts"]["removed"],
+            serde_json::json!(["ada's Signal account"]),
+            "{report}"
+        );
+        wait_until(WAIT, "the removed account closes its stream", || async {
+            setup.fake.open_streams() == 0
+        })
+        .await;
+        // Written while the account is gone: it waits on Signal's servers, nothing is lost.
+        setup.fake.push_text(&ana(), "while you were away");
+
+        let report = reload_with(&setup, |text| format!("{text}\n{table}")).await;
+        assert_eq!(
+            report["channel_accounts"]["added"],
+            serde_json::json!(["ada's Signal account"]),
+            "{report}"
+        );
+        wait_text(&setup.fake, "+4917200000001", "echo: while you were away").await;
+
+        let both = "allow_users = [\"+4917200000001\", \"+4917200000002\"]";
+        let report = reload_with(&setup, |text| text.replace(ALLOW_ANA, both)).await;
+        assert_eq!(
+            report["channel_accounts"]["restarted"],
+            serde_json::json!(["ada's Signal account"]),
+            "{report}"
+        );
+        assert_eq!(report["needs_restart"], serde_json::json!([]), "{report}");
+        wait_until(WAIT, "the restarted account opens one stream", || async {
+            setup.fake.open_streams() == 1
+        })
+        .await;
+        setup
+            .fake
+            .push_text(&SignalPerson::new("+4917200000002", "Bob"), "am I in now?");
+        wait_text(&setup.fake, "+4917200000002", "echo: am I in now?").await;
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound").await,
+            2,
+            "each message stored once"
         );
     }
 
@@ -1139,6 +1337,74 @@ mod daemon {
             .await;
         browser.screenshot("signal-people-claimed").await;
         phone("signal-people-claimed").await;
+        browser.close().await;
+    }
+
+    /// The People page's Signal block lists a stranger's pairing request; the operator approves
+    /// it by clicking, the person is told and their next message is answered. Screenshots
+    /// `signal-pairing-*.png` and `phone-signal-pairing-*.png`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_operator_approves_a_signal_pairing_request_on_the_people_page() {
+        use super::browser::Browser;
+        let setup = start(Script::new().rule(Rule::echo()), "", ALLOW_ANA, "", &[]).await;
+        let mallory = SignalPerson::new("+4917200000009", "Mallory");
+        setup.fake.push_text(&mallory, "hello, may I talk to you?");
+        let code = pairing_code(&wait_text(&setup.fake, &mallory.number, "approve code").await);
+        let (base, _) = setup.harness.studio_http().await;
+        let browser = Browser::launch().await;
+        let link = clawvisor::studio::access::login_link(setup.harness.store(), &base, "cli")
+            .await
+            .expect("a login link");
+        browser.client.goto(&link).await.expect("Studio opens");
+        browser
+            .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+            .await;
+        browser.open("people").await;
+        browser
+            .wait_until(
+                "the pending request is listed with its code",
+                &format!(
+                    "document.querySelector('[data-sg-pairing]')?.textContent.includes('{code}')"
+                ),
+            )
+            .await;
+        let phone = |name: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .client
+                    .set_window_size(390, 844)
+                    .await
+                    .expect("a phone viewport");
+                browser.assert_no_sideways_scroll("people").await;
+                browser.screenshot(&format!("phone-{name}")).await;
+                browser
+                    .client
+                    .set_window_size(1280, 900)
+                    .await
+                    .expect("a desktop viewport");
+            }
+        };
+        browser.screenshot("signal-pairing-pending").await;
+        phone("signal-pairing-pending").await;
+        browser
+            .click("[data-sg-pairing] button[data-action=\"approve\"]")
+            .await;
+        browser
+            .wait_until(
+                "Mallory is listed as allowed and the request is gone",
+                "document.querySelector('[data-sg-person=\"+4917200000009\"]') && !document.querySelector('[data-sg-pairing]')",
+            )
+            .await;
+        browser.screenshot("signal-pairing-approved").await;
+        phone("signal-pairing-approved").await;
+        wait_text(&setup.fake, &mallory.number, "You're approved, Mallory").await;
+        setup.fake.push_text(&mallory, "thank you");
+        wait_text(&setup.fake, &mallory.number, "echo: thank you").await;
+        assert_eq!(
+            count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action = 'people.paired' AND actor = 'operator (studio)' AND subject = 'sg:+4917200000009'").await,
+            1
+        );
         browser.close().await;
     }
 }

@@ -440,6 +440,9 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         // tests/people.rs and studio_browser.rs: a pairing request and people to change.
         "/api/v1/pairings/{id}/{operation}",
         "/api/v1/people/{name}/{id}/{operation}",
+        // tests/signal.rs (the People page, clicked) and whatsapp.rs: a WhatsApp or Signal
+        // pairing request.
+        "/api/v1/channel-pairings/{id}/{operation}",
         "/api/v1/handoffs/{id}",
         "/api/v1/handoffs/{id}/cancel",
         "/api/v1/schedules",
@@ -597,6 +600,8 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         (Method::PATCH, "/api/v1/agents/ada/skills/no-such-skill"),
         (Method::POST, "/api/v1/pairings/ABCD-EFGH/approve"),
         (Method::POST, "/api/v1/pairings/ABCD-EFGH/deny"),
+        (Method::POST, "/api/v1/channel-pairings/ABCD-EFGH/approve"),
+        (Method::POST, "/api/v1/channel-pairings/ABCD-EFGH/deny"),
         (Method::POST, "/api/v1/people/nobody/5/block"),
         (Method::POST, "/api/v1/people/ada/5/revoke"),
         (Method::GET, "/api/v1/no-such-thing"),
@@ -659,6 +664,12 @@ async fn bad_input_gets_a_400_that_says_what_to_fix() {
         (
             Method::POST,
             "/api/v1/pairings/ABCD-EFGH/maybe",
+            json!({}),
+            "approve, deny",
+        ),
+        (
+            Method::POST,
+            "/api/v1/channel-pairings/ABCD-EFGH/maybe",
             json!({}),
             "approve, deny",
         ),

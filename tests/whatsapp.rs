@@ -230,7 +230,110 @@ async fn a_message_is_answered_once_read_and_a_stranger_never_reaches_the_model(
         requests_before,
         "a stranger never reaches the model"
     );
-    assert!(setup.fake.texts_to(STRANGER).is_empty());
+    let told = setup.fake.texts_to(STRANGER);
+    assert!(
+        told.len() == 1 && told[0].contains("approve code"),
+        "a stranger gets one pairing reply: {told:?}"
+    );
+}
+
+/// The pairing code in a stranger's reply: `… approve code ABCD-EFGH (…`.
+fn pairing_code(text: &str) -> String {
+    let after = text
+        .split("approve code ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no pairing code in {text:?}"));
+    after.chars().take(9).collect()
+}
+
+/// The first text to `to` that contains `part`, waiting for it.
+async fn wait_text(fake: &FakeWhatsApp, to: &str, part: &str) -> String {
+    wait_until(WAIT, &format!("a text to {to} with {part:?}"), || async {
+        fake.texts_to(to)
+            .into_iter()
+            .find(|text| text.contains(part))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_get_one_pairing_code_and_only_an_approver_lets_them_in_or_turns_them_down() {
+    const TALKER: &str = "4915100000002";
+    const EVE: &str = "4917200000008";
+    let setup = start(
+        Script::new().rule(Rule::echo()),
+        "",
+        "allow_users = [\"+49 151 00000001\", \"+49 151 00000002\"]\napprovers = [\"+49 151 00000001\"]",
+    )
+    .await;
+    let deliver = |from: &'static str, id: &'static str, text: String| {
+        let (fake, hook) = (&setup.fake, &setup.hook);
+        async move {
+            let message = FakeWhatsApp::text_message(from, id, &text);
+            assert_eq!(fake.deliver(hook, from, message).await, 200);
+        }
+    };
+    deliver(STRANGER, "wamid.p1", "said before pairing".into()).await;
+    let code = pairing_code(&wait_text(&setup.fake, STRANGER, "approve code").await);
+    // The approver has not written in 24 hours: WhatsApp would refuse the note, so it is held
+    // (never dropped) and goes out when they write.
+    wait_until(WAIT, "the note to the approver is held", || async {
+        count(
+            &setup.harness,
+            "SELECT COUNT(*) FROM outbox WHERE chat = 'wa:4915100000001' AND held_ms IS NOT NULL",
+        )
+        .await
+            == 1
+    })
+    .await;
+    deliver(OWNER, "wamid.p0", "good morning".into()).await;
+    let notice = wait_text(&setup.fake, OWNER, "Someone new").await;
+    assert!(
+        notice.contains(&format!("reply \"pair {code}\"")),
+        "{notice}"
+    );
+    assert!(
+        setup.fake.texts_to(TALKER).is_empty(),
+        "only approvers are told"
+    );
+    // No reply storm: the second message gets nothing.
+    deliver(STRANGER, "wamid.p2", "hello??".into()).await;
+    wait_until(WAIT, "both messages are ignored", || async {
+        count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound WHERE sender = '4917200000009' AND status = 'ignored'").await == 2
+    })
+    .await;
+    // Someone who may talk but not approve is refused.
+    deliver(TALKER, "wamid.p3", format!("/pair {code}")).await;
+    wait_text(&setup.fake, TALKER, "Only my approvers can pair").await;
+    assert_eq!(setup.fake.texts_to(STRANGER).len(), 1, "one reply only");
+    let asked = serde_json::to_string(&setup.llm.requests()).expect("JSON");
+    assert!(!asked.contains("said before pairing") && !asked.contains("hello??"));
+
+    deliver(OWNER, "wamid.p4", format!("pair {code}")).await;
+    wait_text(&setup.fake, OWNER, "Paired").await;
+    wait_text(&setup.fake, STRANGER, "You're approved").await;
+    deliver(STRANGER, "wamid.p5", "may I talk now".into()).await;
+    wait_text(&setup.fake, STRANGER, "echo: may I talk now").await;
+    let asked = serde_json::to_string(&setup.llm.requests()).expect("JSON");
+    assert!(!asked.contains("said before pairing") && !asked.contains("hello??"));
+
+    // Eve is turned down: never answered while her request stands.
+    deliver(EVE, "wamid.e1", "me too".into()).await;
+    let eves = pairing_code(&wait_text(&setup.fake, EVE, "approve code").await);
+    deliver(OWNER, "wamid.e2", format!("deny {eves}")).await;
+    wait_text(&setup.fake, OWNER, "Denied").await;
+    deliver(EVE, "wamid.e3", "please?".into()).await;
+    deliver(OWNER, "wamid.e4", "are you there".into()).await;
+    wait_text(&setup.fake, OWNER, "echo: are you there").await;
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM channel_inbound WHERE message_id = 'wamid.e3' AND status = 'ignored'").await,
+        1
+    );
+    assert_eq!(setup.fake.texts_to(EVE).len(), 1, "only her code");
+    assert_eq!(
+        count(&setup.harness, "SELECT COUNT(*) FROM audit_log WHERE action IN ('people.paired', 'people.pairing_denied') AND actor = 'wa:4915100000001'").await,
+        2
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -741,7 +844,8 @@ async fn doctor_checks_the_token_and_phone_number_id_and_never_prints_a_secret()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reload_that_changes_the_whatsapp_table_says_it_applies_at_the_restart() {
+async fn a_reload_that_changes_the_whatsapp_table_applies_it_to_the_running_account() {
+    const NEW: &str = "4915100000002";
     let setup = start(Script::new().rule(Rule::echo()), "", ALLOWED).await;
     let file = setup.harness.dir.path().join("actors/agent0.toml");
     let text = std::fs::read_to_string(&file).expect("the agent file");
@@ -755,19 +859,27 @@ async fn a_reload_that_changes_the_whatsapp_table_says_it_applies_at_the_restart
         .json()
         .await
         .expect("a JSON report");
-    let needs = report["needs_restart"].to_string();
-    assert!(needs.contains("[whatsapp] of agent ada"), "{report}");
-    // Until then the running account keeps the boot's people: the old number is still answered.
-    let message = FakeWhatsApp::text_message(OWNER, "wamid.r1", "still here");
+    assert_eq!(
+        report["channel_accounts"]["restarted"],
+        serde_json::json!(["ada's WhatsApp account"]),
+        "{report}"
+    );
+    assert_eq!(report["needs_restart"], serde_json::json!([]), "{report}");
+    // The new number is answered by the new account; the old one is a stranger now.
+    let message = FakeWhatsApp::text_message(NEW, "wamid.r1", "I am new here");
+    assert_eq!(setup.fake.deliver(&setup.hook, NEW, message).await, 200);
+    wait_text(&setup.fake, NEW, "echo: I am new here").await;
+    let message = FakeWhatsApp::text_message(OWNER, "wamid.r2", "still here?");
     assert_eq!(setup.fake.deliver(&setup.hook, OWNER, message).await, 200);
-    wait_until(WAIT, "the boot's allowed number is answered", || async {
-        setup
+    wait_text(&setup.fake, OWNER, "approve code").await;
+    assert!(
+        !setup
             .fake
             .texts_to(OWNER)
             .iter()
-            .any(|text| text.contains("still here"))
-    })
-    .await;
+            .any(|text| text.contains("still here?")),
+        "the removed number no longer reaches the model"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

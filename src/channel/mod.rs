@@ -16,8 +16,9 @@
 //! started `boot_stagger` apart under the channel supervisor like the bots): dispatch of stored
 //! messages in order, exactly once per message id (a redelivery is not stored again; a session
 //! event is unique on `-channel_inbound.id`); who may talk (`screen`: the file's numbers, the
-//! claimed owner, the blocked; a stranger never reaches the model, an unclaimed account is
-//! claimed with its one-time code); approvals rendered with buttons where the channel has them
+//! claimed owner, the paired, the blocked; a stranger never reaches the model, an unclaimed
+//! account is claimed with its one-time code, anyone else gets one pairing code (`pairing`));
+//! approvals rendered with buttons where the channel has them
 //! and as text (`yes <id>` / `no <id>`) where it does not, decided only by approvers
 //! (`approval`); voice notes and files saved in the workspace's `inbox/` and transcribed by
 //! `crate::voice`; the outbox (`store/outbox.rs`, channel-aware by chat prefix) sent by one worker
@@ -26,10 +27,11 @@
 //! marked delivered only after the channel accepted it.
 //!
 //! What stays Telegram's own (not on the seam): its poller and offsets, teloxide's types, HTML
-//! formatting and edits of streamed answers, forum topics, groups, pairing codes, commands, the
+//! formatting and edits of streamed answers, forum topics, groups, commands, the
 //! chat-worker governor (`telegram::governor`, whose draft budget has no equivalent elsewhere).
 
 pub mod approval;
+pub mod pairing;
 pub mod screen;
 
 use std::future::Future;

@@ -13,8 +13,8 @@
 //! an http(s) `rpc_url` without credentials in it, and people given as numbers in that form or as
 //! Signal uuids; every refusal names the key (`[signal].allow_users[1]`). One account serves one
 //! agent; the daemon starts one seam account for it (`actors/specs.rs` `signal_specs`). Reload: a
-//! change is a change of the agent (`reload::plan` compares whole `AgentSpec`s); see
-//! `reload::signal_changes` for what applies when.
+//! change is a change of the agent (`reload::plan` compares whole `AgentSpec`s), and the account
+//! is stopped and started again with it (`Plan::seam_restarted`).
 
 use serde::{Deserialize, Serialize};
 

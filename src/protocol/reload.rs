@@ -142,6 +142,9 @@ pub struct ReloadReport {
     pub error: Option<String>,
     pub agents: Changes,
     pub bots: Changes,
+    /// WhatsApp and Signal accounts (`ada's Signal account`).
+    #[serde(default)]
+    pub channel_accounts: Changes,
     pub mcp_servers: Changes,
     /// Root services whose slice of the agent files changed (approvals, memory, ...), restarted.
     pub services: Changes,
@@ -165,6 +168,7 @@ impl ReloadReport {
     pub fn unchanged(&self) -> bool {
         self.agents.is_empty()
             && self.bots.is_empty()
+            && self.channel_accounts.is_empty()
             && self.mcp_servers.is_empty()
             && self.services.is_empty()
     }
@@ -177,6 +181,7 @@ impl ReloadReport {
         let mut lines: Vec<String> = [
             self.agents.describe("agents"),
             self.bots.describe("bots"),
+            self.channel_accounts.describe("channel accounts"),
             self.mcp_servers.describe("MCP servers"),
             self.services.describe("services"),
         ]

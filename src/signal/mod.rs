@@ -9,19 +9,18 @@
 //!   gap for Studio;
 //! - `rpc` calls `POST /api/v1/rpc` (JSON-RPC 2.0): `send`, `sendTyping`, `sendReceipt`,
 //!   `sendReaction`, `getAttachment`, `receive`, in single- or multi-account mode;
-//! - `approval_text` renders and parses hash-code text approvals (`yes 7f3a` / `no 7f3a`); the
-//!   account itself uses the seam's text form with the request's id (`channel::approval`);
 //! - `adapter` is the account on the channel seam (`crate::channel::Adapter`): sends, receipts,
 //!   typing, attachments, and `edge` its inbound edge — the link, each message stored on receipt.
 //!
-//! The account's actor is the seam's (`actors/channel_account/`, one per `[signal]` table):
-//! people/claim screening, sessions `sg:<number or group id>`, the outbox worker.
+//! Approvals use the seam's text form with the request's id (`yes <id>` / `no <id>`,
+//! `channel::approval`). The account's actor is the seam's (`actors/channel_account/`, one per
+//! `[signal]` table): people, claim and pairing screening, sessions `sg:<number or group id>`,
+//! the outbox worker.
 //!
 //! Architecture Invariant: only `signal` knows signal-cli's wire shapes; errors say what happened
 //! and what to do (`crate::cause`), and never carry a secret.
 
 pub mod adapter;
-pub mod approval_text;
 pub mod edge;
 pub mod inbound;
 pub mod link;

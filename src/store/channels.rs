@@ -403,3 +403,133 @@ pub fn consume_claim(
         .execute(params![agent, channel, user, now_ms])?
         == 1)
 }
+
+/// A pairing request on a seam channel (`channel_pairings`): a stranger's code, until an
+/// approver decides it or it expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelPairing {
+    /// As stored: 8 characters, no dash.
+    pub code: String,
+    pub agent: String,
+    pub channel: String,
+    pub user: String,
+    pub name: String,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    pub approved_ms: Option<i64>,
+    pub denied_ms: Option<i64>,
+}
+
+const PAIRING_COLUMNS: &str =
+    "code, agent, channel, user, name, created_ms, expires_ms, approved_ms, denied_ms";
+
+fn pairing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ChannelPairing> {
+    Ok(ChannelPairing {
+        code: row.get(0)?,
+        agent: row.get(1)?,
+        channel: row.get(2)?,
+        user: row.get(3)?,
+        name: row.get(4)?,
+        created_ms: row.get(5)?,
+        expires_ms: row.get(6)?,
+        approved_ms: row.get(7)?,
+        denied_ms: row.get(8)?,
+    })
+}
+
+/// The person's request that still stands (not approved, not expired; a denied one stands until
+/// it expires, so that its person is not answered again meanwhile).
+pub fn live_pairing(
+    conn: &Connection,
+    agent: &str,
+    channel: &str,
+    user: &str,
+    now_ms: i64,
+) -> Result<Option<ChannelPairing>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {PAIRING_COLUMNS} FROM channel_pairings
+              WHERE agent = ?1 AND channel = ?2 AND user = ?3 AND approved_ms IS NULL AND expires_ms > ?4
+              ORDER BY created_ms DESC LIMIT 1"
+        ))?
+        .query_row(params![agent, channel, user, now_ms], pairing_from_row)
+        .optional()?)
+}
+
+pub fn create_pairing(conn: &Connection, pairing: &ChannelPairing) -> Result<()> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO channel_pairings ({PAIRING_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL)"
+    ))?
+    .execute(params![
+        pairing.code,
+        pairing.agent,
+        pairing.channel,
+        pairing.user,
+        pairing.name,
+        pairing.created_ms,
+        pairing.expires_ms
+    ])?;
+    Ok(())
+}
+
+/// Requests waiting for an answer (not decided, not expired), oldest first (Studio).
+pub fn pending_pairings(conn: &Connection, now_ms: i64) -> Result<Vec<ChannelPairing>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {PAIRING_COLUMNS} FROM channel_pairings
+          WHERE approved_ms IS NULL AND denied_ms IS NULL AND expires_ms > ?1 ORDER BY created_ms"
+    ))?;
+    let rows = statement.query_map(params![now_ms], pairing_from_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The request waiting for an answer under `code` (dashes, spaces and case ignored), of this
+/// agent and channel when given.
+pub fn pending_pairing(
+    conn: &Connection,
+    code: &str,
+    agent: Option<&str>,
+    channel: Option<&str>,
+    now_ms: i64,
+) -> Result<Option<ChannelPairing>> {
+    let code = super::telegram::normalize_code(code);
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {PAIRING_COLUMNS} FROM channel_pairings
+              WHERE code = ?1 AND (?2 IS NULL OR agent = ?2) AND (?3 IS NULL OR channel = ?3)
+                AND approved_ms IS NULL AND denied_ms IS NULL AND expires_ms > ?4"
+        ))?
+        .query_row(params![code, agent, channel, now_ms], pairing_from_row)
+        .optional()?)
+}
+
+/// Records the answer to a pending request; approving also allows its person
+/// (`channel_people`, `allowed`).
+pub fn decide_pairing(
+    conn: &Connection,
+    pairing: &ChannelPairing,
+    approve: bool,
+    by: &str,
+    now_ms: i64,
+) -> Result<()> {
+    let statement = match approve {
+        true => "UPDATE channel_pairings SET approved_ms = ?2, approved_by = ?3 WHERE code = ?1",
+        false => "UPDATE channel_pairings SET denied_ms = ?2, denied_by = ?3 WHERE code = ?1",
+    };
+    conn.prepare_cached(statement)?
+        .execute(params![pairing.code, now_ms, by])?;
+    if approve {
+        set_person(
+            conn,
+            &ChannelPerson {
+                agent: pairing.agent.clone(),
+                channel: pairing.channel.clone(),
+                user: pairing.user.clone(),
+                name: pairing.name.clone(),
+                status: ChannelPersonStatus::Allowed,
+                changed_ms: now_ms,
+                changed_by: by.to_string(),
+            },
+        )?;
+    }
+    Ok(())
+}

@@ -39,6 +39,7 @@ pub mod audit;
 pub mod backups;
 // Issue #32: the agents' browsers on /metrics.
 pub mod browser_metrics;
+pub mod channel_pairings;
 pub mod chat;
 pub mod costs;
 pub mod error;
@@ -324,6 +325,8 @@ api! {
         200: Answer::Json(people::decide_pairing_schema);
     post "/api/v1/people/{name}/{id}/{operation}" => people::change, "Revokes, blocks or unblocks a Telegram user (by id) for an agent (`revoke`, `block`, `unblock`)",
         200: Answer::Json(people::change_schema);
+    post "/api/v1/channel-pairings/{id}/{operation}" => channel_pairings::decide, "Approves or denies a pending WhatsApp or Signal pairing request by its code (`approve`, `deny`)",
+        200: Answer::Json(channel_pairings::decide_schema);
     get "/api/v1/schedules" => schedules::list, "Scheduled jobs",
         200: Answer::Json(schedules::schema::list_schema);
     post "/api/v1/schedules" => schedules::create, "Creates a job",

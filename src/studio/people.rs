@@ -1,7 +1,8 @@
 //! People: `/api/v1/people` (per agent: its bot's claim state with the live claim code of an
 //! unclaimed bot, the people its file names, its owner, paired and blocked people, and pending
 //! pairing requests), `/api/v1/pairings/{code}/{approve|deny}` and
-//! `/api/v1/people/{agent}/{user}/{revoke|block|unblock}`.
+//! `/api/v1/people/{agent}/{user}/{revoke|block|unblock}`. WhatsApp and Signal pairing requests
+//! are decided in `channel_pairings`.
 //!
 //! Changes go through `crate::people` (stored with their audit row, then announced as
 //! `people_changed`); the bot reads who may talk on every message, so a change applies to the
@@ -117,11 +118,12 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         .await?;
     let seam = state
         .store
-        .read(|conn| {
+        .read(move |conn| {
             Ok((
                 crate::store::channels::people(conn)?,
                 crate::store::channels::claims(conn)?,
                 crate::store::outbox::held(conn)?,
+                crate::store::channels::pending_pairings(conn, now)?,
             ))
         })
         .await?;
@@ -179,7 +181,7 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
         .collect();
     Ok(Json(json!({
         "agents": agents,
-        "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it and restart to change them.",
+        "note": "People named in an agent file's allow_users or approvers are managed in that file; edit it, then reload (Overview's \"Reload configuration\", or clawvisor reload) to apply the change.",
     })))
 }
 
@@ -188,6 +190,7 @@ type SeamRows = (
     Vec<crate::store::channels::ChannelPerson>,
     Vec<crate::store::channels::ChannelClaim>,
     Vec<crate::store::outbox::HeldRow>,
+    Vec<crate::store::channels::ChannelPairing>,
 );
 
 /// An agent's WhatsApp account as the People page shows it: its number id, its claim, the
@@ -277,7 +280,7 @@ fn seam_account_json(
     agent: &str,
     allowed: &[String],
     approvers: &[String],
-    (people, claims, held): &SeamRows,
+    (people, claims, held, pending): &SeamRows,
     now: i64,
 ) -> Value {
     let mine: Vec<_> = people
@@ -308,6 +311,8 @@ fn seam_account_json(
         "claim": claim,
         "from_file": numbers.iter().map(|n| json!({"number": n, "approver": approvers.contains(n)})).collect::<Vec<_>>(),
         "people": mine.iter().map(|p| json!({"number": p.user, "name": p.name, "status": p.status.as_str(), "changed_ms": p.changed_ms})).collect::<Vec<_>>(),
+        "pending": pending.iter().filter(|p| p.agent == agent && p.channel == channel)
+            .map(super::channel_pairings::pending_json).collect::<Vec<_>>(),
         "held": held.iter().filter(|h| h.agent == agent && h.chat.starts_with(&prefix))
             .map(|h| json!({"chat": h.chat, "held_ms": h.held_ms, "reason": h.reason})).collect::<Vec<_>>(),
     })
@@ -378,41 +383,50 @@ pub fn list_schema() -> Value {
             "pending",
             described("pairing requests waiting for an answer", array(pairing)),
         ),
-        (
-            "whatsapp",
-            described(
-                "the agent's WhatsApp account: `account` false without one; else its phone number id, claim (state, code, owner), the numbers its file names, the people it knows and the messages held outside the 24-hour window",
-                object([
-                    ("account", boolean()),
-                    ("phone_number_id?", string()),
-                    ("claim?", object([("state", string())])),
-                    (
-                        "from_file?",
-                        array(object([("number", string()), ("approver", boolean())])),
-                    ),
-                    (
-                        "people?",
-                        array(object([
-                            ("number", string()),
-                            ("name", string()),
-                            ("status", string()),
-                            ("changed_ms", integer()),
-                        ])),
-                    ),
-                    (
-                        "held?",
-                        array(object([
-                            ("chat", string()),
-                            ("held_ms", integer()),
-                            ("reason", string()),
-                        ])),
-                    ),
-                ]),
-            ),
-        ),
+        ("whatsapp", whatsapp_schema()),
         ("signal", signal_schema()),
     ]);
     object([("agents", array(agent)), ("note", string())])
+}
+
+/// The WhatsApp block of `GET /api/v1/people`'s agents.
+fn whatsapp_schema() -> Value {
+    described(
+        "the agent's WhatsApp account: `account` false without one; else its phone number id, claim (state, code, owner), the numbers its file names, the people it knows and the messages held outside the 24-hour window",
+        object([
+            ("account", boolean()),
+            ("phone_number_id?", string()),
+            ("claim?", object([("state", string())])),
+            (
+                "from_file?",
+                array(object([("number", string()), ("approver", boolean())])),
+            ),
+            (
+                "people?",
+                array(object([
+                    ("number", string()),
+                    ("name", string()),
+                    ("status", string()),
+                    ("changed_ms", integer()),
+                ])),
+            ),
+            (
+                "pending?",
+                described(
+                    "pairing requests waiting for an answer",
+                    array(super::channel_pairings::pending_schema()),
+                ),
+            ),
+            (
+                "held?",
+                array(object([
+                    ("chat", string()),
+                    ("held_ms", integer()),
+                    ("reason", string()),
+                ])),
+            ),
+        ]),
+    )
 }
 
 /// The Signal block of `GET /api/v1/people`'s agents.
@@ -426,6 +440,13 @@ fn signal_schema() -> Value {
             (
                 "from_file?",
                 array(object([("number", string()), ("approver", boolean())])),
+            ),
+            (
+                "pending?",
+                described(
+                    "pairing requests waiting for an answer",
+                    array(super::channel_pairings::pending_schema()),
+                ),
             ),
         ]),
     )
@@ -462,7 +483,7 @@ pub async fn decide_pairing(
         // Told by their bot, as `/pair` does; the bot being down only loses this notice.
         crate::protocol::telegram::Bot::new(&state.registry, &row.agent).notify(
             ChatKey::telegram(row.chat_id),
-            format!("You're approved, {}. Write to me anytime.", row.name),
+            service::paired_reply(&row.name),
         );
     }
     Ok(Json(json!({

@@ -120,7 +120,9 @@ impl StudioViews {
         self.files.set(FileView::new(loaded));
         self.providers.set_arc(providers.clone());
         self.secrets.set(super::secrets::SecretsView::new(loaded));
-        // `whatsapp` keeps the boot's accounts: they change at a restart (`reload::whatsapp_changes`).
+        // The webhook routes by the accounts the reload just started.
+        self.whatsapp
+            .set(crate::whatsapp::Directory::new(loaded, options.channels));
     }
 }
 

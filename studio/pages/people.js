@@ -2,9 +2,10 @@
 // /start <code> to the bot becomes its owner), pending pairing requests with Approve / Deny /
 // Block, the owner and paired people with Revoke / Block, blocked people with Unblock (they get no
 // answer at all), a form to block anyone by Telegram id, and the people the agent file names
-// (managed in the file, not here); an agent's WhatsApp account (its claim code, its people, the
-// messages held outside WhatsApp's 24-hour window) and Signal account (its claim code, its people,
-// its message stream's last news). Refreshes on people_changed, on a bot's pairing requests and on
+// (managed in the file, not here); an agent's WhatsApp account (its claim code, pending pairing
+// requests with Approve / Deny, its people, the messages held outside WhatsApp's 24-hour window)
+// and Signal account (its claim code, pending pairing requests, its people, its message stream's
+// last news). Refreshes on people_changed, on a bot's pairing requests and on
 // a Signal account's status.
 import { api, load, el, append, enc, badge, when, expires, empty, act, code, toast } from '/app.js';
 
@@ -53,9 +54,31 @@ function claimBlock(claim) {
   }
 }
 
+// Someone new who wrote to a WhatsApp or Signal number got a code; the operator lets them in or
+// turns them down here (as an approver can by replying "pair <code>" / "deny <code>" there).
+function seamPending(prefix, pending, shown, agent, refresh) {
+  if (!pending.length) {
+    return el('p', { class: 'muted small', [`data-${prefix}-pairings`]: 0 },
+      'No one is waiting. Someone new who writes to this number gets a code, and their request shows here.');
+  }
+  const decide = (r, op, done) => el('button', { type: 'button', class: op === 'approve' ? 'good' : '', 'data-action': op,
+    onclick: async (e) => { if (await act(e.currentTarget, () => api(`/api/v1/channel-pairings/${enc(r.code)}/${op}`, { method: 'POST' }), done)) refresh(); } },
+    op === 'approve' ? 'Approve' : 'Deny');
+  return el('div', { class: 'hint', [`data-${prefix}-pairings`]: pending.length },
+    el('p', { style: 'margin:0 0 .3rem' }, el('strong', null, pending.length === 1 ? 'Someone new is waiting. ' : `${pending.length} new people are waiting. `),
+      'They got a code and no answer yet. Approve to let them talk to the agent, or deny (they get no answer until the code expires).'),
+    pending.map((r) => el('div', { class: 'row spread person', [`data-${prefix}-pairing`]: r.code },
+      el('div', null, el('strong', null, r.name || shown(r.number)), ` (${shown(r.number)}) `,
+        el('span', { class: 'muted small' }, el('span', { style: 'white-space:nowrap' }, 'code ', code(r.display)), ' · ', expires(r.expires_ms))),
+      el('div', { class: 'row buttons' },
+        decide(r, 'approve', `${r.name || shown(r.number)} can talk to ${agent} now.`),
+        decide(r, 'deny', `Denied ${r.name || shown(r.number)}: no answer until the code expires.`)))),
+    el('p', { class: 'muted small', style: 'margin:.3rem 0 0' }, 'Approvers can also reply "pair <code>" or "deny <code>" to the number.'));
+}
+
 // An agent's WhatsApp number: who may write to it, its claim code while nobody owns it, and the
 // messages waiting because the person has not written in the last 24 hours.
-function whatsappBlock(w) {
+function whatsappBlock(w, agent, refresh) {
   if (!w?.account) return null;
   const claim = w.claim || {};
   const people = w.people || [];
@@ -79,6 +102,7 @@ function whatsappBlock(w) {
       el('strong', null, `+${p.number}`), p.approver && badge('ok', 'approver'))),
     people.filter((p) => p.status !== 'owner').map((p) => el('div', { class: 'row person', 'data-wa-person': p.number },
       el('strong', null, p.name), ` (+${p.number}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status))),
+    claim.state !== 'unclaimed' && seamPending('wa', w.pending || [], (n) => `+${n}`, agent, refresh),
     held.length > 0 && el('div', { class: 'hint', 'data-wa-held': held.length },
       el('p', { style: 'margin:0' }, el('strong', null, held.length === 1 ? 'One message is waiting. ' : `${held.length} messages are waiting. `),
         'WhatsApp lets the agent write only within 24 hours of the person\'s last message. ',
@@ -91,7 +115,7 @@ function whatsappBlock(w) {
 
 // An agent's Signal number: who may write to it, its claim code while nobody owns it, and how its
 // message stream is doing (a drop is said in words, with what happens to messages meanwhile).
-function signalBlock(s) {
+function signalBlock(s, agent, refresh) {
   if (!s?.account) return null;
   const claim = s.claim || {};
   const fromFile = s.from_file || [];
@@ -117,6 +141,7 @@ function signalBlock(s) {
       el('strong', null, p.number), p.approver && badge('ok', 'approver'))),
     people.filter((p) => p.status !== 'owner').map((p) => el('div', { class: 'row person', 'data-sg-person': p.number },
       el('strong', null, p.name || p.number), ` (${p.number}) `, badge(p.status === 'blocked' ? 'bad' : 'ok', p.status))),
+    claim.state !== 'unclaimed' && seamPending('sg', s.pending || [], (n) => n, agent, refresh),
     el('details', null, el('summary', { class: 'muted small' }, 'Technical detail'),
       el('p', { class: 'muted small' }, `Number ${s.number}. clawvisor reads signal-cli's message stream and sends with its JSON-RPC; approvals are answered in words ("yes <id>" / "no <id>").`)));
 }
@@ -161,8 +186,8 @@ function agentCard(a, refresh) {
         if (await act(e.submitter, change({ user_id: id }, 'block'), `Blocked ${id}: they get no answer.`)) { blockId.value = ''; refresh(); }
       } }, blockId, el('button', { type: 'submit', class: 'danger', 'data-action': 'block-id' }, 'Block by id')),
     ],
-    whatsappBlock(a.whatsapp),
-    signalBlock(a.signal),
+    whatsappBlock(a.whatsapp, a.agent, refresh),
+    signalBlock(a.signal, a.agent, refresh),
     fromFile.length > 0 && [
       el('h4', null, 'From the agent file'),
       el('p', { class: 'muted small' }, 'Named in allow_users or approvers: not revocable here — edit the agent file.'),

@@ -1,5 +1,5 @@
-//! Stored messages on their way to the agent: read in order, screened (blocked, strangers,
-//! claims, approval buttons and the text form), media fetched into the workspace's `inbox/` and
+//! Stored messages on their way to the agent: read in order, screened (blocked, strangers and
+//! their pairing codes, claims, pairing answers, approval buttons and the text form), media fetched into the workspace's `inbox/` and
 //! voice notes transcribed, then handed to the agent once (`InboundSource::Channel`).
 //!
 //! A message that cannot be handed over now (the agent restarting, a download failing for now)
@@ -106,6 +106,11 @@ async fn screen_and_forward(
         Ok(Standing::Allowed { approver }) => approver,
     };
     mark_read(state, row);
+    if incoming.button.is_none()
+        && let Some(screened) = super::pairing::answer(state, row, &incoming.text, approver).await
+    {
+        return screened;
+    }
     let decision = match &incoming.button {
         Some(id) => approval::from_button(id),
         None => approval::from_text(&incoming.text),
@@ -169,11 +174,16 @@ async fn stranger(
     incoming: &Incoming,
     claimable: bool,
 ) -> (ChannelInboundStatus, Option<&'static str>) {
-    if !claimable {
+    if super::pairing::in_group(row) {
         return (
             ChannelInboundStatus::Ignored,
-            Some("a stranger: not in allow_users"),
+            Some(
+                "a stranger in a group: not answered there (claims and pairing are in a private chat)",
+            ),
         );
+    }
+    if !claimable {
+        return super::pairing::stranger(state, row).await;
     }
     let args = &state.args;
     let outcome = screen::claim(

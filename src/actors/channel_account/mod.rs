@@ -10,10 +10,10 @@
 //!
 //! Inbound (`inbound.rs`): the channel's edge stored each message before acknowledging it (a
 //! webhook in Studio, or the adapter's `inbound_edge` task, started once the account is online and
-//! cancelled with it: Signal's event stream); on
-//! `Stored` (and every sweep) this actor reads what is open, in order, and screens it (stranger,
-//! blocked, claim, approval buttons and the text form) before anything reaches the agent; media is
-//! saved in the workspace's `inbox/` and voice notes transcribed first. A message reaches the
+//! cancelled with it: Signal's event stream); on `Stored` (and every sweep) this actor reads what
+//! is open, in order, and screens it (stranger, blocked, claim, pairing (`pairing.rs`), approval
+//! buttons and the text form) before anything reaches the agent; media is saved in the
+//! workspace's `inbox/` and voice notes transcribed first. A message reaches the
 //! session exactly once (its event is unique on `-channel_inbound.id`).
 //!
 //! Outbound (`sender.rs`): one worker task per account sends outbox rows and notices in order,
@@ -29,6 +29,7 @@
 //! Restart policy: transient under the channel supervisor, degraded when its budget is exhausted.
 
 mod inbound;
+mod pairing;
 mod sender;
 
 use std::path::PathBuf;

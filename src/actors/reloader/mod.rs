@@ -3,15 +3,17 @@
 //!
 //! A reload reads the files exactly as boot did (`config::load` with the same flags, the boot
 //! values of the secret variables put back), validates them whole (`crate::reload::validate`) and
-//! only then changes anything, in this order: bots to remove or restart stop (no new input, and no
-//! bot keeps running an old definition beside its new agent), agents to remove stop as at
+//! only then changes anything, in this order: bots and WhatsApp/Signal accounts to remove or
+//! restart stop (no new input, and none keeps running an old definition beside its new agent),
+//! agents to remove stop as at
 //! shutdown, the services holding a slice of the agent files (approvals, memory, scheduler,
 //! handoffs) are replaced when their slice changed (`SupervisorMsg::Replace`; they recover from the
 //! database as after a crash), changed agents are replaced and new ones start
 //! (`AgentSupervisorMsg::Add` / `Remove`), the MCP supervisor is given the new server list and
 //! agents (`McpReload`: only links whose entry changed restart; a link whose agents alone changed
-//! is retargeted without reconnecting), and the new and restarted bots start (`Add` on the channel
-//! supervisor). A bot keeps its `getUpdates` offset across a restart (it is stored by bot id); an
+//! is retargeted without reconnecting), and the new and restarted accounts and bots start (`Add`
+//! on the channel supervisor; an account's stored, unanswered messages are dispatched by the new
+//! actor's first sweep, and Studio's webhook routes by the new phone number ids). A bot keeps its `getUpdates` offset across a restart (it is stored by bot id); an
 //! agent's in-flight runs are durable in SQLite and resumed by its next start, as after a crash.
 //! Last, the root is given the new specs of the agent, MCP and channel supervisors and of the
 //! reloader (`SupervisorMsg::SetSpec`: stored, not restarted), so that a restart of any of them
@@ -50,7 +52,7 @@ use crate::events::EventKind;
 use crate::protocol::reload::{ReloadMsg, ReloadReport};
 use crate::protocol::{mcp, telegram};
 use crate::registry::ServiceName;
-use crate::reload::{Plan, Unapplied};
+use crate::reload::{Plan, SeamAccount, Unapplied};
 
 /// The root supervisor, by name (registered by `root::spawn`).
 const ROOT: ServiceName<SupervisorMsg> = ServiceName::fixed("root");
@@ -119,8 +121,6 @@ async fn reload(state: &mut ReloaderState) -> ReloadReport {
         ok: true,
         needs_restart: crate::reload::needs_restart(&running.config, &new.config)
             .into_iter()
-            .chain(crate::reload::whatsapp_changes(&running, &new))
-            .chain(crate::reload::signal_changes(&running, &new))
             .collect(),
         warnings: new.warnings.clone(),
         ..ReloadReport::default()
@@ -199,28 +199,8 @@ async fn apply(
 ) -> Vec<super::agent_supervisor::AgentPlan> {
     let registry = &after.registry;
     let channels = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
-    // Bots to remove, and bots to restart (started again after their agent, below).
-    let mut stopped = Vec::new();
-    for agent in plan.bots_removed.iter().chain(&plan.bots_restarted) {
-        let id = telegram::name(agent).local().to_string();
-        match ask(registry, &channels, |reply| {
-            SupervisorMsg::Remove(id, reply)
-        })
-        .await
-        {
-            Ok(()) => stopped.push(agent.clone()),
-            Err(reason) => {
-                step.unapplied.bots.insert(agent.clone());
-                step.warn(format!("the bot of `{agent}` was not stopped: {reason}"));
-            }
-        }
-    }
-    step.report.bots.removed = plan
-        .bots_removed
-        .iter()
-        .filter(|agent| stopped.contains(agent))
-        .cloned()
-        .collect();
+    let stopped = stop_bots(after, plan, step).await;
+    let seam_stopped = stop_seam_accounts(after, plan, step).await;
     for agent in &plan.agents_removed {
         let remove = |reply| AgentSupervisorMsg::Remove(agent.clone(), reply);
         match ask(registry, &AGENTS, remove).await {
@@ -263,6 +243,7 @@ async fn apply(
         mcp_reload(after, step).await;
     }
     let voice = BotVoice::new(after, false);
+    start_seam_accounts(after, plan, &seam_stopped, &voice, step).await;
     let now = crate::clock::now_ms();
     for (spec, token) in specs::bots(after) {
         let restarted = plan.bots_restarted.contains(&spec.name);
@@ -289,6 +270,115 @@ async fn apply(
         }
     }
     built
+}
+
+/// Stops the bots to remove, and the bots to restart (started again after their agent);
+/// returns the agents whose bot it stopped.
+async fn stop_bots(after: &RootContext, plan: &Plan, step: &mut Step<'_>) -> Vec<String> {
+    let channels = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
+    let mut stopped = Vec::new();
+    for agent in plan.bots_removed.iter().chain(&plan.bots_restarted) {
+        let id = telegram::name(agent).local().to_string();
+        match ask(&after.registry, &channels, |reply| {
+            SupervisorMsg::Remove(id, reply)
+        })
+        .await
+        {
+            Ok(()) => stopped.push(agent.clone()),
+            Err(reason) => {
+                step.unapplied.bots.insert(agent.clone());
+                step.warn(format!("the bot of `{agent}` was not stopped: {reason}"));
+            }
+        }
+    }
+    step.report.bots.removed = plan
+        .bots_removed
+        .iter()
+        .filter(|agent| stopped.contains(agent))
+        .cloned()
+        .collect();
+    stopped
+}
+
+/// The child id of a seam account under the channel supervisor (`channel:sg:ada`).
+fn seam_id(account: &SeamAccount) -> String {
+    crate::protocol::channel::name(account.channel, &account.agent)
+        .local()
+        .to_string()
+}
+
+/// Stops the WhatsApp and Signal accounts the plan removes or restarts (their own tasks — the
+/// send worker, Signal's event stream — end with them); returns those it stopped.
+async fn stop_seam_accounts(
+    after: &RootContext,
+    plan: &Plan,
+    step: &mut Step<'_>,
+) -> Vec<SeamAccount> {
+    let channels = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
+    let mut stopped = Vec::new();
+    for account in plan.seam_removed.iter().chain(&plan.seam_restarted) {
+        let id = seam_id(account);
+        match ask(&after.registry, &channels, |reply| {
+            SupervisorMsg::Remove(id, reply)
+        })
+        .await
+        {
+            Ok(()) => stopped.push(account.clone()),
+            Err(reason) => {
+                step.unapplied.seam.insert(account.clone());
+                step.warn(format!("{} was not stopped: {reason}", account.describe()));
+            }
+        }
+    }
+    step.report.channel_accounts.removed = plan
+        .seam_removed
+        .iter()
+        .filter(|account| stopped.contains(account))
+        .map(SeamAccount::describe)
+        .collect();
+    stopped
+}
+
+/// Starts the new WhatsApp and Signal accounts and the restarted ones (with the new files): what
+/// was stored for them and not yet answered is dispatched by the new actor's first sweep, and the
+/// webhook routes by the new phone number ids (`StudioViews::refresh`).
+async fn start_seam_accounts(
+    after: &RootContext,
+    plan: &Plan,
+    stopped: &[SeamAccount],
+    voice: &BotVoice,
+    step: &mut Step<'_>,
+) {
+    let channels = ServiceName::<SupervisorMsg>::fixed(telegram::CHANNELS);
+    let mut built: Vec<super::supervise::ChildSpec> = specs::whatsapp_specs(after, voice);
+    built.extend(specs::signal_specs(after, voice));
+    for account in plan.seam_added.iter().chain(&plan.seam_restarted) {
+        let restarted = plan.seam_restarted.contains(account);
+        if restarted && !stopped.contains(account) {
+            // The old account still runs (and is in `unapplied`): not started twice.
+            continue;
+        }
+        let id = seam_id(account);
+        let Some(spec) = built.iter().find(|spec| spec.id == id).cloned() else {
+            continue;
+        };
+        match ask(&after.registry, &channels, |reply| {
+            SupervisorMsg::Add(spec, reply)
+        })
+        .await
+        {
+            Ok(()) if restarted => step
+                .report
+                .channel_accounts
+                .restarted
+                .push(account.describe()),
+            Ok(()) => step.report.channel_accounts.added.push(account.describe()),
+            Err(reason) => {
+                step.warn(format!("{} was not started: {reason}", account.describe()));
+                step.unapplied.seam.insert(account.clone());
+            }
+        }
+    }
 }
 
 /// Asks a supervisor to apply one step, waiting as long as it takes (a step may stop an actor

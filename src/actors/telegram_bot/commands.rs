@@ -145,7 +145,7 @@ pub(super) async fn pair(
     args: &str,
 ) -> String {
     if !claim::is_approver(state, message.user_id).await {
-        return "Only my approvers can pair new users.".into();
+        return crate::people::PAIR_NOT_APPROVER.into();
     }
     let code = args.trim().to_string();
     if code.is_empty() {
@@ -163,16 +163,11 @@ pub(super) async fn pair(
     {
         Ok(row) => {
             let _ = worker(state, &ChatKey::telegram(row.chat_id)).send(SendJob::Notice {
-                text: format!("You're approved, {}. Write to me anytime.", row.name),
+                text: crate::people::paired_reply(&row.name),
             });
-            format!(
-                "Paired {} ({}). They can talk to me now.",
-                row.name, row.user_id
-            )
+            crate::people::paired_confirmation(&row.name, &row.user_id.to_string())
         }
-        Err(crate::people::PeopleError::NotFound(_)) => {
-            "That code is unknown, already used or expired.".into()
-        }
+        Err(crate::people::PeopleError::NotFound(_)) => crate::people::PAIR_CODE_UNKNOWN.into(),
         Err(error) => format!("Could not pair: {error}"),
     }
 }

@@ -617,12 +617,7 @@ pub(super) async fn pairing_reply(state: &mut TelegramBotState, message: &Incomi
         })
         .await;
     if let Ok(Some(row)) = created {
-        let text = format!(
-            "Hi {}! I only talk to people my owner approved. Ask them to approve code {} (in Studio, or by sending /pair {} to me). The code is valid for an hour.",
-            message.user_name,
-            pairing::display(&row.code),
-            pairing::display(&row.code)
-        );
+        let text = crate::people::pairing_request_reply(&message.user_name, &row.code, "/pair");
         state.args.events.publish_data(
             EventKind::BotStatus,
             &state.args.subject(),

@@ -52,7 +52,9 @@
 //!   deliveries, and a turn's `approval` presses the prompt's reply button (`eval/whatsapp.rs`).
 //! - `signal = true`: the main agent gets a Signal account on a fake signal-cli; `sg:` turns are
 //!   messages (or with `voice`, voice notes) pushed into its event stream, and a turn's `approval`
-//!   replies `yes <id>` / `no <id>` in words (`eval/signal.rs`).
+//!   replies `yes <id>` / `no <id>` in words (`eval/signal.rs`); a number other than
+//!   `+4917200000001` is a stranger (a pairing code), and `{{pairing_code}}` in an `sg:` turn's
+//!   text is the newest pending request's code.
 //! - `unclaimed = true` (with `telegram`): the bot's agent file names nobody, so the bot waits to
 //!   be claimed; `{{claim_code}}` in a Telegram turn's text is its claim code.
 //! - `[forums]`: `"-1001234567890" = ["Groceries", "Trips"]`: forum groups on the fake Bot API

@@ -5,7 +5,9 @@
 //! arrive as text, and the turn's `approval` answers in words as the person would: `yes <id>`
 //! (`approve`) or `no <id>` (`deny`).
 //!
-//! The people: +4917200000001 ("Ana") may talk to the agent and approve.
+//! The people: +4917200000001 ("Ana") may talk to the agent and approve; anyone else is a
+//! stranger, who gets a pairing code. `{{pairing_code}}` in a turn's text is the newest pending
+//! request's code (for `pair {{pairing_code}}`).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -24,6 +26,24 @@ const ACCOUNT: &str = "+4915100000000";
 /// The number that talks to the agent and approves.
 pub(super) const OWNER: &str = "+4917200000001";
 const POLL: Duration = Duration::from_millis(100);
+
+/// In a turn's text: the code of the newest pending Signal pairing request.
+const PAIRING_CODE: &str = "{{pairing_code}}";
+
+/// The newest pending Signal pairing request's code, as people read it (`ABCD-EFGH`).
+async fn pairing_code(store: &Store) -> Result<String, String> {
+    let now = crate::clock::now_ms();
+    let pending = store
+        .read(move |conn| crate::store::channels::pending_pairings(conn, now))
+        .await
+        .map_err(|error| format!("cannot read the pairing requests: {error}"))?;
+    pending
+        .iter()
+        .rev()
+        .find(|pairing| pairing.channel == "sg")
+        .map(|pairing| crate::telegram::pairing::display(&pairing.code))
+        .ok_or_else(|| "`{{pairing_code}}`: no Signal pairing request is pending".to_string())
+}
 
 /// The fake signal-cli and the main agent's account on it.
 pub(super) struct SignalSide {
@@ -60,6 +80,14 @@ impl SignalSide {
         limit: Duration,
     ) -> Result<Heard, String> {
         let person = SignalPerson::new(chat.id(), "Ana");
+        let expanded;
+        let said = match said {
+            Some(Said::Text(text)) if text.contains(PAIRING_CODE) => {
+                expanded = text.replace(PAIRING_CODE, &pairing_code(store).await?);
+                Some(Said::Text(&expanded))
+            }
+            other => other,
+        };
         let already = self.fake.sent().len();
         let last_run = last_run_id(store, chat).await?;
         let timestamp = match said {

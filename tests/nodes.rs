@@ -1,0 +1,380 @@
+//! Tool nodes (issue #34) with real processes on loopback: `clawvisor node serve` as its own
+//! process with its own data directory, and the daemon's side (the real `nodes add` command, the
+//! in-process daemon, or its library calls) with another. Pairing, pinned certificates both
+//! ways, approval tokens (missing, replayed, expired, altered, foreign), and an agent using a
+//! node's tools through the daemon's approval desk while the node is killed and comes back.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clawvisor::config::{Dur, NodeEntry};
+use clawvisor::node::{client, keys, pairing, token};
+use clawvisor::testkit::harness::ScratchDir;
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
+
+/// `clawvisor node serve` as a child process (killed when dropped).
+struct NodeProcess {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+    lines: mpsc::Receiver<String>,
+}
+
+/// Writes the node's config (`[node]`, its data directory) into `dir`.
+fn node_config(dir: &Path) -> PathBuf {
+    let path = dir.join("node.toml");
+    std::fs::create_dir_all(dir).unwrap();
+    if !path.exists() {
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = \"{}\"\n[node]\nroots = [\"{}\"]\n",
+                dir.join("data").display(),
+                dir.join("work").display()
+            ),
+        )
+        .unwrap();
+    }
+    path
+}
+
+impl NodeProcess {
+    /// Starts a node on `dir` listening on `bind` and waits for its address.
+    fn start(dir: &Path, bind: &str) -> NodeProcess {
+        let mut child = Command::new(BINARY)
+            .arg("--config")
+            .arg(node_config(dir))
+            .args(["node", "serve", "--bind", bind])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the node starts");
+        let (sender, lines) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut log = Vec::new();
+        let url = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("the node did not say where it listens: {log:?}"));
+            if let Some(rest) = line.split("node listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            log.push(line);
+        };
+        NodeProcess {
+            child,
+            url,
+            dir: dir.to_path_buf(),
+            lines,
+        }
+    }
+
+    /// The address it listens on (`127.0.0.1:port`), to start it again on the same port.
+    fn bind(&self) -> String {
+        self.url.trim_start_matches("https://").to_string()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Every line it printed so far.
+    fn log(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Counts rows of the node's own database.
+    fn count(&self, sql: &str) -> i64 {
+        let conn = rusqlite::Connection::open(self.data_dir().join("clawvisor.db")).unwrap();
+        conn.query_row(sql, [], |row| row.get(0)).unwrap()
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `clawvisor node pair` on the node's directory and returns the code.
+fn pair_code(dir: &Path) -> String {
+    let output = Command::new(BINARY)
+        .arg("--config")
+        .arg(node_config(dir))
+        .args(["node", "pair"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("pairing code: "))
+        .expect("a code is printed")
+        .trim()
+        .to_string()
+}
+
+/// A started, paired node and the daemon's data directory.
+async fn paired_node(root: &Path, name: &str) -> (NodeProcess, PathBuf) {
+    let node = NodeProcess::start(&root.join(name), "127.0.0.1:0");
+    let code = pair_code(&root.join(name));
+    let daemon_data = root.join("daemon").join("data");
+    client::pair(&daemon_data, name, &node.url, &code)
+        .await
+        .expect("pairing works");
+    (node, daemon_data)
+}
+
+#[test]
+fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
+    let root = ScratchDir::new("clawvisor-nodes-pair").unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let node = NodeProcess::start(&root.path().join("nas"), "127.0.0.1:0");
+    let daemon = root.path().join("daemon");
+    std::fs::create_dir_all(daemon.join("actors")).unwrap();
+    let config = daemon.join("clawvisor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "# the operator's comment stays\ndata_dir = \"{}\"\n",
+            daemon.join("data").display()
+        ),
+    )
+    .unwrap();
+    let nodes_add = |name: &str, url: &str, code: &str| {
+        Command::new(BINARY)
+            .arg("--config")
+            .arg(&config)
+            .args(["nodes", "add", name, url, code, "--agent", "ada"])
+            .output()
+            .unwrap()
+    };
+    // A wrong code pairs nothing, and says what to check.
+    pair_code(&root.path().join("nas"));
+    let wrong = nodes_add("nas", &node.url, "AAAAA-BBBBB");
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("pairing code does not match"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    assert!(!pairing::pin_path(&daemon.join("data"), "nas").exists());
+    // The right one pins both sides and writes the entry, keeping the file's comment.
+    let code = pair_code(&root.path().join("nas"));
+    let added = nodes_add("nas", &node.url, &code);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.starts_with("# the operator's comment stays"));
+    assert!(written.contains("[[nodes]]") && written.contains("name = \"nas\""));
+    assert!(written.contains(&format!("url = \"{}\"", node.url)));
+    use std::os::unix::fs::PermissionsExt;
+    let pin = pairing::pin_path(&daemon.join("data"), "nas");
+    assert_eq!(
+        std::fs::metadata(&pin).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let daemon_pin = pairing::daemon_pin(&node.data_dir()).unwrap().unwrap();
+    let daemon_keys = client::daemon_keys(&daemon.join("data")).unwrap();
+    assert_eq!(daemon_pin.fingerprint, daemon_keys.identity.fingerprint());
+    assert_eq!(daemon_pin.node_name, "nas");
+    // The code was used up.
+    assert!(pairing::pending_code(&node.data_dir(), clawvisor::clock::now_ms()).is_none());
+    runtime.block_on(async {
+        let (health, _) = client::health(&daemon.join("data"), "nas", &node.url)
+            .await
+            .expect("the paired node answers its daemon");
+        assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+        // A node with another certificate at the pinned name is refused by the daemon.
+        let impostor = NodeProcess::start(&root.path().join("impostor"), "127.0.0.1:0");
+        let refused = client::health(&daemon.join("data"), "nas", &impostor.url).await;
+        assert!(refused.is_err(), "{refused:?}");
+        // The daemon's certificate is refused by a node it is not paired with (at the handshake).
+        let accept_any: clawvisor::node::tls::Acceptor = std::sync::Arc::new(|_: &str| true);
+        let daemon_client = client::http_client(
+            &daemon_keys.identity,
+            accept_any.clone(),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let refused = daemon_client
+            .get(format!("{}/health", impostor.url))
+            .send()
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        // ... and a stranger's certificate by the paired node.
+        let stranger = keys::load_or_create_identity(&root.path().join("stranger"), "x").unwrap();
+        let stranger_client =
+            client::http_client(&stranger, accept_any, Duration::from_secs(5)).unwrap();
+        let refused = stranger_client
+            .get(format!("{}/health", node.url))
+            .send()
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+    });
+    let log = node.log().join("\n");
+    assert!(
+        log.contains("refused a connection at the TLS handshake"),
+        "{log}"
+    );
+    // `nodes remove` tells the node, which then refuses its former daemon.
+    let removed = Command::new(BINARY)
+        .arg("--config")
+        .arg(&config)
+        .args(["nodes", "remove", "nas"])
+        .output()
+        .unwrap();
+    assert!(removed.status.success());
+    assert!(String::from_utf8_lossy(&removed.stdout).contains("forgot this daemon"));
+    assert!(pairing::daemon_pin(&node.data_dir()).unwrap().is_none());
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("[[nodes]]")
+    );
+}
+
+/// A node's MCP session as the daemon opens it.
+async fn session(daemon_data: &Path, name: &str, url: &str) -> clawvisor::mcp::client::Service {
+    let entry = NodeEntry {
+        name: name.to_string(),
+        url: url.to_string(),
+        agents: Vec::new(),
+        timeout: Dur::secs(30),
+        enabled: true,
+    };
+    let server = clawvisor::node::as_mcp_server(&entry, daemon_data);
+    clawvisor::node::link_handshake(&server, daemon_data, Duration::from_secs(10))
+        .await
+        .expect("the daemon reaches its node")
+}
+
+/// A token for `command` as the daemon mints it, with `change` applied to the payload.
+fn token_for(
+    daemon_data: &Path,
+    command: &str,
+    change: impl FnOnce(&mut token::TokenPayload),
+) -> String {
+    let keys = client::daemon_keys(daemon_data).unwrap();
+    let arguments = json!({ "command": command });
+    let assessment = clawvisor::policy::shell::classify_shell(command);
+    let mut payload = token::TokenPayload {
+        node: "nas".into(),
+        tool: "shell".into(),
+        action_hash: token::action_hash("shell", &arguments),
+        level: assessment.level.as_str().into(),
+        profile: clawvisor::node::handler::profile_for("shell", &assessment),
+        expires_ms: clawvisor::clock::now_ms() + 60_000,
+        nonce: token::new_nonce(),
+    };
+    change(&mut payload);
+    token::mint(&keys.token_key, &payload)
+}
+
+async fn shell(
+    service: &clawvisor::mcp::client::Service,
+    command: &str,
+    token: Option<&str>,
+) -> clawvisor::tool::ToolOutput {
+    let mut arguments = json!({ "command": command });
+    if let Some(token) = token {
+        arguments["approval_token"] = Value::String(token.to_string());
+    }
+    clawvisor::mcp::client::call(service.peer(), "shell", arguments, Duration::from_secs(30))
+        .await
+        .expect("the node answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
+    let root = ScratchDir::new("clawvisor-nodes-token").unwrap();
+    let (mut node, daemon_data) = paired_node(root.path(), "nas").await;
+    let service = session(&daemon_data, "nas", &node.url).await;
+    // L0 runs without a token.
+    let listed = shell(&service, "echo hello from the node", None).await;
+    assert!(!listed.is_error, "{listed:?}");
+    assert!(listed.text.contains("hello from the node"));
+    // L2 (rm) without a token is refused, in words.
+    let l2 = "rm -f victim.txt && echo ran >> ledger.txt";
+    let missing = shell(&service, l2, None).await;
+    assert!(missing.is_error);
+    assert!(
+        missing.text.contains("needs the daemon's approval token"),
+        "{missing:?}"
+    );
+    // A valid token runs it once.
+    let valid = token_for(&daemon_data, l2, |_| {});
+    let ran = shell(&service, l2, Some(&valid)).await;
+    assert!(!ran.is_error, "{ran:?}");
+    let ledger = root.path().join("nas").join("work").join("ledger.txt");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    // Replayed, expired, for another action, tampered, or signed by another key: refused.
+    let replayed = shell(&service, l2, Some(&valid)).await;
+    assert!(replayed.text.contains("already used"), "{replayed:?}");
+    let expired = token_for(&daemon_data, l2, |payload| {
+        payload.expires_ms = clawvisor::clock::now_ms() - 1
+    });
+    assert!(
+        shell(&service, l2, Some(&expired))
+            .await
+            .text
+            .contains("expired")
+    );
+    let other = token_for(&daemon_data, "rm -f other.txt", |_| {});
+    let altered = shell(&service, l2, Some(&other)).await;
+    assert!(altered.text.contains("different action"), "{altered:?}");
+    let lower = token_for(&daemon_data, l2, |payload| payload.level = "L1".into());
+    let lower = shell(&service, l2, Some(&lower)).await;
+    assert!(lower.text.contains("rates the action L2"), "{lower:?}");
+    let mut tampered = token_for(&daemon_data, l2, |_| {});
+    tampered.replace_range(2..3, if &tampered[2..3] == "A" { "B" } else { "A" });
+    let tampered = shell(&service, l2, Some(&tampered)).await;
+    assert!(tampered.text.contains("not valid"), "{tampered:?}");
+    let foreign = token_for(&root.path().join("other-daemon"), l2, |_| {});
+    let foreign = shell(&service, l2, Some(&foreign)).await;
+    assert!(foreign.text.contains("not valid"), "{foreign:?}");
+    // The nonce survives a restart of the node: the replay is still refused.
+    drop(service);
+    let bind = node.bind();
+    node.kill();
+    let node = NodeProcess::start(&root.path().join("nas"), &bind);
+    let service = session(&daemon_data, "nas", &node.url).await;
+    let replayed = shell(&service, l2, Some(&valid)).await;
+    assert!(replayed.text.contains("already used"), "{replayed:?}");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    // The node's own records: one accepted token, and an audit row per action it ran.
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM node_actions WHERE outcome = 'ok'"),
+        1
+    );
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'"),
+        2
+    );
+}

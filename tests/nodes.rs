@@ -11,8 +11,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use clawvisor::config::{Dur, NodeEntry};
+use clawvisor::domain::ChatKey;
 use clawvisor::node::{client, keys, pairing, token};
-use clawvisor::testkit::harness::ScratchDir;
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir};
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::{wait_until, wait_until_blocking};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
@@ -377,4 +380,163 @@ async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
         node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'"),
         2
     );
+}
+
+/// The daemon's config for a node `nas` at `url` given to `ada`, with fast link timings.
+fn nodes_section(url: &str) -> String {
+    format!(
+        "[mcp]\nconnect_timeout = \"2s\"\nping_every = \"300ms\"\ndegraded_retry = \"2s\"\n\n\
+         [[nodes]]\nname = \"nas\"\nurl = \"{url}\"\nagents = [\"ada\"]\ntimeout = \"30s\"\n"
+    )
+}
+
+fn node_call(command: &str, trigger: &str) -> Rule {
+    Rule::tool_call("nas__shell", json!({ "command": command }).to_string())
+        .when_last_user_contains(trigger)
+        .times(1)
+}
+
+async fn wait_node_tools(harness: &Harness, present: bool) {
+    let what = if present {
+        "the node's tools are published"
+    } else {
+        "the node's tools are withdrawn"
+    };
+    wait_until(Duration::from_secs(20), what, || async {
+        let tools = harness.agent_tools("ada").await;
+        if tools.iter().any(|tool| tool == "nas__shell") == present {
+            Ok(())
+        } else {
+            Err(format!("tools now {tools:?}"))
+        }
+    })
+    .await
+}
+
+async fn pending_approval(harness: &Harness) -> (String, String) {
+    wait_until(Duration::from_secs(15), "an approval is asked", || async {
+        harness
+            .store()
+            .read(|conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT id, action FROM approvals WHERE status = 'pending'",
+                        [],
+                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+                    )
+                    .ok())
+            })
+            .await
+            .unwrap()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_node() {
+    let _ = clawvisor::logging::init("info", clawvisor::config::LogFormat::Text);
+    let dir = ScratchDir::new("clawvisor-nodes-agent").unwrap();
+    let node_root = ScratchDir::new("clawvisor-nodes-agent-node").unwrap();
+    let mut node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let code = pair_code(&node_root.path().join("nas"));
+    client::pair(&dir.path().join("data"), "nas", &node.url, &code)
+        .await
+        .unwrap();
+    let l2 = "rm -f victim.txt && echo ran >> ledger.txt";
+    let script = Script::new()
+        .rule(Rule::text("the node answered").when_after_tool_result("nas__shell"))
+        .rule(node_call("echo listed on the node", "list"))
+        .rule(node_call(l2, "remove"))
+        .rule(node_call("sleep 20", "slow"))
+        .rule(node_call("echo back again", "again"))
+        .rule(Rule::text("fallback"));
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra = nodes_section(&node.url);
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    wait_node_tools(&harness, true).await;
+    let chat = ChatKey::cli("nodes");
+    // An L0 command runs on the node.
+    let reply = harness.ask("ada", &chat, "list the files").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    assert!(
+        llm.requests()
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("listed on the node")
+    );
+    // An L2 command asks the daemon's desk, naming the machine; approved, it runs once there.
+    harness.send("ada", &chat, "remove the victim").unwrap();
+    let (id, action) = pending_approval(&harness).await;
+    assert!(action.starts_with(&format!("on nas: `{l2}`")), "{action}");
+    let (base, http) = harness.studio_http().await;
+    let decided = http
+        .post(format!("{base}/api/v1/approvals/{id}/decision"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(decided.status().is_success());
+    let ledger = node_root.path().join("nas").join("work").join("ledger.txt");
+    wait_until(
+        Duration::from_secs(15),
+        "the approved action ran on the node",
+        || async { std::fs::read_to_string(&ledger).ok() },
+    )
+    .await;
+    harness.wait_settled(Duration::from_secs(15)).await;
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM node_actions WHERE outcome = 'ok'"),
+        1
+    );
+    let audited: i64 = harness
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM audit_log WHERE details LIKE '%nas__shell%'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert!(audited >= 1, "the daemon's audit names the node's tool");
+    // The node dies during a command: the run gets an error at once, not after the command.
+    harness.send("ada", &chat, "something slow").unwrap();
+    wait_until_blocking(Duration::from_secs(15), "the slow command started", || {
+        (node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'") == 3)
+            .then_some(())
+    });
+    let killed_at = std::time::Instant::now();
+    let bind = node.bind();
+    node.kill();
+    wait_until(
+        Duration::from_secs(15),
+        "the run ended with the node's error",
+        || async {
+            let request = llm
+                .requests()
+                .last()
+                .cloned()
+                .unwrap_or_default()
+                .to_string();
+            (request.contains("nas__shell") && request.contains("could not run it")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(15),
+        "the run did not wait for the lost command"
+    );
+    harness.wait_settled(Duration::from_secs(15)).await;
+    wait_node_tools(&harness, false).await;
+    // The node comes back: the link reconnects and the tools return.
+    let node = NodeProcess::start(&node_root.path().join("nas"), &bind);
+    wait_node_tools(&harness, true).await;
+    let reply = harness.ask("ada", &chat, "again please").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    drop(node);
+    harness.stop().await;
 }

@@ -14,7 +14,9 @@ use clawvisor::config::{Dur, NodeEntry};
 use clawvisor::domain::ChatKey;
 use clawvisor::node::{client, keys, pairing, token};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir};
+use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::world::World;
 use clawvisor::testkit::{wait_until, wait_until_blocking};
 use serde_json::{Value, json};
 
@@ -539,4 +541,96 @@ async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_n
     assert_eq!(reply.text, "the node answered");
     drop(node);
     harness.stop().await;
+}
+
+/// Kills the real daemon at moments right after an approval of a node action (while the token
+/// is minted, sent, run) and starts it again: the node ran the action at most once, and the
+/// request is finished (or asked again and approved) after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_daemon_after_an_approval_runs_the_node_action_at_most_once() {
+    // Milliseconds after the button press: deliberate moments of the kill, not waits for a state.
+    const KILL_POINTS_MS: &[u64] = &[0, 10, 40, 150];
+    let node_root = ScratchDir::new("clawvisor-nodes-kill-node").unwrap();
+    let node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let ledger = node_root.path().join("nas").join("work").join("ledger.txt");
+    for (round, &kill_at) in KILL_POINTS_MS.iter().enumerate() {
+        let entry = format!("entry{round}");
+        let command = format!("rm -f victim.txt && echo {entry} >> ledger.txt");
+        let script = Script::new()
+            .rule(Rule::text("Saved.").when_after_tool_result("nas__shell"))
+            .rule(
+                Rule::tool_call("nas__shell", json!({ "command": command }).to_string())
+                    .when_last_user_contains("record"),
+            );
+        let dir = ScratchDir::new("clawvisor-nodes-kill").unwrap();
+        let code = pair_code(&node_root.path().join("nas"));
+        client::pair(&dir.path().join("data"), "nas", &node.url, &code)
+            .await
+            .unwrap();
+        let staged = World::builder(script)
+            .agent_with_bot("ada", "", "777:AAH-node-kill-test-0123456789", &[42], &[42])
+            .config_extra(
+                "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+            )
+            .config_extra(&nodes_section(&node.url))
+            .stage(dir.path())
+            .await;
+        let bot = staged.bot("ada");
+        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).unwrap();
+        staged.fake.push_message(bot, 42, 42, "record the entry");
+        let asked = staged
+            .fake
+            .wait_for_sent(
+                bot,
+                |m| m.callback_data().iter().any(|d| d.starts_with("ap:")),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("the approval is asked");
+        assert!(asked.visible_text.contains("on nas:"), "{}", asked.visible_text);
+        let data = asked
+            .callback_data()
+            .into_iter()
+            .find(|d| d.starts_with("ap:"))
+            .unwrap()
+            .to_string();
+        staged.fake.push_callback(bot, 42, 42, asked.message_id, &data);
+        tokio::time::sleep(Duration::from_millis(kill_at)).await;
+        daemon.kill();
+        let ran = |ledger: &Path| {
+            std::fs::read_to_string(ledger)
+                .unwrap_or_default()
+                .matches(&entry)
+                .count()
+        };
+        assert!(ran(&ledger) <= 1, "round {round}: ran twice before the restart");
+        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).unwrap();
+        let pressed = std::cell::RefCell::new(std::collections::HashSet::new());
+        wait_until(Duration::from_secs(40), "the request finished after the restart", || async {
+            let sent = staged.fake.sent(bot);
+            if sent.iter().any(|m| m.visible_text.contains("Saved."))
+                || sent.iter().any(|m| m.visible_text.contains("could not"))
+            {
+                return Ok(());
+            }
+            for message in &sent {
+                for data in message.callback_data() {
+                    if data.starts_with("ap:") && pressed.borrow_mut().insert(message.message_id) {
+                        staged.fake.push_callback(bot, 42, 42, message.message_id, data);
+                    }
+                }
+            }
+            Err(format!(
+                "round {round} (kill at {kill_at} ms): sent {:?}",
+                sent.iter().map(|m| m.visible_text.clone()).collect::<Vec<_>>()
+            ))
+        })
+        .await;
+        daemon.terminate(Duration::from_secs(30)).unwrap();
+        eprintln!("round {round} (kill at {kill_at} ms): ran {} time(s)", ran(&ledger));
+        assert!(
+            ran(&ledger) <= 1,
+            "round {round} (kill at {kill_at} ms): the node ran the action twice"
+        );
+    }
 }

@@ -4,12 +4,15 @@
 //! ways, approval tokens (missing, replayed, expired, altered, foreign), and an agent using a
 //! node's tools through the daemon's approval desk while the node is killed and comes back.
 
+mod browser;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use browser::Browser;
 use clawvisor::config::{Dur, NodeEntry};
 use clawvisor::domain::ChatKey;
 use clawvisor::node::{client, keys, pairing, token};
@@ -587,14 +590,20 @@ async fn killing_the_daemon_after_an_approval_runs_the_node_action_at_most_once(
             )
             .await
             .expect("the approval is asked");
-        assert!(asked.visible_text.contains("on nas:"), "{}", asked.visible_text);
+        assert!(
+            asked.visible_text.contains("on nas:"),
+            "{}",
+            asked.visible_text
+        );
         let data = asked
             .callback_data()
             .into_iter()
             .find(|d| d.starts_with("ap:"))
             .unwrap()
             .to_string();
-        staged.fake.push_callback(bot, 42, 42, asked.message_id, &data);
+        staged
+            .fake
+            .push_callback(bot, 42, 42, asked.message_id, &data);
         tokio::time::sleep(Duration::from_millis(kill_at)).await;
         daemon.kill();
         let ran = |ledger: &Path| {
@@ -603,34 +612,167 @@ async fn killing_the_daemon_after_an_approval_runs_the_node_action_at_most_once(
                 .matches(&entry)
                 .count()
         };
-        assert!(ran(&ledger) <= 1, "round {round}: ran twice before the restart");
+        assert!(
+            ran(&ledger) <= 1,
+            "round {round}: ran twice before the restart"
+        );
         let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).unwrap();
         let pressed = std::cell::RefCell::new(std::collections::HashSet::new());
-        wait_until(Duration::from_secs(40), "the request finished after the restart", || async {
-            let sent = staged.fake.sent(bot);
-            if sent.iter().any(|m| m.visible_text.contains("Saved."))
-                || sent.iter().any(|m| m.visible_text.contains("could not"))
-            {
-                return Ok(());
-            }
-            for message in &sent {
-                for data in message.callback_data() {
-                    if data.starts_with("ap:") && pressed.borrow_mut().insert(message.message_id) {
-                        staged.fake.push_callback(bot, 42, 42, message.message_id, data);
+        wait_until(
+            Duration::from_secs(40),
+            "the request finished after the restart",
+            || async {
+                let sent = staged.fake.sent(bot);
+                if sent.iter().any(|m| m.visible_text.contains("Saved."))
+                    || sent.iter().any(|m| m.visible_text.contains("could not"))
+                {
+                    return Ok(());
+                }
+                for message in &sent {
+                    for data in message.callback_data() {
+                        if data.starts_with("ap:")
+                            && pressed.borrow_mut().insert(message.message_id)
+                        {
+                            staged
+                                .fake
+                                .push_callback(bot, 42, 42, message.message_id, data);
+                        }
                     }
                 }
-            }
-            Err(format!(
-                "round {round} (kill at {kill_at} ms): sent {:?}",
-                sent.iter().map(|m| m.visible_text.clone()).collect::<Vec<_>>()
-            ))
-        })
+                Err(format!(
+                    "round {round} (kill at {kill_at} ms): sent {:?}",
+                    sent.iter()
+                        .map(|m| m.visible_text.clone())
+                        .collect::<Vec<_>>()
+                ))
+            },
+        )
         .await;
         daemon.terminate(Duration::from_secs(30)).unwrap();
-        eprintln!("round {round} (kill at {kill_at} ms): ran {} time(s)", ran(&ledger));
+        eprintln!(
+            "round {round} (kill at {kill_at} ms): ran {} time(s)",
+            ran(&ledger)
+        );
         assert!(
             ran(&ledger) <= 1,
             "round {round} (kill at {kill_at} ms): the node ran the action twice"
         );
     }
+}
+
+async fn log_in(browser: &Browser, harness: &Harness) {
+    let (base, _) = harness.studio_http().await;
+    let link = clawvisor::studio::access::login_link(harness.store(), &base, "cli")
+        .await
+        .unwrap();
+    browser.client.goto(&link).await.unwrap();
+    browser
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+}
+
+/// Studio's Nodes page in a real Chromium, as an operator uses it: a wrong code is refused in
+/// words and adds nothing; the right one pairs the computer, whose card says it is connected,
+/// who uses it and that it is fully confined; it goes "not reachable" live when the computer
+/// stops; Remove unpairs it. Desktop and phone screenshots: `nodes*.png`, `phone-nodes*.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
+    let node_root = ScratchDir::new("clawvisor-nodes-page").unwrap();
+    let mut node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let world = World::builder(Script::new().rule(Rule::text("hi")))
+        .agent("ada", "")
+        .agent("bob", "")
+        .config_extra(
+            "[mcp]\nconnect_timeout = \"2s\"\nping_every = \"300ms\"\ndegraded_retry = \"2s\"",
+        )
+        .start()
+        .await;
+    let browser = Browser::launch().await;
+    log_in(&browser, &world.harness).await;
+    browser.open("nodes").await;
+    browser.wait_for("#nodes-purpose").await;
+    browser.screenshot("nodes-empty").await;
+    // A wrong code: refused in words, nothing added.
+    pair_code(&node_root.path().join("nas"));
+    browser.type_into("#node-name", "nas").await;
+    browser.type_into("#node-url", &node.url).await;
+    browser.type_into("#node-code", "AAAAA-BBBBB").await;
+    browser.click("[data-node-agent=\"ada\"]").await;
+    browser.click("#node-add").await;
+    let refused = browser.wait_for("[data-outcome=\"refused\"]").await;
+    let text = refused.text().await.unwrap();
+    assert!(text.starts_with("Nothing was added"), "{text}");
+    assert!(text.contains("pairing code does not match"), "{text}");
+    browser.screenshot("nodes-wrong-code").await;
+    // The right code pairs it; its card shows it connected, used by ada, fully confined.
+    let code = pair_code(&node_root.path().join("nas"));
+    browser.type_into("#node-code", &code).await;
+    browser.click("#node-add").await;
+    browser.wait_for("[data-outcome=\"ok\"]").await;
+    let card = browser
+        .wait_for("[data-node=\"nas\"][data-state=\"up\"]")
+        .await;
+    let text = card.text().await.unwrap();
+    assert!(
+        text.contains("connected") && text.contains("Used by ada"),
+        "{text}"
+    );
+    browser
+        .wait_until(
+            "the node's confinement is shown",
+            "document.querySelector('[data-node=\"nas\"]')?.textContent.includes('confined')",
+        )
+        .await;
+    wait_until(
+        Duration::from_secs(15),
+        "ada gets the node's tools",
+        || async {
+            world
+                .harness
+                .agent_tools("ada")
+                .await
+                .iter()
+                .any(|tool| tool == "nas__shell")
+                .then_some(())
+        },
+    )
+    .await;
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("nodes").await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("phone-nodes").await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    // The computer stops: the card says so without a reload of the page.
+    node.kill();
+    browser
+        .wait_for("[data-node=\"nas\"]:not([data-state=\"up\"]):not([data-state=\"connecting\"])")
+        .await;
+    browser.screenshot("nodes-down").await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("phone-nodes-down").await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    // Remove unpairs it (audited) and takes its entry out.
+    browser.js("window.confirm = () => true; return 1;").await;
+    browser.click("[data-remove-node=\"nas\"]").await;
+    browser
+        .wait_until(
+            "the card is gone",
+            "!document.querySelector('[data-node=\"nas\"]')",
+        )
+        .await;
+    let audited: i64 = world
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM audit_log WHERE action IN ('node.added', 'node.removed')",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(audited, 2);
+    browser.close().await;
 }

@@ -173,7 +173,9 @@ async fn add(
     }
     let file = config_file(loaded)?;
     let pin = client::pair(&loaded.config.data_dir, name, url, code).await?;
-    edit_config(&file, |document| add_entry(document, name, url, agents))?;
+    edit_config(&file, |text| {
+        crate::config::add_node_entry(text, name, url, agents)
+    })?;
     println!("paired with `{name}` at {url}");
     println!("its fingerprint: {}", pin.fingerprint);
     println!("added [[nodes]] `{name}` to {}", file.display());
@@ -237,7 +239,7 @@ async fn remove(loaded: &LoadedConfig, name: &str) -> Result<(), String> {
     client::forget_node(data_dir, name)?;
     if entry.is_some() {
         let file = config_file(loaded)?;
-        edit_config(&file, |document| remove_entry(document, name))?;
+        edit_config(&file, |text| crate::config::remove_node_entry(text, name))?;
         println!("removed [[nodes]] `{name}` from {}", file.display());
     }
     reload_if_running(loaded).await;
@@ -255,56 +257,19 @@ fn config_file(loaded: &LoadedConfig) -> Result<PathBuf, String> {
     }
 }
 
-/// Reads the config file, applies `change`, and writes it back whole (temp file, rename).
+/// Reads the config file, applies `change` to its text, and writes it back whole (temp file,
+/// rename).
 fn edit_config(
     file: &Path,
-    change: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(), String>,
+    change: impl FnOnce(&str) -> Result<String, String>,
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|error| format!("cannot read {}: {error}", file.display()))?;
-    let mut document: toml_edit::DocumentMut = text
-        .parse()
-        .map_err(|error| format!("{} is not valid TOML: {error}", file.display()))?;
-    change(&mut document)?;
+    let text = change(&text).map_err(|error| format!("{}: {error}", file.display()))?;
     let temporary = file.with_extension("toml.tmp");
-    std::fs::write(&temporary, document.to_string())
+    std::fs::write(&temporary, text)
         .and_then(|()| std::fs::rename(&temporary, file))
         .map_err(|error| format!("cannot write {}: {error}", file.display()))
-}
-
-fn add_entry(
-    document: &mut toml_edit::DocumentMut,
-    name: &str,
-    url: &str,
-    agents: &[String],
-) -> Result<(), String> {
-    let nodes = document
-        .entry("nodes")
-        .or_insert_with(|| toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()));
-    let Some(nodes) = nodes.as_array_of_tables_mut() else {
-        return Err("`nodes` in the config file is not a list of [[nodes]] tables".to_string());
-    };
-    let mut table = toml_edit::Table::new();
-    table.insert("name", toml_edit::value(name));
-    table.insert("url", toml_edit::value(url));
-    let mut list = toml_edit::Array::new();
-    for agent in agents {
-        list.push(agent.as_str());
-    }
-    table.insert("agents", toml_edit::value(list));
-    nodes.push(table);
-    Ok(())
-}
-
-fn remove_entry(document: &mut toml_edit::DocumentMut, name: &str) -> Result<(), String> {
-    let Some(nodes) = document
-        .get_mut("nodes")
-        .and_then(toml_edit::Item::as_array_of_tables_mut)
-    else {
-        return Ok(());
-    };
-    nodes.retain(|table| table.get("name").and_then(toml_edit::Item::as_str) != Some(name));
-    Ok(())
 }
 
 /// Asks a running daemon to reload (so a node's link starts or stops); says so when none runs.

@@ -68,7 +68,10 @@ pub use bytes::Bytes;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use memory::EmbeddingsMode;
-pub use nodes::{DEFAULT_NODE_BIND, NodeEntry, NodeServeConfig, valid_node_name};
+pub use nodes::{
+    DEFAULT_NODE_BIND, NodeEntry, NodeServeConfig, add_node_entry, remove_node_entry,
+    valid_node_name,
+};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use signal::{DEFAULT_SIGNAL_RPC_URL, SignalSpec};

@@ -149,3 +149,45 @@ pub fn valid_node_name(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
+
+/// The config file's text with a `[[nodes]]` entry added (comments and layout stay).
+pub fn add_node_entry(
+    text: &str,
+    name: &str,
+    url: &str,
+    agents: &[String],
+) -> Result<String, String> {
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|error| format!("the config file is not valid TOML: {error}"))?;
+    let nodes = document
+        .entry("nodes")
+        .or_insert_with(|| toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()));
+    let Some(nodes) = nodes.as_array_of_tables_mut() else {
+        return Err("`nodes` in the config file is not a list of [[nodes]] tables".to_string());
+    };
+    let mut table = toml_edit::Table::new();
+    table.insert("name", toml_edit::value(name));
+    table.insert("url", toml_edit::value(url));
+    let mut list = toml_edit::Array::new();
+    for agent in agents {
+        list.push(agent.as_str());
+    }
+    table.insert("agents", toml_edit::value(list));
+    nodes.push(table);
+    Ok(document.to_string())
+}
+
+/// The config file's text without the `[[nodes]]` entry named `name`.
+pub fn remove_node_entry(text: &str, name: &str) -> Result<String, String> {
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|error| format!("the config file is not valid TOML: {error}"))?;
+    if let Some(nodes) = document
+        .get_mut("nodes")
+        .and_then(toml_edit::Item::as_array_of_tables_mut)
+    {
+        nodes.retain(|table| table.get("name").and_then(toml_edit::Item::as_str) != Some(name));
+    }
+    Ok(document.to_string())
+}

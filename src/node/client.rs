@@ -116,7 +116,7 @@ pub async fn pair(data_dir: &Path, name: &str, url: &str, code: &str) -> Result<
         })?;
     if !response.status().is_success() {
         let text = response.text().await.unwrap_or_default();
-        return Err(format!("the node refused the pairing: {text}"));
+        return Err(text);
     }
     let answer: PairAnswer = response
         .json()

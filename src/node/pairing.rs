@@ -189,8 +189,9 @@ pub fn accept_pairing(
         pending.wrong += 1;
         write_json(&node_dir(data_dir).join("pair-code.json"), &pending)?;
         return Err(
-            "the pairing code does not match (or something between the machines changed the \
-             connection): check the code `clawvisor node pair` printed"
+            "the pairing code does not match: check the code `clawvisor node pair` printed on \
+             that computer (a code works once, for 10 minutes; if it does match, something \
+             between the two machines changed the connection)"
                 .to_string(),
         );
     }

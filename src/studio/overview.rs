@@ -610,6 +610,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.text += &super::store_health::metrics(&state.store.health());
     exposition.text += &super::browser_metrics::metrics(&state).await;
     exposition.text += &super::triggers::metrics(&state).await;
+    exposition.text += &super::nodes::metrics(&state).await;
     crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -598,9 +598,7 @@ fn label(value: &str) -> String {
 pub async fn metrics(State(state): State<StudioState>) -> Response {
     let (counters, figures) = match (state.store.read(counters).await, figures(&state).await) {
         (Ok(counters), Ok(figures)) => (counters, figures),
-        _ => {
-            return ApiError::unavailable("the database").into_response();
-        }
+        _ => return ApiError::unavailable("the database").into_response(),
     };
     let tree = snapshot(&state).await.unwrap_or_default();
     let mut exposition = Exposition::default();

@@ -133,6 +133,8 @@ async fn serve(loaded: &LoadedConfig, bind: Option<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Like the daemon: the idle node's resident set is the code it runs (`resident`).
+    tokio::spawn(super::serve::release_binary_pages());
     match crate::node::run_node(loaded, store, &bind).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -5,7 +5,9 @@
 //! Invariant: an action the node rates above L0 runs only with a valid approval token
 //! (`token::verify`), and only after the token's nonce and an audit row are committed to the
 //! node's own SQLite (`node_actions`, `audit_log`) in one transaction: a replay, also after a
-//! restart, finds the nonce and is refused. An L0 action runs without a token and is audited too.
+//! restart, finds the nonce and is refused. An L0 action (it only reads) runs without a token;
+//! its audit row is written beside it, not waited for (a crash may lose the row of a read in
+//! flight; an action above L0 is never run before its row is committed).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -115,6 +117,23 @@ impl NodeHandler {
         let (tool_name, level_name) = (tool.to_string(), level.as_str().to_string());
         let details = json!({"tool": tool, "arguments": arguments, "level": level.as_str(),
             "action_hash": hash, "nonce": nonce});
+        if nonce.is_none() {
+            // An L0 action (it only reads): audited beside the call, not waited for, so a read
+            // costs no synced commit (BENCHMARKS.md, "#34"); a crash may lose the row of a read
+            // that was in flight.
+            let store = self.shared.store.clone();
+            tokio::spawn(async move {
+                let written = store
+                    .write(move |conn| {
+                        crate::audit::append(conn, "daemon", "node.tool.run", &tool_name, &details)
+                    })
+                    .await;
+                if let Err(error) = written {
+                    tracing::warn!(%error, "could not audit a node action");
+                }
+            });
+            return Ok(None);
+        }
         let recorded_nonce = nonce.clone();
         let admitted = self
             .shared

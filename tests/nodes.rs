@@ -246,6 +246,22 @@ fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
             .await;
         assert!(refused.is_err(), "{refused:?}");
     });
+    // `nodes list` shows it answering, with its fingerprint.
+    let listed = Command::new(BINARY)
+        .arg("--config")
+        .arg(&config)
+        .args(["nodes", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("nas") && listed.contains("answers in"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&daemon_keys_fingerprint_of_node(&node)),
+        "{listed}"
+    );
     let log = node.log().join("\n");
     assert!(
         log.contains("refused a connection at the TLS handshake"),
@@ -266,6 +282,13 @@ fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
             .unwrap()
             .contains("[[nodes]]")
     );
+}
+
+/// The node's own certificate fingerprint (what the daemon pinned).
+fn daemon_keys_fingerprint_of_node(node: &NodeProcess) -> String {
+    keys::load_or_create_identity(&pairing::node_dir(&node.data_dir()), "unused")
+        .unwrap()
+        .fingerprint()
 }
 
 /// A node's MCP session as the daemon opens it.
@@ -328,6 +351,29 @@ async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
     let listed = shell(&service, "echo hello from the node", None).await;
     assert!(!listed.is_error, "{listed:?}");
     assert!(listed.text.contains("hello from the node"));
+    // The node's shell runs in the daemon's kernel sandbox: its own PID namespace, and the
+    // node's keys (its data directory) out of reach even of a command that only reads.
+    let pid = shell(&service, "echo $$", None).await;
+    let pid: u32 = pid.text.trim().lines().last().unwrap().parse().unwrap();
+    assert!(
+        pid <= 2,
+        "the command is not in a PID namespace of its own: pid {pid}"
+    );
+    let steal = format!(
+        "cat {}",
+        node.data_dir().join("node").join("identity.key").display()
+    );
+    let refused = shell(&service, &steal, None).await;
+    assert!(
+        refused.text.contains("needs the daemon's approval token"),
+        "{refused:?}"
+    );
+    let approved = token_for(&daemon_data, &steal, |_| {});
+    let stolen = shell(&service, &steal, Some(&approved)).await;
+    assert!(
+        !stolen.text.starts_with("exit code: 0") && stolen.text.contains("Permission denied"),
+        "even an approved command cannot read the node's key: {stolen:?}"
+    );
     // L2 (rm) without a token is refused, in words.
     let l2 = "rm -f victim.txt && echo ran >> ledger.txt";
     let missing = shell(&service, l2, None).await;
@@ -376,14 +422,17 @@ async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
     let replayed = shell(&service, l2, Some(&valid)).await;
     assert!(replayed.text.contains("already used"), "{replayed:?}");
     assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
-    // The node's own records: one accepted token, and an audit row per action it ran.
+    // The node's own records: each accepted token once (the approved cat and rm), both
+    // finished, and an audit row per action it ran.
     assert_eq!(
-        node.count("SELECT COUNT(*) FROM node_actions WHERE outcome = 'ok'"),
-        1
+        node.count("SELECT COUNT(*) FROM node_actions WHERE finished_ms IS NOT NULL"),
+        2
     );
+    assert_eq!(node.count("SELECT COUNT(*) FROM node_actions"), 2);
     assert_eq!(
         node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'"),
-        2
+        4,
+        "echo, echo $$, the approved cat, the approved rm"
     );
 }
 

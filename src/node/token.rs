@@ -179,6 +179,18 @@ mod tests {
         Ed25519KeyPair::from_pkcs8(document.as_ref()).unwrap()
     }
 
+    proptest::proptest! {
+        /// Whatever a caller sends as a token (bytes, dots, base64 of anything) is refused in
+        /// words, never a panic.
+        #[test]
+        fn any_token_text_is_refused_without_a_panic(token in ".{0,300}", dots in "[A-Za-z0-9_.-]{0,200}") {
+            let expected = Expected { node: "nas", tool: "shell", action_hash: "00", level: "L2", profile: "" };
+            let key = hex::encode([7u8; 32]);
+            proptest::prop_assert!(verify(&token, &key, &expected, 0).is_err());
+            proptest::prop_assert!(verify(&dots, &key, &expected, 0).is_err());
+        }
+    }
+
     #[test]
     fn canonical_form_ignores_key_order() {
         let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,"x"],"x":null}}"#).unwrap();

@@ -46,8 +46,8 @@ fn default_true() -> bool {
 pub struct NodeServeConfig {
     /// Where `node serve` listens (`--bind` wins).
     pub bind: String,
-    /// Directories the node's file tools and shell may use; the first is where commands run.
-    /// Empty: `<data dir>/node-workspace`.
+    /// The directory the node's file tools and shell work in (one for now; a list so that more
+    /// can come). Empty: `<data dir>/node-workspace`.
     pub roots: Vec<PathBuf>,
 }
 
@@ -128,6 +128,13 @@ pub(super) fn validate(
             ),
         ));
     }
+    if node.roots.len() > 1 {
+        return Err(ConfigError::key(
+            origin,
+            "[node].roots",
+            "list one directory: a node serves one workspace root for now",
+        ));
+    }
     for (index, root) in node.roots.iter().enumerate() {
         if !root.is_absolute() {
             return Err(ConfigError::key(
@@ -190,4 +197,64 @@ pub fn remove_node_entry(text: &str, name: &str) -> Result<String, String> {
         nodes.retain(|table| table.get("name").and_then(toml_edit::Item::as_str) != Some(name));
     }
     Ok(document.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, url: &str) -> NodeEntry {
+        NodeEntry {
+            name: name.into(),
+            url: url.into(),
+            agents: Vec::new(),
+            timeout: default_node_timeout(),
+            enabled: true,
+        }
+    }
+
+    fn problem(nodes: &[NodeEntry], node: &NodeServeConfig, mcp: &[&str]) -> String {
+        let names = mcp.iter().copied().collect();
+        validate(nodes, node, &names, "t.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn errors_name_the_field_to_fix() {
+        let fine = NodeServeConfig::default();
+        assert!(
+            validate(
+                &[entry("nas", "https://nas.lan:7443")],
+                &fine,
+                &BTreeSet::new(),
+                "t"
+            )
+            .is_ok()
+        );
+        assert!(
+            problem(&[entry("nas", "http://nas.lan:7443")], &fine, &[]).contains("[nodes.0].url")
+        );
+        assert!(problem(&[entry("a__b", "https://x")], &fine, &[]).contains("[nodes.0].name"));
+        assert!(
+            problem(&[entry("files", "https://x")], &fine, &["files"]).contains("used by another")
+        );
+        let two = [entry("nas", "https://a"), entry("nas", "https://b")];
+        assert!(problem(&two, &fine, &[]).contains("[nodes.1].name"));
+        let bind = NodeServeConfig {
+            bind: "nowhere".into(),
+            roots: Vec::new(),
+        };
+        assert!(problem(&[], &bind, &[]).contains("[node].bind"));
+        let roots = NodeServeConfig {
+            roots: vec!["/a".into(), "/b".into()],
+            ..NodeServeConfig::default()
+        };
+        assert!(problem(&[], &roots, &[]).contains("[node].roots"));
+        let relative = NodeServeConfig {
+            roots: vec!["srv".into()],
+            ..NodeServeConfig::default()
+        };
+        assert!(problem(&[], &relative, &[]).contains("[node].roots.0"));
+    }
 }

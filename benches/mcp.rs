@@ -43,6 +43,7 @@ fn server(name: &str, transport: McpTransportKind, url: &str) -> McpServerConfig
         agents: Vec::new(),
         timeout: Dur::secs(30),
         enabled: true,
+        node: None,
     }
 }
 

@@ -37,6 +37,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod node;
 pub mod people;
 pub mod policy;
 pub mod protocol;

@@ -34,7 +34,9 @@ use crate::secrets::Secret;
 
 /// The settings read live at a reload: the agent files (and where they are), the MCP servers.
 /// Every other key of the config file needs a restart.
-const LIVE_SECTIONS: &[&str] = &["agents", "providers"];
+/// (`nodes`: issue #34, applied like MCP servers; `node` is read only by `node serve`, which a
+/// reload does not touch.)
+const LIVE_SECTIONS: &[&str] = &["agents", "providers", "nodes", "node"];
 /// In `[mcp]`, only the server list is applied live.
 const LIVE_MCP_KEYS: &[&str] = &["servers"];
 
@@ -125,6 +127,8 @@ pub fn effective(running: &LoadedConfig, new: LoadedConfig) -> LoadedConfig {
     config.agents = new.config.agents.clone();
     config.providers = new.config.providers.clone();
     config.mcp.servers = new.config.mcp.servers.clone();
+    // Issue #34: `[[nodes]]` are links of the MCP supervisor, applied like MCP servers.
+    config.nodes = new.config.nodes.clone();
     let mut secrets = new.secrets;
     let mut secret_sources = new.secret_sources;
     for (var, secret) in &running.secrets {
@@ -319,8 +323,9 @@ pub fn plan(running: &LoadedConfig, new: &LoadedConfig, channels: bool) -> Plan 
             .cloned()
             .collect();
     }
-    plan.mcp_changed =
-        running.config.mcp.servers != new.config.mcp.servers || mcp_view(running) != mcp_view(new);
+    plan.mcp_changed = running.config.mcp.servers != new.config.mcp.servers
+        || running.config.nodes != new.config.nodes
+        || mcp_view(running) != mcp_view(new);
     plan
 }
 

@@ -338,6 +338,12 @@ impl ToolSettings {
         }
     }
 
+    /// A node's settings (`clawvisor node serve`): the shell on, `[tools]`' limits, the node's
+    /// data directory and config protected.
+    pub fn for_node(tools: &crate::config::ToolsConfig, protected_paths: Vec<PathBuf>) -> Self {
+        Self::from_tools(tools, true, protected_paths)
+    }
+
     fn from_tools(
         tools: &crate::config::ToolsConfig,
         allow_shell: bool,

@@ -12,7 +12,7 @@ export { markdown, markdownPreview };
 
 const PAGES = ['overview', 'agents', 'chat', 'runs', 'approvals', 'people', 'schedules', 'memory', 'mcp',
   'handoffs', 'audit', 'costs', 'skills',
-  'logs', 'secrets', 'setup', 'triggers'];
+  'logs', 'secrets', 'setup', 'triggers', 'nodes'];
 const ALIASES = { sessions: 'agents' }; // #/sessions/ID is drawn by the agents page
 const EVENT_KINDS = ['actor_started', 'actor_failed', 'actor_restarting', 'actor_stopped',
   'actor_escalated', 'actor_degraded', 'boot_complete', 'message_in', 'message_out', 'run_started',

@@ -477,6 +477,10 @@ async fn every_route_answers_and_unknown_ids_are_404() {
         // tests/triggers.rs: webhook triggers listed and a test event sent, with triggers set up.
         "/api/v1/triggers",
         "/api/v1/triggers/{name}/test",
+        // tests/nodes.rs: the Nodes page lists, pairs (a wrong code, the right one) and removes a
+        // node running as its own process.
+        "/api/v1/nodes",
+        "/api/v1/nodes/{name}",
         // tests/studio_browser.rs: a browser approval's screenshot (200 with a PNG, 401 without
         // a session, 404 for an unknown id).
         "/api/v1/approvals/{id}/screenshot",

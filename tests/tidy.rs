@@ -62,6 +62,7 @@ const RANKS: &[(&str, u8)] = &[
     ("agent", 4),
     ("tools", 4),
     ("mcp", 4),
+    ("node", 4),
     ("telegram", 4),
     ("people", 4),
     ("signal", 4),

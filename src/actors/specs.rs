@@ -146,7 +146,11 @@ pub fn mcp_supervisor(context: &RootContext) -> ChildSpec {
         config.supervision.policy(),
         || super::mcp_supervisor::McpSupervisor,
         super::mcp_supervisor::McpSupervisorArgs {
-            config: config.mcp.clone(),
+            config: crate::config::McpConfig {
+                // `[[mcp.servers]]` and a link per `[[nodes]]` entry (issue #34).
+                servers: crate::node::mcp_servers(config),
+                ..config.mcp.clone()
+            },
             agents: context.loaded.agents.clone(),
             secrets: Arc::new(context.loaded.secrets.clone()),
             registry: context.registry.clone(),

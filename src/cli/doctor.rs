@@ -276,6 +276,47 @@ async fn mcp_checks(loaded: &LoadedConfig) -> Vec<Check> {
     futures::future::join_all(checks).await
 }
 
+/// Each `[[nodes]]` entry (issue #34): paired, answering its daemon over the pinned TLS link,
+/// its version and whether its kernel enforces every protection; or what to fix.
+async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
+    let checks = loaded.config.nodes.iter().map(|node| async move {
+        let (ok, detail) =
+            match crate::node::client::health(&loaded.config.data_dir, &node.name, &node.url)
+                .await
+            {
+                Ok((body, latency)) => (
+                    true,
+                    format!(
+                        "answers in {} ms, version {}; {}",
+                        latency.as_millis(),
+                        body["version"].as_str().unwrap_or("?"),
+                        if body["complete"].as_bool() == Some(true) {
+                            "every protection enforced".to_string()
+                        } else {
+                            format!(
+                                "not every protection is enforced there: {}",
+                                body["protections"].as_str().unwrap_or("?")
+                            )
+                        }
+                    ),
+                ),
+                Err(error) => (
+                    false,
+                    format!(
+                        "does not answer at {}: {error} — is `clawvisor node serve` running                          there, and still paired (`clawvisor nodes list`)?",
+                        node.url
+                    ),
+                ),
+            };
+        Check {
+            ok,
+            what: format!("node {}", node.name),
+            detail,
+        }
+    });
+    futures::future::join_all(checks).await
+}
+
 /// Whether every model of every agent's chain has a price; a line per unpriced model naming its
 /// agents and the fix (not a failure: the daemon runs, but the bill is incomplete).
 fn pricing_checks(loaded: &LoadedConfig) -> Vec<Check> {
@@ -358,6 +399,7 @@ pub(super) async fn run(loaded: &LoadedConfig) -> ExitCode {
     checks.push(web_search_check(loaded).await);
     checks.extend(browser_check(loaded).await);
     checks.extend(mcp_checks(loaded).await);
+    checks.extend(node_checks(loaded).await);
     checks.extend(trigger_checks(loaded));
     let protections = crate::sandbox::protections();
     checks.push(Check {

@@ -34,6 +34,7 @@ mod jobs;
 mod mcp;
 mod memory;
 mod migrate;
+mod nodes;
 mod reload;
 mod serve;
 mod skills;
@@ -189,6 +190,16 @@ pub enum Command {
     Triggers {
         #[command(subcommand)]
         command: TriggersCommand,
+    },
+    /// This machine as a tool node: `node serve`, `node pair` (issue #34).
+    Node {
+        #[command(subcommand)]
+        command: nodes::NodeCommand,
+    },
+    /// The daemon's tool nodes: `nodes add | list | remove` (issue #34).
+    Nodes {
+        #[command(subcommand)]
+        command: nodes::NodesCommand,
     },
 }
 
@@ -366,7 +377,12 @@ pub fn main() -> ExitCode {
         Command::Serve => init::before_first_serve(&cli.overrides()),
         _ => None,
     };
-    let loaded = match crate::config::load(&cli.overrides()) {
+    let mut overrides = cli.overrides();
+    if matches!(cli.command, Command::Node { .. }) && overrides.actors_dir.is_none() {
+        // A node runs no agents: its config's agents are not read (issue #34).
+        overrides.actors_dir = nodes::no_agents_dir();
+    }
+    let loaded = match crate::config::load(&overrides) {
         Ok(loaded) => loaded,
         Err(error) => return config_error(&error),
     };
@@ -467,6 +483,8 @@ async fn run_command(
         Command::Jobs { command } => jobs::run(&loaded, command).await,
         Command::Mcp { command } => mcp::run(&loaded, command).await,
         Command::Triggers { command } => triggers::run(&loaded, command).await,
+        Command::Node { command } => nodes::run_node(&loaded, command).await,
+        Command::Nodes { command } => nodes::run_nodes(&loaded, command).await,
     }
 }
 

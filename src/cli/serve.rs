@@ -117,7 +117,7 @@ async fn studio_login_line(daemon: &Daemon, base: &str) -> String {
 }
 
 /// Keeps the idle daemon's resident set to the code it runs (`resident`).
-async fn release_binary_pages() {
+pub(super) async fn release_binary_pages() {
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + crate::resident::RELEASE_AFTER_START,
         crate::resident::RELEASE_EVERY,

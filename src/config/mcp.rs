@@ -109,6 +109,10 @@ pub struct McpServerConfig {
     pub timeout: Dur,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Set only on the link of a `[[nodes]]` entry (issue #34; never read from a file): the
+    /// daemon's data directory, where the node's pin and the daemon's keys are (`crate::node`).
+    #[serde(skip)]
+    pub node: Option<PathBuf>,
 }
 
 fn default_mcp_trust() -> McpTrustConfig {

@@ -38,6 +38,7 @@ pub mod edit;
 mod layers;
 mod mcp;
 mod memory;
+mod nodes;
 mod providers;
 mod secret_uses;
 pub mod secrets_file;
@@ -67,6 +68,10 @@ pub use bytes::Bytes;
 pub use duration::Dur;
 pub use mcp::{McpConfig, McpServerConfig, McpTransportKind, McpTrustConfig};
 pub use memory::EmbeddingsMode;
+pub use nodes::{
+    DEFAULT_NODE_BIND, NodeEntry, NodeServeConfig, add_node_entry, remove_node_entry,
+    valid_node_name,
+};
 pub use providers::{PriceConfig, ProviderConfig, ProviderKind, TranscriptionConfig};
 pub use secret_uses::{SecretUse, SecretUseKind, secret_uses};
 pub use signal::{DEFAULT_SIGNAL_RPC_URL, SignalSpec};
@@ -516,6 +521,10 @@ pub struct Config {
     pub pricing: BTreeMap<String, PriceConfig>,
     /// `[[triggers]]`: webhooks that wake an agent (`triggers.rs`; applied at a restart).
     pub triggers: Vec<TriggerConfig>,
+    /// `[[nodes]]`: paired machines whose tools agents may use (issue #34, `crate::node`).
+    pub nodes: Vec<NodeEntry>,
+    /// `[node]`: this machine as a node (`clawvisor node serve` only).
+    pub node: NodeServeConfig,
 }
 
 impl Default for Config {
@@ -543,6 +552,8 @@ impl Default for Config {
             providers: BTreeMap::new(),
             pricing: BTreeMap::new(),
             triggers: Vec::new(),
+            nodes: Vec::new(),
+            node: NodeServeConfig::default(),
         }
     }
 }

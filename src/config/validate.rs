@@ -54,6 +54,13 @@ pub(super) fn validate(config: &Config, origin: &str) -> Result<(), ConfigError>
     validate_providers(config, origin)?;
     validate_scheduler(&config.scheduler, origin)?;
     validate_mcp(&config.mcp, origin)?;
+    let mcp_names = config
+        .mcp
+        .servers
+        .iter()
+        .map(|server| server.name.as_str())
+        .collect();
+    super::nodes::validate(&config.nodes, &config.node, &mcp_names, origin)?;
     config.web_search.validate(&config.mcp, origin)?;
     config.browser.validate(origin)?;
     config.backup.validate(origin)?;

@@ -83,8 +83,18 @@ pub async fn handshake_http(
         .connect_timeout(timeout)
         .build()
         .map_err(|error| McpError::Connect(short(&error.to_string())))?;
-    let config = StreamableHttpClientTransportConfig::with_uri(server.url.as_str())
-        .control_request_timeout(timeout);
+    handshake_with(client, &server.url, timeout).await
+}
+
+/// Initializes a session at `url` over `client` (a node's link brings its own mutual-TLS
+/// client, `crate::node::link_handshake`).
+pub async fn handshake_with(
+    client: reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<Service, McpError> {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url).control_request_timeout(timeout);
     let transport = StreamableHttpClientTransport::with_client(client, config);
     match tokio::time::timeout(timeout, client_info().serve(transport)).await {
         Ok(Ok(service)) => Ok(service),

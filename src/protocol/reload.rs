@@ -69,6 +69,14 @@ pub enum FileEdit {
         api_key_env: String,
         free: bool,
     },
+    /// A `[[nodes]]` entry added to the daemon's config (issue #34; paired before).
+    AddNode {
+        name: String,
+        url: String,
+        agents: Vec<String>,
+    },
+    /// The `[[nodes]]` entry named `name` taken out.
+    RemoveNode { name: String },
 }
 
 /// What became of a [`FileEdit`].

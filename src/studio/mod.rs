@@ -53,6 +53,7 @@ pub mod live;
 pub mod logs;
 pub mod mcp;
 pub mod memory;
+pub mod nodes;
 pub mod openapi;
 pub mod overview;
 pub mod people;
@@ -363,6 +364,13 @@ api! {
         200: Answer::Json(mcp::servers_schema);
     post "/api/v1/mcp/{server}/tools/{tool}/call" => mcp::call_tool, "Calls a tool of an MCP server as the operator (audited); the answer is the tool's text",
         body: mcp::CallBody, 200: Answer::Json(mcp::call_schema);
+    // Issue #34, tool nodes.
+    get "/api/v1/nodes" => nodes::list, "Paired tool nodes: link state, latency, version and protections",
+        200: Answer::Json(nodes::list_schema);
+    post "/api/v1/nodes" => nodes::add, "Pairs with a node by its one-time code and adds it to the config (audited)",
+        body: nodes::AddBody, 200: Answer::Json(nodes::change_schema);
+    delete "/api/v1/nodes/{name}" => nodes::remove, "Unpairs a node: tells it, forgets its pin, removes its entry (audited)",
+        200: Answer::Json(nodes::change_schema);
     get "/api/v1/handoffs" => handoffs::list, "Handoff contracts",
         200: Answer::Json(handoffs::list_schema);
     get "/api/v1/handoffs/{id}" => handoffs::detail, "A contract and its timeline",

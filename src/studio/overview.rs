@@ -598,9 +598,7 @@ fn label(value: &str) -> String {
 pub async fn metrics(State(state): State<StudioState>) -> Response {
     let (counters, figures) = match (state.store.read(counters).await, figures(&state).await) {
         (Ok(counters), Ok(figures)) => (counters, figures),
-        _ => {
-            return ApiError::unavailable("the database").into_response();
-        }
+        _ => return ApiError::unavailable("the database").into_response(),
     };
     let tree = snapshot(&state).await.unwrap_or_default();
     let mut exposition = Exposition::default();
@@ -610,6 +608,7 @@ pub async fn metrics(State(state): State<StudioState>) -> Response {
     exposition.text += &super::store_health::metrics(&state.store.health());
     exposition.text += &super::browser_metrics::metrics(&state).await;
     exposition.text += &super::triggers::metrics(&state).await;
+    exposition.text += &super::nodes::metrics(&state).await;
     crate::reply_latency::write_prometheus(&mut exposition.text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -45,6 +45,8 @@ pub struct FileView {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The daemon's time zone (the default of new schedules and agents).
     pub timezone: String,
+    /// `[[nodes]]` (issue #34): the paired machines, as the config file says them.
+    pub nodes: Vec<crate::config::NodeEntry>,
 }
 
 impl FileView {
@@ -67,6 +69,7 @@ impl FileView {
                 .map(|(name, provider)| (name.clone(), provider.clone()))
                 .collect(),
             timezone: loaded.timezone.zone.name().to_string(),
+            nodes: loaded.config.nodes.clone(),
         }
     }
 

@@ -49,6 +49,16 @@ pub(super) async fn connect(
                 Err(error) => return Err((error, Some(process))),
             }
         }
+        // A `[[nodes]]` entry: the pinned mutual-TLS client (issue #34).
+        McpTransportKind::Http if server.node.is_some() => {
+            let data_dir = server.node.clone().unwrap_or_default();
+            (
+                crate::node::link_handshake(server, &data_dir, timeout)
+                    .await
+                    .map_err(|error| (error, None))?,
+                None,
+            )
+        }
         McpTransportKind::Http => (
             client::handshake_http(server, &args.secrets, timeout)
                 .await

@@ -55,6 +55,30 @@ impl McpLinkState {
         })
     }
 
+    /// One tool as agents get it: a node's (issue #34) judged by the daemon's own tool of that
+    /// name, or an MCP server's.
+    fn tool(&self, info: &ToolInfo, trust: crate::policy::McpTrust) -> Option<Arc<dyn Tool>> {
+        let server = &self.args.server;
+        if let Some(data_dir) = &server.node {
+            let tool = crate::node::tool::NodeTool::for_remote(
+                &server.name,
+                &info.remote_name,
+                &info.name,
+                data_dir.clone(),
+                server.timeout.0,
+                self.args.registry.clone(),
+            )?;
+            return Some(Arc::new(tool));
+        }
+        Some(Arc::new(McpTool {
+            server: server.name.clone(),
+            info: info.clone(),
+            trust,
+            timeout: server.timeout.0,
+            registry: self.args.registry.clone(),
+        }))
+    }
+
     /// Publishes the tools to every allowed agent whose current actor does not hold them yet
     /// (new, restarted, or due again after a failed confirmation), and has each publication
     /// confirmed (`LinkMsg::Confirmed`, at most one in flight per agent).
@@ -89,15 +113,7 @@ impl McpLinkState {
                 self.confirmed.remove(&target.agent);
                 let tools: Vec<Arc<dyn Tool>> = self
                     .tools_for(target)
-                    .map(|info| {
-                        Arc::new(McpTool {
-                            server: self.args.server.name.clone(),
-                            info: info.clone(),
-                            trust,
-                            timeout: self.args.server.timeout.0,
-                            registry: self.args.registry.clone(),
-                        }) as Arc<dyn Tool>
-                    })
+                    .filter_map(|info| self.tool(info, trust))
                     .collect();
                 if agent
                     .cast(AgentMsg::SetTools(source.clone(), tools))

@@ -151,7 +151,39 @@ fn plan(running: &LoadedConfig, edit: &FileEdit) -> Result<Change, String> {
                 remove_workspace: None,
             })
         }
+        FileEdit::AddNode { .. } | FileEdit::RemoveNode { .. } => node_change(running, edit),
     }
+}
+
+/// A `[[nodes]]` entry added or taken out (issue #34).
+fn node_change(running: &LoadedConfig, edit: &FileEdit) -> Result<Change, String> {
+    let crate::config::ConfigSource::File(path) = &running.source else {
+        return Err("this daemon runs on the built-in defaults, without a config file: run `clawvisor init` to write one, then add nodes here".into());
+    };
+    let text = read(path)?;
+    let (text, action, name, details) = match edit {
+        FileEdit::AddNode { name, url, agents } => (
+            crate::config::add_node_entry(&text, name, url, agents)?,
+            "node.added",
+            name,
+            json!({ "url": url, "agents": agents }),
+        ),
+        FileEdit::RemoveNode { name } => (
+            crate::config::remove_node_entry(&text, name)?,
+            "node.removed",
+            name,
+            json!({}),
+        ),
+        _ => return Err("not a node edit".into()),
+    };
+    Ok(Change {
+        path: path.clone(),
+        text: Some(text),
+        action,
+        subject: format!("node:{name}"),
+        details,
+        remove_workspace: None,
+    })
 }
 
 /// The file that defines `name`, or why there is none to edit.

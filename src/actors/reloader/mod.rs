@@ -446,7 +446,7 @@ async fn restart_services(
 /// entry changed, retargets those whose agents alone changed, and says what it did.
 async fn mcp_reload(after: &RootContext, step: &mut Step<'_>) {
     let reload = mcp::McpReload {
-        servers: after.loaded.config.mcp.servers.clone(),
+        servers: crate::node::mcp_servers(&after.loaded.config),
         agents: after.loaded.agents.clone(),
         secrets: Arc::new(after.loaded.secrets.clone()),
     };

@@ -1,0 +1,827 @@
+//! Tool nodes (issue #34) with real processes on loopback: `clawvisor node serve` as its own
+//! process with its own data directory, and the daemon's side (the real `nodes add` command, the
+//! in-process daemon, or its library calls) with another. Pairing, pinned certificates both
+//! ways, approval tokens (missing, replayed, expired, altered, foreign), and an agent using a
+//! node's tools through the daemon's approval desk while the node is killed and comes back.
+
+mod browser;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use browser::Browser;
+use clawvisor::config::{Dur, NodeEntry};
+use clawvisor::domain::ChatKey;
+use clawvisor::node::{client, keys, pairing, token};
+use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir};
+use clawvisor::testkit::process::DaemonProcess;
+use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
+use clawvisor::testkit::world::World;
+use clawvisor::testkit::{wait_until, wait_until_blocking};
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
+
+/// `clawvisor node serve` as a child process (killed when dropped).
+struct NodeProcess {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+    lines: mpsc::Receiver<String>,
+}
+
+/// Writes the node's config (`[node]`, its data directory) into `dir`.
+fn node_config(dir: &Path) -> PathBuf {
+    let path = dir.join("node.toml");
+    std::fs::create_dir_all(dir).unwrap();
+    if !path.exists() {
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = \"{}\"\n[node]\nroots = [\"{}\"]\n",
+                dir.join("data").display(),
+                dir.join("work").display()
+            ),
+        )
+        .unwrap();
+    }
+    path
+}
+
+impl NodeProcess {
+    /// Starts a node on `dir` listening on `bind` and waits for its address.
+    fn start(dir: &Path, bind: &str) -> NodeProcess {
+        let mut child = Command::new(BINARY)
+            .arg("--config")
+            .arg(node_config(dir))
+            .args(["node", "serve", "--bind", bind])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the node starts");
+        let (sender, lines) = mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut log = Vec::new();
+        let url = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("the node did not say where it listens: {log:?}"));
+            if let Some(rest) = line.split("node listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            log.push(line);
+        };
+        NodeProcess {
+            child,
+            url,
+            dir: dir.to_path_buf(),
+            lines,
+        }
+    }
+
+    /// The address it listens on (`127.0.0.1:port`), to start it again on the same port.
+    fn bind(&self) -> String {
+        self.url.trim_start_matches("https://").to_string()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Every line it printed so far.
+    fn log(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Counts rows of the node's own database.
+    fn count(&self, sql: &str) -> i64 {
+        let conn = rusqlite::Connection::open(self.data_dir().join("clawvisor.db")).unwrap();
+        conn.query_row(sql, [], |row| row.get(0)).unwrap()
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `clawvisor node pair` on the node's directory and returns the code.
+fn pair_code(dir: &Path) -> String {
+    let output = Command::new(BINARY)
+        .arg("--config")
+        .arg(node_config(dir))
+        .args(["node", "pair"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("pairing code: "))
+        .expect("a code is printed")
+        .trim()
+        .to_string()
+}
+
+/// A started, paired node and the daemon's data directory.
+async fn paired_node(root: &Path, name: &str) -> (NodeProcess, PathBuf) {
+    let node = NodeProcess::start(&root.join(name), "127.0.0.1:0");
+    let code = pair_code(&root.join(name));
+    let daemon_data = root.join("daemon").join("data");
+    client::pair(&daemon_data, name, &node.url, &code)
+        .await
+        .expect("pairing works");
+    (node, daemon_data)
+}
+
+#[test]
+fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
+    let root = ScratchDir::new("clawvisor-nodes-pair").unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let node = NodeProcess::start(&root.path().join("nas"), "127.0.0.1:0");
+    let daemon = root.path().join("daemon");
+    std::fs::create_dir_all(daemon.join("actors")).unwrap();
+    let config = daemon.join("clawvisor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "# the operator's comment stays\ndata_dir = \"{}\"\n",
+            daemon.join("data").display()
+        ),
+    )
+    .unwrap();
+    let nodes_add = |name: &str, url: &str, code: &str| {
+        Command::new(BINARY)
+            .arg("--config")
+            .arg(&config)
+            .args(["nodes", "add", name, url, code, "--agent", "ada"])
+            .output()
+            .unwrap()
+    };
+    // A wrong code pairs nothing, and says what to check.
+    pair_code(&root.path().join("nas"));
+    let wrong = nodes_add("nas", &node.url, "AAAAA-BBBBB");
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("pairing code does not match"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    assert!(!pairing::pin_path(&daemon.join("data"), "nas").exists());
+    // The right one pins both sides and writes the entry, keeping the file's comment.
+    let code = pair_code(&root.path().join("nas"));
+    let added = nodes_add("nas", &node.url, &code);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.starts_with("# the operator's comment stays"));
+    assert!(written.contains("[[nodes]]") && written.contains("name = \"nas\""));
+    assert!(written.contains(&format!("url = \"{}\"", node.url)));
+    use std::os::unix::fs::PermissionsExt;
+    let pin = pairing::pin_path(&daemon.join("data"), "nas");
+    assert_eq!(
+        std::fs::metadata(&pin).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let daemon_pin = pairing::daemon_pin(&node.data_dir()).unwrap().unwrap();
+    let daemon_keys = client::daemon_keys(&daemon.join("data")).unwrap();
+    assert_eq!(daemon_pin.fingerprint, daemon_keys.identity.fingerprint());
+    assert_eq!(daemon_pin.node_name, "nas");
+    // The code was used up.
+    assert!(pairing::pending_code(&node.data_dir(), clawvisor::clock::now_ms()).is_none());
+    runtime.block_on(async {
+        let (health, _) = client::health(&daemon.join("data"), "nas", &node.url)
+            .await
+            .expect("the paired node answers its daemon");
+        assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
+        // A node with another certificate at the pinned name is refused by the daemon.
+        let impostor = NodeProcess::start(&root.path().join("impostor"), "127.0.0.1:0");
+        let refused = client::health(&daemon.join("data"), "nas", &impostor.url).await;
+        assert!(refused.is_err(), "{refused:?}");
+        // The daemon's certificate is refused by a node it is not paired with (at the handshake).
+        let accept_any: clawvisor::node::tls::Acceptor = std::sync::Arc::new(|_: &str| true);
+        let daemon_client = client::http_client(
+            &daemon_keys.identity,
+            accept_any.clone(),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let refused = daemon_client
+            .get(format!("{}/health", impostor.url))
+            .send()
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        // ... and a stranger's certificate by the paired node.
+        let stranger = keys::load_or_create_identity(&root.path().join("stranger"), "x").unwrap();
+        let stranger_client =
+            client::http_client(&stranger, accept_any, Duration::from_secs(5)).unwrap();
+        let refused = stranger_client
+            .get(format!("{}/health", node.url))
+            .send()
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+    });
+    // `nodes list` shows it answering, with its fingerprint.
+    let listed = Command::new(BINARY)
+        .arg("--config")
+        .arg(&config)
+        .args(["nodes", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("nas") && listed.contains("answers in"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&daemon_keys_fingerprint_of_node(&node)),
+        "{listed}"
+    );
+    let log = node.log().join("\n");
+    assert!(
+        log.contains("refused a connection at the TLS handshake"),
+        "{log}"
+    );
+    // `nodes remove` tells the node, which then refuses its former daemon.
+    let removed = Command::new(BINARY)
+        .arg("--config")
+        .arg(&config)
+        .args(["nodes", "remove", "nas"])
+        .output()
+        .unwrap();
+    assert!(removed.status.success());
+    assert!(String::from_utf8_lossy(&removed.stdout).contains("forgot this daemon"));
+    assert!(pairing::daemon_pin(&node.data_dir()).unwrap().is_none());
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("[[nodes]]")
+    );
+}
+
+/// The node's own certificate fingerprint (what the daemon pinned).
+fn daemon_keys_fingerprint_of_node(node: &NodeProcess) -> String {
+    keys::load_or_create_identity(&pairing::node_dir(&node.data_dir()), "unused")
+        .unwrap()
+        .fingerprint()
+}
+
+/// A node's MCP session as the daemon opens it.
+async fn session(daemon_data: &Path, name: &str, url: &str) -> clawvisor::mcp::client::Service {
+    let entry = NodeEntry {
+        name: name.to_string(),
+        url: url.to_string(),
+        agents: Vec::new(),
+        timeout: Dur::secs(30),
+        enabled: true,
+    };
+    let server = clawvisor::node::as_mcp_server(&entry, daemon_data);
+    clawvisor::node::link_handshake(&server, daemon_data, Duration::from_secs(10))
+        .await
+        .expect("the daemon reaches its node")
+}
+
+/// A token for `command` as the daemon mints it, with `change` applied to the payload.
+fn token_for(
+    daemon_data: &Path,
+    command: &str,
+    change: impl FnOnce(&mut token::TokenPayload),
+) -> String {
+    let keys = client::daemon_keys(daemon_data).unwrap();
+    let arguments = json!({ "command": command });
+    let assessment = clawvisor::policy::shell::classify_shell(command);
+    let mut payload = token::TokenPayload {
+        node: "nas".into(),
+        tool: "shell".into(),
+        action_hash: token::action_hash("shell", &arguments),
+        level: assessment.level.as_str().into(),
+        profile: clawvisor::node::handler::profile_for("shell", &assessment),
+        expires_ms: clawvisor::clock::now_ms() + 60_000,
+        nonce: token::new_nonce(),
+    };
+    change(&mut payload);
+    token::mint(&keys.token_key, &payload)
+}
+
+async fn shell(
+    service: &clawvisor::mcp::client::Service,
+    command: &str,
+    token: Option<&str>,
+) -> clawvisor::tool::ToolOutput {
+    let mut arguments = json!({ "command": command });
+    if let Some(token) = token {
+        arguments["approval_token"] = Value::String(token.to_string());
+    }
+    clawvisor::mcp::client::call(service.peer(), "shell", arguments, Duration::from_secs(30))
+        .await
+        .expect("the node answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
+    let root = ScratchDir::new("clawvisor-nodes-token").unwrap();
+    let (mut node, daemon_data) = paired_node(root.path(), "nas").await;
+    let service = session(&daemon_data, "nas", &node.url).await;
+    // L0 runs without a token.
+    let listed = shell(&service, "echo hello from the node", None).await;
+    assert!(!listed.is_error, "{listed:?}");
+    assert!(listed.text.contains("hello from the node"));
+    // The node's shell runs in the daemon's kernel sandbox: its own PID namespace, and the
+    // node's keys (its data directory) out of reach even of a command that only reads.
+    let pid = shell(&service, "echo $$", None).await;
+    let pid: u32 = pid.text.trim().lines().last().unwrap().parse().unwrap();
+    assert!(
+        pid <= 2,
+        "the command is not in a PID namespace of its own: pid {pid}"
+    );
+    let steal = format!(
+        "cat {}",
+        node.data_dir().join("node").join("identity.key").display()
+    );
+    let refused = shell(&service, &steal, None).await;
+    assert!(
+        refused.text.contains("needs the daemon's approval token"),
+        "{refused:?}"
+    );
+    let approved = token_for(&daemon_data, &steal, |_| {});
+    let stolen = shell(&service, &steal, Some(&approved)).await;
+    assert!(
+        !stolen.text.starts_with("exit code: 0") && stolen.text.contains("Permission denied"),
+        "even an approved command cannot read the node's key: {stolen:?}"
+    );
+    // L2 (rm) without a token is refused, in words.
+    let l2 = "rm -f victim.txt && echo ran >> ledger.txt";
+    let missing = shell(&service, l2, None).await;
+    assert!(missing.is_error);
+    assert!(
+        missing.text.contains("needs the daemon's approval token"),
+        "{missing:?}"
+    );
+    // A valid token runs it once.
+    let valid = token_for(&daemon_data, l2, |_| {});
+    let ran = shell(&service, l2, Some(&valid)).await;
+    assert!(!ran.is_error, "{ran:?}");
+    let ledger = root.path().join("nas").join("work").join("ledger.txt");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    // Replayed, expired, for another action, tampered, or signed by another key: refused.
+    let replayed = shell(&service, l2, Some(&valid)).await;
+    assert!(replayed.text.contains("already used"), "{replayed:?}");
+    let expired = token_for(&daemon_data, l2, |payload| {
+        payload.expires_ms = clawvisor::clock::now_ms() - 1
+    });
+    assert!(
+        shell(&service, l2, Some(&expired))
+            .await
+            .text
+            .contains("expired")
+    );
+    let other = token_for(&daemon_data, "rm -f other.txt", |_| {});
+    let altered = shell(&service, l2, Some(&other)).await;
+    assert!(altered.text.contains("different action"), "{altered:?}");
+    let lower = token_for(&daemon_data, l2, |payload| payload.level = "L1".into());
+    let lower = shell(&service, l2, Some(&lower)).await;
+    assert!(lower.text.contains("rates the action L2"), "{lower:?}");
+    let mut tampered = token_for(&daemon_data, l2, |_| {});
+    tampered.replace_range(2..3, if &tampered[2..3] == "A" { "B" } else { "A" });
+    let tampered = shell(&service, l2, Some(&tampered)).await;
+    assert!(tampered.text.contains("not valid"), "{tampered:?}");
+    let foreign = token_for(&root.path().join("other-daemon"), l2, |_| {});
+    let foreign = shell(&service, l2, Some(&foreign)).await;
+    assert!(foreign.text.contains("not valid"), "{foreign:?}");
+    // The nonce survives a restart of the node: the replay is still refused.
+    drop(service);
+    let bind = node.bind();
+    node.kill();
+    let node = NodeProcess::start(&root.path().join("nas"), &bind);
+    let service = session(&daemon_data, "nas", &node.url).await;
+    let replayed = shell(&service, l2, Some(&valid)).await;
+    assert!(replayed.text.contains("already used"), "{replayed:?}");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    // The node's own records: each accepted token once (the approved cat and rm), both
+    // finished, and an audit row per action it ran.
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM node_actions WHERE finished_ms IS NOT NULL"),
+        2
+    );
+    assert_eq!(node.count("SELECT COUNT(*) FROM node_actions"), 2);
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'"),
+        4,
+        "echo, echo $$, the approved cat, the approved rm"
+    );
+}
+
+/// The daemon's config for a node `nas` at `url` given to `ada`, with fast link timings.
+fn nodes_section(url: &str) -> String {
+    format!(
+        "[mcp]\nconnect_timeout = \"2s\"\nping_every = \"300ms\"\ndegraded_retry = \"2s\"\n\n\
+         [[nodes]]\nname = \"nas\"\nurl = \"{url}\"\nagents = [\"ada\"]\ntimeout = \"30s\"\n"
+    )
+}
+
+fn node_call(command: &str, trigger: &str) -> Rule {
+    Rule::tool_call("nas__shell", json!({ "command": command }).to_string())
+        .when_last_user_contains(trigger)
+        .times(1)
+}
+
+async fn wait_node_tools(harness: &Harness, present: bool) {
+    let what = if present {
+        "the node's tools are published"
+    } else {
+        "the node's tools are withdrawn"
+    };
+    wait_until(Duration::from_secs(20), what, || async {
+        let tools = harness.agent_tools("ada").await;
+        if tools.iter().any(|tool| tool == "nas__shell") == present {
+            Ok(())
+        } else {
+            Err(format!("tools now {tools:?}"))
+        }
+    })
+    .await
+}
+
+async fn pending_approval(harness: &Harness) -> (String, String) {
+    wait_until(Duration::from_secs(15), "an approval is asked", || async {
+        harness
+            .store()
+            .read(|conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT id, action FROM approvals WHERE status = 'pending'",
+                        [],
+                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+                    )
+                    .ok())
+            })
+            .await
+            .unwrap()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_node() {
+    let _ = clawvisor::logging::init("info", clawvisor::config::LogFormat::Text);
+    let dir = ScratchDir::new("clawvisor-nodes-agent").unwrap();
+    let node_root = ScratchDir::new("clawvisor-nodes-agent-node").unwrap();
+    let mut node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let code = pair_code(&node_root.path().join("nas"));
+    client::pair(&dir.path().join("data"), "nas", &node.url, &code)
+        .await
+        .unwrap();
+    let l2 = "rm -f victim.txt && echo ran >> ledger.txt";
+    let script = Script::new()
+        .rule(Rule::text("the node answered").when_after_tool_result("nas__shell"))
+        .rule(node_call("echo listed on the node", "list"))
+        .rule(node_call(l2, "remove"))
+        .rule(node_call("sleep 20", "slow"))
+        .rule(node_call("echo back again", "again"))
+        .rule(Rule::text("fallback"));
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra = nodes_section(&node.url);
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    wait_node_tools(&harness, true).await;
+    let chat = ChatKey::cli("nodes");
+    // An L0 command runs on the node.
+    let reply = harness.ask("ada", &chat, "list the files").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    assert!(
+        llm.requests()
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("listed on the node")
+    );
+    // An L2 command asks the daemon's desk, naming the machine; approved, it runs once there.
+    harness.send("ada", &chat, "remove the victim").unwrap();
+    let (id, action) = pending_approval(&harness).await;
+    assert!(action.starts_with(&format!("on nas: `{l2}`")), "{action}");
+    let (base, http) = harness.studio_http().await;
+    let decided = http
+        .post(format!("{base}/api/v1/approvals/{id}/decision"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(decided.status().is_success());
+    let ledger = node_root.path().join("nas").join("work").join("ledger.txt");
+    wait_until(
+        Duration::from_secs(15),
+        "the approved action ran on the node",
+        || async { std::fs::read_to_string(&ledger).ok() },
+    )
+    .await;
+    harness.wait_settled(Duration::from_secs(15)).await;
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "ran\n");
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM node_actions WHERE outcome = 'ok'"),
+        1
+    );
+    let audited: i64 = harness
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM audit_log WHERE details LIKE '%nas__shell%'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert!(audited >= 1, "the daemon's audit names the node's tool");
+    // The node dies during a command: the run gets an error at once, not after the command.
+    harness.send("ada", &chat, "something slow").unwrap();
+    wait_until_blocking(Duration::from_secs(15), "the slow command started", || {
+        (node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'") == 3)
+            .then_some(())
+    });
+    let killed_at = std::time::Instant::now();
+    let bind = node.bind();
+    node.kill();
+    wait_until(
+        Duration::from_secs(15),
+        "the run ended with the node's error",
+        || async {
+            let request = llm
+                .requests()
+                .last()
+                .cloned()
+                .unwrap_or_default()
+                .to_string();
+            (request.contains("nas__shell") && request.contains("could not run it")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(15),
+        "the run did not wait for the lost command"
+    );
+    harness.wait_settled(Duration::from_secs(15)).await;
+    wait_node_tools(&harness, false).await;
+    // The node comes back: the link reconnects and the tools return.
+    let node = NodeProcess::start(&node_root.path().join("nas"), &bind);
+    wait_node_tools(&harness, true).await;
+    let reply = harness.ask("ada", &chat, "again please").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    drop(node);
+    harness.stop().await;
+}
+
+/// Kills the real daemon at moments right after an approval of a node action (while the token
+/// is minted, sent, run) and starts it again: the node ran the action at most once, and the
+/// request is finished (or asked again and approved) after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_daemon_after_an_approval_runs_the_node_action_at_most_once() {
+    // Milliseconds after the button press: deliberate moments of the kill, not waits for a state.
+    const KILL_POINTS_MS: &[u64] = &[0, 10, 40, 150];
+    let node_root = ScratchDir::new("clawvisor-nodes-kill-node").unwrap();
+    let node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let ledger = node_root.path().join("nas").join("work").join("ledger.txt");
+    for (round, &kill_at) in KILL_POINTS_MS.iter().enumerate() {
+        let entry = format!("entry{round}");
+        let command = format!("rm -f victim.txt && echo {entry} >> ledger.txt");
+        let script = Script::new()
+            .rule(Rule::text("Saved.").when_after_tool_result("nas__shell"))
+            .rule(
+                Rule::tool_call("nas__shell", json!({ "command": command }).to_string())
+                    .when_last_user_contains("record"),
+            );
+        let dir = ScratchDir::new("clawvisor-nodes-kill").unwrap();
+        let code = pair_code(&node_root.path().join("nas"));
+        client::pair(&dir.path().join("data"), "nas", &node.url, &code)
+            .await
+            .unwrap();
+        let staged = World::builder(script)
+            .agent_with_bot("ada", "", "777:AAH-node-kill-test-0123456789", &[42], &[42])
+            .config_extra(
+                "[telegram]\npoll_timeout = \"2s\"\nboot_stagger = \"50ms\"\nstale_grace = \"5m\"",
+            )
+            .config_extra(&nodes_section(&node.url))
+            .stage(dir.path())
+            .await;
+        let bot = staged.bot("ada");
+        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).unwrap();
+        staged.fake.push_message(bot, 42, 42, "record the entry");
+        let asked = staged
+            .fake
+            .wait_for_sent(
+                bot,
+                |m| m.callback_data().iter().any(|d| d.starts_with("ap:")),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("the approval is asked");
+        assert!(
+            asked.visible_text.contains("on nas:"),
+            "{}",
+            asked.visible_text
+        );
+        let data = asked
+            .callback_data()
+            .into_iter()
+            .find(|d| d.starts_with("ap:"))
+            .unwrap()
+            .to_string();
+        staged
+            .fake
+            .push_callback(bot, 42, 42, asked.message_id, &data);
+        tokio::time::sleep(Duration::from_millis(kill_at)).await;
+        daemon.kill();
+        let ran = |ledger: &Path| {
+            std::fs::read_to_string(ledger)
+                .unwrap_or_default()
+                .matches(&entry)
+                .count()
+        };
+        assert!(
+            ran(&ledger) <= 1,
+            "round {round}: ran twice before the restart"
+        );
+        let daemon = DaemonProcess::start(BINARY, dir.path(), &staged.env).unwrap();
+        let pressed = std::cell::RefCell::new(std::collections::HashSet::new());
+        wait_until(
+            Duration::from_secs(40),
+            "the request finished after the restart",
+            || async {
+                let sent = staged.fake.sent(bot);
+                if sent.iter().any(|m| m.visible_text.contains("Saved."))
+                    || sent.iter().any(|m| m.visible_text.contains("could not"))
+                {
+                    return Ok(());
+                }
+                for message in &sent {
+                    for data in message.callback_data() {
+                        if data.starts_with("ap:")
+                            && pressed.borrow_mut().insert(message.message_id)
+                        {
+                            staged
+                                .fake
+                                .push_callback(bot, 42, 42, message.message_id, data);
+                        }
+                    }
+                }
+                Err(format!(
+                    "round {round} (kill at {kill_at} ms): sent {:?}",
+                    sent.iter()
+                        .map(|m| m.visible_text.clone())
+                        .collect::<Vec<_>>()
+                ))
+            },
+        )
+        .await;
+        daemon.terminate(Duration::from_secs(30)).unwrap();
+        eprintln!(
+            "round {round} (kill at {kill_at} ms): ran {} time(s)",
+            ran(&ledger)
+        );
+        assert!(
+            ran(&ledger) <= 1,
+            "round {round} (kill at {kill_at} ms): the node ran the action twice"
+        );
+    }
+}
+
+async fn log_in(browser: &Browser, harness: &Harness) {
+    let (base, _) = harness.studio_http().await;
+    let link = clawvisor::studio::access::login_link(harness.store(), &base, "cli")
+        .await
+        .unwrap();
+    browser.client.goto(&link).await.unwrap();
+    browser
+        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+        .await;
+}
+
+/// Studio's Nodes page in a real Chromium, as an operator uses it: a wrong code is refused in
+/// words and adds nothing; the right one pairs the computer, whose card says it is connected,
+/// who uses it and that it is fully confined; it goes "not reachable" live when the computer
+/// stops; Remove unpairs it. Desktop and phone screenshots: `nodes*.png`, `phone-nodes*.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
+    let node_root = ScratchDir::new("clawvisor-nodes-page").unwrap();
+    let mut node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let world = World::builder(Script::new().rule(Rule::text("hi")))
+        .agent("ada", "")
+        .agent("bob", "")
+        .config_extra(
+            "[mcp]\nconnect_timeout = \"2s\"\nping_every = \"300ms\"\ndegraded_retry = \"2s\"",
+        )
+        .start()
+        .await;
+    let browser = Browser::launch().await;
+    log_in(&browser, &world.harness).await;
+    browser.open("nodes").await;
+    browser.wait_for("#nodes-purpose").await;
+    browser.screenshot("nodes-empty").await;
+    // A wrong code: refused in words, nothing added.
+    pair_code(&node_root.path().join("nas"));
+    browser.type_into("#node-name", "nas").await;
+    browser.type_into("#node-url", &node.url).await;
+    browser.type_into("#node-code", "AAAAA-BBBBB").await;
+    browser.click("[data-node-agent=\"ada\"]").await;
+    browser.click("#node-add").await;
+    let refused = browser.wait_for("[data-outcome=\"refused\"]").await;
+    let text = refused.text().await.unwrap();
+    assert!(text.starts_with("Nothing was added"), "{text}");
+    assert!(text.contains("pairing code does not match"), "{text}");
+    browser.screenshot("nodes-wrong-code").await;
+    // The right code pairs it; its card shows it connected, used by ada, fully confined.
+    let code = pair_code(&node_root.path().join("nas"));
+    browser.type_into("#node-code", &code).await;
+    browser.click("#node-add").await;
+    browser.wait_for("[data-outcome=\"ok\"]").await;
+    let card = browser
+        .wait_for("[data-node=\"nas\"][data-state=\"up\"]")
+        .await;
+    let text = card.text().await.unwrap();
+    assert!(
+        text.contains("connected") && text.contains("Used by ada"),
+        "{text}"
+    );
+    browser
+        .wait_until(
+            "the node's confinement is shown",
+            "document.querySelector('[data-node=\"nas\"]')?.textContent.includes('confined')",
+        )
+        .await;
+    wait_until(
+        Duration::from_secs(15),
+        "ada gets the node's tools",
+        || async {
+            world
+                .harness
+                .agent_tools("ada")
+                .await
+                .iter()
+                .any(|tool| tool == "nas__shell")
+                .then_some(())
+        },
+    )
+    .await;
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("nodes").await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("phone-nodes").await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    // The computer stops: the card says so without a reload of the page.
+    node.kill();
+    browser
+        .wait_for("[data-node=\"nas\"]:not([data-state=\"up\"]):not([data-state=\"connecting\"])")
+        .await;
+    browser.screenshot("nodes-down").await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.assert_no_sideways_scroll("nodes").await;
+    browser.screenshot("phone-nodes-down").await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
+    // Remove unpairs it (audited) and takes its entry out.
+    browser.js("window.confirm = () => true; return 1;").await;
+    browser.click("[data-remove-node=\"nas\"]").await;
+    browser
+        .wait_until(
+            "the card is gone",
+            "!document.querySelector('[data-node=\"nas\"]')",
+        )
+        .await;
+    let audited: i64 = world
+        .store()
+        .read(|conn| {
+            Ok(conn.query_row(
+                "SELECT COUNT(*) FROM audit_log WHERE action IN ('node.added', 'node.removed')",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(audited, 2);
+    browser.close().await;
+}

@@ -5,7 +5,8 @@
 //!
 //! The daemon is the real one in-process (`Harness`); the node is the real binary. Run:
 //! `cargo test --bench nodes` (the debug test profile, as the test binaries run) or
-//! `cargo bench --bench nodes` (release-like); BENCHMARKS.md records the figures.
+//! `cargo bench --bench nodes` (release-like); `CLAWVISOR_NODES_BINARY=<path>` runs that binary as
+//! the node. BENCHMARKS.md records the figures.
 
 mod support;
 
@@ -20,7 +21,12 @@ use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::tool::{Tool, ToolContext};
 use serde_json::json;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
+/// The node's binary: this build's, or `CLAWVISOR_NODES_BINARY` (e.g. the release binary, for
+/// the node's own figures: its idle RSS is that of the file users run).
+fn node_binary() -> String {
+    std::env::var("CLAWVISOR_NODES_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_clawvisor").to_string())
+}
 const CALLS: usize = 500;
 
 /// Starts `node serve` on `dir` at `bind`; returns the child and its https URL.
@@ -36,7 +42,7 @@ fn start_node(dir: &Path, bind: &str) -> (Child, String) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BINARY)
+    let mut child = Command::new(node_binary())
         .arg("--config")
         .arg(&config)
         .args(["node", "serve", "--bind", bind])
@@ -55,7 +61,7 @@ fn start_node(dir: &Path, bind: &str) -> (Child, String) {
 }
 
 fn pair_code(dir: &Path) -> String {
-    let output = Command::new(BINARY)
+    let output = Command::new(node_binary())
         .arg("--config")
         .arg(dir.join("node.toml"))
         .args(["node", "pair"])

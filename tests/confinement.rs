@@ -3,6 +3,8 @@
 //! directory outside the workspace (so a workspace `.gitconfig` is never read), and Landlock keeps
 //! the command away from the data directory, the database, the config and the daemon's own
 //! process. Where this kernel has no Landlock, the tests assert that `protections()` says so.
+//! The profile cases (L0, L1, an approved network command) are one table, `confinement_cases`,
+//! which `tests/nodes.rs` runs through a paired node's shell as well.
 //! Then through the daemon: the data directory and config are protected on the full path (with
 //! Studio's overview reporting the protections), a workspace skill never replaces a bundled one
 //! (Studio and `clawvisor skills list` say why), and `clawvisor doctor` reports the protections.

@@ -2,7 +2,9 @@
 //! process with its own data directory, and the daemon's side (the real `nodes add` command, the
 //! in-process daemon, or its library calls) with another. Pairing, pinned certificates both
 //! ways, approval tokens (missing, replayed, expired, altered, foreign), and an agent using a
-//! node's tools through the daemon's approval desk while the node is killed and comes back.
+//! node's tools through the daemon's approval desk while the node is killed and comes back; the
+//! shell's confinement table (`confinement_cases`, shared with `tests/confinement.rs`) and
+//! classifier cases on the node's shell; `/readyz` and the daemon's audit naming the node.
 
 mod browser;
 mod confinement_cases;

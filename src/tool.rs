@@ -143,6 +143,12 @@ pub trait Tool: Send + Sync {
     /// The risk of this particular call (arguments matter: shell commands, paths, hosts).
     fn assess(&self, args: &Value, ctx: &ToolContext) -> Assessment;
 
+    /// The paired node (`[[nodes]] name`) this tool runs on, if it runs on another machine;
+    /// the daemon's audit row of a call records it.
+    fn node(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether this call could write into the agent's workspace. When it runs, the workspace
     /// generation moves on and the grants given before lapse (`crate::store::workspace`), so a
     /// file written without a decision never changes what a grant lets run. By default: a writing

@@ -3,9 +3,13 @@
 //! directory outside the workspace (so a workspace `.gitconfig` is never read), and Landlock keeps
 //! the command away from the data directory, the database, the config and the daemon's own
 //! process. Where this kernel has no Landlock, the tests assert that `protections()` says so.
+//! The profile cases (L0, L1, an approved network command) are one table, `confinement_cases`,
+//! which `tests/nodes.rs` runs through a paired node's shell as well.
 //! Then through the daemon: the data directory and config are protected on the full path (with
 //! Studio's overview reporting the protections), a workspace skill never replaces a bundled one
 //! (Studio and `clawvisor skills list` say why), and `clawvisor doctor` reports the protections.
+
+mod confinement_cases;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use clawvisor::domain::ChatKey;
-use clawvisor::policy::{Reach, Writes};
+use clawvisor::policy::Reach;
 use clawvisor::registry::Registry;
 use clawvisor::sandbox::{self, LandlockSupport};
 use clawvisor::store::{Store, StoreOptions};
@@ -29,6 +33,7 @@ use clawvisor::testkit::world::World;
 use clawvisor::tool::{Tool, ToolContext, ToolSettings};
 use clawvisor::tools::shell::ShellTool;
 use clawvisor::tools::shell::run_confined;
+use confinement_cases::{Outcome, Profile, Setting};
 
 /// A daemon-like layout: `data/` (with a real database and a secret), the agent's workspace
 /// inside it (its default place), and `config/` beside it.
@@ -595,146 +600,51 @@ fn namespaces_available() -> bool {
     true
 }
 
-/// A loopback listener standing in for Studio or a provider proxy on the host.
-fn host_listener() -> (std::net::TcpListener, u16) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
-}
-
-fn refused(text: &str) -> bool {
-    !text.starts_with("exit code: 0")
-        && [
-            "Permission denied",
-            "Operation not permitted",
-            "Network is unreachable",
-            "Read-only",
-        ]
-        .iter()
-        .any(|error| text.contains(error))
-}
-
-const RAW_SOCKET: &str = "python3 -c 'import socket; socket.socket(socket.AF_INET, \
-                          socket.SOCK_RAW, socket.IPPROTO_ICMP)'";
-const PACKET_SOCKET: &str =
-    "python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)'";
-
-#[tokio::test]
-async fn a_read_only_command_writes_nothing_reaches_no_network_and_sees_no_process() {
+/// The shared table (`confinement_cases`) of one profile, each command run with exactly that
+/// profile, as a command the classifier rated that way would run (the node's driver is in
+/// `tests/nodes.rs`).
+async fn run_shared_cases(profile: Profile) {
     let layout = Layout::new();
     if !namespaces_available() {
         return;
     }
-    let (listener, port) = host_listener();
-    let mut sibling = std::process::Command::new("sleep")
-        .arg("60")
-        .env("SIBLING_SECRET", "sibling-secret")
-        .spawn()
-        .unwrap();
-    let attempts = [
-        "touch planted.txt".to_string(),
-        "echo planted > planted.txt".to_string(),
-        "mkdir planted.d".to_string(),
-        format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
-        format!("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}))'"),
-        RAW_SOCKET.to_string(),
-        PACKET_SOCKET.to_string(),
-        format!("cat /proc/{}/environ", sibling.id()),
-        format!("cat /proc/{}/environ", std::process::id()),
-    ];
-    for attempt in &attempts {
-        let text = layout.run_with(attempt, Reach::READ_ONLY).await;
-        assert!(refused(&text), "`{attempt}` should have failed: {text}");
-        assert!(!text.contains("sibling-secret"), "`{attempt}`: {text}");
-    }
-    let _ = sibling.kill();
-    let _ = sibling.wait();
-    assert!(
-        matches!(listener.accept(), Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
-        "a read-only command reached the host's loopback"
+    let setting = Setting::new(
+        layout.workspace(),
+        &layout.data,
+        &layout.config,
+        std::process::id(),
     );
-    assert!(!layout.workspace().join("planted.txt").exists());
-    assert!(!layout.workspace().join("planted.d").exists());
-    // It still reads the workspace and the system, as uid 65534 in its own user namespace.
-    std::fs::write(layout.workspace().join("notes.txt"), "kept notes\n").unwrap();
-    let text = layout
-        .run_with(
-            "cat notes.txt; id -u; ls /usr/bin | grep -cx bash",
-            Reach::READ_ONLY,
-        )
+    setting
+        .run_profile(profile, |case| {
+            let layout = &layout;
+            async move { Outcome::Ran(layout.run_with(&case.command, case.profile.reach()).await) }
+        })
         .await;
-    assert_eq!(text, "exit code: 0\n--- stdout ---\nkept notes\n65534\n1\n");
+}
+
+#[tokio::test]
+async fn a_read_only_command_writes_nothing_reaches_no_network_and_sees_no_process() {
+    run_shared_cases(Profile::ReadOnly).await;
 }
 
 #[tokio::test]
 async fn a_workspace_command_writes_only_the_workspace_and_has_no_network() {
-    let layout = Layout::new();
-    if !namespaces_available() {
-        return;
-    }
-    let (listener, port) = host_listener();
-    let text = layout
-        .run_with("echo made > made.txt && cat made.txt", Reach::WORKSPACE)
-        .await;
-    assert_eq!(text, "exit code: 0\n--- stdout ---\nmade\n");
-    let outside = format!("/tmp/clawvisor-profile-escape-{}", std::process::id());
-    for attempt in [
-        format!("touch {outside}"),
-        format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
-        RAW_SOCKET.to_string(),
-    ] {
-        let text = layout.run_with(&attempt, Reach::WORKSPACE).await;
-        assert!(refused(&text), "`{attempt}` should have failed: {text}");
-    }
-    assert!(!Path::new(&outside).exists());
-    assert!(listener.accept().is_err());
+    run_shared_cases(Profile::Workspace).await;
 }
 
 #[tokio::test]
 async fn an_approved_network_command_reaches_the_network_but_holds_no_capability_or_secret() {
+    run_shared_cases(Profile::Network).await;
+}
+
+/// The table's claims about the classifier hold (which cases a node runs as they are, which it
+/// refuses because it rates them higher).
+#[test]
+fn the_shared_cases_agree_with_the_classifier() {
     let layout = Layout::new();
-    if !namespaces_available() {
-        return;
-    }
-    let (listener, port) = host_listener();
-    let reach = Reach {
-        writes: Writes::Anywhere,
-        network: true,
-    };
-    let text = layout
-        .run_with(
-            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
-            reach,
-        )
-        .await;
-    assert!(text.contains("connected"), "{text}");
-    wait_until(
-        Duration::from_secs(10),
-        "the connection arrived",
-        || async {
-            listener
-                .accept()
-                .map(|_| ())
-                .map_err(|error| error.to_string())
-        },
-    )
-    .await;
-    // Sniffing the host's loopback (where Studio tokens and provider keys travel) needs a packet
-    // socket: refused without capabilities. So are the daemon's files and process.
-    for attempt in [
-        PACKET_SOCKET.to_string(),
-        RAW_SOCKET.to_string(),
-        format!("cat {}", layout.data.join("secret.txt").display()),
-        format!("cat {}", layout.data.join("studio.token").display()),
-        format!("cat /proc/{}/environ", std::process::id()),
-        format!("touch {}", layout.config.join("planted").display()),
-    ] {
-        let text = layout.run_with(&attempt, reach).await;
-        assert!(refused(&text), "`{attempt}` should have failed: {text}");
-        for secret in ["data-dir-secret", "studio-token-secret", "CARGO"] {
-            assert!(!text.contains(secret), "`{attempt}` leaked: {text}");
-        }
+    let setting = Setting::new(layout.workspace(), &layout.data, &layout.config, 1);
+    for case in setting.cases() {
+        case.check_the_classifier();
     }
 }
 

@@ -2,9 +2,12 @@
 //! process with its own data directory, and the daemon's side (the real `nodes add` command, the
 //! in-process daemon, or its library calls) with another. Pairing, pinned certificates both
 //! ways, approval tokens (missing, replayed, expired, altered, foreign), and an agent using a
-//! node's tools through the daemon's approval desk while the node is killed and comes back.
+//! node's tools through the daemon's approval desk while the node is killed and comes back; the
+//! shell's confinement table (`confinement_cases`, shared with `tests/confinement.rs`) and
+//! classifier cases on the node's shell; `/readyz` and the daemon's audit naming the node.
 
 mod browser;
+mod confinement_cases;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,11 +19,13 @@ use browser::Browser;
 use clawvisor::config::{Dur, NodeEntry};
 use clawvisor::domain::ChatKey;
 use clawvisor::node::{client, keys, pairing, token};
+use clawvisor::policy::{RiskLevel, classify_shell};
 use clawvisor::testkit::harness::{Harness, HarnessOptions, ScratchDir};
 use clawvisor::testkit::process::DaemonProcess;
 use clawvisor::testkit::scripted_llm::{Rule, Script, ScriptedLlm};
 use clawvisor::testkit::world::World;
 use clawvisor::testkit::{wait_until, wait_until_blocking};
+use confinement_cases::{Case, OnNode, Outcome, Profile, Setting};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_clawvisor");
@@ -436,6 +441,127 @@ async fn actions_above_l0_run_once_and_only_with_a_valid_token() {
     );
 }
 
+/// A token for `command` claiming `level` and `profile`, as a daemon that rated it so mints it.
+fn token_claiming(daemon_data: &Path, command: &str, level: RiskLevel, profile: String) -> String {
+    let keys = client::daemon_keys(daemon_data).unwrap();
+    let payload = token::TokenPayload {
+        node: "nas".into(),
+        tool: "shell".into(),
+        action_hash: token::action_hash("shell", &json!({ "command": command })),
+        level: level.as_str().into(),
+        profile,
+        expires_ms: clawvisor::clock::now_ms() + 60_000,
+        nonce: token::new_nonce(),
+    };
+    token::mint(&keys.token_key, &payload)
+}
+
+/// One shared confinement case on the node: a command the classifier rates with the case's
+/// profile goes with the token the daemon would mint after approving it (none for L0) and must
+/// fare as on the daemon's own shell; a command the case runs narrower than its rating (a
+/// misreading) goes with a token claiming the case's rating, and the node, re-classifying,
+/// refuses it.
+async fn run_on_node(
+    service: &clawvisor::mcp::client::Service,
+    daemon_data: &Path,
+    case: Case,
+) -> Outcome {
+    case.check_the_classifier();
+    let (level, profile) = match case.on_node {
+        OnNode::Runs => {
+            let assessment = classify_shell(&case.command);
+            let profile = clawvisor::node::handler::profile_for("shell", &assessment);
+            (assessment.level, profile)
+        }
+        OnNode::RefusesTheToken => (case.profile.level(), case.profile.reach().describe()),
+    };
+    let token =
+        (level > RiskLevel::L0).then(|| token_claiming(daemon_data, &case.command, level, profile));
+    let output = shell(service, &case.command, token.as_deref()).await;
+    let refused = output.text.starts_with("the node refused");
+    assert_eq!(
+        refused,
+        case.on_node == OnNode::RefusesTheToken,
+        "`{}` ({:?}): {}",
+        case.command,
+        case.profile,
+        output.text
+    );
+    if refused {
+        Outcome::TokenRefused(output.text)
+    } else {
+        Outcome::Ran(output.text)
+    }
+}
+
+/// Commands and the level the daemon's classifier gives them; the node must demand exactly that.
+const CLASSIFIER_CASES: &[(&str, RiskLevel)] = &[
+    ("echo rated", RiskLevel::L0),
+    ("ls -la && echo listed", RiskLevel::L0),
+    ("touch rated.txt", RiskLevel::L1),
+    ("mkdir -p rated.d/sub", RiskLevel::L1),
+    ("printenv", RiskLevel::L1),
+    ("rm -f rated.txt", RiskLevel::L2),
+    ("python3 -c 'print(1)'", RiskLevel::L3),
+];
+
+/// "The classifier and sandbox tests run on the node's shell as well": the shared confinement
+/// table (`confinement_cases`, also run on the daemon's own shell by `tests/confinement.rs`)
+/// through a real `node serve` process, and classifier cases: the node re-classifies each
+/// command, refuses a token that claims less than its own rating, and runs it with one that
+/// claims exactly that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_confinement_and_classifier_cases_hold_on_the_nodes_shell() {
+    let root = ScratchDir::new("clawvisor-nodes-confinement").unwrap();
+    let (node, daemon_data) = paired_node(root.path(), "nas").await;
+    let service = session(&daemon_data, "nas", &node.url).await;
+    for &(command, level) in CLASSIFIER_CASES {
+        let assessment = classify_shell(command);
+        assert_eq!(assessment.level, level, "the daemon rates `{command}`");
+        let profile = clawvisor::node::handler::profile_for("shell", &assessment);
+        if level > RiskLevel::L0 {
+            let below = RiskLevel::ALL[level as usize - 1];
+            let token = (below > RiskLevel::L0)
+                .then(|| token_claiming(&daemon_data, command, below, profile.clone()));
+            let refused = shell(&service, command, token.as_deref()).await;
+            let why = if below == RiskLevel::L0 {
+                "needs the daemon's approval token".to_string()
+            } else {
+                format!("this node rates the action {}", level.as_str())
+            };
+            assert!(
+                refused.is_error && refused.text.contains(&why),
+                "`{command}` with {}: {refused:?}",
+                below.as_str()
+            );
+        }
+        if level <= RiskLevel::L2 {
+            let token = (level > RiskLevel::L0)
+                .then(|| token_claiming(&daemon_data, command, level, profile.clone()));
+            let ran = shell(&service, command, token.as_deref()).await;
+            assert!(
+                ran.text.starts_with("exit code: 0") && !ran.text.contains("CARGO"),
+                "`{command}` with {}: {ran:?}",
+                level.as_str()
+            );
+        }
+    }
+    if !clawvisor::sandbox::protections().namespaces.is_available() {
+        return;
+    }
+    let setting = Setting::new(
+        &root.path().join("nas").join("work"),
+        &node.data_dir(),
+        &root.path().join("nas"),
+        node.child.id(),
+    );
+    for profile in [Profile::ReadOnly, Profile::Workspace, Profile::Network] {
+        setting
+            .run_profile(profile, |case| run_on_node(&service, &daemon_data, case))
+            .await;
+    }
+}
+
 /// The daemon's config for a node `nas` at `url` given to `ada`, with fast link timings.
 fn nodes_section(url: &str) -> String {
     format!(
@@ -557,6 +683,29 @@ async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_n
         .await
         .unwrap();
     assert!(audited >= 1, "the daemon's audit names the node's tool");
+    // Each executed call's audit row records which node ran it.
+    let by_node: Vec<(String, Option<String>)> = harness
+        .store()
+        .read(|conn| {
+            let mut statement = conn.prepare(
+                "SELECT json_extract(details, '$.tool'), json_extract(details, '$.node') \
+                 FROM audit_log WHERE action = 'tool.executed' ORDER BY id",
+            )?;
+            let rows = statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        by_node,
+        vec![
+            ("nas__shell".to_string(), Some("nas".to_string())),
+            ("nas__shell".to_string(), Some("nas".to_string())),
+        ],
+        "the listing and the approved removal, each recorded with its node"
+    );
     // The node dies during a command: the run gets an error at once, not after the command.
     harness.send("ada", &chat, "something slow").unwrap();
     wait_until_blocking(Duration::from_secs(15), "the slow command started", || {
@@ -591,6 +740,55 @@ async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_n
     wait_node_tools(&harness, true).await;
     let reply = harness.ask("ada", &chat, "again please").await.unwrap();
     assert_eq!(reply.text, "the node answered");
+    drop(node);
+    harness.stop().await;
+}
+
+/// `/readyz` names a node it still waits for as `node:<name>` (not as an MCP server): the paired
+/// node is frozen (SIGSTOP), so the link's handshake waits; once it thaws, the link publishes
+/// its tools and `/readyz` says ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_names_a_node_it_waits_for() {
+    let dir = ScratchDir::new("clawvisor-nodes-ready").unwrap();
+    let node_root = ScratchDir::new("clawvisor-nodes-ready-node").unwrap();
+    let node = NodeProcess::start(&node_root.path().join("nas"), "127.0.0.1:0");
+    let code = pair_code(&node_root.path().join("nas"));
+    client::pair(&dir.path().join("data"), "nas", &node.url, &code)
+        .await
+        .unwrap();
+    let node_pid = nix::unistd::Pid::from_raw(node.child.id() as i32);
+    nix::sys::signal::kill(node_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let llm = ScriptedLlm::start(Script::new().rule(Rule::text("hi")))
+        .await
+        .unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra =
+        nodes_section(&node.url).replace("connect_timeout = \"2s\"", "connect_timeout = \"60s\"");
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    let (base, http) = harness.studio_http().await;
+    let readyz = || async {
+        let response = http.get(format!("{base}/readyz")).send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "/readyz names the node",
+        || async {
+            let (status, body) = readyz().await;
+            (status == 503 && body.contains("node:nas (connecting)")).then_some(body)
+        },
+    )
+    .await;
+    let (_, body) = readyz().await;
+    assert!(!body.contains("mcp:nas"), "{body}");
+    nix::sys::signal::kill(node_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    wait_until(Duration::from_secs(30), "/readyz says ready", || async {
+        match readyz().await {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status}: {body}")),
+        }
+    })
+    .await;
     drop(node);
     harness.stop().await;
 }

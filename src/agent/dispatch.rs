@@ -646,8 +646,11 @@ async fn record_execution(
     )];
     let (run_id, now) = (ctx.run_id, crate::clock::now_ms());
     let session_id = ctx.session_id;
-    let audit = json!({"tool": call.name, "call_id": call.id, "action_hash": hash, "approval": approval,
+    let mut audit = json!({"tool": call.name, "call_id": call.id, "action_hash": hash, "approval": approval,
                        "is_error": output.is_error, "duration_ms": duration_ms});
+    if let Some(node) = cleared.tool.node() {
+        audit["node"] = json!(node);
+    }
     let (actor, subject) = (format!("agent:{}", ctx.agent()), format!("run:{run_id}"));
     let announced = subject.clone();
     // A call that could write moves the workspace generation again with its result: a grant given

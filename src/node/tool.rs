@@ -7,7 +7,8 @@
 //! person approved it (`crate::tool`'s invariant); then, for an action above L0, this tool mints
 //! the approval token the node requires (`token::mint`, signed with the daemon's key) and sends
 //! the call through the node's link `mcp:<node>` (`protocol::mcp::Link`), so a lost node answers
-//! with an error at once, not a hang.
+//! with an error at once, not a hang. `Tool::node` names the machine, so the daemon's audit row
+//! of the call records which node ran it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -125,6 +126,10 @@ impl Tool for NodeTool {
             .reasons
             .push(format!("runs on the node `{}`", self.node));
         assessment
+    }
+
+    fn node(&self) -> Option<&str> {
+        Some(&self.node)
     }
 
     /// A node writes on its own machine, never in the agent's workspace.

@@ -560,9 +560,17 @@ async fn readyz(State(state): State<StudioState>) -> Response {
     }
 }
 
-/// The MCP servers `/readyz` still waits for, as `mcp:<server> (what it is doing)`; asked of
-/// the MCP supervisor each time, so servers added or removed by a reload count as they are now.
+/// The MCP servers `/readyz` still waits for, as `mcp:<server> (what it is doing)` (a tool node's
+/// link as `node:<name>`); asked of the MCP supervisor each time, so servers added or removed by
+/// a reload count as they are now.
 async fn mcp_pending(state: &StudioState) -> Vec<String> {
+    let nodes: Vec<String> = state
+        .files
+        .get()
+        .nodes
+        .iter()
+        .map(|node| node.name.clone())
+        .collect();
     let servers = match crate::protocol::mcp::Mcp::new(&state.registry)
         .health()
         .await
@@ -579,10 +587,14 @@ async fn mcp_pending(state: &StudioState) -> Vec<String> {
             } else {
                 "connecting"
             };
-            format!(
-                "{} ({step})",
-                crate::protocol::mcp::link(&server.server).local()
-            )
+            let name = if nodes.contains(&server.server) {
+                format!("node:{}", server.server)
+            } else {
+                crate::protocol::mcp::link(&server.server)
+                    .local()
+                    .to_string()
+            };
+            format!("{name} ({step})")
         })
         .collect()
 }

@@ -481,6 +481,11 @@ fn every_writer_of_the_audit_log_announces_its_rows() {
             if path.starts_with(&cli) {
                 continue;
             }
+            // A tool node (`node serve`) keeps its own audit log in its own data directory, in a
+            // process that has no Studio and no event bus; the daemon audits the call itself.
+            if path.ends_with("src/node/handler.rs") {
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap();
             let appends = text.matches("audit::append(").count();
             if appends == 0 {

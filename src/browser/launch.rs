@@ -355,12 +355,15 @@ fn spawn(prepared: Prepared) -> Result<Chromium, LaunchError> {
         .process_group(0)
         .kill_on_drop(true);
     let (child_reads, child_writes) = (commands_read.as_raw_fd(), answers_write.as_raw_fd());
+    // The confinement first: its Landlock ruleset's descriptor may itself be 3 or 4 (numbers a
+    // closed session left free), which placing the pipes there would replace — the child's
+    // `landlock_restrict_self` then failed with EBADFD ("File descriptor in bad state").
+    isolation.install(confinement.into_ruleset(), &mut command);
     // SAFETY: only dup/dup2/fcntl on descriptors prepared before the fork (async-signal-safe).
     // The originals are close-on-exec; the copies on 3 and 4 are not.
     unsafe {
         command.pre_exec(move || place_pipe_ends(child_reads, child_writes));
     }
-    isolation.install(confinement.into_ruleset(), &mut command);
     let mut child = command
         .spawn()
         .map_err(|error| spawn_failed(&confined, error))?;

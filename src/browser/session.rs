@@ -176,10 +176,11 @@ impl BrowserSession {
                 outcome.summary = format!("{} {refusals}", outcome.summary).trim().to_string();
                 Ok(outcome)
             }
-            Err(BrowserError::Page(error)) => {
-                Err(BrowserError::Page(format!("{error}. {refusals}")))
-            }
-            Err(other) => Err(other),
+            // A crash restarts the browser (the actor matches on it); any other failure — a
+            // page that navigated away mid-action (`StaleRef`) included — still tells the model
+            // what was refused: the sentences were taken from the log and are said only here.
+            Err(BrowserError::Crashed) => Err(BrowserError::Crashed),
+            Err(other) => Err(BrowserError::Page(format!("{other}. {refusals}"))),
         }
     }
 

@@ -15,17 +15,6 @@ use clawvisor::testkit::wait_until;
 use clawvisor::testkit::world::World;
 use fantoccini::Locator;
 
-async fn log_in(browser: &Browser, world: &World) {
-    let (base, _) = world.harness.studio_http().await;
-    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
-        .await
-        .unwrap();
-    browser.client.goto(&link).await.unwrap();
-    browser
-        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
-        .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file() {
     let script = Script::new()
@@ -33,7 +22,7 @@ async fn an_operator_makes_changes_and_deletes_an_agent_without_touching_a_file(
         .rule(Rule::text("The list is ready."));
     let world = World::builder(script).agent("ada", "").start().await;
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
 
     // The list says what it is for and offers a new agent.
     browser.open("agents").await;

@@ -40,17 +40,6 @@ fn script() -> Script {
         )
 }
 
-async fn log_in(browser: &Browser, world: &World) {
-    let (base, _) = world.harness.studio_http().await;
-    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
-        .await
-        .unwrap();
-    browser.client.goto(&link).await.unwrap();
-    browser
-        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
-        .await;
-}
-
 /// A screenshot without the passing messages in the corner, with `css` scrolled into view.
 async fn shot(browser: &Browser, name: &str, css: &str) {
     let script = format!(
@@ -83,7 +72,7 @@ async fn a_lapsed_grant_is_shown_with_its_reason_and_the_command_asks_again() {
     let chat = ChatKey::cli("op");
     let mut outputs = world.harness.listen(&chat).await.unwrap();
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
     browser.open("approvals").await;
 
     // The request: the card offers the grant in the one wording and says when it lapses.

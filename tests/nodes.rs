@@ -907,17 +907,6 @@ async fn killing_the_daemon_after_an_approval_runs_the_node_action_at_most_once(
     }
 }
 
-async fn log_in(browser: &Browser, harness: &Harness) {
-    let (base, _) = harness.studio_http().await;
-    let link = clawvisor::studio::access::login_link(harness.store(), &base, "cli")
-        .await
-        .unwrap();
-    browser.client.goto(&link).await.unwrap();
-    browser
-        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
-        .await;
-}
-
 /// Studio's Nodes page in a real Chromium, as an operator uses it: a wrong code is refused in
 /// words and adds nothing; the right one pairs the computer, whose card says it is connected,
 /// who uses it and that it is fully confined; it goes "not reachable" live when the computer
@@ -935,7 +924,7 @@ async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
         .start()
         .await;
     let browser = Browser::launch().await;
-    log_in(&browser, &world.harness).await;
+    browser.log_in(&world.harness).await;
     browser.open("nodes").await;
     browser.wait_for("#nodes-purpose").await;
     browser.screenshot("nodes-empty").await;
@@ -986,20 +975,14 @@ async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
     .await;
     browser.assert_no_sideways_scroll("nodes").await;
     browser.screenshot("nodes").await;
-    browser.client.set_window_size(390, 844).await.unwrap();
-    browser.assert_no_sideways_scroll("nodes").await;
-    browser.screenshot("phone-nodes").await;
-    browser.client.set_window_size(1280, 900).await.unwrap();
+    browser.phone_screenshot("nodes", "nodes").await;
     // The computer stops: the card says so without a reload of the page.
     node.kill();
     browser
         .wait_for("[data-node=\"nas\"]:not([data-state=\"up\"]):not([data-state=\"connecting\"])")
         .await;
     browser.screenshot("nodes-down").await;
-    browser.client.set_window_size(390, 844).await.unwrap();
-    browser.assert_no_sideways_scroll("nodes").await;
-    browser.screenshot("phone-nodes-down").await;
-    browser.client.set_window_size(1280, 900).await.unwrap();
+    browser.phone_screenshot("nodes-down", "nodes").await;
     // Remove unpairs it (audited) and takes its entry out.
     browser.js("window.confirm = () => true; return 1;").await;
     browser.click("[data-remove-node=\"nas\"]").await;

@@ -24,17 +24,6 @@ const OWNER: i64 = 601;
 const FAMILY: i64 = -500;
 const DAEMON_ZONE: &str = "Pacific/Auckland";
 
-async fn log_in(browser: &Browser, world: &World) {
-    let (base, _) = world.harness.studio_http().await;
-    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
-        .await
-        .unwrap();
-    browser.client.goto(&link).await.unwrap();
-    browser
-        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
-        .await;
-}
-
 /// Ada with a bot, claimed by Olivia, who has also talked to ada in the "Family" group.
 async fn household() -> World {
     let script = Script::new()
@@ -144,7 +133,7 @@ async fn a_schedule_made_in_studio_reaches_the_owner_runs_now_links_its_run_and_
     let world = household().await;
     let bot = world.bot("ada");
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
 
     // The form: the owner's private chat preselected by name, the family group offered, the
     // daemon's zone (not the browser's) and "run once when back" filled in.
@@ -286,7 +275,7 @@ async fn a_memory_is_added_found_by_another_form_of_its_words_and_edited() {
         .start()
         .await;
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
 
     browser.open("memory").await;
     let purpose = browser.wait_for("#memory-purpose").await;
@@ -401,7 +390,7 @@ async fn switching_to_a_local_model_shows_the_mode_and_the_rereading_and_finds_b
         .start()
         .await;
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
     browser.open("memory").await;
     browser
         .wait_until(
@@ -456,7 +445,7 @@ async fn switching_to_a_local_model_shows_the_mode_and_the_rereading_and_finds_b
         .start()
         .await;
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
     browser.open("memory").await;
     browser.wait_for("#memory-mode [data-mode=\"local\"]").await;
     // Whatever the re-reading shows first (running on a slow machine, done on a fast one).

@@ -1296,25 +1296,10 @@ mod daemon {
             .as_str()
             .expect("the code's text")
             .to_string();
-        let phone = |name: &'static str| {
-            let browser = &browser;
-            async move {
-                browser
-                    .client
-                    .set_window_size(390, 844)
-                    .await
-                    .expect("a phone viewport");
-                browser.assert_no_sideways_scroll("people").await;
-                browser.screenshot(&format!("phone-{name}")).await;
-                browser
-                    .client
-                    .set_window_size(1280, 900)
-                    .await
-                    .expect("a desktop viewport");
-            }
-        };
         browser.screenshot("signal-people-unclaimed").await;
-        phone("signal-people-unclaimed").await;
+        browser
+            .phone_screenshot("signal-people-unclaimed", "people")
+            .await;
 
         // signal-cli goes away for a while: the page says so in words, by itself.
         setup.fake.refuse_for(Duration::from_secs(4));
@@ -1325,7 +1310,9 @@ mod daemon {
             )
             .await;
         browser.screenshot("signal-people-dropped").await;
-        phone("signal-people-dropped").await;
+        browser
+            .phone_screenshot("signal-people-dropped", "people")
+            .await;
 
         // The owner sends the code meanwhile: it waits on Signal's servers and arrives later.
         setup.fake.push_text(&ana(), &code);
@@ -1336,7 +1323,9 @@ mod daemon {
             )
             .await;
         browser.screenshot("signal-people-claimed").await;
-        phone("signal-people-claimed").await;
+        browser
+            .phone_screenshot("signal-people-claimed", "people")
+            .await;
         browser.close().await;
     }
 
@@ -1368,25 +1357,10 @@ mod daemon {
                 ),
             )
             .await;
-        let phone = |name: &'static str| {
-            let browser = &browser;
-            async move {
-                browser
-                    .client
-                    .set_window_size(390, 844)
-                    .await
-                    .expect("a phone viewport");
-                browser.assert_no_sideways_scroll("people").await;
-                browser.screenshot(&format!("phone-{name}")).await;
-                browser
-                    .client
-                    .set_window_size(1280, 900)
-                    .await
-                    .expect("a desktop viewport");
-            }
-        };
         browser.screenshot("signal-pairing-pending").await;
-        phone("signal-pairing-pending").await;
+        browser
+            .phone_screenshot("signal-pairing-pending", "people")
+            .await;
         browser
             .click("[data-sg-pairing] button[data-action=\"approve\"]")
             .await;
@@ -1397,7 +1371,9 @@ mod daemon {
             )
             .await;
         browser.screenshot("signal-pairing-approved").await;
-        phone("signal-pairing-approved").await;
+        browser
+            .phone_screenshot("signal-pairing-approved", "people")
+            .await;
         wait_text(&setup.fake, &mallory.number, "You're approved, Mallory").await;
         setup.fake.push_text(&mallory, "thank you");
         wait_text(&setup.fake, &mallory.number, "echo: thank you").await;

@@ -65,17 +65,6 @@ async fn count(world: &World, sql: &'static str) -> i64 {
         .unwrap()
 }
 
-async fn log_in(browser: &Browser, world: &World) {
-    let (base, _) = world.harness.studio_http().await;
-    let link = clawvisor::studio::access::login_link(world.harness.store(), &base, "cli")
-        .await
-        .unwrap();
-    browser.client.goto(&link).await.unwrap();
-    browser
-        .wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
-        .await;
-}
-
 /// Types `text` into Chat's box and sends it.
 async fn say(browser: &Browser, text: &str) {
     let input = browser.wait_for("#chat-input").await;
@@ -128,7 +117,7 @@ async fn chat_and_runs_explain_themselves_in_the_browser() {
         .await;
     let bot = world.bot("ada");
     let browser = Browser::launch().await;
-    log_in(&browser, &world).await;
+    browser.log_in(&world.harness).await;
 
     // Markdown is drawn; a script in the model's output is only text.
     browser.open("chat").await;

@@ -951,17 +951,8 @@ async fn the_people_page_shows_the_whatsapp_claim_code_then_the_owner_and_what_i
         .to_string();
     browser.screenshot("whatsapp-people-unclaimed").await;
     browser
-        .client
-        .set_window_size(390, 844)
-        .await
-        .expect("a phone viewport");
-    browser.assert_no_sideways_scroll("people").await;
-    browser.screenshot("phone-whatsapp-people-unclaimed").await;
-    browser
-        .client
-        .set_window_size(1280, 900)
-        .await
-        .expect("a desktop viewport");
+        .phone_screenshot("whatsapp-people-unclaimed", "people")
+        .await;
 
     // The owner sends the code from their phone: the page updates by itself.
     let claim = FakeWhatsApp::text_message(OWNER, "wamid.p1", &code);

@@ -15,8 +15,9 @@
 //! (their messages stay `ignored`); a pairing decides only a request of its own agent and, on
 //! the channel, of that channel.
 
+use super::screen::changed;
 use crate::audit;
-use crate::events::{EventBus, EventData, EventKind};
+use crate::events::EventBus;
 use crate::people::{PeopleError, StartArgument, parse_start_argument};
 use crate::store::channels::{self as queries, ChannelPairing};
 use crate::store::{Store, StoreError};
@@ -243,19 +244,6 @@ pub fn shown_name(pairing: &ChannelPairing) -> &str {
 /// `<channel>:<user>`: the audit rows' subject.
 fn subject(pairing: &ChannelPairing) -> String {
     format!("{}:{}", pairing.channel, pairing.user)
-}
-
-fn changed(events: &EventBus, agent: &str, change: &str, detail: &str) {
-    events.publish_data(
-        EventKind::PeopleChanged,
-        &format!("people:{agent}"),
-        detail,
-        EventData::PeopleChanged {
-            agent: agent.to_string(),
-            user_id: None,
-            change: change.to_string(),
-        },
-    );
 }
 
 #[cfg(test)]

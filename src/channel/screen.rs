@@ -260,7 +260,8 @@ fn decide(
     Ok(ClaimOutcome::Claimed)
 }
 
-fn changed(events: &EventBus, agent: &str, change: &str, detail: &str) {
+/// Tells open People pages that `agent`'s seam people changed (`change` names how).
+pub(super) fn changed(events: &EventBus, agent: &str, change: &str, detail: &str) {
     events.publish_data(
         EventKind::PeopleChanged,
         &format!("people:{agent}"),

@@ -289,14 +289,15 @@ pub fn new_agent_path(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
-/// Writes `text` to `path` so that readers see the old file or the new one: a temporary file in
-/// the same directory, flushed to disk, renamed over `path` (keeping `path`'s permissions).
-pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `contents` to `path` so that readers see the old file or the new one: a temporary file
+/// in the same directory, flushed to disk, renamed over `path` (keeping `path`'s permissions; a
+/// new file gets the temporary file's 0600).
+pub fn write_atomically(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut temporary = tempfile::Builder::new()
         .prefix(".clawvisor-edit-")
         .tempfile_in(dir)?;
-    temporary.write_all(text.as_bytes())?;
+    temporary.write_all(contents.as_ref())?;
     temporary.as_file().sync_all()?;
     if let Ok(metadata) = std::fs::metadata(path) {
         temporary

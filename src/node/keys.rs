@@ -6,9 +6,8 @@
 //! 0600 in a directory of mode 0700; a key is never printed, logged or sent (only fingerprints
 //! and the token key's public half leave the machine).
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use ring::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -116,27 +115,14 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
         .map_err(|error| format!("cannot restrict {}: {error}", dir.display()))
 }
 
-/// Writes `bytes` to `path` whole with mode 0600 (temp file, fsync, rename).
+/// Writes `bytes` to `path` whole with mode 0600, in a directory of mode 0700 (the config
+/// editor's atomic write: temporary file, fsync, rename).
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     private_dir(&dir)?;
-    let temporary: PathBuf = path.with_extension("tmp");
-    let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)?;
-        if let Ok(directory) = std::fs::File::open(&dir) {
-            let _ = directory.sync_all();
-        }
-        Ok(())
-    })();
-    written.map_err(|error| format!("cannot write {}: {error}", path.display()))
+    crate::config::edit::write_atomically(path, bytes)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)))
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))
 }
 
 /// Reads a JSON file written with [`write_json`]; `None` when it does not exist.

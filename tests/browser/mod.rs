@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use clawvisor::testkit::harness::ScratchDir;
+use clawvisor::testkit::harness::{Harness, ScratchDir};
 use clawvisor::testkit::wait_until;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -219,6 +219,27 @@ impl Browser {
     pub async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap();
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// Logs in to `harness`'s Studio through a one-time login link, as `clawvisor studio-link`
+    /// gives an operator, and waits for the Overview.
+    pub async fn log_in(&self, harness: &Harness) {
+        let (base, _) = harness.studio_http().await;
+        let link = clawvisor::studio::access::login_link(harness.store(), &base, "cli")
+            .await
+            .unwrap();
+        self.client.goto(&link).await.unwrap();
+        self.wait_for("[data-page=\"overview\"][data-loaded=\"true\"]")
+            .await;
+    }
+
+    /// Saves `phone-<name>` at a phone's size (390×844), after checking that `page` does not
+    /// scroll sideways there, then returns to the desktop size the browser started with.
+    pub async fn phone_screenshot(&self, name: &str, page: &str) {
+        self.client.set_window_size(390, 844).await.unwrap();
+        self.assert_no_sideways_scroll(page).await;
+        self.screenshot(&format!("phone-{name}")).await;
+        self.client.set_window_size(1280, 900).await.unwrap();
     }
 
     pub async fn close(self) {

@@ -262,9 +262,6 @@ fn embed_blocking(
         vectors.extend(model.embed_batch(&batch)?);
         lock(slot).last_used = Instant::now();
     }
-    // A batch's activations are megabytes of small and large buffers, freed now: hand their pages
-    // back, so that a loaded model costs its weights and not also the last batch's leftovers.
-    crate::resident::trim_heap();
     if vectors.len() != texts.len() {
         return Err(format!(
             "the local model returned {} vectors for {} texts",

@@ -108,7 +108,7 @@ fn bad_model_directories_name_the_file_that_is_wrong() {
         missing.contains("does not exist") && missing.contains("fetch-model"),
         "{missing}"
     );
-    let cases: [BrokenCase; 5] = [
+    let cases: [BrokenCase; 6] = [
         (
             "no-tokenizer",
             |dir| std::fs::remove_file(dir.join("tokenizer.json")).unwrap(),
@@ -140,6 +140,18 @@ fn bad_model_directories_name_the_file_that_is_wrong() {
             "config.json is not a valid file of a sentence-embedding model: `num_attention_heads` must be more than 0",
         ),
         (
+            // The word table is read from the file per lookup: its shape is checked at load.
+            "wrong-vocabulary",
+            |dir| {
+                let path = dir.join("config.json");
+                let mut config: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                config["vocab_size"] = json!(1000);
+                std::fs::write(&path, config.to_string()).unwrap();
+            },
+            "but config.json says 1000 words of 384 numbers",
+        ),
+        (
             "bad-pooling",
             |dir| std::fs::write(dir.join("1_Pooling/config.json"), "{}").unwrap(),
             "1_Pooling/config.json chooses no pooling mode",
@@ -150,6 +162,29 @@ fn bad_model_directories_name_the_file_that_is_wrong() {
         let error = SentenceModel::load(&dir).unwrap_err();
         assert!(error.contains(expected), "{name}: {error}");
     }
+    // The word table stays in the file while the model is loaded: a file cut short under a
+    // loaded model makes an embedding fail with the file named, never a crash.
+    // (a copy of the weights: the copies' `model.safetensors` is a link to the shared model)
+    let dir = broken_copy(scratch.path(), "cut-while-loaded", |dir| {
+        std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+        std::fs::copy(
+            minilm_dir().join("model.safetensors"),
+            dir.join("model.safetensors"),
+        )
+        .unwrap();
+    });
+    let model = SentenceModel::load(&dir).unwrap();
+    assert!(model.embed_batch(&["before the cut"]).is_ok());
+    let weights = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("model.safetensors"))
+        .unwrap();
+    weights.set_len(4096).unwrap();
+    let error = model.embed_batch(&["after the cut"]).unwrap_err();
+    assert!(
+        error.contains("model.safetensors") && error.contains("changed while the model was loaded"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

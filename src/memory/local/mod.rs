@@ -2,8 +2,9 @@
 //! service), loaded on first use and unloaded after an idle period.
 //!
 //! [`LocalEmbedder`] is what memory holds in local mode (`[memory] embeddings = "local"`). The
-//! model ([`model::SentenceModel`]: candle's BERT, the tokenizers crate, both pure Rust) is read
-//! from `local_model` the first time something is embedded; texts are embedded in batches of
+//! model ([`model::SentenceModel`]: candle's BERT encoder, the tokenizers crate, both pure Rust) is
+//! read from `local_model` the first time something is embedded — all but its word table, which
+//! stays in the file and is read per looked-up row (`words`); texts are embedded in batches of
 //! `batch_size` on tokio's blocking threads. A task started with the load drops the model once
 //! nothing was embedded for `idle_unload` and hands the freed heap and the code it ran back to
 //! the system ([`crate::resident::release_after_large_work`]), so an idle daemon's footprint is
@@ -16,6 +17,7 @@
 
 pub mod fetch;
 pub mod model;
+mod words;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

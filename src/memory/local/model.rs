@@ -14,11 +14,13 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Embedding, LayerNorm, VarBuilder};
+use candle_transformers::models::bert::{BertEncoder, Config as BertConfig};
 use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use super::words::{Header, WordTable};
 
 /// The files a model directory must have.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -60,9 +62,16 @@ struct SentenceBertFile {
     max_seq_length: Option<usize>,
 }
 
-/// A loaded model: weights in memory, ready to embed.
+/// A loaded model, ready to embed: the encoder's weights in memory, the word table read from the
+/// file per lookup ([`WordTable`]). The embedding step is BERT's (candle-transformers'
+/// `BertEmbeddings`, whose word table would be held in memory): word + token type + position,
+/// then the layer norm.
 pub struct SentenceModel {
-    bert: BertModel,
+    words: WordTable,
+    positions: Embedding,
+    token_types: Embedding,
+    layer_norm: LayerNorm,
+    encoder: BertEncoder,
     tokenizer: Tokenizer,
     pooling: Pooling,
     normalize: bool,
@@ -241,6 +250,26 @@ impl SentenceModel {
             ..PaddingParams::default()
         }));
         let weights_path = dir.join("model.safetensors");
+        let header = Header::read(&weights_path)?;
+        // Where the BERT's tensors are: at the top, under `bert.`, or under the model type
+        // (as candle-transformers' `BertModel::load` looks for them).
+        let prefix = ["".to_string(), "bert.".to_string()]
+            .into_iter()
+            .chain(config.model_type.iter().map(|kind| format!("{kind}.")))
+            .find(|prefix| header.contains(&format!("{prefix}embeddings.word_embeddings.weight")))
+            .ok_or_else(|| {
+                format!(
+                    "{} has no BERT word-embedding table (`embeddings.word_embeddings.weight`)",
+                    weights_path.display()
+                )
+            })?;
+        let words = WordTable::open(
+            &weights_path,
+            &header,
+            &format!("{prefix}embeddings.word_embeddings.weight"),
+            config.vocab_size,
+            config.hidden_size,
+        )?;
         let weights = std::fs::read(&weights_path)
             .map_err(|error| format!("cannot read {}: {error}", weights_path.display()))?;
         let builder = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
@@ -250,15 +279,40 @@ impl SentenceModel {
                     weights_path.display()
                 )
             })?;
-        let bert = BertModel::load(builder, &config).map_err(|error| {
+        let wrong_weights = |error: candle_core::Error| {
             format!(
                 "{} does not hold the BERT weights {} describes: {error}",
                 weights_path.display(),
                 config_path.display()
             )
-        })?;
+        };
+        let embeddings = builder.pp(format!("{prefix}embeddings"));
+        let positions = candle_nn::embedding(
+            config.max_position_embeddings,
+            config.hidden_size,
+            embeddings.pp("position_embeddings"),
+        )
+        .map_err(wrong_weights)?;
+        let token_types = candle_nn::embedding(
+            config.type_vocab_size,
+            config.hidden_size,
+            embeddings.pp("token_type_embeddings"),
+        )
+        .map_err(wrong_weights)?;
+        let layer_norm = candle_nn::layer_norm(
+            config.hidden_size,
+            config.layer_norm_eps,
+            embeddings.pp("LayerNorm"),
+        )
+        .map_err(wrong_weights)?;
+        let encoder = BertEncoder::load(builder.pp(format!("{prefix}encoder")), &config)
+            .map_err(wrong_weights)?;
         Ok(SentenceModel {
-            bert,
+            words,
+            positions,
+            token_types,
+            layer_norm,
+            encoder,
             tokenizer,
             pooling,
             normalize,
@@ -304,10 +358,23 @@ impl SentenceModel {
         mask: Vec<u32>,
     ) -> candle_core::Result<Vec<Vec<f32>>> {
         let device = Device::Cpu;
-        let ids = Tensor::from_vec(ids, (rows, width), &device)?;
+        let words = self
+            .words
+            .lookup(&ids)
+            .map_err(candle_core::Error::msg)?
+            .reshape((rows, width, self.dimension))?;
         let types = Tensor::from_vec(types, (rows, width), &device)?;
         let mask = Tensor::from_vec(mask, (rows, width), &device)?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
+        let positions = Tensor::arange(0u32, width as u32, &device)?;
+        let embedded = (words + self.token_types.forward(&types)?)?
+            .broadcast_add(&self.positions.forward(&positions)?)?;
+        let embedded = self.layer_norm.forward(&embedded)?;
+        // BERT's extended attention mask: 0 where a token may be attended to, the lowest f32
+        // where it is padding.
+        let allowed = mask.unsqueeze(1)?.unsqueeze(1)?.to_dtype(DType::F32)?;
+        let blocked =
+            (allowed.ones_like()? - &allowed)?.broadcast_mul(&Tensor::new(f32::MIN, &device)?)?;
+        let hidden = self.encoder.forward(&embedded, &blocked)?;
         // (rows, width, 1): 1.0 for real tokens, 0.0 for padding.
         let weights = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let pooled = match self.pooling {

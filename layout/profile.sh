@@ -1,14 +1,15 @@
 #!/bin/sh
 # Regenerates layout/hot-code.order: the functions an idle daemon with one bot runs, then the ones a
-# reply runs, each list in the order callgrind first names them. build.rs hands the file to the linker
+# reply runs, then the ones an idle tool node runs while its daemon pings it (issue #34), each list
+# in the order callgrind first names them. build.rs hands the file to the linker
 # (lld's --symbol-ordering-file) for release builds, so that this code sits on a few contiguous
 # pages instead of being spread over the whole binary (issue #30, BENCHMARKS.md "idle code layout").
 #
 # The names carry a hash of the build's configuration (cargo's -C metadata: the profile, the
 # dependencies, the toolchain), so regenerate the file when one of those changes: a stale name
 # is skipped by the linker, and the idle footprint creeps back up (the footprint bench shows it).
-# Needs valgrind (callgrind_control, perl). Runs the footprint bench against the release binary,
-# which keeps its symbol table, under callgrind:
+# Needs valgrind (callgrind_control, perl). Runs the footprint bench, then the nodes bench (its node
+# only), against the release binary, which keeps its symbol table, under callgrind:
 #   cargo build --release --bin clawvisor && layout/profile.sh target/release/clawvisor
 set -eu
 binary=$(realpath "$1")
@@ -40,29 +41,64 @@ while kill -0 "$pid" 2>/dev/null; do sleep 1; done
 kill "$bench" 2>/dev/null || true
 pkill -f "callgrind-out-file=$work" || true
 wait || true
+# The node: `node serve` under callgrind (its `node pair` runs plain), driven by the nodes bench's
+# daemon. Counted: the bench's idle stretch after its calls (the daemon's pings, the node's page
+# release), dumped before the bench kills the node.
+cat > "$work/node" <<WRAP
+#!/bin/sh
+case " \$* " in
+  *" serve "*) exec valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file=$work/node.%p.out "$binary" "\$@" ;;
+  *) exec "$binary" "\$@" ;;
+esac
+WRAP
+chmod +x "$work/node"
+CLAWVISOR_NODES_BINARY="$work/node" cargo test --bench nodes > "$work/nodes.log" 2>&1 &
+bench=$!
+node=""
+while [ -z "$node" ]; do
+  sleep 1
+  node=$(pgrep -f "callgrind-out-file=$work/node" | head -1 || true)
+done
+until grep -q "node over local" "$work/nodes.log"; do sleep 1; done
+callgrind_control -z "$node" > /dev/null
+until grep -q "node idle RSS" "$work/nodes.log"; do sleep 1; done
+callgrind_control --dump=idle "$node" > /dev/null
+kill "$bench" 2>/dev/null || true
+pkill -f "callgrind-out-file=$work/node" || true
+wait || true
 # The functions that ran in a dump (its `fn=` cost blocks). Callgrind names a function once per
-# run (`fn=(id) name`, later only `fn=(id)`), so the names are read from both dumps in order.
-reply="$work/cg.$pid.out.1"
-idle="$work/cg.$pid.out"
+# run (`fn=(id) name`, later only `fn=(id)`), so each process's names are read from all its dumps;
+# the lists follow each other (the daemon's idle, its reply, the node's idle), each name once.
 # (perl: callgrind_control needs it anyway)
 perl -e '
-  my ($reply, $idle) = @ARGV; my (%name, @order, %seen);
-  for my $file ($reply, $idle) {
-    open(my $in, "<", $file) or die "$file: $!";
-    my @here;
-    while (<$in>) {
-      $name{$1} = $2 if /^c?fn=\((\d+)\) (.+)$/;
-      push @here, $1 if /^fn=\((\d+)\)/;
+  my (%seen);
+  sub ran {
+    my (@files) = @_; my (%name, @order);
+    for my $file (@files) {
+      open(my $in, "<", $file) or die "$file: $!";
+      my @here;
+      while (<$in>) {
+        $name{$1} = $2 if /^c?fn=\((\d+)\) (.+)$/;
+        push @here, $1 if /^fn=\((\d+)\)/;
+      }
+      push @order, [@here];
     }
-    push @order, [$file, @here];
+    return (\%name, @order);
   }
-  for my $dump (reverse @order) {
-    my ($file, @ids) = @$dump;
+  sub list {
+    my ($name, @ids) = @_;
     for my $id (@ids) {
-      my $symbol = $name{$id} // next;
+      my $symbol = $name->{$id} // next;
       $symbol =~ s/\x27\d+$//;
       next if $symbol =~ /^0x|@/ || $seen{$symbol}++;
       print "$symbol\n";
     }
-  }' "$reply" "$idle" > "$here/hot-code.order"
+  }
+  my ($reply, $idle, $node) = @ARGV;
+  my ($names, $reply_ids, $idle_ids) = ran($reply, $idle);
+  list($names, @$idle_ids);
+  list($names, @$reply_ids);
+  my ($node_names, $node_ids) = ran($node);
+  list($node_names, @$node_ids);
+' "$work/cg.$pid.out.1" "$work/cg.$pid.out" "$work/node.$node.out.1" > "$here/hot-code.order"
 wc -l "$here/hot-code.order"

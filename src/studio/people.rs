@@ -528,7 +528,7 @@ pub async fn change(
     };
     if file.names(user_id) {
         return Err(ApiError::conflict(format!(
-            "{user_id} is named in {agent}'s agent file (allow_users or approvers): change them there and restart the daemon"
+            "{user_id} is named in {agent}'s agent file (allow_users or approvers): change them there, then reload the configuration (Overview → Reload configuration, or `clawvisor reload`)"
         )));
     }
     let after = service::change_person(

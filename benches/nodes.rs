@@ -162,6 +162,8 @@ async fn run() {
     // Idle: the highest of 5 s of readings, once the node released its unused pages (20 s after
     // its start, `resident::RELEASE_AFTER_START`).
     tokio::time::sleep(Duration::from_secs(22)).await;
+    // (`layout/profile.sh` ends its profile of the idle node when it reads this line)
+    println!("node idle: reading its RSS for 5 s");
     let pid = node.id().to_string();
     let mut highest = 0;
     for _ in 0..10 {

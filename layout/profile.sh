@@ -43,7 +43,7 @@ pkill -f "callgrind-out-file=$work" || true
 wait || true
 # The node: `node serve` under callgrind (its `node pair` runs plain), driven by the nodes bench's
 # daemon. Counted: the bench's idle stretch after its calls (the daemon's pings, the node's page
-# release), dumped before the bench kills the node.
+# release), dumped while the bench reads the node's RSS (5 s), before it kills the node.
 cat > "$work/node" <<WRAP
 #!/bin/sh
 case " \$* " in
@@ -61,7 +61,7 @@ while [ -z "$node" ]; do
 done
 until grep -q "node over local" "$work/nodes.log"; do sleep 1; done
 callgrind_control -z "$node" > /dev/null
-until grep -q "node idle RSS" "$work/nodes.log"; do sleep 1; done
+until grep -q "node idle: reading" "$work/nodes.log"; do sleep 1; done
 callgrind_control --dump=idle "$node" > /dev/null
 kill "$bench" 2>/dev/null || true
 pkill -f "callgrind-out-file=$work/node" || true

@@ -281,15 +281,15 @@ async fn mcp_checks(loaded: &LoadedConfig) -> Vec<Check> {
 async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
     let checks = loaded.config.nodes.iter().map(|node| async move {
         let (ok, detail) =
-            match crate::node::client::health(&loaded.config.data_dir, &node.name, &node.url)
-                .await
+            match crate::node::client::health(&loaded.config.data_dir, &node.name, &node.url).await
             {
                 Ok((body, latency)) => (
                     true,
                     format!(
-                        "answers in {} ms, version {}; {}",
+                        "answers in {} ms, version {}{}; {}",
                         latency.as_millis(),
                         body["version"].as_str().unwrap_or("?"),
+                        lends(&body),
                         if body["complete"].as_bool() == Some(true) {
                             "every protection enforced".to_string()
                         } else {
@@ -303,7 +303,8 @@ async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
                 Err(error) => (
                     false,
                     format!(
-                        "does not answer at {}: {error} — is `clawvisor node serve` running                          there, and still paired (`clawvisor nodes list`)?",
+                        "does not answer at {}: {error} — is `clawvisor node serve` running \
+                         there, and still paired (`clawvisor nodes list`)?",
                         node.url
                     ),
                 ),
@@ -315,6 +316,23 @@ async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
         }
     });
     futures::future::join_all(checks).await
+}
+
+/// What a node's `/health` says it lends: ", lends 2 folders and 1 MCP server" (nothing from a
+/// node too old to say).
+fn lends(health: &serde_json::Value) -> String {
+    let (Some(roots), Some(servers)) = (health["roots"].as_u64(), health["mcp_servers"].as_u64())
+    else {
+        return String::new();
+    };
+    let plural = |count: u64, one: &str, many: &str| {
+        format!("{count} {}", if count == 1 { one } else { many })
+    };
+    format!(
+        ", lends {} and {}",
+        plural(roots, "folder", "folders"),
+        plural(servers, "MCP server", "MCP servers")
+    )
 }
 
 /// Whether every model of every agent's chain has a price; a line per unpriced model naming its

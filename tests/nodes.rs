@@ -279,7 +279,9 @@ fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
-        listed.contains("nas") && listed.contains("answers in"),
+        listed.contains("nas")
+            && listed.contains("answers in")
+            && listed.contains("lends 1 folder and 0 MCP servers"),
         "{listed}"
     );
     assert!(

@@ -289,7 +289,7 @@ async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
                         "answers in {} ms, version {}{}; {}",
                         latency.as_millis(),
                         body["version"].as_str().unwrap_or("?"),
-                        lends(&body),
+                        crate::node::client::lends(&body),
                         if body["complete"].as_bool() == Some(true) {
                             "every protection enforced".to_string()
                         } else {
@@ -316,23 +316,6 @@ async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
         }
     });
     futures::future::join_all(checks).await
-}
-
-/// What a node's `/health` says it lends: ", lends 2 folders and 1 MCP server" (nothing from a
-/// node too old to say).
-fn lends(health: &serde_json::Value) -> String {
-    let (Some(roots), Some(servers)) = (health["roots"].as_u64(), health["mcp_servers"].as_u64())
-    else {
-        return String::new();
-    };
-    let plural = |count: u64, one: &str, many: &str| {
-        format!("{count} {}", if count == 1 { one } else { many })
-    };
-    format!(
-        ", lends {} and {}",
-        plural(roots, "folder", "folders"),
-        plural(servers, "MCP server", "MCP servers")
-    )
 }
 
 /// Whether every model of every agent's chain has a price; a line per unpriced model naming its

@@ -976,8 +976,9 @@ async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
     );
     browser
         .wait_until(
-            "the node's confinement is shown",
-            "document.querySelector('[data-node=\"nas\"]')?.textContent.includes('confined')",
+            "the node's confinement and what it lends are shown",
+            "(document.querySelector('[data-node=\"nas\"]')?.textContent ?? '').includes('confined') \
+             && document.querySelector('[data-node=\"nas\"]').textContent.includes('lends 1 folder.')",
         )
         .await;
     wait_until(

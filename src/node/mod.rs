@@ -125,18 +125,20 @@ pub async fn run_node(
         crate::sandbox::protected_paths(loaded),
         roots[1..].to_vec(),
     );
+    let upstream = upstream::start(
+        &config.mcp.servers,
+        Arc::new(loaded.secrets.clone()),
+        config.mcp.connect_timeout.0,
+        store.clone(),
+    )
+    .await;
     let tools = Arc::new(handler::NodeTools {
         data_dir: config.data_dir.clone(),
         roots,
         settings: Arc::new(settings),
         store,
         tools: handler::node_tools(),
-        upstream: upstream::start(
-            &config.mcp.servers,
-            Arc::new(loaded.secrets.clone()),
-            config.mcp.connect_timeout.0,
-        )
-        .await,
+        upstream,
     });
     let server_config = tls::server_config(
         &identity,

@@ -5,14 +5,15 @@
 //! Who owns what: `run_node` calls [`start`] once; it spawns one task per enabled server, owned
 //! by the node's runtime (it ends with the `node serve` process). The task owns the server's
 //! session and, for a stdio server, its process group ([`ServerProcess`], killed when dropped;
-//! the child also dies with the node, `PR_SET_PDEATHSIG`). It connects (`mcp::client`, as the
-//! daemon's `actors/mcp_link` does), lists the tools, puts them in the shared [`Upstreams`]
-//! table, waits for the session to end, takes them out, and connects again after a backoff
-//! (1 s doubling to 60 s). A server that fails to start is logged in a plain sentence and does
-//! not stop the node: its tools are just absent. The node listens once every server made its
-//! first attempt, because the daemon lists a node's tools when its link connects: a server that
-//! comes up later offers its tools to the daemon after the link's next reconnect, and a call
-//! while its server is down gets an error at once.
+//! the child also dies with the node, `PR_SET_PDEATHSIG`, and is recorded in the node's
+//! `mcp_processes`, so that the next `node serve` reaps what a killed node left). It connects
+//! (`mcp::client`, as the daemon's `actors/mcp_link` does), lists the tools, puts them in the
+//! shared [`Upstreams`] table, waits for the session to end, takes them out, and connects again
+//! after a backoff (1 s doubling to 60 s). A server that fails to start is logged in a plain
+//! sentence and does not stop the node: its tools are just absent. The node listens once every
+//! server made its first attempt, because the daemon lists a node's tools when its link
+//! connects: a server that comes up later offers its tools to the daemon after the link's next
+//! reconnect, and a call while its server is down gets an error at once.
 //!
 //! Invariant: the node rates a forwarded call as the daemon rates an MCP tool of that trust
 //! (`policy::mcp::classify_mcp`: the server's `trust`, the tool's read-only / destructive hints),
@@ -34,6 +35,7 @@ use crate::mcp::{ToolInfo, client};
 use crate::policy::{Assessment, McpTrust};
 use crate::protocol::mcp::McpError;
 use crate::secrets::Secret;
+use crate::store::Store;
 use crate::tool::ToolOutput;
 
 /// The first wait before a server is connected again; it doubles up to [`RETRY_MAX`].
@@ -129,19 +131,22 @@ pub async fn start(
     servers: &[McpServerConfig],
     secrets: Arc<BTreeMap<String, Secret>>,
     connect_timeout: Duration,
+    store: Store,
 ) -> Upstreams {
+    // What a killed node left running (a grandchild escapes PR_SET_PDEATHSIG), recorded below.
+    crate::mcp::process::reap_recorded(&store).await;
     let upstreams = Upstreams::default();
     let mut first_attempts = Vec::new();
     for server in servers.iter().filter(|server| server.enabled) {
         let (attempted, first_attempt) = tokio::sync::oneshot::channel();
         first_attempts.push(first_attempt);
-        tokio::spawn(keep_connected(
-            server.clone(),
-            secrets.clone(),
+        let link = Link {
+            server: server.clone(),
+            secrets: secrets.clone(),
             connect_timeout,
-            upstreams.clone(),
-            attempted,
-        ));
+            store: store.clone(),
+        };
+        tokio::spawn(keep_connected(link, upstreams.clone(), attempted));
     }
     for first_attempt in first_attempts {
         // An error means the task ended early, which it never does but by a panic: go on.
@@ -150,18 +155,27 @@ pub async fn start(
     upstreams
 }
 
-/// Connects, publishes, waits for the end, withdraws; again after a backoff, for ever.
-async fn keep_connected(
+/// What one server's task needs.
+struct Link {
     server: McpServerConfig,
     secrets: Arc<BTreeMap<String, Secret>>,
     connect_timeout: Duration,
+    /// The node's database: a stdio server's process is recorded in `mcp_processes` while it
+    /// runs, for [`crate::mcp::process::reap_recorded`] at the next start.
+    store: Store,
+}
+
+/// Connects, publishes, waits for the end, withdraws; again after a backoff, for ever.
+async fn keep_connected(
+    link: Link,
     upstreams: Upstreams,
     attempted: tokio::sync::oneshot::Sender<()>,
 ) {
+    let server = &link.server;
     let mut attempted = Some(attempted);
     let mut wait = RETRY_FIRST;
     loop {
-        let connected = connect(&server, &secrets, connect_timeout).await;
+        let connected = connect(&link).await;
         if let Some(attempted) = attempted.take() {
             let _ = attempted.send(());
         }
@@ -173,7 +187,7 @@ async fn keep_connected(
                 upstreams.set(&server.name, Some(tools));
                 let ended = service.waiting().await;
                 upstreams.set(&server.name, None);
-                drop(process);
+                forget(&link.store, process).await;
                 tracing::warn!(server = %server.name, ended = ?ended.map(|reason| format!("{reason:?}")),
                     "node: the MCP server's session ended; its tools are withdrawn until it is back");
             }
@@ -187,29 +201,59 @@ async fn keep_connected(
     }
 }
 
+/// Kills a stdio server's group (if it still runs) and forgets its `mcp_processes` row.
+async fn forget(store: &Store, process: Option<ServerProcess>) {
+    let Some(process) = process else { return };
+    let token = process.token.clone();
+    drop(process);
+    let forgotten = store
+        .write(move |conn| crate::store::mcp::delete(conn, &token))
+        .await;
+    if let Err(error) = forgotten {
+        tracing::warn!(%error, "node: cannot forget a stopped MCP server's process");
+    }
+}
+
 /// One connection: the session, the tools as the node offers them, the process (stdio).
 async fn connect(
-    server: &McpServerConfig,
-    secrets: &BTreeMap<String, Secret>,
-    timeout: Duration,
+    link: &Link,
 ) -> Result<(client::Service, Vec<UpstreamTool>, Option<ServerProcess>), McpError> {
+    let (server, timeout) = (&link.server, link.connect_timeout);
     let (service, process) = match server.transport {
         McpTransportKind::Stdio => {
-            let (process, mut pipes) = crate::mcp::process::spawn(server, secrets)?;
+            let (process, mut pipes) = crate::mcp::process::spawn(server, &link.secrets)?;
+            let row = process.row(&server.name);
+            let recorded = link
+                .store
+                .write(move |conn| crate::store::mcp::insert(conn, &row))
+                .await;
+            if let Err(error) = recorded {
+                tracing::warn!(server = %server.name, %error,
+                    "node: could not record the MCP server's process");
+            }
             if let Some(stderr) = pipes.stderr.take() {
                 tokio::spawn(log_stderr(server.name.clone(), stderr));
             }
-            (
-                client::handshake_stdio(pipes, timeout).await?,
-                Some(process),
-            )
+            match client::handshake_stdio(pipes, timeout).await {
+                Ok(service) => (service, Some(process)),
+                Err(error) => {
+                    forget(&link.store, Some(process)).await;
+                    return Err(error);
+                }
+            }
         }
         McpTransportKind::Http => (
-            client::handshake_http(server, secrets, timeout).await?,
+            client::handshake_http(server, &link.secrets, timeout).await?,
             None,
         ),
     };
-    let infos = client::list_tools(service.peer(), &server.name, timeout).await?;
+    let infos = match client::list_tools(service.peer(), &server.name, timeout).await {
+        Ok(infos) => infos,
+        Err(error) => {
+            forget(&link.store, process).await;
+            return Err(error);
+        }
+    };
     let peer = service.peer().clone();
     let tools = infos
         .into_iter()

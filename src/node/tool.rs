@@ -5,7 +5,8 @@
 //! absolute path lies in, else the first; a stand-in root for a node that names none), so the
 //! policy gate and the approval desk treat it exactly like the local tool; the prompt names the
 //! machine and the node's real path ("on nas: `du -sh /srv/photos`", "on nas: read_file:
-//! /srv/photos/a.jpg"). The call runs only after the gate allowed it or a
+//! /srv/photos/a.jpg"). A tool of the node's own MCP servers is judged as an MCP tool, at
+//! least at the level the node states. The call runs only after the gate allowed it or a
 //! person approved it (`crate::tool`'s invariant); then, for an action above L0, this tool mints
 //! the approval token the node requires (`token::mint`, signed with the daemon's key) and sends
 //! the call through the node's link `mcp:<node>` (`protocol::mcp::Link`), so a lost node answers
@@ -53,8 +54,8 @@ pub struct NodeTool {
 }
 
 impl NodeTool {
-    /// The node's tools that the daemon knows how to judge (`handler::node_tools`); others a
-    /// node might list are not offered.
+    /// A node's tool the daemon knows how to judge: one of `handler::node_tools`, or a tool of
+    /// the node's own MCP servers that the node describes (`forwarded`); others are not offered.
     pub fn for_remote(
         node: &str,
         info: &ToolInfo,
@@ -187,9 +188,16 @@ impl Tool for NodeTool {
         ToolSpec {
             name: self.name.clone(),
             description: match self.roots.as_slice() {
-                [] | [_] => format!(
+                [] => format!(
                     "On the machine `{}` (a paired node; paths are relative to its workspace): {}",
                     self.node, local.description
+                ),
+                [only] => format!(
+                    "On the machine `{}` (a paired node; its folder: {}; paths are relative to \
+                     it): {}",
+                    self.node,
+                    only.display(),
+                    local.description
                 ),
                 [first, ..] => format!(
                     "On the machine `{}` (a paired node; its folders: {}; a relative path is in \

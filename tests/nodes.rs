@@ -1200,6 +1200,33 @@ async fn a_node_with_two_roots_serves_both_and_nothing_outside() {
         let denied = approved(format!("cat {beside}")).await;
         assert!(denied.text.contains("Permission denied"), "{denied:?}");
     }
+    // The node's own file tools hold the line too, even for a token that claims the most.
+    let arguments = json!({ "path": beside });
+    let keys = client::daemon_keys(&daemon_data).unwrap();
+    let most = token::mint(
+        &keys.token_key,
+        &token::TokenPayload {
+            node: "nas".into(),
+            tool: "read_file".into(),
+            action_hash: token::action_hash("read_file", &arguments),
+            level: "L3".into(),
+            profile: String::new(),
+            expires_ms: clawvisor::clock::now_ms() + 60_000,
+            nonce: token::new_nonce(),
+        },
+    );
+    let mut sent = arguments.clone();
+    sent["approval_token"] = Value::String(most);
+    let refused =
+        clawvisor::mcp::client::call(service.peer(), "read_file", sent, Duration::from_secs(10))
+            .await
+            .unwrap();
+    assert!(
+        refused.is_error
+            && refused.text.contains("outside the workspace")
+            && !refused.text.contains("beside the roots"),
+        "{refused:?}"
+    );
     harness.stop().await;
 }
 

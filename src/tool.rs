@@ -74,6 +74,9 @@ pub struct ToolSettings {
     /// Paths `shell` commands can never reach (Landlock): the data directory, the database and
     /// the config's directory. See `sandbox::protected_paths`.
     pub protected_paths: Vec<PathBuf>,
+    /// More directories the shell's sandbox grants exactly like the workspace (read in L0,
+    /// written in L1): a node's `[node] roots` after the first. Empty for agents.
+    pub extra_roots: Vec<PathBuf>,
 }
 
 /// The `[tools]` defaults, with `shell` off and no protected paths.
@@ -345,9 +348,16 @@ impl ToolSettings {
     }
 
     /// A node's settings (`clawvisor node serve`): the shell on, `[tools]`' limits, the node's
-    /// data directory and config protected.
-    pub fn for_node(tools: &crate::config::ToolsConfig, protected_paths: Vec<PathBuf>) -> Self {
-        Self::from_tools(tools, true, protected_paths)
+    /// data directory and config protected, its roots after the first granted like the first.
+    pub fn for_node(
+        tools: &crate::config::ToolsConfig,
+        protected_paths: Vec<PathBuf>,
+        extra_roots: Vec<PathBuf>,
+    ) -> Self {
+        ToolSettings {
+            extra_roots,
+            ..Self::from_tools(tools, true, protected_paths)
+        }
     }
 
     fn from_tools(
@@ -366,6 +376,7 @@ impl ToolSettings {
             shell_max_output: tools.shell_max_output as usize,
             read_max_bytes: tools.read_max_bytes,
             protected_paths,
+            extra_roots: Vec::new(),
         }
     }
 }

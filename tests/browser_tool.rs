@@ -591,6 +591,7 @@ async fn the_browsers_sandbox_lets_its_tcp_reach_the_proxy_port_only() {
             // The browser's own request: its profile where the workspace would be.
             let confinement = Confinement::prepare(&ConfinementRequest {
                 workspace: &workspace,
+                extra_workspaces: &[],
                 reach,
                 home: home.path(),
                 protected: &[],

@@ -36,23 +36,39 @@ struct NodeProcess {
     url: String,
     dir: PathBuf,
     lines: mpsc::Receiver<String>,
+    /// What it printed before it said where it listens.
+    early: Vec<String>,
 }
 
-/// Writes the node's config (`[node]`, its data directory) into `dir`.
+/// The node's config in `dir` (written with one root, `work`, unless written before).
 fn node_config(dir: &Path) -> PathBuf {
     let path = dir.join("node.toml");
-    std::fs::create_dir_all(dir).unwrap();
     if !path.exists() {
-        std::fs::write(
-            &path,
-            format!(
-                "data_dir = \"{}\"\n[node]\nroots = [\"{}\"]\n",
-                dir.join("data").display(),
-                dir.join("work").display()
-            ),
-        )
-        .unwrap();
+        write_node_config(dir, &[], "");
     }
+    path
+}
+
+/// Writes the node's config into `dir`: its data directory, `[node] roots` = `work` then
+/// `more_roots` (directories of `dir`, created), then `extra` (more TOML).
+fn write_node_config(dir: &Path, more_roots: &[&str], extra: &str) -> PathBuf {
+    let path = dir.join("node.toml");
+    let roots: Vec<String> = std::iter::once("work")
+        .chain(more_roots.iter().copied())
+        .map(|name| {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+            format!("\"{}\"", dir.join(name).display())
+        })
+        .collect();
+    std::fs::write(
+        &path,
+        format!(
+            "data_dir = \"{}\"\n[node]\nroots = [{}]\n{extra}",
+            dir.join("data").display(),
+            roots.join(", ")
+        ),
+    )
+    .unwrap();
     path
 }
 
@@ -97,6 +113,7 @@ impl NodeProcess {
             url,
             dir: dir.to_path_buf(),
             lines,
+            early: log,
         }
     }
 
@@ -112,7 +129,9 @@ impl NodeProcess {
 
     /// Every line it printed so far.
     fn log(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
+        let mut log = self.early.clone();
+        log.extend(self.lines.try_iter());
+        log
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -260,7 +279,9 @@ fn pairing_pins_both_sides_and_foreign_certificates_are_refused() {
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
-        listed.contains("nas") && listed.contains("answers in"),
+        listed.contains("nas")
+            && listed.contains("answers in")
+            && listed.contains("lends 1 folder and 0 MCP servers"),
         "{listed}"
     );
     assert!(
@@ -955,8 +976,9 @@ async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
     );
     browser
         .wait_until(
-            "the node's confinement is shown",
-            "document.querySelector('[data-node=\"nas\"]')?.textContent.includes('confined')",
+            "the node's confinement and what it lends are shown",
+            "(document.querySelector('[data-node=\"nas\"]')?.textContent ?? '').includes('confined') \
+             && document.querySelector('[data-node=\"nas\"]').textContent.includes('lends 1 folder.')",
         )
         .await;
     wait_until(
@@ -1005,4 +1027,379 @@ async fn the_nodes_page_pairs_shows_and_removes_a_computer() {
         .unwrap();
     assert_eq!(audited, 2);
     browser.close().await;
+}
+
+/// Approves the one pending approval through Studio and returns its prompt.
+async fn approve_pending(harness: &Harness) -> String {
+    let (id, action) = pending_approval(harness).await;
+    let (base, http) = harness.studio_http().await;
+    let decided = http
+        .post(format!("{base}/api/v1/approvals/{id}/decision"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(decided.status().is_success());
+    action
+}
+
+/// What the model was last sent (the tool results of the run so far).
+fn last_request(llm: &ScriptedLlm) -> String {
+    llm.requests()
+        .last()
+        .cloned()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until the agent `ada` holds `tool`.
+async fn wait_agent_tool(harness: &Harness, tool: &str) {
+    wait_until(Duration::from_secs(20), "the tool is published", || async {
+        let tools = harness.agent_tools("ada").await;
+        if tools.iter().any(|held| held == tool) {
+            Ok(())
+        } else {
+            Err(format!("tools now {tools:?}"))
+        }
+    })
+    .await
+}
+
+/// `[node] roots` with two directories: through an agent, a read in the second root runs, a
+/// path outside every root is refused (naming the roots), and a write in the second root asks
+/// the daemon's desk with the node's real path and runs once approved; the node's shell runs in
+/// the first root and its sandbox grants the second as it grants the first, not what lies
+/// beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_two_roots_serves_both_and_nothing_outside() {
+    let dir = ScratchDir::new("clawvisor-nodes-roots").unwrap();
+    let node_root = ScratchDir::new("clawvisor-nodes-roots-node").unwrap();
+    let nas = node_root.path().join("nas");
+    write_node_config(&nas, &["photos"], "");
+    let photos = nas.join("photos");
+    std::fs::create_dir_all(photos.join("2024")).unwrap();
+    std::fs::write(photos.join("2024/a.txt"), "a caption from the second root").unwrap();
+    std::fs::write(nas.join("beside.txt"), "beside the roots").unwrap();
+    let node = NodeProcess::start(&nas, "127.0.0.1:0");
+    let code = pair_code(&nas);
+    let daemon_data = dir.path().join("data");
+    client::pair(&daemon_data, "nas", &node.url, &code)
+        .await
+        .unwrap();
+    let caption = photos.join("2024/a.txt").display().to_string();
+    let beside = nas.join("beside.txt").display().to_string();
+    let note = photos.join("notes/new.txt");
+    let script = Script::new()
+        .rule(Rule::text("the node answered").when_after_tool_result("nas__read_file"))
+        .rule(Rule::text("the node wrote").when_after_tool_result("nas__write_file"))
+        .rule(
+            Rule::tool_call("nas__read_file", json!({ "path": caption }).to_string())
+                .when_last_user_contains("caption")
+                .times(1),
+        )
+        .rule(
+            Rule::tool_call("nas__read_file", json!({ "path": beside }).to_string())
+                .when_last_user_contains("beside")
+                .times(1),
+        )
+        .rule(
+            Rule::tool_call(
+                "nas__write_file",
+                json!({ "path": note, "content": "written on the nas" }).to_string(),
+            )
+            .when_last_user_contains("note")
+            .times(1),
+        )
+        .rule(Rule::text("fallback"));
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra = nodes_section(&node.url);
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    wait_node_tools(&harness, true).await;
+    let chat = ChatKey::cli("roots");
+    // A read in the second root runs without asking; the tool tells the model both folders.
+    let reply = harness.ask("ada", &chat, "read the caption").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    let request = last_request(&llm);
+    assert!(
+        request.contains("a caption from the second root"),
+        "{request}"
+    );
+    assert!(
+        request.contains(&photos.display().to_string()),
+        "the tool names the node's folders"
+    );
+    // A path beside the roots is refused by the daemon, naming the node's folders; the node
+    // never sees it.
+    let before = node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'");
+    let reply = harness.ask("ada", &chat, "read beside").await.unwrap();
+    assert_eq!(reply.text, "the node answered");
+    let request = last_request(&llm);
+    assert!(
+        request.contains("none of the node's folders") && !request.contains("beside the roots"),
+        "{request}"
+    );
+    // A write in the second root asks, with the node's real path, and runs once approved.
+    harness.send("ada", &chat, "write the note").unwrap();
+    let action = approve_pending(&harness).await;
+    assert!(
+        action.starts_with(&format!("on nas: write_file (create): {}", note.display())),
+        "{action}"
+    );
+    wait_until(Duration::from_secs(15), "the note is written", || async {
+        std::fs::read_to_string(&note).ok()
+    })
+    .await;
+    harness.wait_settled(Duration::from_secs(15)).await;
+    assert_eq!(
+        std::fs::read_to_string(&note).unwrap(),
+        "written on the nas"
+    );
+    assert_eq!(
+        node.count("SELECT COUNT(*) FROM audit_log WHERE action = 'node.tool.run'"),
+        before + 1,
+        "the refused read never reached the node; the write ran once"
+    );
+    // The shell: it runs in the first root and its sandbox lets an approved read-only command
+    // read the second (Landlock grants it like the first; `sandbox::landlock_rules`' tests show
+    // the write grant of L1), and nothing beside the roots.
+    let service = session(&daemon_data, "nas", &node.url).await;
+    let pwd = shell(&service, "pwd", None).await;
+    assert!(
+        pwd.text.contains(&nas.join("work").display().to_string()),
+        "{pwd:?}"
+    );
+    // Each command goes with the token the daemon would mint for the classifier's rating, so
+    // that what stops it is the kernel, not the node's check.
+    let approved = |command: String| {
+        let assessment = classify_shell(&command);
+        let token = (assessment.level > RiskLevel::L0).then(|| {
+            token_claiming(
+                &daemon_data,
+                &command,
+                assessment.level,
+                clawvisor::node::handler::profile_for("shell", &assessment),
+            )
+        });
+        let service = &service;
+        async move {
+            assert_ne!(
+                assessment.reach.writes,
+                clawvisor::policy::Writes::Anywhere,
+                "`{command}` would not show the roots' grant"
+            );
+            shell(service, &command, token.as_deref()).await
+        }
+    };
+    let read = approved(format!("cat {caption}")).await;
+    assert!(
+        read.text.contains("a caption from the second root"),
+        "{read:?}"
+    );
+    if clawvisor::sandbox::protections().landlock.is_enforced() {
+        let denied = approved(format!("cat {beside}")).await;
+        assert!(denied.text.contains("Permission denied"), "{denied:?}");
+    }
+    // The node's own file tools hold the line too, even for a token that claims the most.
+    let arguments = json!({ "path": beside });
+    let keys = client::daemon_keys(&daemon_data).unwrap();
+    let most = token::mint(
+        &keys.token_key,
+        &token::TokenPayload {
+            node: "nas".into(),
+            tool: "read_file".into(),
+            action_hash: token::action_hash("read_file", &arguments),
+            level: "L3".into(),
+            profile: String::new(),
+            expires_ms: clawvisor::clock::now_ms() + 60_000,
+            nonce: token::new_nonce(),
+        },
+    );
+    let mut sent = arguments.clone();
+    sent["approval_token"] = Value::String(most);
+    let refused =
+        clawvisor::mcp::client::call(service.peer(), "read_file", sent, Duration::from_secs(10))
+            .await
+            .unwrap();
+    assert!(
+        refused.is_error
+            && refused.text.contains("outside the workspace")
+            && !refused.text.contains("beside the roots"),
+        "{refused:?}"
+    );
+    harness.stop().await;
+}
+
+/// `[[mcp.servers]]` on the node (the repository's MCP test server as `files`, trusted, and as
+/// `strict`, untrusted; and one that cannot start): their tools reach the daemon's agent as
+/// `nas__files__<tool>`; a read-only one runs without approval, one the node rates L2 asks the
+/// daemon's desk (the prompt names the machine) and runs once, also when only the node rates it
+/// so (`strict`'s read-only echo); its token cannot be replayed and a lower one is refused; the
+/// server that failed is logged in words and the node serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_own_mcp_servers_reach_the_agent_under_the_same_desk() {
+    let dir = ScratchDir::new("clawvisor-nodes-upstream").unwrap();
+    let node_root = ScratchDir::new("clawvisor-nodes-upstream-node").unwrap();
+    let nas = node_root.path().join("nas");
+    write_node_config(
+        &nas,
+        &[],
+        &format!(
+            "[mcp]\nconnect_timeout = \"10s\"\n\n[[mcp.servers]]\nname = \"files\"\ntransport = \"stdio\"\ncommand = \"{0}\"\n\
+             trust = \"trusted\"\n\n[[mcp.servers]]\nname = \"strict\"\ntransport = \"stdio\"\n\
+             command = \"{0}\"\n\n[[mcp.servers]]\nname = \"broken\"\ntransport = \"stdio\"\n\
+             command = \"/nonexistent/clawvisor-no-such-server\"\n",
+            env!("CARGO_BIN_EXE_clawvisor-mcp-test-server")
+        ),
+    );
+    let node = NodeProcess::start(&nas, "127.0.0.1:0");
+    let code = pair_code(&nas);
+    let daemon_data = dir.path().join("data");
+    client::pair(&daemon_data, "nas", &node.url, &code)
+        .await
+        .unwrap();
+    let script = Script::new()
+        .rule(Rule::text("echoed").when_after_tool_result("nas__files__echo"))
+        .rule(Rule::text("noted").when_after_tool_result("nas__files__write_note"))
+        .rule(Rule::text("strictly echoed").when_after_tool_result("nas__strict__echo"))
+        .rule(
+            Rule::tool_call(
+                "nas__strict__echo",
+                json!({"text": "strict hello"}).to_string(),
+            )
+            .when_last_user_contains("strict")
+            .times(1),
+        )
+        .rule(
+            Rule::tool_call(
+                "nas__files__echo",
+                json!({"text": "hello through the node"}).to_string(),
+            )
+            .when_last_user_contains("echo")
+            .times(1),
+        )
+        .rule(
+            Rule::tool_call(
+                "nas__files__write_note",
+                json!({"text": "a note"}).to_string(),
+            )
+            .when_last_user_contains("note")
+            .times(1),
+        )
+        .rule(Rule::text("fallback"));
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra = nodes_section(&node.url);
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    wait_agent_tool(&harness, "nas__files__write_note").await;
+    let chat = ChatKey::cli("upstream");
+    // Read-only: runs at once.
+    let reply = harness.ask("ada", &chat, "echo please").await.unwrap();
+    assert_eq!(reply.text, "echoed");
+    assert!(last_request(&llm).contains("hello through the node"));
+    // Rated L2 by the node: the daemon's desk asks, naming the machine, and it runs once.
+    harness.send("ada", &chat, "write a note").unwrap();
+    let action = approve_pending(&harness).await;
+    assert!(
+        action.starts_with("on nas: write_note (MCP server files)"),
+        "{action}"
+    );
+    wait_until(Duration::from_secs(15), "the note was written", || async {
+        last_request(&llm)
+            .contains("saved a note of 6 characters")
+            .then_some(())
+    })
+    .await;
+    harness.wait_settled(Duration::from_secs(15)).await;
+    assert_eq!(
+        node.count(
+            "SELECT COUNT(*) FROM node_actions WHERE tool = 'files__write_note' AND outcome = 'ok'"
+        ),
+        1
+    );
+    // A read-only tool of a server the node does not trust: the node rates it L2 and says so,
+    // so the daemon asks too, although the tool calls itself read-only.
+    harness.send("ada", &chat, "strict echo").unwrap();
+    let action = approve_pending(&harness).await;
+    assert!(
+        action.starts_with("on nas: echo (MCP server strict)"),
+        "{action}"
+    );
+    wait_until(Duration::from_secs(15), "the strict echo ran", || async {
+        last_request(&llm).contains("strict hello").then_some(())
+    })
+    .await;
+    harness.wait_settled(Duration::from_secs(15)).await;
+    // What the node lists: its level for each forwarded tool, which the daemon rates up to.
+    let service = session(&daemon_data, "nas", &node.url).await;
+    let listed = clawvisor::mcp::client::list_tools(service.peer(), "nas", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let level = |tool: &str| {
+        listed
+            .iter()
+            .find(|info| info.remote_name == tool)
+            .and_then(|info| info.node_meta.clone())
+            .map(|meta| meta["level"].clone())
+    };
+    assert_eq!(level("files__echo"), Some(json!("L0")));
+    assert_eq!(level("files__add"), Some(json!("L1")));
+    assert_eq!(level("files__write_note"), Some(json!("L2")));
+    assert_eq!(level("strict__echo"), Some(json!("L2")));
+    assert!(
+        !listed
+            .iter()
+            .any(|info| info.remote_name.starts_with("broken__"))
+    );
+    // The token is for exactly that action, once.
+    let arguments = json!({"text": "another note"});
+    let mint = |level: &str| {
+        let keys = client::daemon_keys(&daemon_data).unwrap();
+        token::mint(
+            &keys.token_key,
+            &token::TokenPayload {
+                node: "nas".into(),
+                tool: "files__write_note".into(),
+                action_hash: token::action_hash("files__write_note", &arguments),
+                level: level.into(),
+                profile: String::new(),
+                expires_ms: clawvisor::clock::now_ms() + 60_000,
+                nonce: token::new_nonce(),
+            },
+        )
+    };
+    let call = |token: Option<String>| {
+        let mut sent = arguments.clone();
+        if let Some(token) = token {
+            sent["approval_token"] = Value::String(token);
+        }
+        let peer = service.peer().clone();
+        async move {
+            clawvisor::mcp::client::call(&peer, "files__write_note", sent, Duration::from_secs(10))
+                .await
+                .unwrap()
+        }
+    };
+    let missing = call(None).await;
+    assert!(
+        missing.text.contains("needs the daemon's approval token"),
+        "{missing:?}"
+    );
+    let lower = call(Some(mint("L1"))).await;
+    assert!(lower.text.contains("rates the action L2"), "{lower:?}");
+    let valid = mint("L2");
+    let ran = call(Some(valid.clone())).await;
+    assert!(
+        !ran.is_error && ran.text.contains("saved a note"),
+        "{ran:?}"
+    );
+    let replayed = call(Some(valid)).await;
+    assert!(replayed.text.contains("already used"), "{replayed:?}");
+    // The server that could not start: said in words, and the node serves on.
+    let log = node.log().join("\n");
+    assert!(
+        log.contains("could not be started or reached") && log.contains("broken"),
+        "{log}"
+    );
+    harness.stop().await;
 }

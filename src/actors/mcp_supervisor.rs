@@ -324,7 +324,7 @@ impl Actor for McpSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if state.args.reap {
-            reap_leftovers(&state.args.store).await;
+            crate::mcp::process::reap_recorded(&state.args.store).await;
         }
         for server in state.args.config.servers.clone() {
             for agent in &server.agents {
@@ -517,39 +517,4 @@ fn same_connection(new: &McpServerConfig, old: &McpServerConfig) -> bool {
     let mut new = new.clone();
     new.agents.clone_from(&old.agents);
     new == *old
-}
-
-/// Kills server processes a killed daemon left behind, then forgets every recorded row.
-async fn reap_leftovers(store: &Store) {
-    let rows = match store.read(crate::store::mcp::all).await {
-        Ok(rows) => rows,
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the recorded MCP server processes");
-            return;
-        }
-    };
-    if rows.is_empty() {
-        return;
-    }
-    let tokens: Vec<String> = rows.iter().map(|row| row.token.clone()).collect();
-    let killed = tokio::task::spawn_blocking(move || crate::mcp::process::reap(&rows))
-        .await
-        .unwrap_or(0);
-    if killed > 0 {
-        tracing::warn!(
-            killed,
-            "killed MCP server processes left by a previous daemon"
-        );
-    }
-    let forgotten = store
-        .write(move |conn| {
-            for token in &tokens {
-                crate::store::mcp::delete(conn, token)?;
-            }
-            Ok(())
-        })
-        .await;
-    if let Err(error) = forgotten {
-        tracing::warn!(%error, "cannot forget the reaped MCP server processes");
-    }
 }

@@ -279,6 +279,7 @@ fn prepare(
     // which the system directories cover.
     let confinement = Confinement::prepare(&ConfinementRequest {
         workspace: profile,
+        extra_workspaces: &[],
         reach,
         home: home.path(),
         protected,

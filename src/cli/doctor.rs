@@ -281,15 +281,15 @@ async fn mcp_checks(loaded: &LoadedConfig) -> Vec<Check> {
 async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
     let checks = loaded.config.nodes.iter().map(|node| async move {
         let (ok, detail) =
-            match crate::node::client::health(&loaded.config.data_dir, &node.name, &node.url)
-                .await
+            match crate::node::client::health(&loaded.config.data_dir, &node.name, &node.url).await
             {
                 Ok((body, latency)) => (
                     true,
                     format!(
-                        "answers in {} ms, version {}; {}",
+                        "answers in {} ms, version {}{}; {}",
                         latency.as_millis(),
                         body["version"].as_str().unwrap_or("?"),
+                        crate::node::client::lends(&body),
                         if body["complete"].as_bool() == Some(true) {
                             "every protection enforced".to_string()
                         } else {
@@ -303,7 +303,8 @@ async fn node_checks(loaded: &LoadedConfig) -> Vec<Check> {
                 Err(error) => (
                     false,
                     format!(
-                        "does not answer at {}: {error} — is `clawvisor node serve` running                          there, and still paired (`clawvisor nodes list`)?",
+                        "does not answer at {}: {error} — is `clawvisor node serve` running \
+                         there, and still paired (`clawvisor nodes list`)?",
                         node.url
                     ),
                 ),

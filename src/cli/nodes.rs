@@ -197,9 +197,10 @@ async fn list(loaded: &LoadedConfig) -> Result<(), String> {
             .unwrap_or_else(|_| "NOT PAIRED".to_string());
         let state = match client::health(data_dir, &node.name, &node.url).await {
             Ok((body, latency)) => format!(
-                "answers in {} ms, version {}",
+                "answers in {} ms, version {}{}",
                 latency.as_millis(),
-                body["version"].as_str().unwrap_or("?")
+                body["version"].as_str().unwrap_or("?"),
+                client::lends(&body)
             ),
             Err(error) => format!("does not answer: {error}"),
         };

@@ -3,8 +3,9 @@
 //!
 //! `clawvisor nodes add` writes the `[[nodes]]` entry after pairing; the keys and pins are files
 //! under `<data dir>/nodes/`, never in the config. A change of `[[nodes]]` is applied by a reload
-//! (the node's link is started, stopped or restarted like an MCP server's); `[node]` is read when
-//! `node serve` starts (a change needs a restart of the node).
+//! (the node's link is started, stopped or restarted like an MCP server's); `[node]` (and, on a
+//! node, `[[mcp.servers]]`, which it forwards: `node::upstream`) is read when `node serve` starts
+//! (a change needs a restart of the node). Roots must exist, be directories, and not nest.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -46,8 +47,9 @@ fn default_true() -> bool {
 pub struct NodeServeConfig {
     /// Where `node serve` listens (`--bind` wins).
     pub bind: String,
-    /// The directory the node's file tools and shell work in (one for now; a list so that more
-    /// can come). Empty: `<data dir>/node-workspace`.
+    /// The directories the node's file tools may use (existing directories, none inside
+    /// another); the shell runs in the first and its sandbox grants all of them like a
+    /// workspace. Empty: `<data dir>/node-workspace`.
     pub roots: Vec<PathBuf>,
 }
 
@@ -128,21 +130,74 @@ pub(super) fn validate(
             ),
         ));
     }
-    if node.roots.len() > 1 {
-        return Err(ConfigError::key(
-            origin,
-            "[node].roots",
-            "list one directory: a node serves one workspace root for now",
-        ));
-    }
-    for (index, root) in node.roots.iter().enumerate() {
+    validate_roots(&node.roots, origin)
+}
+
+/// `[node] roots`: absolute paths of existing directories, none inside another (a path's rules
+/// would otherwise depend on which root it is read against).
+fn validate_roots(roots: &[PathBuf], origin: &str) -> Result<(), ConfigError> {
+    let mut real_roots: Vec<(usize, PathBuf)> = Vec::new();
+    for (index, root) in roots.iter().enumerate() {
+        let key = format!("[node].roots.{index}");
         if !root.is_absolute() {
             return Err(ConfigError::key(
                 origin,
-                format!("[node].roots.{index}"),
+                key,
                 format!("`{}` must be an absolute path", root.display()),
             ));
         }
+        let real = match std::fs::canonicalize(root) {
+            Ok(real) if real.is_dir() => real,
+            Ok(_) => {
+                return Err(ConfigError::key(
+                    origin,
+                    key,
+                    format!(
+                        "`{}` is not a directory; list the directories the node's file tools \
+                         may use",
+                        root.display()
+                    ),
+                ));
+            }
+            Err(error) => {
+                let problem = if error.kind() == std::io::ErrorKind::NotFound {
+                    "does not exist".to_string()
+                } else {
+                    format!("cannot be used ({})", crate::cause::explain(&error))
+                };
+                return Err(ConfigError::key(
+                    origin,
+                    key,
+                    format!(
+                        "`{}` {problem}; create the directory or remove it from the list",
+                        root.display()
+                    ),
+                ));
+            }
+        };
+        if real.parent().is_none() {
+            return Err(ConfigError::key(
+                origin,
+                key,
+                "`/` would confine nothing; list the directories the node's tools may use",
+            ));
+        }
+        if let Some((other, _)) = real_roots
+            .iter()
+            .find(|(_, seen)| seen.starts_with(&real) || real.starts_with(seen))
+        {
+            return Err(ConfigError::key(
+                origin,
+                key,
+                format!(
+                    "`{}` and `{}` (roots.{other}) lie one inside the other; list each directory \
+                     once, without its parent or child",
+                    root.display(),
+                    roots[*other].display()
+                ),
+            ));
+        }
+        real_roots.push((index, real));
     }
     Ok(())
 }
@@ -246,11 +301,28 @@ mod tests {
             roots: Vec::new(),
         };
         assert!(problem(&[], &bind, &[]).contains("[node].bind"));
-        let roots = NodeServeConfig {
-            roots: vec!["/a".into(), "/b".into()],
+        let scratch = std::env::temp_dir().join(format!("clawvisor-roots-{}", std::process::id()));
+        std::fs::create_dir_all(scratch.join("photos/2024")).unwrap();
+        std::fs::create_dir_all(scratch.join("docs")).unwrap();
+        std::fs::write(scratch.join("file"), "x").unwrap();
+        let roots = |list: &[&str]| NodeServeConfig {
+            roots: list.iter().map(|name| scratch.join(name)).collect(),
             ..NodeServeConfig::default()
         };
-        assert!(problem(&[], &roots, &[]).contains("[node].roots"));
+        assert!(validate(&[], &roots(&["photos", "docs"]), &BTreeSet::new(), "t").is_ok());
+        let missing = problem(&[], &roots(&["photos", "gone"]), &[]);
+        assert!(
+            missing.contains("[node].roots.1") && missing.contains("does not exist"),
+            "{missing}"
+        );
+        let file = problem(&[], &roots(&["file"]), &[]);
+        assert!(file.contains("[node].roots.0") && file.contains("not a directory"));
+        let nested = problem(&[], &roots(&["photos", "docs", "photos/2024"]), &[]);
+        assert!(
+            nested.contains("[node].roots.2") && nested.contains("one inside the other"),
+            "{nested}"
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
         let relative = NodeServeConfig {
             roots: vec!["srv".into()],
             ..NodeServeConfig::default()

@@ -48,7 +48,13 @@ pub struct ToolInfo {
     pub description: String,
     pub input_schema: Value,
     pub hints: McpToolHints,
+    /// What a paired node says of the tool (its `_meta` key [`NODE_META_KEY`]: the node's roots,
+    /// its own level for a forwarded tool); `None` from other servers.
+    pub node_meta: Option<Value>,
 }
+
+/// The `_meta` key under which a node describes its tools to its daemon (`crate::node`).
+pub const NODE_META_KEY: &str = "clawvisor/node";
 
 /// The namespaced name of `tool` on `server`: characters providers refuse become `_`, and the
 /// name is cut to [`MAX_TOOL_NAME`].
@@ -107,12 +113,18 @@ pub fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<ToolInfo> 
                 open_world: annotations.open_world_hint,
             })
             .unwrap_or_default();
+        let node_meta = tool
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get(NODE_META_KEY))
+            .cloned();
         infos.push(ToolInfo {
             name,
             remote_name,
             description,
             input_schema,
             hints,
+            node_meta,
         });
     }
     infos

@@ -268,3 +268,36 @@ pub fn members_of_group(pgid: i32) -> Vec<i32> {
         .filter(|pid| process_group_of(*pid) == Some(pgid))
         .collect()
 }
+
+/// Kills server processes a killed daemon (or node) left behind, then forgets every recorded
+/// row (at boot, before any server is started).
+pub async fn reap_recorded(store: &crate::store::Store) {
+    let rows = match store.read(crate::store::mcp::all).await {
+        Ok(rows) => rows,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the recorded MCP server processes");
+            return;
+        }
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let tokens: Vec<String> = rows.iter().map(|row| row.token.clone()).collect();
+    let killed = tokio::task::spawn_blocking(move || reap(&rows))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        tracing::warn!(killed, "killed MCP server processes left by a previous run");
+    }
+    let forgotten = store
+        .write(move |conn| {
+            for token in &tokens {
+                crate::store::mcp::delete(conn, token)?;
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = forgotten {
+        tracing::warn!(%error, "cannot forget the reaped MCP server processes");
+    }
+}

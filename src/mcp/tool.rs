@@ -145,6 +145,7 @@ mod tests {
                     read_only: Some(read_only),
                     ..McpToolHints::default()
                 },
+                node_meta: None,
             },
             trust,
             timeout: Duration::from_secs(5),

@@ -188,3 +188,20 @@ pub async fn health(
         .map_err(|error| format!("the node's answer was not understood: {error}"))?;
     Ok((body, started.elapsed()))
 }
+
+/// What a node's `/health` says it lends: ", lends 2 folders and 1 MCP server" (nothing from a
+/// node too old to say).
+pub fn lends(health: &serde_json::Value) -> String {
+    let (Some(roots), Some(servers)) = (health["roots"].as_u64(), health["mcp_servers"].as_u64())
+    else {
+        return String::new();
+    };
+    let plural = |count: u64, one: &str, many: &str| {
+        format!("{count} {}", if count == 1 { one } else { many })
+    };
+    format!(
+        ", lends {} and {}",
+        plural(roots, "folder", "folders"),
+        plural(servers, "MCP server", "MCP servers")
+    )
+}

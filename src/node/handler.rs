@@ -1,6 +1,13 @@
 //! The node's MCP server: `shell`, `read_file`, `write_file` and `list_dir`, the daemon's own
-//! implementations (`crate::tools`), in the node's workspace root, under the same classifier and
-//! kernel sandbox profiles as the daemon's shell.
+//! implementations (`crate::tools`), under the same classifier and kernel sandbox profiles as
+//! the daemon's shell.
+//!
+//! Roots (`[node] roots`): a file tool's call works in the root its absolute `path` lies in, else
+//! in the first (relative paths), with the workspace's own checks (`..`, symlinks, `/proc`)
+//! against that root; a path outside every root is refused. The shell runs in the first root and
+//! its sandbox grants the others exactly like it (`ToolSettings::extra_roots`). The tool list
+//! names the roots in each tool's `_meta` (`mcp::NODE_META_KEY`), so that the daemon judges a
+//! path against the root it lies in and its prompt shows the node's real path.
 //!
 //! Invariant: an action the node rates above L0 runs only with a valid approval token
 //! (`token::verify`), and only after the token's nonce and an audit row are committed to the
@@ -9,7 +16,7 @@
 //! its audit row is written beside it, not waited for (a crash may lose the row of a read in
 //! flight; an action above L0 is never run before its row is committed).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -33,10 +40,13 @@ pub const TOKEN_ARGUMENT: &str = "approval_token";
 /// What every call on this node shares.
 pub struct NodeTools {
     pub data_dir: PathBuf,
-    pub workspace: PathBuf,
+    /// `[node] roots` (at least one): file tools use any, the shell runs in the first.
+    pub roots: Vec<PathBuf>,
     pub settings: Arc<ToolSettings>,
     pub store: Store,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The node's own MCP servers' tools, forwarded (`upstream`).
+    pub upstream: super::upstream::Upstreams,
 }
 
 /// The tools a node offers (the daemon's implementations).
@@ -47,6 +57,28 @@ pub fn node_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(crate::tools::files::WriteFileTool),
         Arc::new(crate::tools::files::ListDirTool),
     ]
+}
+
+/// The root a call of `tool` works in: the root an absolute `path` argument lies in
+/// (lexically, `..` resolved), else the first; the shell always in the first. `None` when no
+/// root is known.
+pub fn root_for<'a>(roots: &'a [PathBuf], tool: &str, arguments: &Value) -> Option<&'a PathBuf> {
+    let first = roots.first()?;
+    let path = arguments.get("path").and_then(Value::as_str);
+    match path {
+        Some(path) if tool != "shell" && Path::new(path).is_absolute() => roots
+            .iter()
+            .find(|root| crate::tools::workspace::check_path_lexically(root, path).is_ok())
+            .or(Some(first)),
+        _ => Some(first),
+    }
+}
+
+/// A node tool's `_meta`: what the daemon needs to judge its calls as the node does.
+pub fn tool_meta(fields: Value) -> rmcp::model::MetaObject {
+    let mut meta = serde_json::Map::new();
+    meta.insert(crate::mcp::NODE_META_KEY.to_string(), fields);
+    rmcp::model::MetaObject(meta)
 }
 
 /// The sandbox profile a token must name for `tool`: the shell's reach in words, nothing for the
@@ -66,12 +98,16 @@ pub struct NodeHandler {
 }
 
 impl NodeHandler {
-    fn context(&self, cancel: tokio_util::sync::CancellationToken) -> ToolContext {
+    fn context(
+        &self,
+        cancel: tokio_util::sync::CancellationToken,
+        workspace: PathBuf,
+    ) -> ToolContext {
         ToolContext {
             agent: "node".to_string(),
             chat: ChatKey::cli("node"),
             run_id: 0,
-            workspace: self.shared.workspace.clone(),
+            workspace,
             settings: self.shared.settings.clone(),
             registry: Registry::new(),
             store: self.shared.store.clone(),
@@ -189,6 +225,12 @@ impl ServerHandler for NodeHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let roots: Vec<String> = self
+            .shared
+            .roots
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect();
         let tools = self
             .shared
             .tools
@@ -200,7 +242,9 @@ impl ServerHandler for NodeHandler {
                     _ => serde_json::Map::new(),
                 };
                 rmcp::model::Tool::new(spec.name, spec.description, schema)
+                    .with_meta(tool_meta(json!({ "roots": roots })))
             })
+            .chain(self.shared.upstream.tools().iter().map(forwarded_tool))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -210,6 +254,12 @@ impl ServerHandler for NodeHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let mut fields = request.arguments.unwrap_or_default();
+        let token = match fields.remove(TOKEN_ARGUMENT) {
+            Some(Value::String(token)) => Some(token),
+            _ => None,
+        };
+        let arguments = Value::Object(fields);
         let Some(tool) = self
             .shared
             .tools
@@ -217,18 +267,18 @@ impl ServerHandler for NodeHandler {
             .find(|tool| tool.name() == request.name)
             .cloned()
         else {
-            return Ok(error_result(format!(
-                "this node has no tool `{}`",
-                request.name
-            )));
+            return Ok(match self.shared.upstream.find(&request.name) {
+                Some(forwarded) => self.forward(forwarded, arguments, token).await,
+                None => error_result(format!(
+                    "this node has no tool `{}` (now: its MCP server may be down)",
+                    request.name
+                )),
+            });
         };
-        let mut fields = request.arguments.unwrap_or_default();
-        let token = match fields.remove(TOKEN_ARGUMENT) {
-            Some(Value::String(token)) => Some(token),
-            _ => None,
-        };
-        let arguments = Value::Object(fields);
-        let ctx = self.context(context.ct.clone());
+        let workspace = root_for(&self.shared.roots, tool.name(), &arguments)
+            .cloned()
+            .unwrap_or_default();
+        let ctx = self.context(context.ct.clone(), workspace);
         let assessment = tool.assess(&arguments, &ctx);
         let nonce = match self
             .admit(tool.name(), &arguments, token, &assessment)
@@ -249,6 +299,65 @@ impl ServerHandler for NodeHandler {
             Err(error) => error_result(error.to_string()),
         })
     }
+}
+
+impl NodeHandler {
+    /// A call to one of the node's MCP servers: rated and admitted like the node's own tools,
+    /// then forwarded.
+    async fn forward(
+        &self,
+        tool: super::upstream::UpstreamTool,
+        arguments: Value,
+        token: Option<String>,
+    ) -> rmcp::model::CallToolResponse {
+        let assessment = tool.assess();
+        let nonce = match self
+            .admit(&tool.info.name, &arguments, token, &assessment)
+            .await
+        {
+            Ok(nonce) => nonce,
+            Err(refusal) => {
+                tracing::info!(tool = %tool.info.name, %refusal, "refused a node action");
+                return error_result(format!("the node refused: {refusal}"));
+            }
+        };
+        let result = tool.call(arguments).await;
+        self.finish(nonce, matches!(&result, Ok(output) if !output.is_error))
+            .await;
+        match result {
+            Ok(output) if output.is_error => error_result(output.text),
+            Ok(output) => CallToolResult::success(vec![ContentBlock::text(output.text)]).into(),
+            Err(error) => error_result(error),
+        }
+    }
+}
+
+/// A forwarded tool as the node lists it: the server's description and hints, the node's level
+/// and the server's names in `_meta`.
+fn forwarded_tool(tool: &super::upstream::UpstreamTool) -> rmcp::model::Tool {
+    let schema = match &tool.info.input_schema {
+        Value::Object(fields) => fields.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let mut annotations = rmcp::model::ToolAnnotations::new();
+    if let Some(read_only) = tool.info.hints.read_only {
+        annotations = annotations.read_only(read_only);
+    }
+    if let Some(destructive) = tool.info.hints.destructive {
+        annotations = annotations.destructive(destructive);
+    }
+    let meta = json!({
+        "level": tool.assess().level.as_str(),
+        "server": tool.server,
+        "tool": tool.info.remote_name,
+    });
+    rmcp::model::Tool::new(
+        tool.info.name.clone(),
+        tool.info.description.clone(),
+        schema,
+    )
+    .with_annotations(annotations)
+    .with_meta(tool_meta(meta))
 }
 
 fn error_result(text: String) -> rmcp::model::CallToolResponse {

@@ -9,11 +9,19 @@
 //! (`link_handshake`), pings, reconnects with backoff, and its tools disappear while the node is
 //! down. Its tools reach agents as [`tool::NodeTool`]s, judged by the daemon's own classifier.
 //!
+//! What a node lends: `shell`, `read_file`, `write_file`, `list_dir` in its `[node] roots`
+//! (`handler`: a file tool works in the root its path lies in, the shell in the first, its
+//! sandbox granting every root), and the tools of its own `[[mcp.servers]]` as
+//! `<server>__<tool>` (`upstream`, one owned task per server). Each tool's `_meta` tells the
+//! daemon the roots, or the node's level for a forwarded tool, so that the daemon judges as the
+//! node will (and never lower).
+//!
 //! Invariants:
 //! - a node accepts only its daemon's certificate (or, while a pairing code is pending, anyone —
 //!   but only for `/pair`); a daemon accepts only a node's pinned certificate;
-//! - a node runs an action it rates above L0 only with a token signed by its daemon for exactly
-//!   that action, unexpired, never used before (`token`, `handler`); the node audits what it ran
+//! - a node runs an action it rates above L0 (its own tools and forwarded ones alike) only with
+//!   a token signed by its daemon for exactly that action, unexpired, never used before
+//!   (`token`, `handler`); a file tool never reaches outside every root; the node audits what it ran
 //!   in its own SQLite, the daemon's run steps and audit record which node ran what;
 //! - private keys and pins are files of mode 0600 under the data directory, never printed.
 //!
@@ -28,6 +36,7 @@ pub mod serve;
 pub mod tls;
 pub mod token;
 pub mod tool;
+pub mod upstream;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -83,14 +92,14 @@ pub async fn link_handshake(
     crate::mcp::client::handshake_with(client, &server.url, timeout).await
 }
 
-/// Where a node's tools work: `[node] roots`' first, else `<data dir>/node-workspace`.
-pub fn node_workspace(config: &crate::config::Config) -> std::path::PathBuf {
-    config
-        .node
-        .roots
-        .first()
-        .cloned()
-        .unwrap_or_else(|| config.data_dir.join("node-workspace"))
+/// Where a node's tools work: `[node] roots` (the shell in the first), else
+/// `<data dir>/node-workspace`.
+pub fn node_roots(config: &crate::config::Config) -> Vec<std::path::PathBuf> {
+    if config.node.roots.is_empty() {
+        vec![config.data_dir.join("node-workspace")]
+    } else {
+        config.node.roots.clone()
+    }
 }
 
 /// Runs `node serve` until the listener fails: opens the node's own database (nonces, audit),
@@ -105,17 +114,31 @@ pub async fn run_node(
         &pairing::node_dir(&config.data_dir),
         "clawvisor-node",
     )?);
-    let workspace = node_workspace(config);
-    std::fs::create_dir_all(&workspace)
-        .map_err(|error| format!("cannot create {}: {error}", workspace.display()))?;
-    let settings =
-        crate::tool::ToolSettings::for_node(&config.tools, crate::sandbox::protected_paths(loaded));
+    let roots = node_roots(config);
+    // `[node] roots` exist (validated); the default one is made the first time.
+    for root in &roots {
+        std::fs::create_dir_all(root)
+            .map_err(|error| format!("cannot create {}: {error}", root.display()))?;
+    }
+    let settings = crate::tool::ToolSettings::for_node(
+        &config.tools,
+        crate::sandbox::protected_paths(loaded),
+        roots[1..].to_vec(),
+    );
+    let upstream = upstream::start(
+        &config.mcp.servers,
+        Arc::new(loaded.secrets.clone()),
+        config.mcp.connect_timeout.0,
+        store.clone(),
+    )
+    .await;
     let tools = Arc::new(handler::NodeTools {
         data_dir: config.data_dir.clone(),
-        workspace,
+        roots,
         settings: Arc::new(settings),
         store,
         tools: handler::node_tools(),
+        upstream,
     });
     let server_config = tls::server_config(
         &identity,

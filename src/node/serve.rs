@@ -3,7 +3,8 @@
 //!
 //! - `POST /pair` — the daemon proves the pairing code (`pairing::accept_pairing`);
 //! - `/mcp` — the MCP server (streamable HTTP, `handler::NodeHandler`);
-//! - `GET /health` — version and the kernel protections this machine enforces;
+//! - `GET /health` — version, the kernel protections this machine enforces, how many roots and
+//!   connected MCP servers it lends;
 //! - `POST /revoke` — the daemon forgets this node (`clawvisor nodes remove`).
 //!
 //! Invariant: the handshake accepts only the paired daemon's certificate, or, while a pairing
@@ -130,6 +131,7 @@ pub fn tls_listener(listener: TcpListener, config: rustls::ServerConfig) -> TlsL
 struct NodeState {
     data_dir: PathBuf,
     identity: Arc<Identity>,
+    tools: Arc<NodeTools>,
 }
 
 /// The handshake's rule: the paired daemon, or anyone while a pairing code is pending.
@@ -145,7 +147,11 @@ pub fn handshake_acceptor(data_dir: PathBuf) -> super::tls::Acceptor {
 
 /// The router of a node.
 pub fn router(data_dir: PathBuf, identity: Arc<Identity>, tools: Arc<NodeTools>) -> axum::Router {
-    let state = NodeState { data_dir, identity };
+    let state = NodeState {
+        data_dir,
+        identity,
+        tools: tools.clone(),
+    };
     let mcp: StreamableHttpService<NodeHandler, LocalSessionManager> = StreamableHttpService::new(
         move || {
             Ok(NodeHandler {
@@ -229,6 +235,8 @@ async fn health(State(state): State<NodeState>) -> Response {
         "fingerprint": state.identity.fingerprint(),
         "protections": protections.summary(),
         "complete": protections.complete(),
+        "roots": state.tools.roots.len(),
+        "mcp_servers": state.tools.upstream.connected(),
     }))
     .into_response()
 }

@@ -168,6 +168,8 @@ pub fn landlock_support() -> LandlockSupport {
 pub struct ConfinementRequest<'a> {
     /// The agent's workspace: writable when `reach` writes there, else read and execute.
     pub workspace: &'a Path,
+    /// Granted exactly like `workspace` (a node's further roots); usually empty.
+    pub extra_workspaces: &'a [PathBuf],
     /// What the command may reach: where it writes, whether it has the network.
     pub reach: Reach,
     /// Read, write and execute: the call's private HOME (and TMPDIR inside it).
@@ -285,10 +287,10 @@ fn plan(request: &ConfinementRequest<'_>) -> Vec<(PathBuf, BitFlags<AccessFs>)> 
         Writes::Nothing => read_execute,
         Writes::Workspace | Writes::Anywhere => everything,
     };
-    for (granted, access) in [
-        (request.workspace, workspace_access),
-        (request.home, everything),
-    ] {
+    let workspaces = std::iter::once(request.workspace)
+        .chain(request.extra_workspaces.iter().map(PathBuf::as_path))
+        .map(|workspace| (workspace, workspace_access));
+    for (granted, access) in workspaces.chain([(request.home, everything)]) {
         // The workspace may lie inside the data directory (its default place): it is granted,
         // but nothing protected inside it is.
         let root = resolved(granted);
@@ -491,6 +493,7 @@ mod tests {
         ];
         let grants = plan(&ConfinementRequest {
             workspace: &workspace,
+            extra_workspaces: &[],
             reach: Reach::WORKSPACE,
             home: home.path(),
             protected: &protected,
@@ -503,5 +506,45 @@ mod tests {
         assert!(granted(&home.path().canonicalize().unwrap()));
         assert!(grants.iter().all(|(path, _)| !path.starts_with(&data)
             || path.starts_with(&workspace) && !path.starts_with(&secret_inside)));
+    }
+
+    /// A node's further roots get exactly the workspace's rights: read (and execute) for a
+    /// command that writes nothing, everything for one that writes the workspace; what lies
+    /// beside them gets nothing.
+    #[test]
+    fn extra_workspaces_are_granted_like_the_workspace_and_nothing_beside_them() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let (work, photos, beside) = (base.join("work"), base.join("photos"), base.join("beside"));
+        for dir in [&work, &photos, &beside] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let home = tempfile::tempdir().unwrap();
+        let extra = [photos.clone()];
+        let rights = |reach: Reach| {
+            let grants = plan(&ConfinementRequest {
+                workspace: &work,
+                extra_workspaces: &extra,
+                reach,
+                home: home.path(),
+                protected: &[],
+                path: "/usr/bin",
+                tcp_connect_only: None,
+            });
+            let of = |path: &Path| {
+                grants
+                    .iter()
+                    .find(|(granted, _)| granted == path)
+                    .map(|(_, access)| *access)
+            };
+            assert!(of(&beside).is_none() && of(&base).is_none(), "{grants:?}");
+            (of(&work), of(&photos))
+        };
+        let (work_read, photos_read) = rights(Reach::READ_ONLY);
+        assert_eq!(work_read, Some(AccessFs::from_read(TARGET_ABI)));
+        assert_eq!(photos_read, work_read);
+        let (work_write, photos_write) = rights(Reach::WORKSPACE);
+        assert_eq!(work_write, Some(AccessFs::from_all(TARGET_ABI)));
+        assert_eq!(photos_write, work_write);
     }
 }

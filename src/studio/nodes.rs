@@ -72,6 +72,8 @@ pub async fn list(State(state): State<StudioState>) -> Result<Json<Value>, ApiEr
                 "version": node.get("version").cloned(),
                 "protections": node.get("protections").cloned(),
                 "protections_complete": node.get("complete").cloned(),
+                "roots": node.get("roots").cloned(),
+                "mcp_servers": node.get("mcp_servers").cloned(),
             })
         }
     });
@@ -106,6 +108,20 @@ pub fn list_schema() -> Value {
             described("the node's kernel protections in words", nullable(string())),
         ),
         ("protections_complete", nullable(boolean())),
+        (
+            "roots",
+            described(
+                "how many folders (`[node] roots`) it lends",
+                nullable(integer()),
+            ),
+        ),
+        (
+            "mcp_servers",
+            described(
+                "how many of its own MCP servers are connected",
+                nullable(integer()),
+            ),
+        ),
     ]);
     object([
         ("nodes", array(node)),

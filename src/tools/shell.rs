@@ -208,6 +208,7 @@ pub async fn run_confined(
         .ok_or_else(|| ToolError::Refused(sandbox::BASH_MISSING.to_string()))?;
     let prepared = prepare(
         workspace.root().to_path_buf(),
+        ctx.settings.extra_roots.clone(),
         ctx.settings.protected_paths.clone(),
         path.clone(),
         reach,
@@ -266,6 +267,7 @@ impl Sandbox {
 /// Creates the call's HOME and builds its ruleset on the blocking pool (both touch the disk).
 async fn prepare(
     workspace: PathBuf,
+    extra_workspaces: Vec<PathBuf>,
     protected: Vec<PathBuf>,
     path: String,
     reach: Reach,
@@ -279,6 +281,7 @@ async fn prepare(
         })?;
         let confinement = Confinement::prepare(&ConfinementRequest {
             workspace: &workspace,
+            extra_workspaces: &extra_workspaces,
             reach,
             home: home.path(),
             protected: &protected,

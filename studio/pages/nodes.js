@@ -45,6 +45,14 @@ function protections(n) {
   return badge('idle', 'unknown until it answers');
 }
 
+// What it lends, in words: "1 folder and 2 MCP servers" (null before it answers).
+function lends(n) {
+  if (typeof n.roots !== 'number') return null;
+  const folders = n.roots === 1 ? '1 folder' : `${n.roots} folders`;
+  if (!n.mcp_servers) return folders;
+  return `${folders} and ${n.mcp_servers === 1 ? '1 tool server' : `${n.mcp_servers} tool servers`}`;
+}
+
 function card(n, refresh) {
   const remove = el('button', { type: 'button', 'data-remove-node': n.name }, 'Remove');
   remove.addEventListener('click', () => {
@@ -56,7 +64,7 @@ function card(n, refresh) {
   return el('section', { class: 'card node', 'data-node': n.name, 'data-state': n.state },
     el('div', { class: 'row spread' }, el('h2', null, n.name), badge(tone(n.state), n.state_words)),
     el('p', null, n.state === 'up'
-      ? `Used by ${who}. It answers in ${num(n.latency_ms)} ms.`
+      ? `Used by ${who}. It answers in ${num(n.latency_ms)} ms${lends(n) ? ` and lends ${lends(n)}` : ''}.`
       : `Used by ${who}. Its tools are unavailable until it answers again; check that the computer is on and runs clawvisor node serve.`),
     el('div', { class: 'row' }, el('span', null, 'Confinement: '), protections(n),
       n.version ? el('span', { class: 'small muted' }, ` · version ${n.version}`) : null),

@@ -62,8 +62,7 @@ impl McpLinkState {
         if let Some(data_dir) = &server.node {
             let tool = crate::node::tool::NodeTool::for_remote(
                 &server.name,
-                &info.remote_name,
-                &info.name,
+                info,
                 data_dir.clone(),
                 server.timeout.0,
                 self.args.registry.clone(),

@@ -67,13 +67,15 @@ kill "$bench" 2>/dev/null || true
 pkill -f "callgrind-out-file=$work/node" || true
 wait || true
 # The functions that ran in a dump (its `fn=` cost blocks). Callgrind names a function once per
-# run (`fn=(id) name`, later only `fn=(id)`), so each process's names are read from all its dumps;
-# the lists follow each other (the daemon's idle, its reply, the node's idle), each name once.
+# run (`fn=(id) name`, later only `fn=(id)`), so each process's names are read from all its dumps.
+# The list: first what both the daemon and the node run (in the daemon's order), then what only the
+# daemon runs (its idle minute, then its reply), then what only the node runs; each name once. So
+# the daemon's code and the node's code are each one stretch of pages (the daemon's and the node's
+# paths share the first part).
 # (perl: callgrind_control needs it anyway)
 perl -e '
-  my (%seen);
   sub ran {
-    my (@files) = @_; my (%name, @order);
+    my (@files) = @_; my (%name, @names);
     for my $file (@files) {
       open(my $in, "<", $file) or die "$file: $!";
       my @here;
@@ -81,24 +83,25 @@ perl -e '
         $name{$1} = $2 if /^c?fn=\((\d+)\) (.+)$/;
         push @here, $1 if /^fn=\((\d+)\)/;
       }
-      push @order, [@here];
+      push @names, [@here];
     }
-    return (\%name, @order);
-  }
-  sub list {
-    my ($name, @ids) = @_;
-    for my $id (@ids) {
-      my $symbol = $name->{$id} // next;
-      $symbol =~ s/\x27\d+$//;
-      next if $symbol =~ /^0x|@/ || $seen{$symbol}++;
-      print "$symbol\n";
+    my (%seen, @listed);
+    for my $ids (reverse @names) {
+      for my $id (@$ids) {
+        my $symbol = $name{$id} // next;
+        $symbol =~ s/\x27\d+$//;
+        next if $symbol =~ /^0x|@/ || $seen{$symbol}++;
+        push @listed, $symbol;
+      }
     }
+    return @listed;
   }
   my ($reply, $idle, $node) = @ARGV;
-  my ($names, $reply_ids, $idle_ids) = ran($reply, $idle);
-  list($names, @$idle_ids);
-  list($names, @$reply_ids);
-  my ($node_names, $node_ids) = ran($node);
-  list($node_names, @$node_ids);
+  my @daemon = ran($reply, $idle);
+  my @node = ran($node);
+  my %on_node = map { $_ => 1 } @node;
+  my %on_daemon = map { $_ => 1 } @daemon;
+  print "$_\n" for (grep { $on_node{$_} } @daemon), (grep { !$on_node{$_} } @daemon),
+    (grep { !$on_daemon{$_} } @node);
 ' "$work/cg.$pid.out.1" "$work/cg.$pid.out" "$work/node.$node.out.1" > "$here/hot-code.order"
 wc -l "$here/hot-code.order"

@@ -215,6 +215,39 @@ fn check_config(config: &BertConfig, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The tokenizer of `dir`, truncating at the model's length (`sentence_bert_config.json`'s
+/// `max_seq_length`, else 512, at most the positions the model has) and padding a batch to its
+/// longest text.
+fn tokenizer_of(dir: &Path, config: &BertConfig) -> Result<Tokenizer, String> {
+    let sentence_bert = dir.join("sentence_bert_config.json");
+    let max_length = if sentence_bert.is_file() {
+        read_json::<SentenceBertFile>(&sentence_bert)?.max_seq_length
+    } else {
+        None
+    }
+    .unwrap_or(512)
+    .min(config.max_position_embeddings);
+    let tokenizer_path = dir.join("tokenizer.json");
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|error| {
+        format!(
+            "{} is not a tokenizer this daemon can read: {error}",
+            tokenizer_path.display()
+        )
+    })?;
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length,
+            ..TruncationParams::default()
+        }))
+        .map_err(|error| format!("{}: {error}", tokenizer_path.display()))?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        pad_id: config.pad_token_id as u32,
+        ..PaddingParams::default()
+    }));
+    Ok(tokenizer)
+}
+
 impl SentenceModel {
     /// Loads the model in `dir` (reads about the size of `model.safetensors` into memory).
     pub fn load(dir: &Path) -> Result<SentenceModel, String> {
@@ -223,32 +256,7 @@ impl SentenceModel {
         let config: BertConfig = read_json(&config_path)?;
         check_config(&config, &config_path)?;
         let (pooling, normalize) = pooling_of(dir)?;
-        let sentence_bert = dir.join("sentence_bert_config.json");
-        let max_length = if sentence_bert.is_file() {
-            read_json::<SentenceBertFile>(&sentence_bert)?.max_seq_length
-        } else {
-            None
-        }
-        .unwrap_or(512)
-        .min(config.max_position_embeddings);
-        let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|error| {
-            format!(
-                "{} is not a tokenizer this daemon can read: {error}",
-                tokenizer_path.display()
-            )
-        })?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length,
-                ..TruncationParams::default()
-            }))
-            .map_err(|error| format!("{}: {error}", tokenizer_path.display()))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id: config.pad_token_id as u32,
-            ..PaddingParams::default()
-        }));
+        let tokenizer = tokenizer_of(dir, &config)?;
         let weights_path = dir.join("model.safetensors");
         let header = Header::read(&weights_path)?;
         // Where the BERT's tensors are: at the top, under `bert.`, or under the model type

@@ -405,9 +405,10 @@ fn hybrid_queries(index: &VectorIndex, queries: &[Vec<f32>], points: usize, rng:
     use clawvisor::store::memory::{self as queries_db, Scope};
     const VOCABULARY: usize = 5_000;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut conn = rusqlite::Connection::open(dir.path().join("memory.db")).expect("sqlite");
-    conn.execute_batch(include_str!("../migrations/0006_memory.sql"))
-        .expect("the memory schema");
+    let path = dir.path().join("memory.db");
+    let mut conn = rusqlite::Connection::open(&path).expect("sqlite");
+    // The daemon's whole schema (the row query reads columns later migrations added).
+    clawvisor::store::migrate(&mut conn, &path).expect("the schema");
     let started = Instant::now();
     let transaction = conn.transaction().expect("a transaction");
     {

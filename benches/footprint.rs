@@ -161,12 +161,10 @@ async fn print_memory(label: &str, pid: u32, binary: &Path, window: Duration) ->
         highest.threads,
         window,
     );
-    let rows: Vec<String> =
-        support::smaps_breakdown(&pid.to_string(), &binary.display().to_string())
-            .into_iter()
-            .map(|(kind, rss, anon)| format!("{kind} {:.2} (anon {:.2})", mib(rss), mib(anon)))
-            .collect();
-    println!("footprint: {label}: where it is, MiB: {}", rows.join("; "));
+    println!(
+        "footprint: {label}: where it is, MiB: {}",
+        support::where_it_is(&pid.to_string(), &binary.display().to_string())
+    );
     highest.rss
 }
 
@@ -472,13 +470,17 @@ async fn local_model(binary: &Path) {
         }
         last = now;
     }
-    let after = rss();
+    let (after, after_anon) = (rss(), anon());
     println!(
         "footprint: local embeddings model (all-MiniLM-L6-v2): RSS {before:.1} MiB before \
          (anon {before_anon:.1}), {loaded:.1} MiB loaded (anon {loaded_anon:.1}; +{:.1}, target \
-         + ≤ 100), {after:.1} MiB after the idle unload ({:+.1} over before)",
+         + ≤ 100), {after:.1} MiB after the idle unload (anon {after_anon:.1}; {:+.1} over before)",
         loaded - before,
         after - before
+    );
+    println!(
+        "footprint: after the unload, where it is, MiB: {}",
+        support::where_it_is(&pid, &binary.display().to_string())
     );
     let _ = daemon.terminate(Duration::from_secs(10));
 }

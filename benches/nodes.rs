@@ -175,17 +175,10 @@ async fn run() {
         highest as f64 / 1024.0
     );
     let binary = std::fs::canonicalize(node_binary()).unwrap_or_default();
-    let rows: Vec<String> = support::smaps_breakdown(&pid, &binary.display().to_string())
-        .into_iter()
-        .map(|(kind, rss, anon)| {
-            format!(
-                "{kind} {:.2} (anon {:.2})",
-                rss as f64 / 1024.0,
-                anon as f64 / 1024.0
-            )
-        })
-        .collect();
-    println!("node idle: where it is, MiB: {}", rows.join("; "));
+    println!(
+        "node idle: where it is, MiB: {}",
+        support::where_it_is(&pid, &binary.display().to_string())
+    );
     // Reconnect: the node killed and started again on the same port; from its start until the
     // agent holds its tools again.
     let bind = url.trim_start_matches("https://").to_string();

@@ -114,6 +114,16 @@ pub fn smaps_breakdown(pid: &str, binary: &str) -> Vec<(String, u64, u64)> {
     rows
 }
 
+/// [`smaps_breakdown`] in one line: `kind MiB (anon MiB)`, largest first, `; `-separated.
+pub fn where_it_is(pid: &str, binary: &str) -> String {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    smaps_breakdown(pid, binary)
+        .into_iter()
+        .map(|(kind, rss, anon)| format!("{kind} {:.2} (anon {:.2})", mib(rss), mib(anon)))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Where cargo puts this package's builds: `CARGO_TARGET_DIR` when set (relative to the package,
 /// where cargo runs), else the package's `target/`.
 pub fn target_dir() -> PathBuf {

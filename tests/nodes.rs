@@ -651,34 +651,17 @@ async fn an_agent_uses_a_node_under_the_daemons_approval_desk_and_outlives_the_n
         .rule(node_call("sleep 20", "slow"))
         .rule(node_call("echo back again", "again"))
         .rule(Rule::text("fallback"));
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.config_extra = nodes_section(&node.url);
-    let harness = Harness::start_in(dir, options).await.unwrap();
+    let (llm, harness) = daemon_with_node(dir, script, &node.url).await;
     wait_node_tools(&harness, true).await;
     let chat = ChatKey::cli("nodes");
     // An L0 command runs on the node.
     let reply = harness.ask("ada", &chat, "list the files").await.unwrap();
     assert_eq!(reply.text, "the node answered");
-    assert!(
-        llm.requests()
-            .last()
-            .unwrap()
-            .to_string()
-            .contains("listed on the node")
-    );
+    assert!(last_request(&llm).contains("listed on the node"));
     // An L2 command asks the daemon's desk, naming the machine; approved, it runs once there.
     harness.send("ada", &chat, "remove the victim").unwrap();
-    let (id, action) = pending_approval(&harness).await;
+    let action = approve_pending(&harness).await;
     assert!(action.starts_with(&format!("on nas: `{l2}`")), "{action}");
-    let (base, http) = harness.studio_http().await;
-    let decided = http
-        .post(format!("{base}/api/v1/approvals/{id}/decision"))
-        .json(&json!({"decision": "approve"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(decided.status().is_success());
     let ledger = node_root.path().join("nas").join("work").join("ledger.txt");
     wait_until(
         Duration::from_secs(15),
@@ -1043,6 +1026,15 @@ async fn approve_pending(harness: &Harness) -> String {
     action
 }
 
+/// The daemon with one agent `ada` given the node at `url`, its model scripted by `script`.
+async fn daemon_with_node(dir: ScratchDir, script: Script, url: &str) -> (ScriptedLlm, Harness) {
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let mut options = HarnessOptions::new(llm.base_url());
+    options.config_extra = nodes_section(url);
+    let harness = Harness::start_in(dir, options).await.unwrap();
+    (llm, harness)
+}
+
 /// What the model was last sent (the tool results of the run so far).
 fn last_request(llm: &ScriptedLlm) -> String {
     llm.requests()
@@ -1111,10 +1103,7 @@ async fn a_node_with_two_roots_serves_both_and_nothing_outside() {
             .times(1),
         )
         .rule(Rule::text("fallback"));
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.config_extra = nodes_section(&node.url);
-    let harness = Harness::start_in(dir, options).await.unwrap();
+    let (llm, harness) = daemon_with_node(dir, script, &node.url).await;
     wait_node_tools(&harness, true).await;
     let chat = ChatKey::cli("roots");
     // A read in the second root runs without asking; the tool tells the model both folders.
@@ -1287,10 +1276,7 @@ async fn a_nodes_own_mcp_servers_reach_the_agent_under_the_same_desk() {
             .times(1),
         )
         .rule(Rule::text("fallback"));
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let mut options = HarnessOptions::new(llm.base_url());
-    options.config_extra = nodes_section(&node.url);
-    let harness = Harness::start_in(dir, options).await.unwrap();
+    let (llm, harness) = daemon_with_node(dir, script, &node.url).await;
     wait_agent_tool(&harness, "nas__files__write_note").await;
     let chat = ChatKey::cli("upstream");
     // Read-only: runs at once.

@@ -235,13 +235,6 @@ mod tests {
             Err(TokenRefusal::OtherAction)
         );
         let stranger = hex::encode(ring::signature::KeyPair::public_key(&key()).as_ref());
-        let expected = Expected {
-            node: "nas",
-            tool: "shell",
-            action_hash: &hash,
-            level: "L2",
-            profile: "p",
-        };
         assert_eq!(
             verify(&token, &stranger, &expected, 500),
             Err(TokenRefusal::BadSignature)

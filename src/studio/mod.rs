@@ -564,13 +564,7 @@ async fn readyz(State(state): State<StudioState>) -> Response {
 /// link as `node:<name>`); asked of the MCP supervisor each time, so servers added or removed by
 /// a reload count as they are now.
 async fn mcp_pending(state: &StudioState) -> Vec<String> {
-    let nodes: Vec<String> = state
-        .files
-        .get()
-        .nodes
-        .iter()
-        .map(|node| node.name.clone())
-        .collect();
+    let nodes = nodes::node_names(state);
     let servers = match crate::protocol::mcp::Mcp::new(&state.registry)
         .health()
         .await

@@ -268,15 +268,20 @@ pub fn change_schema() -> Value {
     ])
 }
 
-/// The nodes' lines of `/metrics`: up, round trip and restarts per node.
-pub async fn metrics(state: &StudioState) -> String {
-    let names: Vec<String> = state
+/// The names of the `[[nodes]]` entries in the config as it is now.
+pub fn node_names(state: &StudioState) -> Vec<String> {
+    state
         .files
         .get()
         .nodes
         .iter()
         .map(|node| node.name.clone())
-        .collect();
+        .collect()
+}
+
+/// The nodes' lines of `/metrics`: up, round trip and restarts per node.
+pub async fn metrics(state: &StudioState) -> String {
+    let names = node_names(state);
     if names.is_empty() {
         return String::new();
     }
